@@ -1,0 +1,180 @@
+//! JSON-RPC 2.0 frames: telling a request from a notification from a response, without
+//! taking the frame apart. Unknown fields stay where they are.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::RpcError;
+
+/// A request id: a string or an integer. `null` and other types are not ids.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RequestId {
+    Number(i64),
+    String(String),
+}
+
+impl RequestId {
+    pub fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::String(s) => Some(RequestId::String(s.clone())),
+            Value::Number(n) => n.as_i64().map(RequestId::Number),
+            _ => None,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        match self {
+            RequestId::Number(n) => Value::from(*n),
+            RequestId::String(s) => Value::from(s.clone()),
+        }
+    }
+}
+
+/// One classified frame. `params` is `Value::Null` when the frame had none.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Request { id: RequestId, method: String, params: Value },
+    Notification { method: String, params: Value },
+    Response { id: RequestId, outcome: Result<Value, RpcError> },
+}
+
+/// Why a frame is not a JSON-RPC message. Carries the id when one could be read, so the
+/// error response can echo it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Invalid {
+    pub id: Option<Value>,
+    pub error: RpcError,
+}
+
+impl Message {
+    /// Classifies a parsed JSON value as a JSON-RPC 2.0 message.
+    pub fn classify(frame: Value) -> Result<Message, Invalid> {
+        let Value::Object(mut obj) = frame else {
+            return Err(Invalid { id: None, error: RpcError::invalid_request("a message must be a JSON object") });
+        };
+        let raw_id = obj.remove("id");
+        let readable_id = raw_id.clone().filter(|v| RequestId::from_value(v).is_some());
+        let invalid = |message: &str| Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid("\"jsonrpc\" must be \"2.0\""));
+        }
+        let params = obj.remove("params").unwrap_or(Value::Null);
+        if !(params.is_null() || params.is_object()) {
+            return Err(invalid("\"params\" must be an object"));
+        }
+        match obj.remove("method") {
+            Some(Value::String(method)) => match raw_id {
+                None => Ok(Message::Notification { method, params }),
+                Some(id) => match RequestId::from_value(&id) {
+                    Some(id) => Ok(Message::Request { id, method, params }),
+                    None => Err(invalid("\"id\" must be a string or an integer")),
+                },
+            },
+            Some(_) => Err(invalid("\"method\" must be a string")),
+            None => {
+                let Some(id) = raw_id.as_ref().and_then(RequestId::from_value) else {
+                    return Err(invalid("a response needs a string or integer \"id\""));
+                };
+                if let Some(result) = obj.remove("result") {
+                    Ok(Message::Response { id, outcome: Ok(result) })
+                } else if let Some(error) = obj.get("error").and_then(RpcError::from_value) {
+                    Ok(Message::Response { id, outcome: Err(error) })
+                } else {
+                    Err(invalid("a message needs \"method\", \"result\" or \"error\""))
+                }
+            }
+        }
+    }
+
+    /// Parses one frame from bytes. A parse failure is a -32700 with no id.
+    pub fn parse(bytes: &[u8]) -> Result<Value, Invalid> {
+        serde_json::from_slice(bytes).map_err(|e| Invalid { id: None, error: RpcError::parse_error(e) })
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            Message::Response { .. } => None,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        match self {
+            Message::Request { id, method, params } => request(id, method, params.clone()),
+            Message::Notification { method, params } => notification(method, params.clone()),
+            Message::Response { id, outcome: Ok(result) } => result_response(&id.to_value(), result.clone()),
+            Message::Response { id, outcome: Err(e) } => error_response(Some(&id.to_value()), e),
+        }
+    }
+}
+
+pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("id".into(), id.to_value());
+    obj.insert("method".into(), method.into());
+    if !params.is_null() {
+        obj.insert("params".into(), params);
+    }
+    Value::Object(obj)
+}
+
+pub fn notification(method: &str, params: Value) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("method".into(), method.into());
+    if !params.is_null() {
+        obj.insert("params".into(), params);
+    }
+    Value::Object(obj)
+}
+
+pub fn result_response(id: &Value, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
+/// An error response. The spec wants the request's id echoed; when it could not be read,
+/// the id is omitted (the 2025-11-25 and 2026-07-28 schemas make it optional for errors).
+pub fn error_response(id: Option<&Value>, error: &RpcError) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    if let Some(id) = id {
+        obj.insert("id".into(), id.clone());
+    }
+    obj.insert("error".into(), error.to_value());
+    Value::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_classified_by_their_fields() {
+        let req = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).unwrap();
+        assert_eq!(req, Message::Request { id: RequestId::Number(1), method: "ping".into(), params: Value::Null });
+        let note = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
+        assert!(matches!(note, Message::Notification { .. }));
+        let resp = Message::classify(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
+        assert_eq!(resp, Message::Response { id: RequestId::String("a".into()), outcome: Ok(json!({})) });
+    }
+
+    #[test]
+    fn bad_frames_are_invalid_requests_that_keep_a_readable_id() {
+        let e = Message::classify(json!({"jsonrpc":"1.0","id":7,"method":"ping"})).unwrap_err();
+        assert_eq!(e.error.code, -32600);
+        assert_eq!(e.id, Some(json!(7)));
+        let e = Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"ping"})).unwrap_err();
+        assert_eq!(e.id, None);
+        let e = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]})).unwrap_err();
+        assert_eq!(e.error.code, -32600);
+        assert!(Message::classify(json!([1])).is_err());
+        assert_eq!(Message::parse(b"{nope").unwrap_err().error.code, -32700);
+    }
+
+    #[test]
+    fn unknown_fields_survive() {
+        let frame = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","x-extra":{"k":1}}});
+        let msg = Message::classify(frame.clone()).unwrap();
+        assert_eq!(msg.to_value(), frame);
+    }
+}

@@ -1,0 +1,91 @@
+//! The client half of mcpx: one live connection to one upstream MCP server instance.
+//!
+//! An [`Upstream`] owns a stdio child process (in its own process group), speaks the era
+//! the server answered the probe in, remaps request ids so many callers can share one
+//! instance, and stops the child the way the spec asks (close stdin, wait, SIGTERM, wait,
+//! SIGKILL). It knows nothing about who is asking: that is the gateway's business.
+
+mod handshake;
+mod rpc;
+mod stdio;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcpx_protocol::{Era, Revision, RpcError};
+use serde_json::Value;
+
+pub use rpc::Upstream;
+
+/// How to launch one stdio upstream instance.
+#[derive(Clone, Debug)]
+pub struct StdioSpec {
+    /// The server's name in the config, used in logs and errors.
+    pub server: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    pub timeouts: Timeouts,
+    /// Longest line accepted from the upstream's stdout.
+    pub max_line_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// How long the era probe (`server/discover`) may go unanswered before mcpx falls back
+    /// to `initialize`.
+    pub probe: Duration,
+    /// How long `initialize` may take.
+    pub handshake: Duration,
+    /// How long any one request may take.
+    pub request: Duration,
+    /// How long each step of the stop sequence waits for the process to exit.
+    pub stop_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            probe: Duration::from_secs(5),
+            handshake: Duration::from_secs(30),
+            request: Duration::from_secs(300),
+            stop_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the upstream told mcpx about itself when the connection was made.
+#[derive(Clone, Debug)]
+pub struct ServerFacts {
+    pub era: Era,
+    pub revision: Revision,
+    pub capabilities: Value,
+    pub server_info: Option<Value>,
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("server {server:?}: could not start {command:?}: {source}")]
+    Spawn { server: String, command: String, source: std::io::Error },
+    #[error("server {server:?}: handshake failed: {reason}")]
+    Handshake { server: String, reason: String },
+    #[error("server {server:?} exited{}", status.as_ref().map(|s| format!(" ({s})")).unwrap_or_default())]
+    Exited { server: String, status: Option<String> },
+    #[error("server {server:?} did not answer {method} within {after:?}")]
+    Timeout { server: String, method: String, after: Duration },
+    /// The upstream answered with a JSON-RPC error: relayed to the caller as is.
+    #[error("{0}")]
+    Rpc(RpcError),
+}
+
+impl UpstreamError {
+    /// The JSON-RPC error a caller receives for this failure.
+    pub fn to_rpc(&self) -> RpcError {
+        match self {
+            UpstreamError::Rpc(e) => e.clone(),
+            other => RpcError::internal(other.to_string()),
+        }
+    }
+}

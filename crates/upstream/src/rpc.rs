@@ -1,0 +1,281 @@
+//! One live upstream connection: framing, request-id remapping, and the era-specific
+//! envelope around every request mcpx sends on a caller's behalf.
+//!
+//! Callers' ids never reach the upstream: each request gets the next id of this
+//! connection, so any number of callers can share one instance without collisions.
+//! A request whose caller goes away (its future is dropped, or it times out) is
+//! cancelled upstream with `notifications/cancelled`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use futures::StreamExt;
+use mcpx_protocol::message::{self, Message, RequestId};
+use mcpx_protocol::{Era, RpcError, meta};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::oneshot;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
+
+type Reply = Result<Value, UpstreamError>;
+
+/// A connection to one running upstream instance. Cheap to clone; all clones share it.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+    facts: Arc<ServerFacts>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) server: String,
+    pub(crate) timeouts: Timeouts,
+    pid: u32,
+    pgid: i32,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    child: tokio::sync::Mutex<Option<Child>>,
+    pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    next_id: AtomicI64,
+    alive: AtomicBool,
+}
+
+impl Upstream {
+    /// Launches the server and makes the connection: probes the era (unless `era_hint`
+    /// says which one this server spoke last time) and completes the handshake.
+    pub async fn spawn(spec: &StdioSpec, era_hint: Option<Era>) -> Result<Upstream, UpstreamError> {
+        let spawned = stdio::spawn(spec)?;
+        let inner = Arc::new(Inner {
+            server: spec.server.clone(),
+            timeouts: spec.timeouts,
+            pid: spawned.pgid as u32,
+            pgid: spawned.pgid,
+            stdin: tokio::sync::Mutex::new(Some(spawned.stdin)),
+            child: tokio::sync::Mutex::new(Some(spawned.child)),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            alive: AtomicBool::new(true),
+        });
+        tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
+        tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
+        match handshake::connect(&inner, era_hint).await {
+            Ok(facts) => Ok(Upstream { inner, facts: Arc::new(facts) }),
+            Err(e) => {
+                inner.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+
+    pub fn facts(&self) -> &ServerFacts {
+        &self.facts
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.inner.pid
+    }
+
+    /// False once the process has exited or its stdout closed.
+    pub fn is_alive(&self) -> bool {
+        self.inner.alive.load(Ordering::Acquire)
+    }
+
+    /// Sends a request on a caller's behalf, in the era this upstream speaks.
+    /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
+    /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
+    pub async fn request(&self, method: &str, mut params: Value, client_capabilities: &Value) -> Reply {
+        match self.facts.era {
+            Era::Modern => {
+                let m = meta::of_mut(&mut params);
+                m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
+                m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
+                m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
+            }
+            Era::Legacy => {
+                if let Some(Value::Object(m)) = params.get_mut("_meta") {
+                    meta::strip_modern_envelope(m);
+                    if m.is_empty() {
+                        params.as_object_mut().map(|p| p.remove("_meta"));
+                    }
+                }
+            }
+        }
+        self.inner.request(method, params).await
+    }
+
+    /// Stops the instance: close stdin, wait, SIGTERM, wait, SIGKILL (to its group).
+    pub async fn shutdown(&self) {
+        self.inner.shutdown().await;
+    }
+}
+
+impl Inner {
+    /// Sends one request and waits for its answer, the connection's timeout at most.
+    pub(crate) async fn request(self: &Arc<Self>, method: &str, params: Value) -> Reply {
+        self.request_within(method, params, self.timeouts.request).await
+    }
+
+    pub(crate) async fn request_within(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        within: std::time::Duration,
+    ) -> Reply {
+        let mut waiting = self.start(method, params).await?;
+        match tokio::time::timeout(within, &mut waiting.reply).await {
+            Ok(Ok(reply)) => {
+                waiting.done = true;
+                reply
+            }
+            Ok(Err(_)) => Err(self.exited()),
+            Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: within }),
+        }
+    }
+
+    /// Writes a request and returns the handle its answer arrives on. Dropping the handle
+    /// before the answer cancels the request upstream.
+    pub(crate) async fn start(self: &Arc<Self>, method: &str, params: Value) -> Result<Waiting, UpstreamError> {
+        if !self.alive.load(Ordering::Acquire) {
+            return Err(self.exited());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
+        self.write(&message::request(&RequestId::Number(id), method, params)).await?;
+        Ok(waiting)
+    }
+
+    pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
+        self.write(&message::notification(method, params)).await
+    }
+
+    async fn write(&self, frame: &Value) -> Result<(), UpstreamError> {
+        let mut line = serde_json::to_vec(frame).expect("a JSON value always serializes");
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else { return Err(self.exited()) };
+        if pipe.write_all(&line).await.is_err() || pipe.flush().await.is_err() {
+            return Err(self.exited());
+        }
+        Ok(())
+    }
+
+    fn exited(&self) -> UpstreamError {
+        UpstreamError::Exited { server: self.server.clone(), status: None }
+    }
+
+    /// Marks the connection dead and fails every request still waiting on it.
+    fn fail_all(&self, status: Option<String>) {
+        self.alive.store(false, Ordering::Release);
+        let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(UpstreamError::Exited { server: self.server.clone(), status: status.clone() }));
+        }
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        self.stdin.lock().await.take();
+        let child = self.child.lock().await.take();
+        if let Some(mut child) = child {
+            stdio::stop(&mut child, self.pgid, self.timeouts.stop_grace).await;
+        }
+        self.fail_all(Some("stopped by mcpx".into()));
+    }
+
+    /// Answers a request the upstream sent to mcpx. Only `ping` is answered for now; the
+    /// rest are refused so the upstream never waits forever.
+    async fn answer(&self, id: RequestId, method: &str) {
+        let reply = if method == "ping" {
+            message::result_response(&id.to_value(), json!({}))
+        } else {
+            let e = RpcError::method_not_found(method);
+            message::error_response(Some(&id.to_value()), &e)
+        };
+        let _ = self.write(&reply).await;
+    }
+}
+
+/// A request in flight. Dropped unanswered, it is cancelled upstream.
+pub(crate) struct Waiting {
+    inner: Arc<Inner>,
+    id: i64,
+    pub(crate) reply: oneshot::Receiver<Reply>,
+    pub(crate) done: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.done || self.inner.pending.lock().expect("pending lock").remove(&self.id).is_none() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let params = json!({ "requestId": self.id, "reason": "the caller went away" });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = inner.notify("notifications/cancelled", params).await;
+            });
+        }
+    }
+}
+
+async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, max_line: usize) {
+    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line));
+    let server = match inner.upgrade() {
+        Some(i) => i.server.clone(),
+        None => return,
+    };
+    while let Some(line) = lines.next().await {
+        let Some(inner) = inner.upgrade() else { return };
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!(server, "skipping a line from the upstream: {e}");
+                continue;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let frame = match Message::parse(line.as_bytes()).and_then(Message::classify) {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::warn!(server, "the upstream wrote something that is not JSON-RPC: {}", e.error.message);
+                continue;
+            }
+        };
+        match frame {
+            Message::Response { id: RequestId::Number(id), outcome } => {
+                let tx = inner.pending.lock().expect("pending lock").remove(&id);
+                if let Some(tx) = tx {
+                    let _ = tx.send(outcome.map_err(UpstreamError::Rpc));
+                }
+            }
+            Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
+            Message::Request { id, method, .. } => inner.answer(id, &method).await,
+            Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
+        }
+    }
+    if let Some(inner) = inner.upgrade() {
+        let status = match inner.child.try_lock() {
+            Ok(mut child) => match child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(Some(status))) => Some(status.to_string()),
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        tracing::info!(server, "upstream closed its stdout");
+        inner.fail_all(status);
+    }
+}
+
+async fn read_stderr(server: String, stderr: tokio::process::ChildStderr, max_line: usize) {
+    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(max_line));
+    while let Some(line) = lines.next().await {
+        if let Ok(line) = line {
+            tracing::debug!(server, "stderr: {line}");
+        }
+    }
+}
