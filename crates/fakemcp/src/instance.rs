@@ -1,0 +1,43 @@
+//! Who this process is: the identity tests use to tell upstream processes apart.
+//!
+//! The instance id is random per process, so a test can see whether two calls reached the
+//! same upstream or a restarted one; the call counter shows whether calls were pooled.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+pub struct Instance {
+    /// 16 lowercase hex characters, fixed at start.
+    pub id: String,
+    pub pid: u32,
+    /// Reported as `serverInfo.name` in both eras.
+    pub name: String,
+    pub version: &'static str,
+    tool_calls: AtomicU64,
+}
+
+impl Instance {
+    pub fn new(name: String) -> Result<Self, getrandom::Error> {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes)?;
+        let id = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Instance {
+            id,
+            pid: std::process::id(),
+            name,
+            version: env!("CARGO_PKG_VERSION"),
+            tool_calls: AtomicU64::new(0),
+        })
+    }
+
+    /// Counts one more `tools/call` and returns the total including it.
+    pub fn count_tool_call(&self) -> u64 {
+        self.tool_calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The MCP `Implementation` object: `{name, version}`.
+    pub fn server_info(&self) -> Value {
+        json!({"name": self.name, "version": self.version})
+    }
+}

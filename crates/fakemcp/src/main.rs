@@ -1,0 +1,97 @@
+//! fakemcp: a small MCP server over stdio that mcpx's end-to-end tests launch as an upstream.
+//!
+//! This file only parses flags and wires the pieces together: `instance` (who this
+//! process is), `wire` (the stdio framing), `era` (legacy vs modern rules), `server`
+//! (dispatch) and `tools` (what each tool does). It must stay synchronous and small:
+//! it is a test fixture whose behaviour the gateway's tests rely on exactly.
+
+mod era;
+mod instance;
+mod server;
+mod tools;
+mod wire;
+
+use std::io;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::era::EraMode;
+use crate::instance::Instance;
+use crate::server::{Behaviour, Server};
+use crate::wire::Output;
+
+/// How long stdin EOF waits for tool calls still running before exiting anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
+
+/// A test MCP server over stdio, speaking MCP 2025-11-25 sessions and/or 2026-07-28
+/// stateless requests.
+#[derive(Debug, Parser)]
+#[command(name = "fakemcp", version)]
+struct Flags {
+    /// Which protocol eras to speak.
+    #[arg(long, value_enum, default_value_t = EraMode::Both)]
+    era: EraMode,
+
+    /// Never answer requests for unknown methods (like legacy servers that ignore them).
+    #[arg(long)]
+    silent_unknown: bool,
+
+    /// Ignore SIGTERM, so a supervisor has to escalate to SIGKILL.
+    #[arg(long)]
+    ignore_sigterm: bool,
+
+    /// Send notifications/tools/list_changed right after answering a legacy initialize.
+    #[arg(long)]
+    list_changed_on_init: bool,
+
+    /// Ignored; lets tests find their processes by command line.
+    #[arg(long = "tag", value_name = "STRING")]
+    _tag: Vec<String>,
+
+    /// The serverInfo name to report.
+    #[arg(long, default_value = "fakemcp")]
+    name: String,
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    if flags.ignore_sigterm {
+        // SAFETY: installs the ignore disposition before any other thread exists.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+    }
+    let instance = match Instance::new(flags.name) {
+        Ok(instance) => Arc::new(instance),
+        Err(e) => {
+            eprintln!("fakemcp: cannot draw a random instance id: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "fakemcp {} pid {} era {} started",
+        instance.id,
+        instance.pid,
+        flags.era.label()
+    );
+
+    let behaviour = Behaviour {
+        era_mode: flags.era,
+        silent_unknown: flags.silent_unknown,
+        list_changed_on_init: flags.list_changed_on_init,
+    };
+    let out = Output::new();
+    let mut server = Server::new(behaviour, Arc::clone(&instance), out.clone());
+    if let Err(e) = server.run(io::stdin().lock()) {
+        eprintln!("fakemcp {}: reading stdin failed: {e}", instance.id);
+    }
+    // stdin closed: the client is done with us, and the spec asks for a prompt exit.
+    // Quick tool calls still get answered; slow ones are abandoned. Holding the stdout
+    // lock while exiting keeps every line already started whole.
+    server.finish(SHUTDOWN_GRACE);
+    let _stdout = out.hold();
+    std::process::exit(0)
+}

@@ -1,0 +1,178 @@
+//! The stdio wire: how a line on stdin becomes a JSON-RPC message, and how replies go out.
+//!
+//! One message per line in both directions, serialized compactly so no message contains a
+//! raw newline. stdout carries nothing but JSON-RPC; this module is the only code that may
+//! write to it, and it writes each message as one whole line under a lock so concurrent
+//! tool calls never interleave their replies.
+
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value, json};
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// 2026-07-28 `UnsupportedProtocolVersionError`; `data` is `{supported, requested}`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// A JSON-RPC error object, before it is wrapped in a response envelope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    fn to_json(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), self.code.into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        Value::Object(error)
+    }
+}
+
+/// What one line of input turned out to be.
+#[derive(Debug)]
+pub enum Incoming {
+    /// Has an `id`, so it must be answered (unless a flag says to play dead).
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    /// No `id`: never answered.
+    Notification,
+    /// A response to something. fakemcp never sends requests, so these are dropped.
+    Response,
+}
+
+/// A line that could not be taken as a message: answer `error` to `id` (null when the id
+/// was unreadable).
+#[derive(Debug)]
+pub struct Rejected {
+    pub id: Value,
+    pub error: RpcError,
+}
+
+impl Rejected {
+    fn new(id: Option<Value>, code: i64, message: impl Into<String>) -> Box<Self> {
+        Box::new(Rejected {
+            id: id.unwrap_or(Value::Null),
+            error: RpcError::new(code, message),
+        })
+    }
+}
+
+/// Reads one line.
+pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
+    let message: Value = serde_json::from_slice(line)
+        .map_err(|e| Rejected::new(None, PARSE_ERROR, format!("parse error: {e}")))?;
+    let Value::Object(mut message) = message else {
+        // Batches were removed from MCP in 2025-06-18; anything but an object is invalid.
+        return Err(Rejected::new(
+            None,
+            INVALID_REQUEST,
+            "invalid request: expected a JSON object",
+        ));
+    };
+    let id = message.remove("id");
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Rejected::new(
+            id,
+            INVALID_REQUEST,
+            "invalid request: jsonrpc must be \"2.0\"",
+        ));
+    }
+    let method = match message.remove("method") {
+        Some(Value::String(method)) => method,
+        Some(_) => {
+            return Err(Rejected::new(
+                id,
+                INVALID_REQUEST,
+                "invalid request: method must be a string",
+            ));
+        }
+        None if message.contains_key("result") || message.contains_key("error") => {
+            return Ok(Incoming::Response);
+        }
+        None => {
+            return Err(Rejected::new(
+                id,
+                INVALID_REQUEST,
+                "invalid request: no method",
+            ));
+        }
+    };
+    let params = message.remove("params").unwrap_or(Value::Null);
+    Ok(match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification,
+    })
+}
+
+/// The serialized stdout. Cheap to clone; every clone writes through the same lock.
+#[derive(Clone)]
+pub struct Output {
+    stdout: Arc<Mutex<io::Stdout>>,
+}
+
+impl Output {
+    pub fn new() -> Self {
+        Output {
+            stdout: Arc::new(Mutex::new(io::stdout())),
+        }
+    }
+
+    /// Answers request `id` with a result or an error.
+    pub fn reply(&self, id: &Value, outcome: Result<Value, RpcError>) {
+        let message = match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+        };
+        self.send(&message);
+    }
+
+    /// Sends an unsolicited notification without params.
+    pub fn notify(&self, method: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method}));
+    }
+
+    /// Takes the stdout lock and keeps it, so a caller about to exit cannot cut a line
+    /// that another thread is halfway through writing.
+    pub fn hold(&self) -> MutexGuard<'_, io::Stdout> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn send(&self, message: &Value) {
+        let mut line = serde_json::to_vec(message).expect("a serde_json::Value always serializes");
+        line.push(b'\n');
+        let mut stdout = self.hold();
+        // A failed write means the client stopped reading; it will also close our stdin,
+        // and that EOF is what ends the process, so there is nothing more to do here.
+        if let Err(e) = stdout.write_all(&line).and_then(|()| stdout.flush()) {
+            eprintln!("fakemcp: writing to stdout failed: {e}");
+        }
+    }
+}

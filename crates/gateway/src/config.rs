@@ -1,0 +1,339 @@
+//! The config file: the `mcpServers` JSON other MCP hosts use, plus mcpx's own keys.
+//!
+//! Parsing is strict about the values mcpx reads (a typo in a scope is an error with the
+//! file, line and column) and lenient about keys it does not know, so an existing host
+//! config works unchanged. Every limit has a default documented on its field.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::scope::Scope;
+
+/// Names no upstream server may take: mcpx serves these itself.
+pub const RESERVED_SERVER_NAMES: [&str; 2] = ["artifacts", "mcpx"];
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Config {
+    pub mcp_servers: BTreeMap<String, ServerConfig>,
+    /// Servers whose tools are listed flat as `<server>__<tool>` beside the gateway tools.
+    pub expose: Vec<String>,
+    pub expose_prefix: ExposePrefix,
+    pub transport: TransportConfig,
+    pub pool: PoolConfig,
+    pub http: HttpConfig,
+    pub timeouts: TimeoutConfig,
+    pub limits: LimitConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "RawServer")]
+pub struct ServerConfig {
+    pub launch: Launch,
+    pub scope: Scope,
+    /// Whether a launched stdio server receives `_meta["dev.mcpx/invocation"]`.
+    pub invocation_context: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Launch {
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    Http { url: String, headers: BTreeMap<String, String> },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawServer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    scope: Scope,
+    #[serde(default = "yes")]
+    invocation_context: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TryFrom<RawServer> for ServerConfig {
+    type Error = String;
+
+    fn try_from(raw: RawServer) -> Result<Self, String> {
+        let launch = match (raw.command, raw.url) {
+            (Some(command), None) if !command.trim().is_empty() => {
+                Launch::Stdio { command, args: raw.args, env: raw.env, cwd: raw.cwd }
+            }
+            (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+                Launch::Http { url, headers: raw.headers }
+            }
+            (None, Some(url)) => return Err(format!("\"url\" must start with http:// or https://, got {url:?}")),
+            (Some(_), Some(_)) => return Err("a server has either \"command\" or \"url\", not both".into()),
+            _ => return Err("a server needs a non-empty \"command\" (stdio) or a \"url\" (HTTP)".into()),
+        };
+        Ok(ServerConfig { launch, scope: raw.scope, invocation_context: raw.invocation_context })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExposePrefix {
+    /// `<server>__<tool>` always.
+    #[default]
+    Always,
+    /// Prefixed only when more than one server is exposed.
+    Conditional,
+    /// The upstream's own names; clashes are a config error.
+    Never,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TransportConfig {
+    /// `_meta` keys that name a client session, first present wins. Read per request.
+    pub session_meta_keys: Vec<String>,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig { session_meta_keys: vec!["dev.mcpx/session".into(), "ai.opencode/sessionID".into()] }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PoolConfig {
+    /// An instance nobody used for this long is stopped. Default 5 minutes.
+    #[serde(with = "duration")]
+    pub idle_timeout: Duration,
+    /// Most live instances of one server. Default 16.
+    pub max_instances_per_server: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig { idle_timeout: Duration::from_secs(300), max_instances_per_server: 16 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpConfig {
+    /// Loopback by default.
+    pub host: String,
+    /// Default 7750; 0 takes an ephemeral port.
+    pub port: u16,
+    /// Largest request body accepted on `/mcp`. Default 4 MiB.
+    pub max_body_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { host: "127.0.0.1".into(), port: 7750, max_body_bytes: 4 * 1024 * 1024 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TimeoutConfig {
+    /// How long an upstream may leave `server/discover` unanswered before mcpx tries
+    /// `initialize`. Default 5s.
+    #[serde(with = "duration")]
+    pub probe: Duration,
+    /// How long the `initialize` handshake may take. Default 30s.
+    #[serde(with = "duration")]
+    pub handshake: Duration,
+    /// How long one upstream request may take. Default 5 minutes.
+    #[serde(with = "duration")]
+    pub request: Duration,
+    /// How long each step of stopping an upstream waits. Default 2s.
+    #[serde(with = "duration")]
+    pub stop_grace: Duration,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        TimeoutConfig {
+            probe: Duration::from_secs(5),
+            handshake: Duration::from_secs(30),
+            request: Duration::from_secs(300),
+            stop_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LimitConfig {
+    /// Longest line read from an upstream's stdout. Default 16 MiB.
+    pub max_line_bytes: usize,
+}
+
+impl Default for LimitConfig {
+    fn default() -> Self {
+        LimitConfig { max_line_bytes: 16 * 1024 * 1024 }
+    }
+}
+
+/// Why a config file was refused: where, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}: {message}")]
+    Rule { path: PathBuf, message: String },
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and checks a config; `path` is only used to name the file in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = serde_json::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.into(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        config.check().map_err(|message| ConfigError::Rule { path: path.into(), message })?;
+        Ok(config)
+    }
+
+    /// Rules that span more than one value.
+    fn check(&self) -> Result<(), String> {
+        for name in self.mcp_servers.keys() {
+            if RESERVED_SERVER_NAMES.contains(&name.as_str()) {
+                return Err(format!("server name {name:?} is reserved by mcpx; rename the server"));
+            }
+            let valid = !name.is_empty()
+                && !name.contains("__")
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if !valid {
+                return Err(format!(
+                    "server name {name:?} must be letters, digits, '_', '-' or '.', without \"__\" (it prefixes tool names)"
+                ));
+            }
+        }
+        for name in &self.expose {
+            if !self.mcp_servers.contains_key(name) {
+                return Err(format!("\"expose\" names {name:?}, which is not in \"mcpServers\""));
+            }
+        }
+        if self.pool.max_instances_per_server == 0 {
+            return Err("\"pool.maxInstancesPerServer\" must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.mcp_servers.get(name)
+    }
+}
+
+/// serde_json appends " at line L column C"; the error already says where.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Durations written as `500ms`, `30s`, `5m`, `2h`, or a bare number of milliseconds.
+pub(crate) mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like \"30s\" or \"5m\""))?;
+        let ms = match unit.trim() {
+            "ms" | "" => n,
+            "s" => n * 1000,
+            "m" => n * 60_000,
+            "h" => n * 3_600_000,
+            other => return Err(format!("unknown duration unit {other:?} in {text:?} (use ms, s, m or h)")),
+        };
+        Ok(Duration::from_millis(ms))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Millis(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
+            Raw::Text(t) => parse(&t).map_err(D::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("mcpx.json"))
+    }
+
+    #[test]
+    fn a_host_config_with_extra_keys_is_accepted() {
+        let c = parse(r#"{"mcpServers": {"git": {"type": "stdio", "command": "mcp-server-git", "scope": "repo"}}, "inputs": []}"#)
+            .unwrap();
+        assert_eq!(c.mcp_servers["git"].scope, Scope::Repo);
+        assert!(c.mcp_servers["git"].invocation_context);
+        assert_eq!(c.transport.session_meta_keys, ["dev.mcpx/session", "ai.opencode/sessionID"]);
+        assert_eq!(c.pool.idle_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_bad_scope_names_the_line() {
+        let err = parse("{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"a\", \"scope\": \"sesion\"}\n  }\n}").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("mcpx.json:3:"), "{text}");
+        assert!(text.contains("sesion"), "{text}");
+    }
+
+    #[test]
+    fn a_server_needs_a_command_or_a_url() {
+        let err = parse(r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap_err();
+        assert!(err.to_string().contains("needs a non-empty \"command\""), "{err}");
+    }
+
+    #[test]
+    fn reserved_and_ambiguous_names_are_refused() {
+        assert!(parse(r#"{"mcpServers": {"artifacts": {"command": "a"}}}"#).is_err());
+        assert!(parse(r#"{"mcpServers": {"a__b": {"command": "a"}}}"#).is_err());
+        assert!(parse(r#"{"expose": ["nope"]}"#).is_err());
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(duration::parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration::parse("5m"), Ok(Duration::from_secs(300)));
+        assert!(duration::parse("5 parsecs").is_err());
+        let c = parse(r#"{"pool": {"idleTimeout": "2s"}, "timeouts": {"probe": 250}}"#).unwrap();
+        assert_eq!(c.pool.idle_timeout, Duration::from_secs(2));
+        assert_eq!(c.timeouts.probe, Duration::from_millis(250));
+    }
+}

