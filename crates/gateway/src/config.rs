@@ -135,11 +135,22 @@ pub struct HttpConfig {
     pub port: u16,
     /// Largest request body accepted on `/mcp`. Default 4 MiB.
     pub max_body_bytes: usize,
+    /// Most legacy (handshake-era) HTTP sessions open at once. Default 4096.
+    pub max_sessions: usize,
+    /// A legacy HTTP session unused for this long is ended. Default 1 hour.
+    #[serde(with = "duration")]
+    pub session_idle_timeout: Duration,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { host: "127.0.0.1".into(), port: 7750, max_body_bytes: 4 * 1024 * 1024 }
+        HttpConfig {
+            host: "127.0.0.1".into(),
+            port: 7750,
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sessions: 4096,
+            session_idle_timeout: Duration::from_secs(3600),
+        }
     }
 }
 

@@ -1,0 +1,206 @@
+//! Streamable HTTP at `/mcp`, both eras on one endpoint.
+//!
+//! Before any JSON is read: a foreign `Origin` or `Host` is refused (403, DNS-rebinding
+//! protection), and a body over `http.maxBodyBytes` is refused from its `Content-Length`
+//! (413) or while reading. Then each request's era is decided (PROTOCOL-NOTES §6.3):
+//!
+//! 1. `Mcp-Session-Id` present → legacy session traffic (unknown id → 404);
+//! 2. modern markers (the `_meta` version, or a non-legacy `MCP-Protocol-Version`) → modern;
+//! 3. `initialize` → opens a legacy session;
+//! 4. anything else → 400: legacy traffic needs a session.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use mcpx_gateway::Gateway;
+use mcpx_protocol::revision::is_legacy_version_string;
+use mcpx_protocol::{Message, RpcError, meta};
+
+use crate::legacy::{self, SESSION_HEADER};
+use crate::reply::{self, Format};
+use crate::session::Sessions;
+use crate::modern;
+
+/// What the HTTP front end shares across requests.
+pub struct Front {
+    pub gateway: Arc<Gateway>,
+    pub sessions: Sessions,
+}
+
+/// The `/mcp` router.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    let front = Arc::new(Front { gateway, sessions: Sessions::default() });
+    Router::new()
+        .route("/mcp", any(mcp))
+        // The limit is ours (a hot setting), enforced in `read_body`.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(front)
+}
+
+async fn mcp(State(front): State<Arc<Front>>, method: Method, headers: HeaderMap, body: Body) -> Response {
+    let loopback_only = is_loopback_authority(&front.gateway.settings().config().http.host);
+    if let Err(refusal) = check_origin(&headers, loopback_only) {
+        return refusal;
+    }
+    let idle = front.gateway.settings().config().http.session_idle_timeout;
+    let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
+    let session = match &session_id {
+        Some(id) => match front.sessions.get(id, idle) {
+            Some(session) => Some(session),
+            None => {
+                let e = RpcError::invalid_request("unknown or ended session; send initialize without Mcp-Session-Id");
+                return reply::error(StatusCode::NOT_FOUND, Format::Json, None, &e);
+            }
+        },
+        None => None,
+    };
+    match method {
+        Method::POST => post(&front, &headers, session, body).await,
+        Method::DELETE => match session {
+            Some(session) => {
+                front.sessions.end(&session.id);
+                StatusCode::NO_CONTENT.into_response()
+            }
+            None => not_allowed(),
+        },
+        // A standalone server→client stream is optional in 2025-11-25 and gone in 2026-07-28.
+        _ => not_allowed(),
+    }
+}
+
+async fn post(front: &Front, headers: &HeaderMap, session: Option<crate::session::Session>, body: Body) -> Response {
+    let format = Format::from_headers(headers);
+    let body = match read_body(front, headers, body).await {
+        Ok(bytes) => bytes,
+        Err(refusal) => return refusal,
+    };
+    let frame = match Message::parse(&body) {
+        Ok(frame) => frame,
+        Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
+    };
+    if let Some(session) = session {
+        return legacy::in_session(front, headers, format, session, frame).await;
+    }
+    if frame.is_array() {
+        let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
+        return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
+    }
+    let message = match Message::classify(frame) {
+        Ok(message) => message,
+        Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
+    };
+    if is_modern(headers, &message) {
+        return modern::handle(front, headers, format, message).await;
+    }
+    match message {
+        Message::Request { id, method, params } if method == "initialize" => {
+            legacy::initialize(front, format, &id.to_value(), &params)
+        }
+        Message::Request { id, .. } => {
+            let e = RpcError::invalid_request(
+                "no session: send initialize first (2025-11-25), or carry the 2026-07-28 _meta on every request",
+            );
+            reply::error(StatusCode::BAD_REQUEST, format, Some(&id.to_value()), &e)
+        }
+        _ => {
+            let e = RpcError::invalid_request("notifications and responses need an Mcp-Session-Id");
+            reply::error(StatusCode::BAD_REQUEST, format, None, &e)
+        }
+    }
+}
+
+/// Modern markers: the `_meta` version key, or a version header that no handshake-era
+/// revision uses.
+fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
+    let in_meta = match message {
+        Message::Request { params, .. } | Message::Notification { params, .. } => meta::has_modern_marker(params),
+        Message::Response { .. } => false,
+    };
+    let in_header = headers
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.to_str().map_or(true, |v| !is_legacy_version_string(v)));
+    in_meta || in_header
+}
+
+async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+/// DNS-rebinding protection: a browser page on another origin must not reach a local
+/// gateway. A present `Origin` must be a loopback origin, and, while mcpx listens on
+/// loopback only, `Host` a loopback host.
+fn check_origin(headers: &HeaderMap, loopback_only: bool) -> Result<(), Response> {
+    let foreign = |name: header::HeaderName, strip_scheme: bool| {
+        headers.get(&name).is_some_and(|v| {
+            let Ok(text) = v.to_str() else { return true };
+            let rest = if strip_scheme {
+                match text.split_once("://") {
+                    Some((_, rest)) => rest,
+                    // "null" and other opaque origins are not loopback pages.
+                    None => return true,
+                }
+            } else {
+                text
+            };
+            !is_loopback_authority(rest)
+        })
+    };
+    if foreign(header::ORIGIN, true) || (loopback_only && foreign(header::HOST, false)) {
+        let e = RpcError::invalid_request("forbidden origin: mcpx accepts browser requests from loopback origins only");
+        return Err(reply::error(StatusCode::FORBIDDEN, Format::Json, None, &e));
+    }
+    Ok(())
+}
+
+fn is_loopback_authority(authority: &str) -> bool {
+    let authority = authority.trim_end_matches('/');
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    matches!(host, "localhost" | "::1") || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn not_allowed() -> Response {
+    let mut response = reply::status(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
+    response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST, DELETE"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_authorities_pass() {
+        for ok in ["localhost", "localhost:3000", "127.0.0.1:80", "127.9.9.9", "[::1]:8080"] {
+            assert!(is_loopback_authority(ok), "{ok}");
+        }
+        for bad in ["evil.example.com", "evil.example.com:3000", "10.0.0.1", "localhost.evil.com", "[::2]:1"] {
+            assert!(!is_loopback_authority(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_foreign_origin_is_refused_and_a_local_one_passes() {
+        let mut h = HeaderMap::new();
+        h.insert(header::ORIGIN, "http://evil.example.com".parse().unwrap());
+        assert!(check_origin(&h, true).is_err());
+        let mut h = HeaderMap::new();
+        h.insert(header::ORIGIN, "http://localhost:5173".parse().unwrap());
+        h.insert(header::HOST, "127.0.0.1:7750".parse().unwrap());
+        assert!(check_origin(&h, true).is_ok());
+    }
+}

@@ -1,0 +1,17 @@
+//! The mcpx front ends: how a connection plus a frame becomes an admitted request.
+//!
+//! `http` serves Streamable HTTP at `/mcp` for both eras on one endpoint: it decides each
+//! request's era (PROTOCOL-NOTES §6.3), validates it in the order the spec gives, resolves
+//! who is asking, and shapes every result for the caller's revision. `session` holds the
+//! handshake-era sessions; `state` is the daemon's record on disk.
+//! Nothing here picks an instance or talks to an upstream: that is the gateway's job.
+
+mod dispatch;
+pub mod http;
+mod legacy;
+mod modern;
+mod reply;
+mod session;
+pub mod state;
+
+pub use http::{Front, router};

@@ -1,0 +1,75 @@
+//! The daemon's private state dir and the record it keeps there, so clients and people
+//! can find a running daemon: `daemon.json` with pid, endpoint, config path, version and
+//! start time, written atomically (temp file + rename) and removed on a clean stop.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+pub const RECORD_FILE: &str = "daemon.json";
+
+/// `$MCPX_STATE_DIR`, else `$XDG_RUNTIME_DIR/mcpx`, else `$XDG_STATE_HOME/mcpx`, else
+/// `~/.local/state/mcpx`.
+pub fn state_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("MCPX_STATE_DIR") {
+        return dir;
+    }
+    if let Some(dir) = var("XDG_RUNTIME_DIR") {
+        return dir.join("mcpx");
+    }
+    let state_home =
+        var("XDG_STATE_HOME").unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from("/tmp")).join(".local/state"));
+    state_home.join("mcpx")
+}
+
+/// Creates the state dir readable by its owner only.
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+pub struct Record {
+    pub url: String,
+    pub port: u16,
+    pub config: Option<PathBuf>,
+}
+
+impl Record {
+    fn to_json(&self) -> Value {
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        json!({
+            "pid": std::process::id(),
+            "url": self.url,
+            "port": self.port,
+            "config": self.config.as_ref().map(|p| p.display().to_string()),
+            "version": env!("CARGO_PKG_VERSION"),
+            "startedAt": started,
+        })
+    }
+
+    /// Writes the record atomically: readers see the old file or the whole new one.
+    pub fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        let path = dir.join(RECORD_FILE);
+        let tmp = dir.join(format!(".{RECORD_FILE}.{}", std::process::id()));
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(serde_json::to_string_pretty(&self.to_json()).expect("a JSON value serializes").as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+}
+
+/// Removes the record if it is still ours.
+pub fn remove_record(dir: &Path) {
+    let path = dir.join(RECORD_FILE);
+    let ours = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| v["pid"] == std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
+}
