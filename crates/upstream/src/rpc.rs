@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
     next_id: AtomicI64,
     alive: AtomicBool,
+    /// Set once mcpx began stopping the instance, so its exit is not reported as a crash.
+    stopping: AtomicBool,
 }
 
 impl Upstream {
@@ -57,6 +59,7 @@ impl Upstream {
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             alive: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
@@ -177,6 +180,7 @@ impl Inner {
     }
 
     pub(crate) async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Release);
         self.stdin.lock().await.take();
         let child = self.child.lock().await.take();
         if let Some(mut child) = child {
@@ -266,7 +270,11 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             },
             Err(_) => None,
         };
-        tracing::info!(server, "upstream closed its stdout");
+        if inner.stopping.load(Ordering::Acquire) {
+            tracing::debug!(server, pid = inner.pid, "upstream stopped");
+        } else {
+            tracing::warn!(server, pid = inner.pid, "upstream exited unexpectedly; calls in flight fail, the next call starts a fresh instance");
+        }
         inner.fail_all(status);
     }
 }
