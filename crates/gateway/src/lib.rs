@@ -9,6 +9,7 @@
 pub mod config;
 pub mod context;
 pub mod identity;
+pub mod invocation;
 pub mod pool;
 pub mod scope;
 pub mod settings;
@@ -171,7 +172,7 @@ impl Gateway {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
         };
-        let forwarded_meta = forwarded_meta(&params);
+        let forwarded_meta = invocation::forwarded_meta(&params);
         match name.as_str() {
             tools::SEARCH => {
                 let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
@@ -255,12 +256,15 @@ impl Gateway {
         server: &str,
         tool: &str,
         arguments: Value,
-        forwarded_meta: Option<Value>,
+        forwarded_meta: Option<Map<String, Value>>,
     ) -> Result<Value, RpcError> {
         let lease = self.lease(ctx, server).await?;
         let mut params = json!({ "name": tool, "arguments": arguments });
         if let Some(m) = forwarded_meta {
-            params["_meta"] = m;
+            params["_meta"] = Value::Object(m);
+        }
+        if self.settings.config().server(server).is_some_and(invocation::eligible) {
+            invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         match lease.upstream().request("tools/call", params, &ctx.client_capabilities).await {
             Ok(result) => Ok(result),
@@ -333,15 +337,6 @@ fn stdio_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity
         },
         max_line_bytes: config.limits.max_line_bytes,
     })
-}
-
-/// The caller's `_meta` as it may travel upstream: without mcpx's own keys and without
-/// the caller's protocol envelope (the upstream connection supplies its own).
-fn forwarded_meta(params: &Value) -> Option<Value> {
-    let mut m = meta::of(params)?.clone();
-    meta::strip_mcpx_keys(&mut m);
-    meta::strip_modern_envelope(&mut m);
-    (!m.is_empty()).then_some(Value::Object(m))
 }
 
 async fn list_all_tools(lease: &Lease, client_capabilities: &Value) -> Result<Vec<Value>, RpcError> {
