@@ -1,6 +1,6 @@
-//! Handshake-era traffic on `/mcp` (2025-03-26, 2025-06-18, 2025-11-25): `initialize`
-//! opens a session, every later request names it with `Mcp-Session-Id`, and the version
-//! and capabilities negotiated once hold for the whole session.
+//! Handshake-era traffic (2025-03-26, 2025-06-18, 2025-11-25): `initialize` negotiates the
+//! revision and capabilities once, and they hold for the connection (stdio) or the session
+//! (HTTP, named by `Mcp-Session-Id`).
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -17,30 +17,107 @@ use crate::session::Session;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// `initialize` outside any session: negotiate the revision and mint a session.
+/// What `initialize` settled for a connection or session.
+#[derive(Clone, Debug)]
+pub struct Negotiated {
+    pub revision: Revision,
+    pub capabilities: Value,
+}
+
+impl Negotiated {
+    /// Answers the revision asked for when mcpx speaks it; otherwise counter-offers the
+    /// newest handshake-era revision.
+    pub fn from_initialize(params: &Value) -> Negotiated {
+        let asked = params.get("protocolVersion").and_then(Value::as_str);
+        let revision =
+            asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
+        let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
+        Negotiated { revision, capabilities }
+    }
+}
+
+pub fn initialize_result(gateway: &Gateway, revision: Revision) -> Value {
+    json!({
+        "protocolVersion": revision.as_str(),
+        "capabilities": gateway.capabilities(),
+        "serverInfo": Gateway::server_info(),
+        "instructions": gateway.instructions(),
+    })
+}
+
+/// What one frame after `initialize` gets back.
+pub enum Reply {
+    /// The response to a request.
+    Frame(Value),
+    /// The frame was not JSON-RPC: an error response the transport may flag (HTTP 400).
+    Invalid(Value),
+    /// Notifications and responses get nothing.
+    Nothing,
+}
+
+impl Reply {
+    fn into_frame(self) -> Option<Value> {
+        match self {
+            Reply::Frame(f) | Reply::Invalid(f) => Some(f),
+            Reply::Nothing => None,
+        }
+    }
+}
+
+/// The reply to one frame after `initialize`.
+pub async fn answer(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frame: Value) -> Reply {
+    let (id, method, params) = match Message::classify(frame) {
+        Ok(Message::Request { id, method, params }) => (id.to_value(), method, params),
+        Ok(_) => return Reply::Nothing,
+        Err(invalid) => return Reply::Invalid(error_response(invalid.id.as_ref(), &invalid.error)),
+    };
+    let outcome = match method.as_str() {
+        "initialize" => Err(RpcError::invalid_request("already initialized")),
+        "ping" => Ok(json!({})),
+        _ => {
+            let identity = gateway.identity(&params, transport);
+            let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
+            dispatch::answer(gateway, &ctx, &method, params).await
+        }
+    };
+    Reply::Frame(match outcome {
+        Ok(result) => result_response(&id, result),
+        Err(e) => error_response(Some(&id), &e),
+    })
+}
+
+/// Answers a batch (2025-03-26 only): the replies in order, `None` when there are none.
+pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frames: Vec<Value>) -> Option<Value> {
+    let replies: Vec<Value> =
+        join_all(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f)))
+        .await
+        .into_iter()
+        .filter_map(Reply::into_frame)
+        .collect();
+    (!replies.is_empty()).then_some(Value::Array(replies))
+}
+
+pub fn batch_refused(revision: Revision) -> RpcError {
+    RpcError::invalid_request(format!("JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"))
+}
+
+/// HTTP `initialize` outside any session: negotiate and mint a session.
 pub fn initialize(front: &Front, format: Format, id: &Value, params: &Value) -> Response {
-    let asked = params.get("protocolVersion").and_then(Value::as_str);
-    // Answer the revision asked for when mcpx speaks it; otherwise counter-offer the newest.
-    let revision = asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
-    let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
+    let negotiated = Negotiated::from_initialize(params);
+    let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
-    let Ok(session) = front.sessions.open(revision, capabilities, http.max_sessions, http.session_idle_timeout) else {
+    let Ok(session) = front.sessions.open(negotiated, http.max_sessions, http.session_idle_timeout) else {
         let e = RpcError::internal(format!("mcpx has {} sessions open (http.maxSessions); try again later", http.max_sessions));
         return reply::error(StatusCode::SERVICE_UNAVAILABLE, format, Some(id), &e);
     };
-    let result = json!({
-        "protocolVersion": revision.as_str(),
-        "capabilities": front.gateway.capabilities(),
-        "serverInfo": Gateway::server_info(),
-        "instructions": front.gateway.instructions(),
-    });
-    tracing::debug!(session = session.id, revision = %revision, "legacy session opened");
+    tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
+    let result = initialize_result(&front.gateway, revision);
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
     response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
     response
 }
 
-/// A frame, or a batch of frames, inside an open session.
+/// A frame, or a batch of frames, inside an open HTTP session.
 pub async fn in_session(front: &Front, headers: &HeaderMap, format: Format, session: Session, body: Value) -> Response {
     if let Some(v) = headers.get("mcp-protocol-version") {
         let known = v.to_str().ok().and_then(Revision::parse).is_some_and(|r| r.era() == Era::Legacy);
@@ -49,46 +126,20 @@ pub async fn in_session(front: &Front, headers: &HeaderMap, format: Format, sess
             return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
         }
     }
-    let frames = match body {
-        Value::Array(frames) if session.revision.allows_batches() && !frames.is_empty() => frames,
-        Value::Array(_) => {
-            let e = RpcError::invalid_request(format!(
-                "JSON-RPC batches are part of 2025-03-26 only; this session speaks {}",
-                session.revision
-            ));
-            return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
-        }
-        single => {
-            return match answer(front, &session, single).await {
-                Some((status, frame)) => reply::frame(status, format, &frame),
+    let transport = Transport { session: Some(session.identity_name()), ..Transport::default() };
+    let negotiated = &session.negotiated;
+    match body {
+        Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {
+            match answer_batch(&front.gateway, negotiated, &transport, frames).await {
+                Some(replies) => reply::frame(StatusCode::OK, format, &replies),
                 None => reply::accepted(),
-            };
+            }
         }
-    };
-    let replies: Vec<Value> =
-        join_all(frames.into_iter().map(|f| answer(front, &session, f))).await.into_iter().flatten().map(|(_, f)| f).collect();
-    if replies.is_empty() { reply::accepted() } else { reply::frame(StatusCode::OK, format, &Value::Array(replies)) }
-}
-
-/// The reply to one frame of a session; `None` for notifications and responses.
-async fn answer(front: &Front, session: &Session, frame: Value) -> Option<(StatusCode, Value)> {
-    let (id, method, params) = match Message::classify(frame) {
-        Ok(Message::Request { id, method, params }) => (id.to_value(), method, params),
-        Ok(_) => return None,
-        Err(invalid) => return Some((StatusCode::BAD_REQUEST, error_response(invalid.id.as_ref(), &invalid.error))),
-    };
-    let outcome = match method.as_str() {
-        "initialize" => Err(RpcError::invalid_request("this session is already initialized")),
-        "ping" => Ok(json!({})),
-        _ => {
-            let transport = Transport { session: Some(session.identity_name()), ..Transport::default() };
-            let identity = front.gateway.identity(&params, &transport);
-            let ctx = CallContext::new(identity, session.revision, session.client_capabilities.clone());
-            dispatch::answer(&front.gateway, &ctx, &method, params).await
-        }
-    };
-    Some(match outcome {
-        Ok(result) => (StatusCode::OK, result_response(&id, result)),
-        Err(e) => (StatusCode::OK, error_response(Some(&id), &e)),
-    })
+        Value::Array(_) => reply::error(StatusCode::BAD_REQUEST, format, None, &batch_refused(negotiated.revision)),
+        single => match answer(&front.gateway, negotiated, &transport, single).await {
+            Reply::Frame(frame) => reply::frame(StatusCode::OK, format, &frame),
+            Reply::Invalid(frame) => reply::frame(StatusCode::BAD_REQUEST, format, &frame),
+            Reply::Nothing => reply::accepted(),
+        },
+    }
 }

@@ -1,12 +1,11 @@
-//! A 2026-07-28 request on `/mcp`: self-contained, validated in the order the transport
-//! spec gives (PROTOCOL-NOTES §6.3), so each mistake gets the code a conformant client
-//! expects:
+//! A 2026-07-28 request: self-contained, admitted in the order the transport spec gives
+//! (PROTOCOL-NOTES §6.3), so each mistake gets the code a conformant client expects:
 //!
-//! 1. `MCP-Protocol-Version` header present                          else 400 / -32020
+//! 1. `MCP-Protocol-Version` header present (HTTP only)               else 400 / -32020
 //! 2. `_meta` protocolVersion and clientCapabilities present          else 400 / -32602
-//! 3. header equals `_meta` version                                   else 400 / -32020
+//! 3. header equals `_meta` version (HTTP only)                       else 400 / -32020
 //! 4. version supported                                               else 400 / -32022
-//! 5. `Mcp-Method` (and `Mcp-Name`) mirror the body                   else 400 / -32020
+//! 5. `Mcp-Method` (and `Mcp-Name`) mirror the body (HTTP only)       else 400 / -32020
 //! 6. method known in this era                                        else 404 / -32601
 //!
 //! No context carries from one request to the next: version, capabilities and session
@@ -14,7 +13,7 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use mcpx_gateway::{CallContext, Transport};
+use mcpx_gateway::{CallContext, Gateway, Transport};
 use mcpx_protocol::meta::ModernEnvelope;
 use mcpx_protocol::{Era, Message, Revision, RpcError, header};
 use serde_json::Value;
@@ -27,9 +26,66 @@ use crate::reply::{self, Format};
 /// `ping`, `logging/setLevel`, `resources/subscribe`…) are unknown in this era.
 const METHODS: [&str; 3] = ["server/discover", "tools/list", "tools/call"];
 
+/// A request that passed admission.
+pub struct Admitted {
+    pub revision: Revision,
+    pub capabilities: Value,
+}
+
+/// Why a request was not admitted: the HTTP status and the JSON-RPC error.
+pub type Refusal = (StatusCode, RpcError);
+
+/// Steps 2-6 for any transport. `header_version` is the HTTP version header (step 3);
+/// `mirrored` checks the HTTP mirror headers (step 5); stdio has neither.
+pub fn admit(
+    method: &str,
+    params: &Value,
+    header_version: Option<&str>,
+    mirrored: impl FnOnce() -> Result<(), RpcError>,
+) -> Result<Admitted, Refusal> {
+    let bad = |e| (StatusCode::BAD_REQUEST, e);
+    let envelope = ModernEnvelope::read(params).map_err(bad)?;
+    if let Some(header_version) = header_version.filter(|v| *v != envelope.version) {
+        return Err(bad(RpcError::header_mismatch(format!(
+            "MCP-Protocol-Version {header_version:?} does not match _meta version {:?}",
+            envelope.version
+        ))));
+    }
+    let Some(revision) = envelope.revision() else {
+        return Err(bad(RpcError::unsupported_version(&envelope.version, &supported_versions())));
+    };
+    mirrored().map_err(bad)?;
+    if !METHODS.contains(&method) {
+        return Err((StatusCode::NOT_FOUND, RpcError::method_not_found(method)));
+    }
+    Ok(Admitted { revision, capabilities: envelope.capabilities })
+}
+
+/// Answers an admitted request for the caller that `transport` describes.
+pub async fn answer(
+    gateway: &Gateway,
+    transport: &Transport,
+    admitted: Admitted,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
+    let identity = gateway.identity(&params, transport);
+    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities);
+    if method == "server/discover" {
+        dispatch::shaped(Ok(gateway.discover(&supported_versions())), &ctx, method)
+    } else {
+        dispatch::answer(gateway, &ctx, method, params).await
+    }
+}
+
+fn supported_versions() -> Vec<&'static str> {
+    Revision::of_era(Era::Modern).map(Revision::as_str).collect()
+}
+
+/// A modern request over HTTP: no session, no identity beyond what the request names.
 pub async fn handle(front: &Front, headers: &HeaderMap, format: Format, frame: Message) -> Response {
     let (id, method, params) = match frame {
-        Message::Request { id, method, params } => (id, method, params),
+        Message::Request { id, method, params } => (id.to_value(), method, params),
         // No client→server notification is defined over HTTP in this era; accept and drop.
         Message::Notification { .. } => return reply::accepted(),
         Message::Response { id, .. } => {
@@ -37,47 +93,17 @@ pub async fn handle(front: &Front, headers: &HeaderMap, format: Format, frame: M
             return reply::error(StatusCode::BAD_REQUEST, format, Some(&id.to_value()), &e);
         }
     };
-    let id_value = id.to_value();
-    let fail = |status: StatusCode, e: RpcError| reply::error(status, format, Some(&id_value), &e);
-
     let Some(header_version) = header_text(headers, "mcp-protocol-version") else {
-        return fail(StatusCode::BAD_REQUEST, RpcError::header_mismatch("the MCP-Protocol-Version header is required"));
+        let e = RpcError::header_mismatch("the MCP-Protocol-Version header is required");
+        return reply::error(StatusCode::BAD_REQUEST, format, Some(&id), &e);
     };
-    let envelope = match ModernEnvelope::read(&params) {
-        Ok(envelope) => envelope,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+    let admitted = match admit(&method, &params, Some(header_version), || check_mirrored_headers(headers, &method, &params)) {
+        Ok(admitted) => admitted,
+        Err((status, e)) => return reply::error(status, format, Some(&id), &e),
     };
-    if header_version != envelope.version {
-        return fail(
-            StatusCode::BAD_REQUEST,
-            RpcError::header_mismatch(format!(
-                "MCP-Protocol-Version {header_version:?} does not match _meta version {:?}",
-                envelope.version
-            )),
-        );
-    }
-    let Some(revision) = envelope.revision() else {
-        let supported: Vec<&str> = Revision::of_era(Era::Modern).map(Revision::as_str).collect();
-        return fail(StatusCode::BAD_REQUEST, RpcError::unsupported_version(&envelope.version, &supported));
-    };
-    if let Err(e) = check_mirrored_headers(headers, &method, &params) {
-        return fail(StatusCode::BAD_REQUEST, e);
-    }
-    if !METHODS.contains(&method.as_str()) {
-        return fail(StatusCode::NOT_FOUND, RpcError::method_not_found(&method));
-    }
-
-    let identity = front.gateway.identity(&params, &Transport::default());
-    let ctx = CallContext::new(identity, revision, envelope.capabilities);
-    let outcome = if method == "server/discover" {
-        let supported: Vec<&str> = Revision::of_era(Era::Modern).map(Revision::as_str).collect();
-        dispatch::shaped(Ok(front.gateway.discover(&supported)), &ctx, &method)
-    } else {
-        dispatch::answer(&front.gateway, &ctx, &method, params).await
-    };
-    match outcome {
-        Ok(result) => reply::frame(StatusCode::OK, format, &mcpx_protocol::message::result_response(&id_value, result)),
-        Err(e) => fail(StatusCode::OK, e),
+    match answer(&front.gateway, &Transport::default(), admitted, &method, params).await {
+        Ok(result) => reply::frame(StatusCode::OK, format, &mcpx_protocol::message::result_response(&id, result)),
+        Err(e) => reply::error(StatusCode::OK, format, Some(&id), &e),
     }
 }
 

@@ -5,14 +5,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use mcpx_protocol::Revision;
-use serde_json::Value;
+use crate::legacy::Negotiated;
 
 #[derive(Clone, Debug)]
 pub struct Session {
     pub id: String,
-    pub revision: Revision,
-    pub client_capabilities: Value,
+    pub negotiated: Negotiated,
 }
 
 impl Session {
@@ -33,13 +31,13 @@ pub struct Full;
 impl Sessions {
     /// Opens a session, unless `max` are open already (after ending those idle longer
     /// than `idle_timeout`).
-    pub fn open(&self, revision: Revision, client_capabilities: Value, max: usize, idle_timeout: Duration) -> Result<Session, Full> {
+    pub fn open(&self, negotiated: Negotiated, max: usize, idle_timeout: Duration) -> Result<Session, Full> {
         let mut open = self.open.lock().expect("sessions lock");
         open.retain(|_, (_, used)| used.elapsed() < idle_timeout);
         if open.len() >= max {
             return Err(Full);
         }
-        let session = Session { id: new_session_id(), revision, client_capabilities };
+        let session = Session { id: new_session_id(), negotiated };
         open.insert(session.id.clone(), (session.clone(), Instant::now()));
         Ok(session)
     }
