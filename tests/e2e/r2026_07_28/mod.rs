@@ -1,0 +1,8 @@
+//! MCP 2026-07-28 (stateless era), plus daemon behaviour observed through modern requests.
+
+mod gateway_tools;
+mod interop;
+mod lifecycle;
+mod scopes;
+mod transport;
+mod upstream;

@@ -1,0 +1,19 @@
+//! Support for mcpx's end-to-end tests: a real `mcpx daemon` per test, a client for both
+//! protocol eras whose every received frame is checked against the published MCP schema,
+//! the `fakemcp` fixture, and the Python SDK as a third-party peer.
+//!
+//! Nothing here knows mcpx's internals: it sees the daemon only through its process, its
+//! state file, its log and its HTTP endpoint, as a user would.
+
+pub mod client;
+pub mod daemon;
+pub mod fixtures;
+pub mod paths;
+pub mod process;
+pub mod python;
+pub mod schema;
+
+pub use client::{LegacySession, Modern, Reply, assert_serving};
+pub use daemon::Daemon;
+pub use fixtures::{Whoami, config, fakemcp};
+pub use process::{poll, processes_with, tag, wait_until_gone};

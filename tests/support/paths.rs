@@ -1,0 +1,56 @@
+//! Where things are: the built binaries, the repository, the protocol schemas.
+//!
+//! The tests never build anything themselves: `cargo build -p mcpx -p fakemcp` must have
+//! run first (a missing binary fails with that command in the message). Everything is
+//! found from this package's manifest directory, so the tests work from any cwd.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root (the workspace holding `crates/` and `tests/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the repository root exists")
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the repository root when
+/// relative), else `<repo>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => repo_root().join(dir),
+        None => repo_root().join("target"),
+    }
+}
+
+fn debug_binary(name: &str) -> PathBuf {
+    let path = target_dir().join("debug").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build -p mcpx -p fakemcp` before `cargo test -p mcpx-e2e`",
+        path.display()
+    );
+    path
+}
+
+/// The `mcpx` binary under test.
+pub fn mcpx() -> PathBuf {
+    debug_binary("mcpx")
+}
+
+/// The `fakemcp` test upstream.
+pub fn fakemcp() -> PathBuf {
+    debug_binary("fakemcp")
+}
+
+/// `shared/spec/schema`: `$MCPX_SPEC_DIR` when set, else the copy beside the repository
+/// (`<repo>/../shared/spec/schema`).
+pub fn spec_schema_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MCPX_SPEC_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/schema");
+    assert!(
+        beside.is_dir(),
+        "protocol schemas not found at {}; set MCPX_SPEC_DIR to the shared/spec/schema directory",
+        beside.display()
+    );
+    beside
+}

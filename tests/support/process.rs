@@ -1,0 +1,84 @@
+//! Finding the processes a test started, and waiting for things to become true.
+//!
+//! Upstreams are launched as `fakemcp --tag <tag>` with a tag unique to the test, so a
+//! test can count its own upstream processes in `/proc` while other tests run beside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A string no other test (or earlier run) uses, for `fakemcp --tag`.
+pub fn tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("mcpx-e2e-{}-{n}-{nanos:08x}", std::process::id())
+}
+
+/// Live processes one of whose command-line arguments is exactly `tag`. Zombies (already
+/// dead, not yet reaped) have an empty command line and are not counted.
+pub fn processes_with(tag: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            cmdline.split(|b| *b == 0).any(|arg| arg == tag.as_bytes()).then_some(pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Polls `probe` every 20 ms until it returns `Some`, or gives `None` after `timeout`.
+pub fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until no process carries `tag`; returns the ones still alive after `timeout`.
+pub fn wait_until_gone(tag: &str, timeout: Duration) -> Vec<u32> {
+    poll(timeout, || processes_with(tag).is_empty().then_some(())).map_or_else(|| processes_with(tag), |()| Vec::new())
+}
+
+/// A directory removed on drop (kept when `MCPX_E2E_KEEP` is set, for post-mortems).
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let path = std::env::temp_dir().join(tag());
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        TempDir::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("MCPX_E2E_KEEP").is_some() {
+            eprintln!("keeping {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
