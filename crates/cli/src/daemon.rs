@@ -1,13 +1,16 @@
-//! `mcpx daemon`: load settings, listen, record where, serve until told to stop, then stop
-//! every upstream before exiting. The one place that owns the daemon's shutdown order.
+//! `mcpx daemon`: take the state dir's lock, load settings, listen on loopback TCP and on
+//! the unix socket, record where, serve until told to stop (a signal, `POST /v1/stop`, or
+//! idleness when started on demand), then stop every upstream before exiting. The one
+//! place that owns the daemon's shutdown order.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use mcpx_gateway::{Gateway, Settings};
-use mcpx_server::state;
+use mcpx_server::{Daemon, Front, Peer, socket, state};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// How long open HTTP connections get to finish after the upstreams are stopped.
@@ -18,16 +21,25 @@ pub struct Args {
     /// Config file. Default: $MCPX_CONFIG, else .mcpx.json in this directory or a parent,
     /// else $XDG_CONFIG_HOME/mcpx/config.json; with none, mcpx runs with no servers.
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     /// TCP port on the loopback interface (default: http.port from the config, else 7750;
-    /// 0 takes an ephemeral port). The address is printed and written to
-    /// $MCPX_STATE_DIR/daemon.json.
+    /// 0 takes an ephemeral port). The address is printed and written to daemon.json in
+    /// the state dir.
     #[arg(long)]
-    port: Option<u16>,
+    pub port: Option<u16>,
+    /// Exit after this long with no requests and no `mcpx serve` attached (e.g. "10m").
+    /// Used when a client starts the daemon on demand; a daemon started by hand runs
+    /// until stopped.
+    #[arg(long, value_parser = parse_duration)]
+    pub idle_exit: Option<Duration>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    mcpx_gateway::config::parse_duration(text)
 }
 
 pub fn run(args: Args) -> ExitCode {
-    init_logging();
+    crate::init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts");
     match runtime.block_on(serve(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +51,10 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
+    let dir = state::state_dir();
+    state::ensure_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
+    let _lock = state::DaemonLock::acquire(&dir)?;
+
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let config_path = mcpx_gateway::settings::find_config(args.config, &cwd);
     let settings = Settings::load(config_path)?;
@@ -50,38 +66,75 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     let http = settings.config().http.clone();
     let port = args.port.unwrap_or(http.port);
-    let listener = tokio::net::TcpListener::bind((http.host.as_str(), port))
+    let tcp = tokio::net::TcpListener::bind((http.host.as_str(), port))
         .await
         .with_context(|| format!("listening on {}:{port}", http.host))?;
-    let address = listener.local_addr()?;
+    let address = tcp.local_addr()?;
     let url = format!("http://{address}/mcp");
+    let (unix, socket_path) = socket::bind(&dir).with_context(|| format!("binding the socket in {}", dir.display()))?;
 
-    let dir = state::state_dir();
-    state::ensure_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
-    let record = state::Record { url: url.clone(), port: address.port(), config: settings.path().map(Into::into) };
+    let record = state::Record {
+        url: url.clone(),
+        port: address.port(),
+        socket: socket_path.clone(),
+        config: settings.path().map(Into::into),
+    };
     let gateway = Gateway::new(settings);
+    let front = Arc::new(Front {
+        gateway: gateway.clone(),
+        sessions: Default::default(),
+        daemon: Daemon::new(url.clone(), Some(socket_path.clone())),
+    });
+    let app = mcpx_server::router(front.clone());
     record.write(&dir).with_context(|| format!("writing the daemon record in {}", dir.display()))?;
-    eprintln!("mcpx: listening on {url}");
+    eprintln!("mcpx: listening on {url} and {}", socket_path.display());
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        axum::serve(listener, mcpx_server::router(gateway.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let tcp_server = tokio::spawn(
+        axum::serve(tcp, app.clone().into_make_service_with_connect_info::<Peer>())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
-    stop_signal().await;
-    tracing::info!("stopping: ending every upstream instance");
+    let unix_server = tokio::spawn(
+        axum::serve(unix, app.into_make_service_with_connect_info::<Peer>())
+            .with_graceful_shutdown(stopped(stop_rx))
+            .into_future(),
+    );
+
+    tokio::select! {
+        _ = stop_signal() => tracing::info!("stopping on a signal"),
+        _ = front.daemon.stop.notified() => tracing::info!("stopping on request"),
+        _ = idle_exit(&front.daemon, args.idle_exit) => tracing::info!("stopping: idle for {:?}", args.idle_exit.unwrap_or_default()),
+    }
     // Upstreams first, so calls in flight fail at once instead of holding the drain open.
     gateway.shutdown().await;
-    let _ = stop_tx.send(());
-    if tokio::time::timeout(DRAIN, server).await.is_err() {
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(DRAIN, async {
+        let _ = tcp_server.await;
+        let _ = unix_server.await;
+    })
+    .await
+    .is_err()
+    {
         tracing::warn!("connections still open after {DRAIN:?}; closing them");
     }
     state::remove_record(&dir);
     tracing::info!("stopped");
     Ok(())
+}
+
+async fn idle_exit(daemon: &Daemon, after: Option<Duration>) {
+    let Some(after) = after else { return std::future::pending().await };
+    let mut tick = tokio::time::interval(Duration::from_secs(1).min(after));
+    loop {
+        tick.tick().await;
+        if daemon.idle_for().is_some_and(|idle| idle >= after) {
+            return;
+        }
+    }
 }
 
 async fn stop_signal() {
@@ -91,14 +144,4 @@ async fn stop_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-}
-
-/// Logs go to stderr, filtered by `MCPX_LOG` (e.g. `debug`, `mcpx_upstream=debug`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }

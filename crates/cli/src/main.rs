@@ -1,15 +1,25 @@
 //! `mcpx`: an MCP gateway. This binary parses arguments and wires the crates together;
 //! the behaviour lives in `mcpx-gateway` (the core) and `mcpx-server` (the front ends).
 
+mod client;
+mod commands;
 mod daemon;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use commands::Common;
 
 #[derive(Parser)]
-#[command(name = "mcpx", version, about = "An MCP gateway: one endpoint for many MCP servers, each instance chosen by who is asking.")]
+#[command(
+    name = "mcpx",
+    version,
+    about = "An MCP gateway: one endpoint for many MCP servers, each instance chosen by who is asking.",
+    after_help = "Exit codes: 0 ok; 1 failure, or a tool result with isError; 2 usage; 124 timeout.\nThe daemon's state dir is $MCPX_STATE_DIR, else $XDG_RUNTIME_DIR/mcpx, else $XDG_STATE_HOME/mcpx."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,9 +28,49 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon in the foreground: Streamable HTTP at http://HOST:PORT/mcp (both
-    /// protocol eras), owning every upstream server instance. Stops on SIGINT/SIGTERM,
-    /// stopping every upstream it started.
+    /// protocol eras) and the unix socket in the state dir, owning every upstream server
+    /// instance. Stops on SIGINT/SIGTERM or `mcpx stop`, stopping every upstream it started.
     Daemon(daemon::Args),
+    /// Speak MCP over stdio (what an agent host launches), relaying to the shared daemon,
+    /// which is started if none runs.
+    Serve(serve::Args),
+    /// Show the daemon, its servers and their live instances.
+    Status {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stop the daemon; returns once it and every upstream it started are gone.
+    Stop {
+        #[command(flatten)]
+        common: Common,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+    },
+    /// List upstream tools, of every server or of one.
+    Ls {
+        server: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Call an upstream tool: `mcpx call time.get_current_time '{"timezone":"UTC"}'`.
+    Call {
+        /// <server>.<tool>
+        target: String,
+        /// The tool's arguments as a JSON object.
+        arguments: Option<String>,
+        /// Give up after this many seconds (exit code 124).
+        #[arg(long)]
+        timeout: Option<u64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Find upstream tools whose server, name or description contain every word.
+    Search {
+        query: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Work with the config file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -41,6 +91,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Daemon(args) => daemon::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Status { common } => commands::run(async || commands::status(common).await),
+        Command::Stop { common, timeout } => {
+            commands::run(async || commands::stop(common, Duration::from_secs(timeout)).await)
+        }
+        Command::Ls { server, common } => commands::run(async || commands::list(common, server, "").await),
+        Command::Search { query, common } => {
+            commands::run(async || commands::list(common, None, &query.join(" ")).await)
+        }
+        Command::Call { target, arguments, timeout, common } => commands::run(async || {
+            commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
+        }),
         Command::Config(ConfigCommand::Check { config }) => check_config(config),
     }
 }
@@ -61,4 +123,17 @@ fn check_config(flag: Option<PathBuf>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs go to stderr (stdout is MCP's, for `serve`), filtered by `MCPX_LOG`
+/// (e.g. `debug`, `mcpx_upstream=debug`); default `info`.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
 }

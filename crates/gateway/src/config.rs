@@ -140,6 +140,9 @@ pub struct HttpConfig {
     /// A legacy HTTP session unused for this long is ended. Default 1 hour.
     #[serde(with = "duration")]
     pub session_idle_timeout: Duration,
+    /// Bearer tokens by client name. When any is set, every TCP request needs one, and the
+    /// name becomes the caller's `Identity.client`. The unix socket needs none.
+    pub tokens: BTreeMap<String, String>,
 }
 
 impl Default for HttpConfig {
@@ -150,6 +153,7 @@ impl Default for HttpConfig {
             max_body_bytes: 4 * 1024 * 1024,
             max_sessions: 4096,
             session_idle_timeout: Duration::from_secs(3600),
+            tokens: BTreeMap::new(),
         }
     }
 }
@@ -245,6 +249,16 @@ impl Config {
                 return Err(format!("\"expose\" names {name:?}, which is not in \"mcpServers\""));
             }
         }
+        let loopback = matches!(self.http.host.as_str(), "127.0.0.1" | "localhost" | "::1");
+        if !loopback && self.http.tokens.is_empty() {
+            return Err(format!(
+                "\"http.host\" is {:?}, which is not loopback: set \"http.tokens\" so that only callers with a token get in",
+                self.http.host
+            ));
+        }
+        if self.http.tokens.values().any(|t| t.len() < 16) {
+            return Err("every token in \"http.tokens\" must be at least 16 characters".into());
+        }
         if self.pool.max_instances_per_server == 0 {
             return Err("\"pool.maxInstancesPerServer\" must be at least 1".into());
         }
@@ -254,6 +268,11 @@ impl Config {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.mcp_servers.get(name)
     }
+}
+
+/// Parses a duration as written in the config: `500ms`, `30s`, `5m`, `2h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    duration::parse(text)
 }
 
 /// serde_json appends " at line L column C"; the error already says where.
@@ -266,6 +285,8 @@ fn strip_position(message: &str) -> String {
 
 /// Durations written as `500ms`, `30s`, `5m`, `2h`, or a bare number of milliseconds.
 pub(crate) mod duration {
+    //! Durations written as people write them.
+
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, de::Error};
@@ -336,6 +357,13 @@ mod tests {
         assert!(parse(r#"{"mcpServers": {"artifacts": {"command": "a"}}}"#).is_err());
         assert!(parse(r#"{"mcpServers": {"a__b": {"command": "a"}}}"#).is_err());
         assert!(parse(r#"{"expose": ["nope"]}"#).is_err());
+    }
+
+    #[test]
+    fn listening_beyond_loopback_needs_a_token() {
+        assert!(parse(r#"{"http": {"host": "0.0.0.0"}}"#).is_err());
+        assert!(parse(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#).is_ok());
+        assert!(parse(r#"{"http": {"tokens": {"ci": "short"}}}"#).is_err());
     }
 
     #[test]

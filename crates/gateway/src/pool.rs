@@ -120,13 +120,13 @@ impl Pool {
                         && s.last_used.lock().expect("slot lock").elapsed() >= idle_timeout;
                     let dead = s.upstream.get().is_some_and(|u| !u.is_alive());
                     let outdated = current(&s.key.server).as_deref() != Some(s.definition.as_str());
-                    idle || dead || outdated
+                    idle || dead || outdated || owner_gone(&s.key)
                 })
                 .cloned()
                 .collect()
         };
         for slot in stale {
-            tracing::info!(instance = %slot.key, "stopping idle, exited or reconfigured instance");
+            tracing::info!(instance = %slot.key, "stopping an idle, exited, orphaned or reconfigured instance");
             self.inner.retire(&slot);
         }
     }
@@ -158,6 +158,11 @@ impl Pool {
         self.inner.stopping.close();
         self.inner.stopping.wait().await;
     }
+}
+
+/// A `pid:` instance outlives its process by at most one reaper tick.
+fn owner_gone(key: &InstanceKey) -> bool {
+    key.key.strip_prefix("pid:").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Inner {

@@ -13,40 +13,55 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use mcpx_gateway::Gateway;
+use mcpx_gateway::{Gateway, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, RpcError, meta};
 
 use crate::legacy::{self, SESSION_HEADER};
 use crate::reply::{self, Format};
-use crate::session::Sessions;
+use crate::api::{self, Daemon};
 use crate::modern;
+use crate::session::Sessions;
+use crate::socket::{self, Peer};
 
-/// What the HTTP front end shares across requests.
+/// What the HTTP front ends share across requests.
 pub struct Front {
     pub gateway: Arc<Gateway>,
     pub sessions: Sessions,
+    pub daemon: Daemon,
 }
 
-/// The `/mcp` router.
-pub fn router(gateway: Arc<Gateway>) -> Router {
-    let front = Arc::new(Front { gateway, sessions: Sessions::default() });
+/// The router for both listeners: `/mcp`, and the `/v1` API (see `api`).
+/// Serve it with `into_make_service_with_connect_info::<Peer>()`.
+pub fn router(front: Arc<Front>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
+        .merge(api::routes())
         // The limit is ours (a hot setting), enforced in `read_body`.
         .layer(DefaultBodyLimit::disable())
         .with_state(front)
 }
 
-async fn mcp(State(front): State<Arc<Front>>, method: Method, headers: HeaderMap, body: Body) -> Response {
+async fn mcp(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    front.daemon.touch();
     let loopback_only = is_loopback_authority(&front.gateway.settings().config().http.host);
     if let Err(refusal) = check_origin(&headers, loopback_only) {
         return refusal;
     }
+    let base = match admit_peer(&front.gateway, &peer, &headers) {
+        Ok(transport) => transport,
+        Err(refusal) => return refusal,
+    };
     let idle = front.gateway.settings().config().http.session_idle_timeout;
     let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
     let session = match &session_id {
@@ -60,7 +75,7 @@ async fn mcp(State(front): State<Arc<Front>>, method: Method, headers: HeaderMap
         None => None,
     };
     match method {
-        Method::POST => post(&front, &headers, session, body).await,
+        Method::POST => post(&front, &base, &headers, session, body).await,
         Method::DELETE => match session {
             Some(session) => {
                 front.sessions.end(&session.id);
@@ -73,7 +88,13 @@ async fn mcp(State(front): State<Arc<Front>>, method: Method, headers: HeaderMap
     }
 }
 
-async fn post(front: &Front, headers: &HeaderMap, session: Option<crate::session::Session>, body: Body) -> Response {
+async fn post(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    session: Option<crate::session::Session>,
+    body: Body,
+) -> Response {
     let format = Format::from_headers(headers);
     let body = match read_body(front, headers, body).await {
         Ok(bytes) => bytes,
@@ -84,7 +105,7 @@ async fn post(front: &Front, headers: &HeaderMap, session: Option<crate::session
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
     };
     if let Some(session) = session {
-        return legacy::in_session(front, headers, format, session, frame).await;
+        return legacy::in_session(front, base, headers, format, session, frame).await;
     }
     if frame.is_array() {
         let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
@@ -95,7 +116,7 @@ async fn post(front: &Front, headers: &HeaderMap, session: Option<crate::session
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
     if is_modern(headers, &message) {
-        return modern::handle(front, headers, format, message).await;
+        return modern::handle(front, base, headers, format, message).await;
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
@@ -135,6 +156,39 @@ async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axu
         return Err(too_large());
     }
     axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+/// What the transport says about a caller before the request is read: over the unix
+/// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are
+/// configured, the name of the token presented (none → 401).
+pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Response> {
+    match peer {
+        Peer::Local { pid, .. } => Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() }),
+        Peer::Tcp(_) => {
+            let tokens = gateway.settings().config().http.tokens.clone();
+            if tokens.is_empty() {
+                return Ok(Transport::default());
+            }
+            let presented = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim);
+            match presented.and_then(|p| tokens.iter().find(|(_, t)| constant_time_eq(t.as_bytes(), p.as_bytes()))) {
+                Some((name, _)) => Ok(Transport { client: Some(name.clone()), ..Transport::default() }),
+                None => {
+                    let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+                    Err(response)
+                }
+            }
+        }
+    }
+}
+
+/// Compares secrets without leaking, through timing, how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// DNS-rebinding protection: a browser page on another origin must not reach a local

@@ -118,7 +118,14 @@ pub fn initialize(front: &Front, format: Format, id: &Value, params: &Value) -> 
 }
 
 /// A frame, or a batch of frames, inside an open HTTP session.
-pub async fn in_session(front: &Front, headers: &HeaderMap, format: Format, session: Session, body: Value) -> Response {
+pub async fn in_session(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    format: Format,
+    session: Session,
+    body: Value,
+) -> Response {
     if let Some(v) = headers.get("mcp-protocol-version") {
         let known = v.to_str().ok().and_then(Revision::parse).is_some_and(|r| r.era() == Era::Legacy);
         if !known {
@@ -126,7 +133,7 @@ pub async fn in_session(front: &Front, headers: &HeaderMap, format: Format, sess
             return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
         }
     }
-    let transport = Transport { session: Some(session.identity_name()), ..Transport::default() };
+    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
     let negotiated = &session.negotiated;
     match body {
         Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {

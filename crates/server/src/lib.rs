@@ -6,12 +6,17 @@
 //! handshake-era sessions; `state` is the daemon's record on disk.
 //! Nothing here picks an instance or talks to an upstream: that is the gateway's job.
 
+pub mod api;
 mod dispatch;
 pub mod http;
 mod legacy;
 mod modern;
 mod reply;
 mod session;
+pub mod socket;
 pub mod state;
+pub mod stdio;
 
+pub use api::Daemon;
 pub use http::{Front, router};
+pub use socket::Peer;

@@ -82,8 +82,9 @@ fn supported_versions() -> Vec<&'static str> {
     Revision::of_era(Era::Modern).map(Revision::as_str).collect()
 }
 
-/// A modern request over HTTP: no session, no identity beyond what the request names.
-pub async fn handle(front: &Front, headers: &HeaderMap, format: Format, frame: Message) -> Response {
+/// A modern request over HTTP: no session; who is asking is what the request names plus
+/// what the transport knows (`transport`).
+pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, format: Format, frame: Message) -> Response {
     let (id, method, params) = match frame {
         Message::Request { id, method, params } => (id.to_value(), method, params),
         // No client→server notification is defined over HTTP in this era; accept and drop.
@@ -101,7 +102,7 @@ pub async fn handle(front: &Front, headers: &HeaderMap, format: Format, frame: M
         Ok(admitted) => admitted,
         Err((status, e)) => return reply::error(status, format, Some(&id), &e),
     };
-    match answer(&front.gateway, &Transport::default(), admitted, &method, params).await {
+    match answer(&front.gateway, transport, admitted, &method, params).await {
         Ok(result) => reply::frame(StatusCode::OK, format, &mcpx_protocol::message::result_response(&id, result)),
         Err(e) => reply::error(StatusCode::OK, format, Some(&id), &e),
     }

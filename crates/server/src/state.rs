@@ -31,9 +31,54 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+pub const LOCK_FILE: &str = "daemon.lock";
+
+/// Held for the daemon's whole life: one daemon per state dir. The kernel releases it when
+/// the process dies however it dies, so a stale socket or record is recognised by a free
+/// lock.
+pub struct DaemonLock {
+    _file: std::fs::File,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("a daemon already runs for {dir}{}", running.as_ref().map(|r| format!(" (pid {}, {})", r["pid"], r["url"].as_str().unwrap_or("?"))).unwrap_or_default())]
+    Running { dir: PathBuf, running: Option<Value> },
+    #[error("locking {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl DaemonLock {
+    pub fn acquire(dir: &Path) -> Result<DaemonLock, LockError> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| LockError::Io { path: path.clone(), source })?;
+        // SAFETY: flock on a descriptor we own; no memory is shared with the kernel.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let source = std::io::Error::last_os_error();
+            if source.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(LockError::Running { dir: dir.to_owned(), running: read_record(dir) });
+            }
+            return Err(LockError::Io { path, source });
+        }
+        Ok(DaemonLock { _file: file })
+    }
+}
+
+/// The record of the daemon running for `dir`, if one was written.
+pub fn read_record(dir: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(RECORD_FILE)).ok()?).ok()
+}
+
 pub struct Record {
     pub url: String,
     pub port: u16,
+    pub socket: PathBuf,
     pub config: Option<PathBuf>,
 }
 
@@ -44,6 +89,7 @@ impl Record {
             "pid": std::process::id(),
             "url": self.url,
             "port": self.port,
+            "socket": self.socket.display().to_string(),
             "config": self.config.as_ref().map(|p| p.display().to_string()),
             "version": env!("CARGO_PKG_VERSION"),
             "startedAt": started,
@@ -62,14 +108,11 @@ impl Record {
     }
 }
 
-/// Removes the record if it is still ours.
+/// Removes the record and the socket if they are still ours.
 pub fn remove_record(dir: &Path) {
-    let path = dir.join(RECORD_FILE);
-    let ours = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .is_some_and(|v| v["pid"] == std::process::id());
+    let ours = read_record(dir).is_some_and(|v| v["pid"] == std::process::id());
     if ours {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(dir.join(RECORD_FILE));
+        let _ = std::fs::remove_file(dir.join(crate::socket::SOCKET_FILE));
     }
 }

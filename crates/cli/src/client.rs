@@ -1,0 +1,140 @@
+//! Reaching the daemon from a client process (`mcpx serve`, the CLI commands): over its
+//! unix socket, starting it on demand when none runs.
+//!
+//! Starting is race-safe: every client that finds no daemon may start one, the daemon lock
+//! lets exactly one of them run, and every client then connects to that one.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use mcpx_server::{socket, state};
+use serde_json::Value;
+use tokio::net::UnixStream;
+
+/// How long a client waits for a daemon it started to come up.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a daemon started on demand lives without any client.
+const ON_DEMAND_IDLE_EXIT: &str = "10m";
+
+pub struct Daemon {
+    pub dir: PathBuf,
+}
+
+impl Daemon {
+    pub fn new() -> Daemon {
+        Daemon { dir: state::state_dir() }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join(socket::SOCKET_FILE)
+    }
+
+    /// A connection to the running daemon, if one runs.
+    pub async fn connect(&self) -> Option<UnixStream> {
+        UnixStream::connect(self.socket()).await.ok()
+    }
+
+    /// A connection to the daemon, starting one (detached, with an idle exit) if none runs.
+    pub async fn connect_or_start(&self, config: Option<&Path>) -> anyhow::Result<UnixStream> {
+        if let Some(stream) = self.connect().await {
+            return Ok(stream);
+        }
+        self.start(config)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(stream) = self.connect().await {
+                return Ok(stream);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "started a daemon but it did not come up within {START_TIMEOUT:?}; see {}",
+                    self.dir.join("daemon.log").display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn start(&self, config: Option<&Path>) -> anyhow::Result<()> {
+        state::ensure_private_dir(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("daemon.log"))
+            .context("opening the daemon log")?;
+        let exe = std::env::current_exe().context("finding the mcpx executable")?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["daemon", "--port", "0", "--idle-exit", ON_DEMAND_IDLE_EXIT])
+            .env("MCPX_STATE_DIR", &self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal and
+        // process group, so a Ctrl-C aimed at this client does not stop the shared daemon.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().context("starting the daemon")?;
+        // Reap it when it exits so it never lingers as a zombie of a long-lived client.
+        std::thread::spawn(move || child.wait());
+        Ok(())
+    }
+}
+
+/// One HTTP request over a fresh socket connection. Returns the status and the JSON body
+/// (`Value::Null` when the body is empty or not JSON).
+pub async fn request(
+    stream: UnixStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut builder = Request::builder().method(method).uri(path).header("host", "mcpx");
+    for (name, value) in headers {
+        builder = builder.header(*name, value);
+    }
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = builder.header("content-type", "application/json").body(Full::new(Bytes::from(body)))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+}
+
+/// Turns a socket connection into a raw stdio relay stream (`GET /v1/stdio`).
+pub async fn upgrade_to_stdio(stream: UnixStream, session: Option<&str>) -> anyhow::Result<TokioIo<hyper::upgrade::Upgraded>> {
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn.with_upgrades());
+    let mut builder = Request::builder()
+        .method("GET")
+        .uri("/v1/stdio")
+        .header("host", "mcpx")
+        .header("connection", "upgrade")
+        .header("upgrade", mcpx_server::api::STDIO_PROTOCOL)
+        .header(mcpx_server::api::PID_HEADER, std::process::id().to_string());
+    if let Some(session) = session {
+        builder = builder.header(mcpx_server::api::SESSION_HEADER, session);
+    }
+    let response = sender.send_request(builder.body(Full::new(Bytes::new()))?).await?;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let status = response.status();
+        let text = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        bail!("the daemon refused the stdio relay: {status} {}", String::from_utf8_lossy(&text).trim());
+    }
+    Ok(TokioIo::new(hyper::upgrade::on(response).await?))
+}

@@ -1,0 +1,211 @@
+//! The commands people type at a shell: `status`, `stop`, `ls`, `call`, `search`. Each
+//! reaches the daemon's `/v1` API over the unix socket (starting the daemon when the
+//! command needs one), with the caller's identity as `mcpx serve` would carry it.
+//!
+//! Exit codes: 0 ok; 1 failure or a tool result with `isError`; 2 usage; 124 timeout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::client::{self, Daemon};
+
+pub const EXIT_TIMEOUT: u8 = 124;
+
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Config file for a daemon started on demand.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Session name (default: $MCPX_SESSION_ID, else mcp-<pid of this command>).
+    #[arg(long, global = true, env = "MCPX_SESSION_ID")]
+    session: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+pub enum Outcome {
+    Ok,
+    Failed,
+    TimedOut,
+}
+
+pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime starts");
+    match runtime.block_on(f()) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::FAILURE,
+        Ok(Outcome::TimedOut) => ExitCode::from(EXIT_TIMEOUT),
+        Err(e) => {
+            eprintln!("mcpx: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn api(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+    let stream = Daemon::new().connect_or_start(common.config.as_deref()).await?;
+    let mut headers = Vec::new();
+    if let Some(session) = &common.session {
+        headers.push((mcpx_server::api::SESSION_HEADER, session.clone()));
+    }
+    let (status, body) = client::request(stream, method, path, &headers, body).await?;
+    Ok((status.as_u16(), body))
+}
+
+fn api_error(status: u16, body: &Value) -> anyhow::Error {
+    match body["error"]["message"].as_str() {
+        Some(message) => anyhow::anyhow!("{message}"),
+        None => anyhow::anyhow!("the daemon answered {status}"),
+    }
+}
+
+pub async fn status(common: Common) -> anyhow::Result<Outcome> {
+    let Some(stream) = Daemon::new().connect().await else {
+        if common.json {
+            println!("{}", json!({ "running": false }));
+        } else {
+            println!("no daemon is running for {}", Daemon::new().dir.display());
+        }
+        return Ok(Outcome::Ok);
+    };
+    let (status, body) = client::request(stream, "GET", "/v1/status", &[], None).await?;
+    if status.as_u16() != 200 {
+        return Err(api_error(status.as_u16(), &body));
+    }
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(Outcome::Ok);
+    }
+    println!("daemon   pid {} · {} · up {}s", body["pid"], body["url"].as_str().unwrap_or("?"), body["uptimeMs"].as_u64().unwrap_or(0) / 1000);
+    println!("socket   {}", body["socket"].as_str().unwrap_or("-"));
+    println!("config   {}", body["config"].as_str().unwrap_or("(none)"));
+    println!("servers  {}", body["servers"].as_array().map_or(0, Vec::len));
+    for s in body["servers"].as_array().into_iter().flatten() {
+        println!("  {:<20} scope {}", s["name"].as_str().unwrap_or("?"), s["scope"].as_str().unwrap_or("?"));
+    }
+    let instances = body["instances"].as_array().cloned().unwrap_or_default();
+    println!("instances {}", instances.len());
+    for i in instances {
+        println!(
+            "  {:<20} {:<40} pid {:<8} age {}s  idle {}s  in use {}",
+            i["server"].as_str().unwrap_or("?"),
+            i["key"].as_str().unwrap_or("?"),
+            i["pid"],
+            i["ageMs"].as_u64().unwrap_or(0) / 1000,
+            i["idleMs"].as_u64().unwrap_or(0) / 1000,
+            i["inUse"]
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+/// Asks the daemon to stop and returns once it and every child it started are gone.
+pub async fn stop(common: Common, timeout: Duration) -> anyhow::Result<Outcome> {
+    let daemon = Daemon::new();
+    let Some(stream) = daemon.connect().await else {
+        println!("no daemon is running for {}", daemon.dir.display());
+        return Ok(Outcome::Ok);
+    };
+    let (status, body) = client::request(stream, "POST", "/v1/stop", &[], None).await?;
+    if status.as_u16() != 202 {
+        return Err(api_error(status.as_u16(), &body));
+    }
+    let pid = body["pid"].as_u64().context("the daemon did not say its pid")? as i32;
+    let deadline = Instant::now() + timeout;
+    // The daemon stops its upstreams before it exits, so its exit means theirs.
+    while process_alive(pid) {
+        if Instant::now() > deadline {
+            eprintln!("mcpx: the daemon (pid {pid}) is still running after {timeout:?}");
+            return Ok(Outcome::TimedOut);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !common.json {
+        println!("stopped the daemon (pid {pid})");
+    }
+    Ok(Outcome::Ok)
+}
+
+fn process_alive(pid: i32) -> bool {
+    // A zombie has no cwd link: it is gone in every sense that matters here.
+    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok()
+}
+
+pub async fn list(common: Common, server: Option<String>, query: &str) -> anyhow::Result<Outcome> {
+    let path = format!("/v1/tools?query={}", percent_encode(query));
+    let (status, body) = api(&common, "GET", &path, None).await?;
+    if status != 200 {
+        return Err(api_error(status, &body));
+    }
+    let tools: Vec<&Value> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| server.as_deref().is_none_or(|s| t["server"] == s))
+        .collect();
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&json!({ "tools": tools, "unavailable": body["unavailable"] }))?);
+    } else {
+        for t in &tools {
+            let description = t["description"].as_str().unwrap_or("").lines().next().unwrap_or("");
+            println!("{}.{}  {description}", t["server"].as_str().unwrap_or("?"), t["tool"].as_str().unwrap_or("?"));
+        }
+        for u in body["unavailable"].as_array().into_iter().flatten() {
+            eprintln!("mcpx: {} is unavailable: {}", u["server"].as_str().unwrap_or("?"), u["error"].as_str().unwrap_or("?"));
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout: Option<Duration>) -> anyhow::Result<Outcome> {
+    let Some((server, tool)) = target.split_once('.') else {
+        bail!("name the tool as <server>.<tool>, e.g. time.get_current_time");
+    };
+    let arguments: Value = match arguments {
+        Some(text) => serde_json::from_str(text).context("the arguments must be a JSON object")?,
+        None => json!({}),
+    };
+    if !arguments.is_object() {
+        bail!("the arguments must be a JSON object");
+    }
+    let body = json!({ "server": server, "tool": tool, "arguments": arguments });
+    let request = api(&common, "POST", "/v1/call", Some(body));
+    let (status, result) = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, request).await {
+            Ok(answer) => answer?,
+            Err(_) => {
+                eprintln!("mcpx: {target} did not finish within {limit:?}");
+                return Ok(Outcome::TimedOut);
+            }
+        },
+        None => request.await?,
+    };
+    if status != 200 {
+        return Err(api_error(status, &result));
+    }
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        for block in result["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("text") => println!("{}", block["text"].as_str().unwrap_or("")),
+                _ => println!("{block}"),
+            }
+        }
+    }
+    Ok(if result["isError"] == true { Outcome::Failed } else { Outcome::Ok })
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

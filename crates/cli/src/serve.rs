@@ -1,0 +1,227 @@
+//! `mcpx serve`: what an agent host launches as its MCP server. A thin stdio front end:
+//! every line goes to the daemon over its unix socket, with the identity of this process
+//! (session `$MCPX_SESSION_ID` else `mcp-<pid>`, its cwd, its pid, which the daemon checks
+//! against the socket's credentials), and every line back goes to stdout.
+//!
+//! It keeps just enough state to behave well when the daemon goes away: the requests in
+//! flight (they get an error at once) and the `initialize` of a handshake-era client
+//! (replayed to the next daemon connection, so the client's session carries on).
+//! `--no-daemon` runs an in-process gateway for this one client instead.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use futures::StreamExt;
+use mcpx_gateway::{Gateway, Settings, Transport};
+use mcpx_protocol::message::error_response;
+use mcpx_protocol::{Message, RequestId, RpcError};
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, Stdout};
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use crate::client::{self, Daemon};
+
+/// Longest line accepted on stdin or from the daemon. The daemon enforces its own
+/// `limits.maxLineBytes`; this only bounds the relay's memory.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Config file for a daemon started on demand (or for --no-daemon).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Session name for this client (default: $MCPX_SESSION_ID, else mcp-<pid of this process>).
+    #[arg(long, env = "MCPX_SESSION_ID")]
+    session: Option<String>,
+    /// Run an in-process gateway for this one client instead of using the shared daemon.
+    #[arg(long)]
+    no_daemon: bool,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    crate::init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts");
+    let outcome = runtime.block_on(async {
+        if args.no_daemon { in_process(args).await } else { relay(args).await }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpx serve: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn in_process(args: Args) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir()?;
+    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config, &cwd))?;
+    let gateway = Gateway::new(settings);
+    let pid = std::process::id();
+    let transport = Transport {
+        session: Some(args.session.unwrap_or_else(|| format!("mcp-{pid}"))),
+        cwd: Some(cwd),
+        pid: Some(pid),
+        client: None,
+    };
+    mcpx_server::stdio::serve_lines(gateway.clone(), transport, tokio::io::stdin(), tokio::io::stdout()).await;
+    gateway.shutdown().await;
+    Ok(())
+}
+
+/// What the relay remembers about the client's traffic.
+#[derive(Default)]
+struct Client {
+    in_flight: HashSet<RequestId>,
+    /// The client's `initialize` line, replayed when the daemon connection is replaced.
+    initialize: Option<(RequestId, String)>,
+    /// The id of a replayed `initialize`, whose answer the client already had.
+    swallow: Option<RequestId>,
+}
+
+async fn relay(args: Args) -> anyhow::Result<()> {
+    let daemon = Daemon::new();
+    let mut stdin = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(MAX_LINE));
+    let mut stdout = tokio::io::stdout();
+    let mut client = Client::default();
+    let mut upstream: Option<Connection> = None;
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            line = stdin.next(), if stdin_open => {
+                let Some(Ok(line)) = line else {
+                    // The client is done: pass the end on and deliver what is still owed.
+                    stdin_open = false;
+                    match upstream.as_mut() {
+                        Some(conn) => {
+                            let _ = conn.writer.shutdown().await;
+                            continue;
+                        }
+                        None => break,
+                    }
+                };
+                if upstream.is_none() {
+                    match connect(&daemon, &args, &mut client).await {
+                        Ok(conn) => upstream = Some(conn),
+                        Err(e) => {
+                            tracing::warn!("cannot reach the mcpx daemon: {e:#}");
+                            refuse(&mut stdout, &line, &e.to_string()).await?;
+                            continue;
+                        }
+                    }
+                }
+                client.note_outgoing(&line);
+                let conn = upstream.as_mut().expect("connected above");
+                if conn.send(&line).await.is_err() {
+                    upstream = None;
+                    client.fail_in_flight(&mut stdout).await?;
+                }
+            }
+            line = next_line(&mut upstream) => match line {
+                Some(line) => {
+                    if client.note_incoming(&line) {
+                        stdout.write_all(line.as_bytes()).await?;
+                        stdout.write_all(b"\n").await?;
+                        stdout.flush().await?;
+                    }
+                }
+                None => {
+                    upstream = None;
+                    if !stdin_open {
+                        client.fail_in_flight(&mut stdout).await?;
+                        break;
+                    }
+                    tracing::warn!("the mcpx daemon went away; requests in flight fail, the next one reconnects");
+                    client.fail_in_flight(&mut stdout).await?;
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// One relayed stream to the daemon.
+struct Connection {
+    lines: FramedRead<tokio::io::ReadHalf<Io>, LinesCodec>,
+    writer: tokio::io::WriteHalf<Io>,
+}
+
+type Io = hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>;
+
+impl Connection {
+    async fn send(&mut self, line: &str) -> std::io::Result<()> {
+        self.writer.write_all(line.as_bytes()).await?;
+        self.writer.write_all(b"\n").await?;
+        self.writer.flush().await
+    }
+}
+
+async fn next_line(upstream: &mut Option<Connection>) -> Option<String> {
+    match upstream {
+        Some(conn) => conn.lines.next().await.and_then(Result::ok),
+        None => std::future::pending().await,
+    }
+}
+
+async fn connect(daemon: &Daemon, args: &Args, client: &mut Client) -> anyhow::Result<Connection> {
+    let stream = daemon.connect_or_start(args.config.as_deref()).await?;
+    let io = client::upgrade_to_stdio(stream, args.session.as_deref()).await?;
+    let (reader, writer) = tokio::io::split(io);
+    let mut conn = Connection { lines: FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE)), writer };
+    if let Some((id, line)) = &client.initialize {
+        client.swallow = Some(id.clone());
+        conn.send(line).await?;
+        conn.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
+    }
+    Ok(conn)
+}
+
+impl Client {
+    fn note_outgoing(&mut self, line: &str) {
+        let Ok(Message::Request { id, method, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) else {
+            return;
+        };
+        if method == "initialize" {
+            self.initialize = Some((id.clone(), line.to_owned()));
+        }
+        self.in_flight.insert(id);
+    }
+
+    /// Whether a line from the daemon goes on to the client.
+    fn note_incoming(&mut self, line: &str) -> bool {
+        if let Ok(Message::Response { id, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) {
+            if self.swallow.as_ref() == Some(&id) {
+                self.swallow = None;
+                return false;
+            }
+            self.in_flight.remove(&id);
+        }
+        true
+    }
+
+    async fn fail_in_flight(&mut self, stdout: &mut Stdout) -> std::io::Result<()> {
+        self.swallow = None;
+        let e = RpcError::internal("the mcpx daemon went away while this request was in flight");
+        for id in self.in_flight.drain() {
+            write_frame(stdout, &error_response(Some(&id.to_value()), &e)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Answers a request that could not be relayed at all.
+async fn refuse(stdout: &mut Stdout, line: &str, reason: &str) -> std::io::Result<()> {
+    if let Ok(Message::Request { id, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) {
+        let e = RpcError::internal(format!("cannot reach the mcpx daemon: {reason}"));
+        write_frame(stdout, &error_response(Some(&id.to_value()), &e)).await?;
+    }
+    Ok(())
+}
+
+async fn write_frame(stdout: &mut Stdout, frame: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(frame).expect("a JSON value serializes");
+    line.push(b'\n');
+    stdout.write_all(&line).await?;
+    stdout.flush().await
+}

@@ -1,0 +1,218 @@
+//! MCP over a stream of lines, as the stdio transport frames it: one JSON-RPC message per
+//! line. Serves the stdio of `mcpx serve --no-daemon` and every `mcpx serve` relayed to
+//! the daemon over its unix socket.
+//!
+//! Both eras on one stream: a request carrying the 2026-07-28 `_meta` is admitted on its
+//! own, with nothing carried over from earlier requests; `initialize` settles a
+//! handshake-era revision for this stream. Requests run concurrently and their replies are
+//! written as they finish; `notifications/cancelled` stops one in flight. The stream is a
+//! process: its identity (session, cwd, pid) comes from the transport, and a `_meta`
+//! session key still wins over it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use mcpx_gateway::{Gateway, Transport};
+use mcpx_protocol::message::{error_response, result_response};
+use mcpx_protocol::{Message, RequestId, RpcError, meta};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::task::TaskTracker;
+
+use crate::legacy::{self, Negotiated};
+use crate::modern;
+
+/// Replies waiting to be written; a slow reader holds up at most this many.
+const OUTBOX: usize = 1024;
+/// After the reader ends, how long requests already running get to finish and be answered
+/// (a client that pipes in a request and closes its end still gets the reply).
+const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
+
+/// Serves one stream until its reader ends; requests still running then are cancelled.
+pub async fn serve_lines<R, W>(gateway: Arc<Gateway>, transport: Transport, reader: R, writer: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let max_line = gateway.settings().config().limits.max_line_bytes;
+    let (outbox, replies) = mpsc::channel::<Value>(OUTBOX);
+    let writer = tokio::spawn(write_lines(writer, replies));
+    let mut stream = Stream {
+        gateway,
+        transport,
+        negotiated: None,
+        outbox,
+        in_flight: InFlight::default(),
+        tasks: TaskTracker::new(),
+    };
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
+    while let Some(line) = lines.next().await {
+        match line {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => stream.frame(&line).await,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
+                stream.send(error_response(None, &e)).await;
+            }
+            Err(LinesCodecError::Io(e)) => {
+                tracing::debug!("stdio stream ended: {e}");
+                break;
+            }
+        }
+    }
+    stream.tasks.close();
+    if tokio::time::timeout(EOF_GRACE, stream.tasks.wait()).await.is_err() {
+        for (_, task) in stream.in_flight.lock().expect("in-flight lock").drain() {
+            task.abort();
+        }
+    }
+    drop(stream);
+    let _ = writer.await;
+}
+
+struct Stream {
+    gateway: Arc<Gateway>,
+    transport: Transport,
+    /// Set by `initialize`: the handshake-era revision of this stream.
+    negotiated: Option<Negotiated>,
+    outbox: mpsc::Sender<Value>,
+    in_flight: InFlight,
+    /// Every request and batch task, so the end of the stream can wait for them.
+    tasks: TaskTracker,
+}
+
+impl Stream {
+    async fn send(&self, frame: Value) {
+        let _ = self.outbox.send(frame).await;
+    }
+
+    async fn frame(&mut self, line: &str) {
+        let frame = match Message::parse(line.as_bytes()) {
+            Ok(frame) => frame,
+            Err(invalid) => return self.send(error_response(None, &invalid.error)).await,
+        };
+        if let Value::Array(frames) = frame {
+            return self.batch(frames).await;
+        }
+        match Message::classify(frame) {
+            Err(invalid) => self.send(error_response(invalid.id.as_ref(), &invalid.error)).await,
+            Ok(Message::Request { id, method, params }) => self.request(id, method, params).await,
+            Ok(Message::Notification { method, params }) => self.notification(&method, &params),
+            // mcpx sends no requests to a stdio client yet, so there is nothing to match.
+            Ok(Message::Response { .. }) => {}
+        }
+    }
+
+    async fn request(&mut self, id: RequestId, method: String, params: Value) {
+        let id_value = id.to_value();
+        if self.in_flight.lock().expect("in-flight lock").contains_key(&id) {
+            let e = RpcError::invalid_request(format!("request id {id_value} is already in flight"));
+            return self.send(error_response(Some(&id_value), &e)).await;
+        }
+        if meta::has_modern_marker(&params) {
+            let admitted = match modern::admit(&method, &params, None, || Ok(())) {
+                Ok(admitted) => admitted,
+                Err((_, e)) => return self.send(error_response(Some(&id_value), &e)).await,
+            };
+            let (gateway, transport) = (self.gateway.clone(), self.transport.clone());
+            return self.spawn(id, async move {
+                match modern::answer(&gateway, &transport, admitted, &method, params).await {
+                    Ok(result) => result_response(&id_value, result),
+                    Err(e) => error_response(Some(&id_value), &e),
+                }
+            });
+        }
+        if method == "initialize" && self.negotiated.is_none() {
+            let negotiated = Negotiated::from_initialize(&params);
+            let result = legacy::initialize_result(&self.gateway, negotiated.revision);
+            self.negotiated = Some(negotiated);
+            return self.send(result_response(&id_value, result)).await;
+        }
+        let Some(negotiated) = self.negotiated.clone() else {
+            let e = RpcError::invalid_request(
+                "send initialize first (2025-11-25), or carry the 2026-07-28 _meta on every request",
+            );
+            return self.send(error_response(Some(&id_value), &e)).await;
+        };
+        let (gateway, transport) = (self.gateway.clone(), self.transport.clone());
+        let frame = mcpx_protocol::message::request(&id, &method, params);
+        self.spawn(id, async move {
+            match legacy::answer(&gateway, &negotiated, &transport, frame).await {
+                legacy::Reply::Frame(f) | legacy::Reply::Invalid(f) => f,
+                legacy::Reply::Nothing => Value::Null,
+            }
+        });
+    }
+
+    async fn batch(&mut self, frames: Vec<Value>) {
+        let negotiated = match &self.negotiated {
+            Some(n) if n.revision.allows_batches() && !frames.is_empty() => n.clone(),
+            Some(n) => return self.send(error_response(None, &legacy::batch_refused(n.revision))).await,
+            None => {
+                let e = RpcError::invalid_request("JSON-RPC batches are accepted only after a 2025-03-26 initialize");
+                return self.send(error_response(None, &e)).await;
+            }
+        };
+        let (gateway, transport, outbox) = (self.gateway.clone(), self.transport.clone(), self.outbox.clone());
+        self.tasks.spawn(async move {
+            if let Some(replies) = legacy::answer_batch(&gateway, &negotiated, &transport, frames).await {
+                let _ = outbox.send(replies).await;
+            }
+        });
+    }
+
+    fn notification(&mut self, method: &str, params: &Value) {
+        if method != "notifications/cancelled" {
+            return;
+        }
+        let Some(id) = params.get("requestId").and_then(RequestId::from_value) else { return };
+        if let Some(task) = self.in_flight.lock().expect("in-flight lock").remove(&id) {
+            // Dropping the request's future cancels its upstream request too.
+            task.abort();
+        }
+    }
+
+    /// Runs a request in its own task so that others are not held up behind it.
+    fn spawn(&self, id: RequestId, reply: impl Future<Output = Value> + Send + 'static) {
+        let (outbox, in_flight) = (self.outbox.clone(), self.in_flight.clone());
+        let mut registry = self.in_flight.lock().expect("in-flight lock");
+        let key = id.clone();
+        let task = self.tasks.spawn(async move {
+            let frame = reply.await;
+            in_flight.lock().expect("in-flight lock").remove(&key);
+            if !frame.is_null() {
+                let _ = outbox.send(frame).await;
+            }
+        });
+        registry.insert(id, task.abort_handle());
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut writer: W, mut replies: mpsc::Receiver<Value>) {
+    while let Some(frame) = replies.recv().await {
+        if write_line(&mut writer, &frame).await.is_err() {
+            return;
+        }
+        // Write everything already waiting before paying for a flush.
+        while let Ok(frame) = replies.try_recv() {
+            if write_line(&mut writer, &frame).await.is_err() {
+                return;
+            }
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(writer: &mut W, frame: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(frame).expect("a JSON value serializes");
+    line.push(b'\n');
+    writer.write_all(&line).await
+}
