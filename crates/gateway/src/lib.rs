@@ -10,7 +10,10 @@ pub mod config;
 pub mod context;
 pub mod identity;
 pub mod invocation;
+pub mod naming;
 pub mod pool;
+mod prompts;
+mod resources;
 pub mod scope;
 pub mod settings;
 pub mod tools;
@@ -20,7 +23,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code, meta};
+use mcpx_protocol::{RpcError, meta};
 use mcpx_upstream::{StdioSpec, Timeouts, UpstreamError};
 use serde_json::{Map, Value, json};
 
@@ -88,8 +91,10 @@ impl Gateway {
         json!({ "name": "mcpx", "title": "mcpx MCP gateway", "version": env!("CARGO_PKG_VERSION") })
     }
 
+    /// What mcpx serves. Resources, prompts and completions are relayed from upstreams
+    /// that offer them; with no upstream, those lists are simply empty.
     pub fn capabilities(&self) -> Value {
-        json!({ "tools": {} })
+        json!({ "tools": {}, "resources": {}, "prompts": {}, "completions": {} })
     }
 
     pub fn instructions(&self) -> String {
@@ -124,9 +129,19 @@ impl Gateway {
 
     /// Answers one request for the caller described by `ctx`.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+        let paged = matches!(method, "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list");
+        if paged && params.get("cursor").is_some_and(|c| !c.is_null()) {
+            return Err(RpcError::invalid_params("invalid cursor: mcpx lists everything in one page"));
+        }
         match method {
-            "tools/list" => self.list_tools(ctx, &params).await,
+            "tools/list" => self.list_tools(ctx).await,
             "tools/call" => self.call_tool(ctx, params).await.map(Answer::uncached),
+            "resources/list" => self.list_resources(ctx, "resources/list", "resources").await,
+            "resources/templates/list" => self.list_resources(ctx, "resources/templates/list", "resourceTemplates").await,
+            "resources/read" => self.read_resource(ctx, params).await,
+            "prompts/list" => self.list_prompts(ctx).await,
+            "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
+            "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
             _ => Err(RpcError::method_not_found(method)),
         }
     }
@@ -141,149 +156,68 @@ impl Gateway {
         self.pool.shutdown().await;
     }
 
-    async fn list_tools(&self, ctx: &CallContext, params: &Value) -> Result<Answer, RpcError> {
-        if params.get("cursor").is_some_and(|c| !c.is_null()) {
-            return Err(RpcError::invalid_params("invalid cursor: mcpx lists every tool in one page"));
-        }
-        let config = self.settings.config();
-        let mut listed = tools::gateway_tools();
-        let mut cache = Cacheability { ttl_ms: 0, private: false };
-        for server in &config.expose {
-            let Some(server_config) = config.server(server) else { continue };
-            if server_config.scope != Scope::Global {
-                cache = Cacheability::PRIVATE_UNCACHED;
-            }
-            for mut tool in self.server_tools(ctx, server).await? {
-                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-                tool["name"] = tools::exposed_name(&config, server, &name).into();
-                listed.push(tool);
-            }
-        }
-        Ok(Answer { result: json!({ "tools": listed }), cache })
-    }
-
-    async fn call_tool(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
-        let name = match params.get("name") {
-            Some(Value::String(name)) => name.clone(),
-            _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
-        };
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
-        };
-        let forwarded_meta = invocation::forwarded_meta(&params);
-        match name.as_str() {
-            tools::SEARCH => {
-                let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
-                Ok(self.search(ctx, query).await)
-            }
-            tools::CALL => {
-                let call = tools::CallArgs::read(&arguments)?;
-                self.forward_call(ctx, &call.server, &call.tool, call.arguments, forwarded_meta).await
-            }
-            _ => match self.exposed_owner(ctx, &name).await? {
-                Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, forwarded_meta).await,
-                None => Err(RpcError::invalid_params(format!(
-                    "unknown tool {name:?}; this gateway offers {}, {} and the tools of the servers in \"expose\"",
-                    tools::SEARCH,
-                    tools::CALL
-                ))),
-            },
-        }
-    }
-
-    /// Which exposed server and tool a flat tool name stands for.
-    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<(String, String)>, RpcError> {
-        let config = self.settings.config();
-        for server in &config.expose {
-            let prefixed = tools::exposed_name(&config, server, "");
-            if !prefixed.is_empty() {
-                if let Some(tool) = name.strip_prefix(&prefixed) {
-                    return Ok(Some((server.clone(), tool.to_owned())));
-                }
-                continue;
-            }
-            // Unprefixed names: routed by the listing the caller's instance gives.
-            let listed = self.server_tools(ctx, server).await?;
-            if listed.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
-                return Ok(Some((server.clone(), name.to_owned())));
-            }
-        }
-        Ok(None)
-    }
-
-    async fn search(&self, ctx: &CallContext, query: &str) -> Value {
-        let config = self.settings.config();
-        let listings = join_all(config.mcp_servers.keys().map(|server| async move {
-            (server.clone(), self.server_tools(ctx, server).await)
-        }))
-        .await;
-        let mut found = Vec::new();
-        let mut unavailable = Vec::new();
-        for (server, listing) in listings {
-            match listing {
-                Ok(listed) => {
-                    for tool in listed.iter().filter(|t| tools::matches(query, &server, t)) {
-                        let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
-                        for field in ["title", "description", "inputSchema"] {
-                            if let Some(v) = tool.get(field) {
-                                entry[field] = v.clone();
-                            }
-                        }
-                        found.push(entry);
-                    }
-                }
-                Err(e) => unavailable.push(json!({ "server": server, "error": e.message })),
-            }
-        }
-        let mut body = json!({ "query": query, "tools": found });
-        if !unavailable.is_empty() {
-            body["unavailable"] = unavailable.into();
-        }
-        tools::structured_result(body)
-    }
-
-    /// Every tool of `server`, as the instance the caller's identity selects lists them.
-    async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
-        let lease = self.lease(ctx, server).await?;
-        list_all_tools(&lease, &ctx.client_capabilities).await
-    }
-
-    async fn forward_call(
+    /// Sends `method` to the instance of `server` that answers this caller: the caller's
+    /// `_meta` minus what mcpx owns, plus the invocation context where the server gets it.
+    async fn forward(
         &self,
         ctx: &CallContext,
         server: &str,
-        tool: &str,
-        arguments: Value,
-        forwarded_meta: Option<Map<String, Value>>,
-    ) -> Result<Value, RpcError> {
-        let lease = self.lease(ctx, server).await?;
-        let mut params = json!({ "name": tool, "arguments": arguments });
-        if let Some(m) = forwarded_meta {
+        method: &str,
+        mut params: Value,
+        caller_meta: Option<Map<String, Value>>,
+    ) -> Result<(Value, Lease), (RpcError, Option<Lease>)> {
+        let lease = self.lease(ctx, server).await.map_err(|e| (e, None))?;
+        if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
-        match lease.upstream().request("tools/call", params, &ctx.client_capabilities).await {
-            Ok(result) => Ok(result),
-            Err(UpstreamError::Rpc(e)) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
-                // Say what exists when the tool does not; otherwise the upstream's own error stands.
-                let listed = list_all_tools(&lease, &ctx.client_capabilities).await.unwrap_or_default();
-                let names: Vec<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
-                if names.is_empty() || names.contains(&tool) {
-                    Err(e)
-                } else {
-                    Err(RpcError::invalid_params(format!(
-                        "server {server:?} has no tool {tool:?}; its tools: {}",
-                        names.join(", ")
-                    ))
-                    .with_data(json!({ "server": server, "tool": tool, "tools": names })))
-                }
-            }
-            Err(e) => Err(e.to_rpc()),
+        match lease.upstream().request(method, params, &ctx.client_capabilities).await {
+            Ok(result) => Ok((result, lease)),
+            Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
+            Err(e) => Err((e.to_rpc(), Some(lease))),
         }
+    }
+
+    /// One list from each of `servers` that offers `capability`, gathered concurrently:
+    /// the items tagged with their server, and how long the combination may be cached.
+    /// A server that fails to answer is left out (and logged), not fatal to the list.
+    async fn gather(
+        &self,
+        ctx: &CallContext,
+        servers: &[String],
+        capability: &str,
+        method: &str,
+        field: &str,
+    ) -> (Vec<(String, Value)>, Cacheability) {
+        let config = self.settings.config();
+        let lists = join_all(servers.iter().map(|server| async move {
+            let lease = self.lease(ctx, server).await?;
+            if lease.upstream().facts().capabilities.get(capability).is_none() {
+                return Ok((Vec::new(), None));
+            }
+            let (items, cache) = list_all(&lease, &ctx.client_capabilities, method, field).await?;
+            Ok::<_, RpcError>((items, Some(cache)))
+        }))
+        .await;
+        let mut items = Vec::new();
+        let mut cache = Cacheability { ttl_ms: u64::MAX, private: false };
+        for (server, list) in servers.iter().zip(lists) {
+            match list {
+                Ok((listed, upstream_cache)) => {
+                    let scoped = config.server(server).is_some_and(|s| s.scope != Scope::Global);
+                    // A list that depends on who asks must never be shared or reused.
+                    cache = cache.min(if scoped { Cacheability::PRIVATE_UNCACHED } else { upstream_cache.unwrap_or(cache) });
+                    items.extend(listed.into_iter().map(|item| (server.clone(), item)));
+                }
+                Err(e) => tracing::warn!(server, method, "left out of the list: {}", e.message),
+            }
+        }
+        if cache.ttl_ms == u64::MAX {
+            cache.ttl_ms = 0;
+        }
+        (items, cache)
     }
 
     /// The instance of `server` that answers this caller.
@@ -339,23 +273,35 @@ fn stdio_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity
     })
 }
 
-async fn list_all_tools(lease: &Lease, client_capabilities: &Value) -> Result<Vec<Value>, RpcError> {
-    let mut tools = Vec::new();
+/// Every item of a paginated upstream list (`tools`, `resources`, …), following
+/// `nextCursor`, with the cacheability the upstream declared (none: reuse nothing).
+async fn list_all(
+    lease: &Lease,
+    client_capabilities: &Value,
+    method: &str,
+    field: &str,
+) -> Result<(Vec<Value>, Cacheability), RpcError> {
+    let mut items = Vec::new();
     let mut cursor: Option<Value> = None;
+    let mut cache = Cacheability { ttl_ms: u64::MAX, private: false };
     for _ in 0..MAX_LIST_PAGES {
         let params = match &cursor {
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = lease.upstream().request("tools/list", params, client_capabilities).await.map_err(|e| e.to_rpc())?;
-        if let Some(Value::Array(listed)) = page.get("tools") {
-            tools.extend(listed.iter().cloned());
+        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(|e| e.to_rpc())?;
+        if let Some(Value::Array(listed)) = page.get(field) {
+            items.extend(listed.iter().cloned());
         }
+        cache = cache.min(Cacheability {
+            ttl_ms: page.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
+            private: page.get("cacheScope").and_then(Value::as_str) == Some("private"),
+        });
         match page.get("nextCursor") {
             Some(Value::String(c)) => cursor = Some(c.clone().into()),
-            _ => return Ok(tools),
+            _ => return Ok((items, cache)),
         }
     }
-    tracing::warn!(server = lease.key().server, "stopped listing tools after {MAX_LIST_PAGES} pages");
-    Ok(tools)
+    tracing::warn!(server = lease.key().server, method, "stopped listing after {MAX_LIST_PAGES} pages");
+    Ok((items, cache))
 }

@@ -1,10 +1,12 @@
 //! Tools mcpx publishes: the gateway tools (`mcpx_search`, `mcpx_call`) and, for servers
 //! named in `expose`, the upstream tools themselves under `<server>__<tool>`.
 
-use mcpx_protocol::RpcError;
+use futures::future::join_all;
+use mcpx_protocol::shape::Cacheability;
+use mcpx_protocol::{RpcError, code};
 use serde_json::{Map, Value, json};
 
-use crate::config::{Config, ExposePrefix};
+use crate::{Answer, CallContext, Gateway, Scope, invocation, list_all, naming};
 
 pub const SEARCH: &str = "mcpx_search";
 pub const CALL: &str = "mcpx_call";
@@ -75,16 +77,6 @@ pub fn matches(query: &str, server: &str, tool: &Value) -> bool {
     query.split_whitespace().all(|word| haystack.contains(&word.to_lowercase()))
 }
 
-/// How exposed tool names are built: `<server>__<tool>` unless `exposePrefix` says not to.
-pub fn exposed_name(config: &Config, server: &str, tool: &str) -> String {
-    let prefixed = match config.expose_prefix {
-        ExposePrefix::Always => true,
-        ExposePrefix::Conditional => config.expose.len() > 1,
-        ExposePrefix::Never => false,
-    };
-    if prefixed { format!("{server}__{tool}") } else { tool.to_owned() }
-}
-
 /// A tool result mcpx builds itself: structured content plus its JSON text, as the spec
 /// recommends for clients that only read text.
 pub fn structured_result(value: Value) -> Value {
@@ -92,6 +84,133 @@ pub fn structured_result(value: Value) -> Value {
         "content": [{ "type": "text", "text": value.to_string() }],
         "structuredContent": value,
     })
+}
+
+impl Gateway {
+    /// The gateway tools, then the tools of every exposed server under their public names.
+    pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
+        let config = self.settings.config();
+        let mut listed = gateway_tools();
+        let mut cache = Cacheability { ttl_ms: 0, private: false };
+        for server in &config.expose {
+            if config.server(server).is_some_and(|s| s.scope != Scope::Global) {
+                cache = Cacheability::PRIVATE_UNCACHED;
+            }
+            for mut tool in self.server_tools(ctx, server).await? {
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                tool["name"] = naming::public_name(&config, server, &name).into();
+                listed.push(tool);
+            }
+        }
+        Ok(Answer { result: json!({ "tools": listed }), cache })
+    }
+
+    pub(crate) async fn call_tool(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
+        let name = match params.get("name") {
+            Some(Value::String(name)) => name.clone(),
+            _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
+        };
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
+        };
+        let caller_meta = invocation::forwarded_meta(&params);
+        match name.as_str() {
+            SEARCH => {
+                let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+                Ok(self.search(ctx, query).await)
+            }
+            CALL => {
+                let call = CallArgs::read(&arguments)?;
+                self.forward_call(ctx, &call.server, &call.tool, call.arguments, caller_meta).await
+            }
+            _ => match self.exposed_owner(ctx, &name).await? {
+                Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, caller_meta).await,
+                None => Err(RpcError::invalid_params(format!(
+                    "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
+                ))),
+            },
+        }
+    }
+
+    /// Which exposed server and tool a listed tool name stands for.
+    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<(String, String)>, RpcError> {
+        let config = self.settings.config();
+        if let Some((server, tool)) = naming::split_name(&config, name) {
+            return Ok(config.expose.contains(&server).then_some((server, tool)));
+        }
+        for server in naming::own_name_servers(&config) {
+            let listed = self.server_tools(ctx, &server).await?;
+            if listed.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+                return Ok(Some((server, name.to_owned())));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn search(&self, ctx: &CallContext, query: &str) -> Value {
+        let config = self.settings.config();
+        let listings = join_all(
+            config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
+        )
+        .await;
+        let mut found = Vec::new();
+        let mut unavailable = Vec::new();
+        for (server, listing) in listings {
+            match listing {
+                Ok(listed) => {
+                    for tool in listed.iter().filter(|t| matches(query, &server, t)) {
+                        let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
+                        for field in ["title", "description", "inputSchema"] {
+                            if let Some(v) = tool.get(field) {
+                                entry[field] = v.clone();
+                            }
+                        }
+                        found.push(entry);
+                    }
+                }
+                Err(e) => unavailable.push(json!({ "server": server, "error": e.message })),
+            }
+        }
+        let mut body = json!({ "query": query, "tools": found });
+        if !unavailable.is_empty() {
+            body["unavailable"] = unavailable.into();
+        }
+        structured_result(body)
+    }
+
+    /// Every tool of `server`, as the instance the caller's identity selects lists them.
+    async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
+        let lease = self.lease(ctx, server).await?;
+        Ok(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?.0)
+    }
+
+    async fn forward_call(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        caller_meta: Option<Map<String, Value>>,
+    ) -> Result<Value, RpcError> {
+        let params = json!({ "name": tool, "arguments": arguments });
+        match self.forward(ctx, server, "tools/call", params, caller_meta).await {
+            Ok((result, _)) => Ok(result),
+            Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
+                // Say what exists when the tool does not; otherwise the upstream's own error stands.
+                let listed = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await.map(|l| l.0).unwrap_or_default();
+                let names: Vec<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
+                if names.is_empty() || names.contains(&tool) {
+                    Err(e)
+                } else {
+                    Err(RpcError::invalid_params(format!("server {server:?} has no tool {tool:?}; its tools: {}", names.join(", ")))
+                        .with_data(json!({ "server": server, "tool": tool, "tools": names })))
+                }
+            }
+            Err((e, _)) => Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,17 @@ use crate::reply::{self, Format};
 
 /// Methods a 2026-07-28 caller may send to mcpx. Handshake-era methods (`initialize`,
 /// `ping`, `logging/setLevel`, `resources/subscribe`…) are unknown in this era.
-const METHODS: [&str; 3] = ["server/discover", "tools/list", "tools/call"];
+const METHODS: [&str; 9] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
 
 /// A request that passed admission.
 pub struct Admitted {

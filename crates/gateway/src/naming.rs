@@ -1,0 +1,114 @@
+//! How an upstream's names look to callers, and back.
+//!
+//! Prompts (and the tools of exposed servers) appear as `<server>__<name>`, resources as
+//! `mcpx://<server>/<original uri>`: unambiguous, and any original round-trips, since the
+//! server part never contains `__` or `/`. The one exception is a server in `expose`
+//! whose names are not prefixed (`exposePrefix` `"never"`, or `"conditional"` with one
+//! exposed server): its names stay its own and mcpx routes them by the listings it builds.
+
+use crate::config::{Config, ExposePrefix};
+
+pub const URI_SCHEME: &str = "mcpx://";
+
+/// Whether `server`'s names reach callers unchanged.
+pub fn keeps_own_names(config: &Config, server: &str) -> bool {
+    let prefixed = match config.expose_prefix {
+        ExposePrefix::Always => true,
+        ExposePrefix::Conditional => config.expose.len() > 1,
+        ExposePrefix::Never => false,
+    };
+    !prefixed && config.expose.iter().any(|s| s == server)
+}
+
+pub fn public_name(config: &Config, server: &str, name: &str) -> String {
+    if keeps_own_names(config, server) { name.to_owned() } else { format!("{server}__{name}") }
+}
+
+pub fn public_uri(config: &Config, server: &str, uri: &str) -> String {
+    if keeps_own_names(config, server) { uri.to_owned() } else { format!("{URI_SCHEME}{server}/{uri}") }
+}
+
+/// The server and original name behind a prefixed public name.
+pub fn split_name(config: &Config, public: &str) -> Option<(String, String)> {
+    let (server, name) = public.split_once("__")?;
+    (config.server(server).is_some() && !keeps_own_names(config, server)).then(|| (server.to_owned(), name.to_owned()))
+}
+
+/// The server and original URI behind an `mcpx://` URI.
+pub fn split_uri(config: &Config, public: &str) -> Option<(String, String)> {
+    let (server, uri) = public.strip_prefix(URI_SCHEME)?.split_once('/')?;
+    (config.server(server).is_some() && !keeps_own_names(config, server)).then(|| (server.to_owned(), uri.to_owned()))
+}
+
+/// Servers whose names are their own, routed by listing.
+pub fn own_name_servers(config: &Config) -> Vec<String> {
+    config.expose.iter().filter(|s| keeps_own_names(config, s)).cloned().collect()
+}
+
+/// Whether `uri` is an instance of an RFC 6570 template (simple `{var}` expressions; a
+/// variable matches one or more characters other than `/`, a reserved `{+var}` anything).
+pub fn matches_template(template: &str, uri: &str) -> bool {
+    fn go(t: &str, u: &str) -> bool {
+        match t.find('{') {
+            None => t == u,
+            Some(open) => {
+                let Some(close) = t[open..].find('}').map(|c| open + c) else { return t == u };
+                if !u.starts_with(&t[..open]) {
+                    return false;
+                }
+                let (rest_t, rest_u) = (&t[close + 1..], &u[open..]);
+                let reserved = t[open + 1..close].starts_with('+');
+                (1..=rest_u.len())
+                    .filter(|&n| rest_u.is_char_boundary(n))
+                    .take_while(|&n| reserved || !rest_u[..n].contains('/'))
+                    .any(|n| go(rest_t, &rest_u[n..]))
+            }
+        }
+    }
+    go(template, uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, Path::new("t.json")).unwrap()
+    }
+
+    #[test]
+    fn any_uri_round_trips_through_the_mcpx_scheme() {
+        let c = config(r#"{"mcpServers": {"docs": {"command": "x"}}}"#);
+        for uri in ["test://static", "file:///a/b?c=d#e", "https://h/ü/ä?x=1&y=/z", "x", "mcpx://other/y"] {
+            let public = public_uri(&c, "docs", uri);
+            assert_eq!(split_uri(&c, &public), Some(("docs".into(), uri.into())), "{uri}");
+        }
+        assert_eq!(split_uri(&c, "mcpx://nope/x"), None);
+    }
+
+    #[test]
+    fn exposed_servers_keep_their_names_only_without_a_prefix() {
+        let never = config(r#"{"mcpServers": {"a": {"command": "x"}}, "expose": ["a"], "exposePrefix": "never"}"#);
+        assert_eq!(public_name(&never, "a", "t"), "t");
+        assert_eq!(public_uri(&never, "a", "test://x"), "test://x");
+        assert_eq!(split_name(&never, "a__t"), None);
+        let always = config(r#"{"mcpServers": {"a": {"command": "x"}}, "expose": ["a"]}"#);
+        assert_eq!(public_name(&always, "a", "t__u"), "a__t__u");
+        assert_eq!(split_name(&always, "a__t__u"), Some(("a".into(), "t__u".into())));
+        let conditional = config(
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}, "expose": ["a"], "exposePrefix": "conditional"}"#,
+        );
+        assert!(keeps_own_names(&conditional, "a"));
+        assert!(!keeps_own_names(&conditional, "b"));
+    }
+
+    #[test]
+    fn templates_match_their_instances() {
+        assert!(matches_template("test://template/{id}/data", "test://template/123/data"));
+        assert!(!matches_template("test://template/{id}/data", "test://template/1/2/data"));
+        assert!(!matches_template("test://template/{id}/data", "test://template//data"));
+        assert!(matches_template("file:///{+path}", "file:///a/b/c"));
+        assert!(!matches_template("test://static", "test://other"));
+    }
+}

@@ -1,0 +1,91 @@
+//! `resources/list`, `resources/templates/list` and `resources/read`: every upstream's
+//! resources under their public URIs (`mcpx://<server>/<uri>`), each read from the
+//! instance the caller's identity selects.
+
+use mcpx_protocol::shape::Cacheability;
+use mcpx_protocol::{RpcError, code};
+use serde_json::{Value, json};
+
+use crate::{Answer, CallContext, Gateway, Scope, invocation, naming};
+
+impl Gateway {
+    pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, RpcError> {
+        let config = self.settings.config();
+        let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
+        let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
+        let uri_field = if field == "resources" { "uri" } else { "uriTemplate" };
+        let listed: Vec<Value> = items
+            .into_iter()
+            .map(|(server, mut item)| {
+                if let Some(uri) = item.get(uri_field).and_then(Value::as_str) {
+                    item[uri_field] = naming::public_uri(&config, &server, uri).into();
+                }
+                item
+            })
+            .collect();
+        Ok(Answer { result: json!({ field: listed }), cache })
+    }
+
+    pub(crate) async fn read_resource(&self, ctx: &CallContext, params: Value) -> Result<Answer, RpcError> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+            return Err(RpcError::invalid_params("resources/read: \"uri\" must be a string"));
+        };
+        let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
+            return Err(not_found(&uri));
+        };
+        let mut upstream_params = params.clone();
+        if let Some(p) = upstream_params.as_object_mut() {
+            p.remove("_meta");
+            p.insert("uri".into(), original.clone().into());
+        }
+        let (mut result, _lease) = self
+            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
+            .await
+            .map_err(|(e, _)| match e.code {
+                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri).with_data(json!({ "uri": uri })),
+                _ => e,
+            })?;
+        let config = self.settings.config();
+        if let Some(Value::Array(contents)) = result.get_mut("contents") {
+            for item in contents {
+                if let Some(u) = item.get("uri").and_then(Value::as_str) {
+                    item["uri"] = naming::public_uri(&config, &server, u).into();
+                }
+            }
+        }
+        let scoped = config.server(&server).is_some_and(|s| s.scope != Scope::Global);
+        let cache = if scoped {
+            Cacheability::PRIVATE_UNCACHED
+        } else {
+            Cacheability {
+                ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
+                private: result.get("cacheScope").and_then(Value::as_str) == Some("private"),
+            }
+        };
+        Ok(Answer { result, cache })
+    }
+
+    /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
+    /// a server that keeps its own names is found by its listing, then its templates.
+    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
+        let config = self.settings.config();
+        if let Some(split) = naming::split_uri(&config, uri) {
+            return Some(split);
+        }
+        let own = naming::own_name_servers(&config);
+        let (listed, _) = self.gather(ctx, &own, "resources", "resources/list", "resources").await;
+        if let Some((server, _)) = listed.iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
+            return Some((server.clone(), uri.to_owned()));
+        }
+        let (templates, _) = self.gather(ctx, &own, "resources", "resources/templates/list", "resourceTemplates").await;
+        templates
+            .iter()
+            .find(|(_, t)| t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri)))
+            .map(|(server, _)| (server.clone(), uri.to_owned()))
+    }
+}
+
+/// Not found, in the handshake era's code; shaping turns it into -32602 for 2026 callers.
+fn not_found(uri: &str) -> RpcError {
+    RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}")).with_data(json!({ "uri": uri }))
+}
