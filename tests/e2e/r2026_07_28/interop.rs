@@ -12,6 +12,8 @@ fn python_sdk_client_in_auto_mode_settles_on_2026_07_28_and_calls_a_real_upstrea
     let out = sdk_client(daemon.url(), "auto", "mcpx_call", &berlin_call());
     assert_eq!(out["era"], "modern", "{out}");
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
+    // The SDK learns serverInfo from the DiscoverResult's _meta; a pinned client never asks.
+    assert!(out["serverInfo"]["name"].is_string(), "server/discover must carry serverInfo in _meta: {out}");
     assert_berlin_time(&out);
 }
 
@@ -21,6 +23,5 @@ fn python_sdk_client_pinned_to_2026_07_28_calls_a_real_upstream_through_mcpx_cal
     let out = sdk_client(daemon.url(), "2026-07-28", "mcpx_call", &berlin_call());
     assert_eq!(out["era"], "modern", "{out}");
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
-    assert!(out["serverInfo"]["name"].is_string(), "a modern answer carries serverInfo in _meta: {out}");
     assert_berlin_time(&out);
 }

@@ -52,7 +52,7 @@ fn client_named_session_is_kept_across_requests() {
         assert_eq!((a.instance.as_str(), a.calls), (a1.instance.as_str(), calls), "session a moved: {a:?}");
     }
     assert_eq!((b2.instance.as_str(), b2.calls), (b1.instance.as_str(), 2), "session b moved: {b2:?}");
-    assert_eq!(a1.era, "modern", "a dual-era fakemcp should be spoken to in the modern era");
+    assert_eq!(a1.era, "modern", "the daemon probes server/discover first, so a dual-era upstream is spoken to modern");
     let mut pids = vec![a1.pid, b1.pid];
     pids.sort_unstable();
     assert_eq!(processes_with(&tag), pids, "exactly one upstream process per named session");
