@@ -32,6 +32,7 @@ pub use context::CallContext;
 pub use identity::{Identity, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
+pub use mcpx_upstream::Progress;
 pub use settings::Settings;
 
 use config::{Launch, ServerConfig};
@@ -173,7 +174,8 @@ impl Gateway {
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
-        match lease.upstream().request(method, params, &ctx.client_capabilities).await {
+        let upstream = lease.upstream();
+        match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.progress.clone()).await {
             Ok(result) => Ok((result, lease)),
             Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
             Err(e) => Err((e.to_rpc(), Some(lease))),

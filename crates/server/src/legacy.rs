@@ -10,7 +10,7 @@ use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Era, Message, Revision, RpcError};
 use serde_json::{Value, json};
 
-use crate::dispatch;
+use crate::dispatch::{self, Notify};
 use crate::http::Front;
 use crate::reply::{self, Format};
 use crate::session::Session;
@@ -65,7 +65,13 @@ impl Reply {
 }
 
 /// The reply to one frame after `initialize`.
-pub async fn answer(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frame: Value) -> Reply {
+pub async fn answer(
+    gateway: &Gateway,
+    negotiated: &Negotiated,
+    transport: &Transport,
+    frame: Value,
+    notify: Option<&Notify>,
+) -> Reply {
     let (id, method, params) = match Message::classify(frame) {
         Ok(Message::Request { id, method, params }) => (id.to_value(), method, params),
         Ok(_) => return Reply::Nothing,
@@ -76,7 +82,8 @@ pub async fn answer(gateway: &Gateway, negotiated: &Negotiated, transport: &Tran
         "ping" => Ok(json!({})),
         _ => {
             let identity = gateway.identity(&params, transport);
-            let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
+            let progress = dispatch::progress(&params, notify);
+            let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone()).with_progress(progress);
             dispatch::answer(gateway, &ctx, &method, params).await
         }
     };
@@ -89,7 +96,7 @@ pub async fn answer(gateway: &Gateway, negotiated: &Negotiated, transport: &Tran
 /// Answers a batch (2025-03-26 only): the replies in order, `None` when there are none.
 pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frames: Vec<Value>) -> Option<Value> {
     let replies: Vec<Value> =
-        join_all(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f)))
+        join_all(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
         .await
         .into_iter()
         .filter_map(Reply::into_frame)
@@ -143,9 +150,20 @@ pub async fn in_session(
             }
         }
         Value::Array(_) => reply::error(StatusCode::BAD_REQUEST, format, None, &batch_refused(negotiated.revision)),
-        single => match answer(&front.gateway, negotiated, &transport, single).await {
-            Reply::Frame(frame) => reply::frame(StatusCode::OK, format, &frame),
-            Reply::Invalid(frame) => reply::frame(StatusCode::BAD_REQUEST, format, &frame),
+        // A request that asked for progress, from a caller that takes an event stream.
+        single if format.allows_stream() && single.get("params").and_then(dispatch::progress_token).is_some() => {
+            let gateway = front.gateway.clone();
+            let negotiated = negotiated.clone();
+            reply::stream(false, move |notify| async move {
+                match answer(&gateway, &negotiated, &transport, single, Some(&notify)).await {
+                    Reply::Frame(f) | Reply::Invalid(f) => f,
+                    Reply::Nothing => Value::Null,
+                }
+            })
+        }
+        single => match answer(&front.gateway, negotiated, &transport, single, None).await {
+            Reply::Frame(frame) => reply::frame(StatusCode::OK, format.single(), &frame),
+            Reply::Invalid(frame) => reply::frame(StatusCode::BAD_REQUEST, format.single(), &frame),
             Reply::Nothing => reply::accepted(),
         },
     }

@@ -18,7 +18,7 @@ use mcpx_protocol::meta::ModernEnvelope;
 use mcpx_protocol::{Era, Message, Revision, RpcError, header};
 use serde_json::Value;
 
-use crate::dispatch;
+use crate::dispatch::{self, Notify};
 use crate::http::Front;
 use crate::reply::{self, Format};
 
@@ -78,9 +78,11 @@ pub async fn answer(
     admitted: Admitted,
     method: &str,
     params: Value,
+    notify: Option<&Notify>,
 ) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
-    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities);
+    let progress = dispatch::progress(&params, notify);
+    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities).with_progress(progress);
     if method == "server/discover" {
         dispatch::shaped(Ok(gateway.discover(&supported_versions())), &ctx, method)
     } else {
@@ -112,10 +114,21 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
         Ok(admitted) => admitted,
         Err((status, e)) => return reply::error(status, format, Some(&id), &e),
     };
-    match answer(&front.gateway, transport, admitted, &method, params).await {
-        Ok(result) => reply::frame(StatusCode::OK, format, &mcpx_protocol::message::result_response(&id, result)),
-        Err(e) => reply::error(StatusCode::OK, format, Some(&id), &e),
+    let frame_of = |id: &Value, outcome: Result<Value, RpcError>| match outcome {
+        Ok(result) => mcpx_protocol::message::result_response(id, result),
+        Err(e) => mcpx_protocol::message::error_response(Some(id), &e),
+    };
+    // A caller that asked for progress and takes an event stream gets its notifications
+    // there, before the response; closing that stream cancels the request.
+    if format.allows_stream() && dispatch::progress_token(&params).is_some() {
+        let gateway = front.gateway.clone();
+        let transport = transport.clone();
+        return reply::stream(true, move |notify| async move {
+            frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await)
+        });
     }
+    let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None).await);
+    reply::frame(StatusCode::OK, format.single(), &frame)
 }
 
 /// `Mcp-Method` must name the body's method; `Mcp-Name` must carry the body's tool or

@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::task::TaskTracker;
 
+use crate::dispatch::Notify;
 use crate::legacy::{self, Negotiated};
 use crate::modern;
 
@@ -88,6 +89,15 @@ struct Stream {
 }
 
 impl Stream {
+    /// Notifications about a request go out on the stream as they come; when the client
+    /// is not reading, they are dropped rather than held (the reply itself never is).
+    fn notify(&self) -> Notify {
+        let outbox = self.outbox.clone();
+        Arc::new(move |frame| {
+            let _ = outbox.try_send(frame);
+        })
+    }
+
     async fn send(&self, frame: Value) {
         let _ = self.outbox.send(frame).await;
     }
@@ -120,9 +130,9 @@ impl Stream {
                 Ok(admitted) => admitted,
                 Err((_, e)) => return self.send(error_response(Some(&id_value), &e)).await,
             };
-            let (gateway, transport) = (self.gateway.clone(), self.transport.clone());
+            let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
             return self.spawn(id, async move {
-                match modern::answer(&gateway, &transport, admitted, &method, params).await {
+                match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await {
                     Ok(result) => result_response(&id_value, result),
                     Err(e) => error_response(Some(&id_value), &e),
                 }
@@ -140,10 +150,10 @@ impl Stream {
             );
             return self.send(error_response(Some(&id_value), &e)).await;
         };
-        let (gateway, transport) = (self.gateway.clone(), self.transport.clone());
+        let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
         let frame = mcpx_protocol::message::request(&id, &method, params);
         self.spawn(id, async move {
-            match legacy::answer(&gateway, &negotiated, &transport, frame).await {
+            match legacy::answer(&gateway, &negotiated, &transport, frame, Some(&notify)).await {
                 legacy::Reply::Frame(f) | legacy::Reply::Invalid(f) => f,
                 legacy::Reply::Nothing => Value::Null,
             }

@@ -28,7 +28,7 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
         meta::CLIENT_CAPABILITIES: {},
         meta::CLIENT_INFO: client_info(),
     }});
-    let mut discover = inner.start("server/discover", envelope).await?;
+    let mut discover = inner.start("server/discover", envelope, None).await?;
     let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
     match answer {
         Ok(Ok(reply)) => {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use mcpx_protocol::{Era, Revision, RpcError};
 use serde_json::Value;
 
-pub use rpc::Upstream;
+pub use rpc::{Progress, Upstream};
 
 /// How to launch one stdio upstream instance.
 #[derive(Clone, Debug)]

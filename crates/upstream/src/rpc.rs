@@ -23,6 +23,20 @@ use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
 type Reply = Result<Value, UpstreamError>;
 
+/// Where a caller wants the progress of one request: its own token, and a sink that
+/// receives each `notifications/progress` params with that token restored.
+#[derive(Clone)]
+pub struct Progress {
+    pub token: Value,
+    pub notify: Arc<dyn Fn(Value) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress").field("token", &self.token).finish_non_exhaustive()
+    }
+}
+
 /// A connection to one running upstream instance. Cheap to clone; all clones share it.
 #[derive(Clone)]
 pub struct Upstream {
@@ -38,6 +52,8 @@ pub(crate) struct Inner {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: tokio::sync::Mutex<Option<Child>>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    /// Progress tokens mcpx put on requests in flight (`mcpx-<id>`), and whom they report to.
+    progress: Mutex<HashMap<String, Progress>>,
     next_id: AtomicI64,
     alive: AtomicBool,
     /// Set once mcpx began stopping the instance, so its exit is not reported as a crash.
@@ -57,6 +73,7 @@ impl Upstream {
             stdin: tokio::sync::Mutex::new(Some(spawned.stdin)),
             child: tokio::sync::Mutex::new(Some(spawned.child)),
             pending: Mutex::new(HashMap::new()),
+            progress: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             alive: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
@@ -88,7 +105,19 @@ impl Upstream {
     /// Sends a request on a caller's behalf, in the era this upstream speaks.
     /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
     /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
-    pub async fn request(&self, method: &str, mut params: Value, client_capabilities: &Value) -> Reply {
+    pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Reply {
+        self.request_reporting(method, params, client_capabilities, None).await
+    }
+
+    /// As [`Upstream::request`], relaying the upstream's progress for this request to
+    /// `progress`. The upstream sees a token of mcpx's own, unique on this connection.
+    pub async fn request_reporting(
+        &self,
+        method: &str,
+        mut params: Value,
+        client_capabilities: &Value,
+        progress: Option<Progress>,
+    ) -> Reply {
         match self.facts.era {
             Era::Modern => {
                 let m = meta::of_mut(&mut params);
@@ -105,7 +134,8 @@ impl Upstream {
                 }
             }
         }
-        self.inner.request(method, params).await
+        let mut waiting = self.inner.start(method, params, progress).await?;
+        self.inner.wait(method, &mut waiting, self.inner.timeouts.request).await
     }
 
     /// Stops the instance: close stdin, wait, SIGTERM, wait, SIGKILL (to its group).
@@ -115,18 +145,17 @@ impl Upstream {
 }
 
 impl Inner {
-    /// Sends one request and waits for its answer, the connection's timeout at most.
-    pub(crate) async fn request(self: &Arc<Self>, method: &str, params: Value) -> Reply {
-        self.request_within(method, params, self.timeouts.request).await
-    }
-
     pub(crate) async fn request_within(
         self: &Arc<Self>,
         method: &str,
         params: Value,
         within: std::time::Duration,
     ) -> Reply {
-        let mut waiting = self.start(method, params).await?;
+        let mut waiting = self.start(method, params, None).await?;
+        self.wait(method, &mut waiting, within).await
+    }
+
+    async fn wait(&self, method: &str, waiting: &mut Waiting, within: std::time::Duration) -> Reply {
         match tokio::time::timeout(within, &mut waiting.reply).await {
             Ok(Ok(reply)) => {
                 waiting.done = true;
@@ -139,11 +168,29 @@ impl Inner {
 
     /// Writes a request and returns the handle its answer arrives on. Dropping the handle
     /// before the answer cancels the request upstream.
-    pub(crate) async fn start(self: &Arc<Self>, method: &str, params: Value) -> Result<Waiting, UpstreamError> {
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        method: &str,
+        mut params: Value,
+        progress: Option<Progress>,
+    ) -> Result<Waiting, UpstreamError> {
         if !self.alive.load(Ordering::Acquire) {
             return Err(self.exited());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        match progress {
+            Some(progress) => {
+                let token = progress_token(id);
+                meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), token.clone().into());
+                self.progress.lock().expect("progress lock").insert(token, progress);
+            }
+            // A token the caller sent belongs to the caller's connection, not this one.
+            None => {
+                if let Some(Value::Object(m)) = params.get_mut("_meta") {
+                    m.remove(meta::PROGRESS_TOKEN);
+                }
+            }
+        }
         let (tx, rx) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(id, tx);
         let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
@@ -189,6 +236,15 @@ impl Inner {
         self.fail_all(Some("stopped by mcpx".into()));
     }
 
+    /// Hands an upstream progress notification to the caller whose request it is about,
+    /// under the caller's own token. Progress for requests no longer in flight is dropped.
+    fn relay_progress(&self, mut params: Value) {
+        let Some(token) = params.get(meta::PROGRESS_TOKEN).and_then(Value::as_str) else { return };
+        let Some(progress) = self.progress.lock().expect("progress lock").get(token).cloned() else { return };
+        params[meta::PROGRESS_TOKEN] = progress.token.clone();
+        (progress.notify)(params);
+    }
+
     /// Answers a request the upstream sent to mcpx. Only `ping` is answered for now; the
     /// rest are refused so the upstream never waits forever.
     async fn answer(&self, id: RequestId, method: &str) {
@@ -210,8 +266,13 @@ pub(crate) struct Waiting {
     pub(crate) done: bool,
 }
 
+fn progress_token(id: i64) -> String {
+    format!("mcpx-{id}")
+}
+
 impl Drop for Waiting {
     fn drop(&mut self) {
+        self.inner.progress.lock().expect("progress lock").remove(&progress_token(self.id));
         if self.done || self.inner.pending.lock().expect("pending lock").remove(&self.id).is_none() {
             return;
         }
@@ -259,6 +320,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             }
             Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
             Message::Request { id, method, .. } => inner.answer(id, &method).await,
+            Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }
     }

@@ -1,0 +1,96 @@
+//! An MCP client over Streamable HTTP in the 2026-07-28 era: one keep-alive HTTP/1.1
+//! connection per client, one request in flight on it at a time.
+//!
+//! The request carries the headers the era requires (`MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name`) next to the same body a stdio client would send, and asks for JSON or SSE;
+//! the bench accepts only a JSON answer, which is what a server gives when it has nothing
+//! to stream.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::mcp::{EchoCall, MODERN_VERSION};
+
+/// The endpoint path every contender serves MCP on.
+pub const MCP_PATH: &str = "/mcp";
+
+pub struct HttpClient {
+    sender: SendRequest<Full<Bytes>>,
+    host: HeaderValue,
+    name: HeaderValue,
+}
+
+impl HttpClient {
+    /// Opens the client's one connection to `addr`; the tool name of `call` goes in `Mcp-Name`.
+    pub async fn connect(addr: SocketAddr, call: &EchoCall) -> anyhow::Result<HttpClient> {
+        let stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
+        // Requests are small and sequential per connection: send each at once.
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .with_context(|| format!("HTTP handshake with {addr}"))?;
+        // The connection task ends when the sender is dropped or the server closes.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(HttpClient {
+            sender,
+            host: HeaderValue::from_str(&addr.to_string())?,
+            name: HeaderValue::from_static(call.name),
+        })
+    }
+
+    /// Sends `call` as request `id` and waits for its answer. Err when the connection
+    /// failed; Ok(Err) is a wrong answer (status, content type or body).
+    pub async fn call(&mut self, call: &EchoCall, id: u64) -> anyhow::Result<anyhow::Result<()>> {
+        let request = Request::post(MCP_PATH)
+            .header(HOST, self.host.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+            .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
+            .header("Mcp-Method", HeaderValue::from_static("tools/call"))
+            .header("Mcp-Name", self.name.clone())
+            .body(Full::new(Bytes::from(call.request(id))))?;
+        self.sender.ready().await.context("the connection closed")?;
+        let response = self.sender.send_request(request).await.context("sending the request")?;
+        let status = response.status();
+        let json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let body = response.into_body().collect().await.context("reading the answer")?.to_bytes();
+        Ok(check(status, json, &body).and_then(|reply| call.check(&reply, id)))
+    }
+}
+
+fn check(status: StatusCode, json: bool, body: &[u8]) -> anyhow::Result<serde_json::Value> {
+    if status != StatusCode::OK {
+        bail!("HTTP {status}: {}", String::from_utf8_lossy(body));
+    }
+    if !json {
+        bail!("the answer is not application/json: {}", String::from_utf8_lossy(body));
+    }
+    serde_json::from_slice(body).context("the answer is not JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_json_200_is_an_answer() {
+        assert!(check(StatusCode::OK, true, br#"{"id":1}"#).is_ok());
+        assert!(check(StatusCode::NOT_FOUND, true, br#"{"id":1}"#).is_err());
+        assert!(check(StatusCode::OK, false, b"event: message\n").is_err());
+        assert!(check(StatusCode::OK, true, b"not json").is_err());
+    }
+}
