@@ -5,5 +5,6 @@
 //! parallel. Every frame the daemon writes is schema-checked by the support client.
 //! Build the binaries first: `cargo build -p mcpx -p fakemcp && cargo test -p mcpx-e2e`.
 
+mod r2025_03_26;
 mod r2025_11_25;
 mod r2026_07_28;

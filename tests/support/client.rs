@@ -51,7 +51,10 @@ pub struct Reply {
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn content_type(&self) -> &str {
@@ -81,20 +84,32 @@ impl Reply {
     #[track_caller]
     pub fn error(&self) -> &Value {
         let frame = self.frame();
-        assert!(frame.get("error").is_some(), "expected a JSON-RPC error:\n{self}");
+        assert!(
+            frame.get("error").is_some(),
+            "expected a JSON-RPC error:\n{self}"
+        );
         &frame["error"]
     }
 
     #[track_caller]
     pub fn error_code(&self) -> i64 {
-        self.error()["code"].as_i64().unwrap_or_else(|| panic!("error without an integer code:\n{self}"))
+        self.error()["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("error without an integer code:\n{self}"))
     }
 
     /// Asserts the HTTP status and the JSON-RPC error code together.
     #[track_caller]
     pub fn assert_error(&self, status: u16, code: i64) -> &Value {
-        assert_eq!(self.status, status, "expected HTTP {status} with JSON-RPC error {code}:\n{self}");
-        assert_eq!(self.error_code(), code, "expected HTTP {status} with JSON-RPC error {code}:\n{self}");
+        assert_eq!(
+            self.status, status,
+            "expected HTTP {status} with JSON-RPC error {code}:\n{self}"
+        );
+        assert_eq!(
+            self.error_code(),
+            code,
+            "expected HTTP {status} with JSON-RPC error {code}:\n{self}"
+        );
         self.error()
     }
 
@@ -102,8 +117,15 @@ impl Reply {
     #[track_caller]
     pub fn structured(&self) -> &Value {
         let result = self.result();
-        assert_ne!(result["isError"], json!(true), "the tool call failed:\n{self}");
-        assert!(result["structuredContent"].is_object(), "the tool result has no structuredContent:\n{self}");
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "the tool call failed:\n{self}"
+        );
+        assert!(
+            result["structuredContent"].is_object(),
+            "the tool result has no structuredContent:\n{self}"
+        );
         &result["structuredContent"]
     }
 }
@@ -138,7 +160,8 @@ pub struct Raw<'a> {
 impl Raw<'_> {
     #[track_caller]
     pub fn send(&self) -> Reply {
-        let method = reqwest::Method::from_bytes(self.http_method.as_bytes()).expect("an HTTP method");
+        let method =
+            reqwest::Method::from_bytes(self.http_method.as_bytes()).expect("an HTTP method");
         let mut request = http().request(method, self.url);
         for (name, value) in &self.headers {
             request = request.header(name.as_str(), value.as_str());
@@ -153,10 +176,22 @@ impl Raw<'_> {
         let headers = response
             .headers()
             .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
-        let body = response.text().unwrap_or_else(|e| panic!("reading the reply body failed: {e:?}"));
-        let mut reply = Reply { status, headers, body, frames: Vec::new() };
+        let body = response
+            .text()
+            .unwrap_or_else(|e| panic!("reading the reply body failed: {e:?}"));
+        let mut reply = Reply {
+            status,
+            headers,
+            body,
+            frames: Vec::new(),
+        };
         reply.frames = parse_frames(&reply);
         for frame in &reply.frames {
             schema::assert_frame(self.revision, self.method, frame);
@@ -171,7 +206,8 @@ impl Raw<'_> {
 fn parse_frames(reply: &Reply) -> Vec<Value> {
     let content_type = reply.content_type().to_ascii_lowercase();
     let parse = |text: &str| -> Value {
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("the daemon wrote a frame that is not JSON ({e}):\n{reply}"))
+        serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("the daemon wrote a frame that is not JSON ({e}):\n{reply}"))
     };
     if content_type.starts_with("application/json") {
         if reply.body.trim().is_empty() {
@@ -182,7 +218,10 @@ fn parse_frames(reply: &Reply) -> Vec<Value> {
             frame => vec![frame],
         }
     } else if content_type.starts_with("text/event-stream") {
-        sse_data(&reply.body).iter().map(|data| parse(data)).collect()
+        sse_data(&reply.body)
+            .iter()
+            .map(|data| parse(data))
+            .collect()
     } else {
         Vec::new()
     }
@@ -233,9 +272,18 @@ impl Modern {
             other => panic!("params must be an object, not {other}"),
         };
         let mut meta = Map::new();
-        meta.insert("io.modelcontextprotocol/protocolVersion".into(), json!(MODERN));
-        meta.insert("io.modelcontextprotocol/clientCapabilities".into(), json!({}));
-        meta.insert("io.modelcontextprotocol/clientInfo".into(), json!({"name": "mcpx-e2e", "version": "0"}));
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            json!(MODERN),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            json!({}),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            json!({"name": "mcpx-e2e", "version": "0"}),
+        );
         if let Some(Value::Object(extra)) = params.remove("_meta") {
             meta.extend(extra);
         }
@@ -264,7 +312,10 @@ impl Modern {
 
     /// `tools/call mcpx_call {server, tool, arguments}`.
     pub fn mcpx_call(server: &str, tool: &str, arguments: Value) -> Modern {
-        Modern::tools_call("mcpx_call", json!({"server": server, "tool": tool, "arguments": arguments}))
+        Modern::tools_call(
+            "mcpx_call",
+            json!({"server": server, "tool": tool, "arguments": arguments}),
+        )
     }
 
     /// Adds (or replaces) one `_meta` entry.
@@ -291,7 +342,8 @@ impl Modern {
 
     /// Sets a header, replacing the default of that name.
     pub fn header(mut self, name: &str, value: &str) -> Modern {
-        self.header_overrides.push((name.to_owned(), Some(value.to_owned())));
+        self.header_overrides
+            .push((name.to_owned(), Some(value.to_owned())));
         self
     }
 
@@ -320,7 +372,11 @@ impl Modern {
 
     /// The headers this request sends: the defaults, then the overrides.
     pub fn headers(&self) -> Vec<(String, String)> {
-        let version = self.meta.get("io.modelcontextprotocol/protocolVersion").and_then(Value::as_str).unwrap_or(MODERN);
+        let version = self
+            .meta
+            .get("io.modelcontextprotocol/protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(MODERN);
         let mut headers: Vec<(String, String)> = vec![
             ("Content-Type".into(), "application/json".into()),
             ("Accept".into(), ACCEPT_BOTH.into()),
@@ -346,7 +402,10 @@ impl Modern {
 
     #[track_caller]
     pub fn send(&self, url: &str) -> Reply {
-        let body = self.raw_body.clone().unwrap_or_else(|| self.frame().to_string().into_bytes());
+        let body = self
+            .raw_body
+            .clone()
+            .unwrap_or_else(|| self.frame().to_string().into_bytes());
         let readable = self.raw_body.is_none() && self.jsonrpc == json!("2.0");
         Raw {
             http_method: "POST",
@@ -382,7 +441,11 @@ impl LegacySession {
     pub fn open_with(url: &str, revision: &str) -> LegacySession {
         let reply = initialize(url, revision);
         let result = reply.result().clone();
-        assert_eq!(result["protocolVersion"], json!(revision), "initialize did not agree to {revision}:\n{reply}");
+        assert_eq!(
+            result["protocolVersion"],
+            json!(revision),
+            "initialize did not agree to {revision}:\n{reply}"
+        );
         let id = reply
             .header("mcp-session-id")
             .unwrap_or_else(|| panic!("initialize minted no Mcp-Session-Id:\n{reply}"))
@@ -391,9 +454,17 @@ impl LegacySession {
             !id.is_empty() && id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
             "the session id must be visible ASCII: {id:?}"
         );
-        let session = LegacySession { url: url.to_owned(), id, revision: revision.to_owned(), initialized: result };
+        let session = LegacySession {
+            url: url.to_owned(),
+            id,
+            revision: revision.to_owned(),
+            initialized: result,
+        };
         let ack = session.notify("notifications/initialized", json!({}));
-        assert_eq!(ack.status, 202, "notifications/initialized must be accepted with 202:\n{ack}");
+        assert_eq!(
+            ack.status, 202,
+            "notifications/initialized must be accepted with 202:\n{ack}"
+        );
         session
     }
 
@@ -417,16 +488,50 @@ impl LegacySession {
     /// A request inside the session.
     #[track_caller]
     pub fn request(&self, method: &str, params: Value) -> Reply {
+        self.request_with(method, params, &[])
+    }
+
+    /// A request inside the session, with some headers replaced (e.g. `Accept`).
+    #[track_caller]
+    pub fn request_with(&self, method: &str, params: Value, headers: &[(&str, &str)]) -> Reply {
         let frame = json!({"jsonrpc": "2.0", "id": next_id(), "method": method, "params": params});
+        let mut all = self.headers();
+        for (name, value) in headers {
+            all.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            all.push(((*name).to_owned(), (*value).to_owned()));
+        }
         Raw {
             http_method: "POST",
             url: &self.url,
-            headers: self.headers(),
+            headers: all,
             body: Some(frame.to_string().into_bytes()),
             revision: schema_revision(&self.revision),
             method: Some(method),
         }
         .send()
+    }
+
+    /// A JSON-RPC batch inside the session (2025-03-26 only). Each response in the reply is
+    /// checked against the result definition of the request with its id.
+    #[track_caller]
+    pub fn batch(&self, frames: &[Value]) -> Reply {
+        let reply = Raw {
+            http_method: "POST",
+            url: &self.url,
+            headers: self.headers(),
+            body: Some(Value::Array(frames.to_vec()).to_string().into_bytes()),
+            revision: schema_revision(&self.revision),
+            method: None,
+        }
+        .send();
+        for response in &reply.frames {
+            let method = frames
+                .iter()
+                .find(|f| f.get("id").is_some() && f["id"] == response["id"])
+                .and_then(|f| f["method"].as_str());
+            schema::assert_frame(schema_revision(&self.revision), method, response);
+        }
+        reply
     }
 
     #[track_caller]
@@ -451,7 +556,10 @@ impl LegacySession {
     /// `tools/call mcpx_call {server, tool, arguments}`.
     #[track_caller]
     pub fn mcpx_call(&self, server: &str, tool: &str, arguments: Value) -> Reply {
-        self.tools_call("mcpx_call", json!({"server": server, "tool": tool, "arguments": arguments}))
+        self.tools_call(
+            "mcpx_call",
+            json!({"server": server, "tool": tool, "arguments": arguments}),
+        )
     }
 
     /// Ends the session with `DELETE`.
@@ -499,7 +607,11 @@ pub fn initialize(url: &str, revision: &str) -> Reply {
 /// The schema to check a legacy revision's frames against (the newest legacy one for a
 /// revision without a schema here).
 fn schema_revision(revision: &str) -> &'static str {
-    schema::REVISIONS.iter().find(|r| **r == revision).copied().unwrap_or(LEGACY)
+    schema::REVISIONS
+        .iter()
+        .find(|r| **r == revision)
+        .copied()
+        .unwrap_or(LEGACY)
 }
 
 /// Asserts the endpoint still answers a plain modern request (`server/discover`) and a
@@ -509,9 +621,14 @@ pub fn assert_serving(url: &str) {
     let discover = Modern::discover().send(url);
     let versions = &discover.result()["supportedVersions"];
     assert!(
-        versions.as_array().is_some_and(|v| v.contains(&json!(MODERN))),
+        versions
+            .as_array()
+            .is_some_and(|v| v.contains(&json!(MODERN))),
         "server/discover must list {MODERN}:\n{discover}"
     );
     let tools = Modern::tools_list().send(url);
-    assert!(tools.result()["tools"].is_array(), "tools/list has no tools:\n{tools}");
+    assert!(
+        tools.result()["tools"].is_array(),
+        "tools/list has no tools:\n{tools}"
+    );
 }

@@ -47,7 +47,8 @@ impl Daemon {
         let config_dir = dir.path().join("config");
         let state_dir = dir.path().join("state");
         for d in [&config_dir, &state_dir] {
-            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+            std::fs::create_dir_all(d)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
         }
         let config_path = config_dir.join("mcpx.json");
         std::fs::write(&config_path, pretty(config)).expect("write the config file");
@@ -69,13 +70,24 @@ impl Daemon {
         for (name, value) in env {
             command.env(name, value);
         }
-        let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::mcpx().display()));
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::mcpx().display()));
 
-        let mut daemon = Daemon { child: Some(child), dir, config_path, stderr_path, state: Value::Null };
+        let mut daemon = Daemon {
+            child: Some(child),
+            dir,
+            config_path,
+            stderr_path,
+            state: Value::Null,
+        };
         let state_file = daemon.state_file();
         let state = poll(START_TIMEOUT, || {
             if let Ok(Some(status)) = daemon.child.as_mut().expect("child").try_wait() {
-                panic!("the daemon exited with {status} before listening; stderr:\n{}", daemon.stderr());
+                panic!(
+                    "the daemon exited with {status} before listening; stderr:\n{}",
+                    daemon.stderr()
+                );
             }
             let text = std::fs::read_to_string(&state_file).ok()?;
             let state: Value = serde_json::from_str(&text).ok()?;
@@ -127,11 +139,20 @@ impl Daemon {
     pub fn rewrite_config(&self, config: &Value) -> bool {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let before = self.stderr().matches(RELOADED).count();
-        let dir = self.config_path.parent().expect("the config file has a directory");
-        let temp = dir.join(format!(".mcpx.json.{}.tmp", NEXT.fetch_add(1, Ordering::Relaxed)));
+        let dir = self
+            .config_path
+            .parent()
+            .expect("the config file has a directory");
+        let temp = dir.join(format!(
+            ".mcpx.json.{}.tmp",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::write(&temp, pretty(config)).expect("write the new config");
         std::fs::rename(&temp, &self.config_path).expect("rename the new config into place");
-        poll(RELOAD_TIMEOUT, || (self.stderr().matches(RELOADED).count() > before).then_some(())).is_some()
+        poll(RELOAD_TIMEOUT, || {
+            (self.stderr().matches(RELOADED).count() > before).then_some(())
+        })
+        .is_some()
     }
 
     /// Sends SIGTERM and waits for the daemon to exit; returns its exit status. Panics
@@ -145,7 +166,10 @@ impl Daemon {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("the daemon did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}", self.stderr());
+                panic!(
+                    "the daemon did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                    self.stderr()
+                );
             }
         }
     }
@@ -164,7 +188,11 @@ impl Drop for Daemon {
             let log = self.stderr();
             let lines: Vec<&str> = log.lines().collect();
             let tail = &lines[lines.len().saturating_sub(80)..];
-            eprintln!("---- mcpx daemon stderr (last {} lines) ----\n{}\n----", tail.len(), tail.join("\n"));
+            eprintln!(
+                "---- mcpx daemon stderr (last {} lines) ----\n{}\n----",
+                tail.len(),
+                tail.join("\n")
+            );
         }
     }
 }

@@ -14,8 +14,10 @@ pub fn fakemcp(scope: &str, tag: &str, extra: &[&str]) -> Value {
 
 /// A config with these servers and nothing else.
 pub fn config(servers: &[(&str, Value)]) -> Value {
-    let servers: serde_json::Map<String, Value> =
-        servers.iter().map(|(name, server)| ((*name).to_owned(), server.clone())).collect();
+    let servers: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|(name, server)| ((*name).to_owned(), server.clone()))
+        .collect();
     json!({"mcpServers": servers})
 }
 
@@ -35,9 +37,15 @@ impl Whoami {
     #[track_caller]
     pub fn of(reply: &Reply) -> Whoami {
         let s = reply.structured();
-        let field = |name: &str| s.get(name).unwrap_or_else(|| panic!("whoami without {name:?}:\n{reply}"));
+        let field = |name: &str| {
+            s.get(name)
+                .unwrap_or_else(|| panic!("whoami without {name:?}:\n{reply}"))
+        };
         Whoami {
-            instance: field("instance").as_str().expect("instance is a string").to_owned(),
+            instance: field("instance")
+                .as_str()
+                .expect("instance is a string")
+                .to_owned(),
             pid: field("pid").as_u64().expect("pid is a number") as u32,
             calls: field("calls").as_u64().expect("calls is a number"),
             era: field("era").as_str().unwrap_or_default().to_owned(),

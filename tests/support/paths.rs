@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// The repository root (the workspace holding `crates/` and `tests/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the repository root exists")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("the repository root exists")
 }
 
 /// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the repository root when
