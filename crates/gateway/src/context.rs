@@ -2,7 +2,7 @@
 //! call id mcpx minted for it. Travels with the request as a value.
 
 use mcpx_protocol::Revision;
-use mcpx_upstream::Progress;
+use mcpx_upstream::Listener;
 use serde_json::Value;
 
 use crate::identity::Identity;
@@ -16,17 +16,18 @@ pub struct CallContext {
     pub revision: Revision,
     /// The caller's capabilities for this request (modern) or session (legacy).
     pub client_capabilities: Value,
-    /// Where progress goes, when the caller asked for it and its transport can carry it.
-    pub progress: Option<Progress>,
+    /// Who hears about the request while it runs (progress, log messages), when the
+    /// caller asked and its transport can carry notifications.
+    pub listener: Option<Listener>,
 }
 
 impl CallContext {
     pub fn new(identity: Identity, revision: Revision, client_capabilities: Value) -> CallContext {
-        CallContext { identity, call_id: new_call_id(), revision, client_capabilities, progress: None }
+        CallContext { identity, call_id: new_call_id(), revision, client_capabilities, listener: None }
     }
 
-    pub fn with_progress(mut self, progress: Option<Progress>) -> CallContext {
-        self.progress = progress;
+    pub fn with_listener(mut self, listener: Option<Listener>) -> CallContext {
+        self.listener = listener;
         self
     }
 }

@@ -32,7 +32,7 @@ pub use context::CallContext;
 pub use identity::{Identity, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
-pub use mcpx_upstream::Progress;
+pub use mcpx_upstream::{LOG_LEVELS, Listener};
 pub use settings::Settings;
 
 use config::{Launch, ServerConfig};
@@ -95,7 +95,7 @@ impl Gateway {
     /// What mcpx serves. Resources, prompts and completions are relayed from upstreams
     /// that offer them; with no upstream, those lists are simply empty.
     pub fn capabilities(&self) -> Value {
-        json!({ "tools": {}, "resources": {}, "prompts": {}, "completions": {} })
+        json!({ "tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {} })
     }
 
     pub fn instructions(&self) -> String {
@@ -175,7 +175,7 @@ impl Gateway {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         let upstream = lease.upstream();
-        match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.progress.clone()).await {
+        match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
             Ok(result) => Ok((result, lease)),
             Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
             Err(e) => Err((e.to_rpc(), Some(lease))),

@@ -72,7 +72,7 @@ pub struct Scoper {
 
 impl Scoper {
     pub fn key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
-        let key = match derive(scope, identity) {
+        let key = match derive(scope, identity, call_id) {
             Ok(key) => key,
             Err(reason) => {
                 self.log_once(server, scope, reason);
@@ -96,10 +96,10 @@ impl Scoper {
     }
 }
 
-fn derive(scope: Scope, identity: &Identity) -> Result<String, &'static str> {
+fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<String, &'static str> {
     match scope {
         Scope::Global => Ok("global".into()),
-        Scope::Call => Err("scope is per call"),
+        Scope::Call => Ok(format!("call:{call_id}")),
         Scope::Session => {
             identity.session.as_ref().map(|s| format!("session:{s}")).ok_or("the request names no session")
         }
@@ -121,7 +121,7 @@ fn derive(scope: Scope, identity: &Identity) -> Result<String, &'static str> {
 
 fn fix_for(scope: Scope) -> &'static str {
     match scope {
-        Scope::Call => "",
+        Scope::Global | Scope::Call => "",
         Scope::Session => {
             "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
         }

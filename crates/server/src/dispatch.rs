@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use mcpx_gateway::{Answer, CallContext, Gateway, Progress};
-use mcpx_protocol::message::notification;
+use mcpx_gateway::{Answer, CallContext, Gateway, LOG_LEVELS, Listener};
 use mcpx_protocol::shape::{shape_error, shape_result};
 use mcpx_protocol::{RequestId, RpcError, meta};
 use serde_json::Value;
@@ -30,8 +29,30 @@ pub fn progress_token(params: &Value) -> Option<Value> {
     RequestId::from_value(token).map(|_| token.clone())
 }
 
-/// Progress for a request whose caller can receive notifications through `notify`.
-pub fn progress(params: &Value, notify: Option<&Notify>) -> Option<Progress> {
-    let (token, notify) = (progress_token(params)?, notify?.clone());
-    Some(Progress { token, notify: Arc::new(move |params| notify(notification("notifications/progress", params))) })
+/// Who hears about a request while it runs, when its caller can receive notifications
+/// through `notify`: progress if it sent a token; log messages at the level a 2026 caller
+/// names in `_meta` (none without it), or all that a handshake-era upstream sends to a
+/// handshake-era session. A level that is not a log level is -32602.
+pub fn listener(params: &Value, notify: Option<&Notify>, legacy: bool) -> Result<Option<Listener>, RpcError> {
+    let log_level = if legacy {
+        Some(LOG_LEVELS[0].to_owned())
+    } else {
+        match meta::of(params).and_then(|m| m.get(meta::LOG_LEVEL)) {
+            None => None,
+            Some(Value::String(level)) if LOG_LEVELS.contains(&level.as_str()) => Some(level.clone()),
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "_meta[{:?}] must be one of {}, not {other}",
+                    meta::LOG_LEVEL,
+                    LOG_LEVELS.join(", ")
+                )));
+            }
+        }
+    };
+    let Some(notify) = notify else { return Ok(None) };
+    let progress_token = progress_token(params);
+    if progress_token.is_none() && log_level.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Listener { progress_token, log_level, notify: notify.clone() }))
 }

@@ -80,11 +80,21 @@ pub async fn answer(
     let outcome = match method.as_str() {
         "initialize" => Err(RpcError::invalid_request("already initialized")),
         "ping" => Ok(json!({})),
+        // Messages reach a session from the upstreams serving it; the level is theirs to apply.
+        "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
+            Some(level) if mcpx_gateway::LOG_LEVELS.contains(&level) => Ok(json!({})),
+            _ => Err(RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))),
+        },
         _ => {
             let identity = gateway.identity(&params, transport);
-            let progress = dispatch::progress(&params, notify);
-            let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone()).with_progress(progress);
-            dispatch::answer(gateway, &ctx, &method, params).await
+            match dispatch::listener(&params, notify, true) {
+                Ok(listener) => {
+                    let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
+                        .with_listener(listener);
+                    dispatch::answer(gateway, &ctx, &method, params).await
+                }
+                Err(e) => Err(e),
+            }
         }
     };
     Reply::Frame(match outcome {
@@ -150,16 +160,18 @@ pub async fn in_session(
             }
         }
         Value::Array(_) => reply::error(StatusCode::BAD_REQUEST, format, None, &batch_refused(negotiated.revision)),
-        // A request that asked for progress, from a caller that takes an event stream.
-        single if format.allows_stream() && single.get("params").and_then(dispatch::progress_token).is_some() => {
+        // A request from a caller that takes an event stream: notifications about it go
+        // there. A handshake-era disconnect is not a cancellation, so the work runs on.
+        single if format.allows_stream() && single.get("id").is_some() && single.get("method").is_some() => {
             let gateway = front.gateway.clone();
             let negotiated = negotiated.clone();
-            reply::stream(false, move |notify| async move {
+            reply::streamed(false, format, move |notify| async move {
                 match answer(&gateway, &negotiated, &transport, single, Some(&notify)).await {
                     Reply::Frame(f) | Reply::Invalid(f) => f,
                     Reply::Nothing => Value::Null,
                 }
             })
+            .await
         }
         single => match answer(&front.gateway, negotiated, &transport, single, None).await {
             Reply::Frame(frame) => reply::frame(StatusCode::OK, format.single(), &frame),

@@ -81,8 +81,8 @@ pub async fn answer(
     notify: Option<&Notify>,
 ) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
-    let progress = dispatch::progress(&params, notify);
-    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities).with_progress(progress);
+    let listener = dispatch::listener(&params, notify, false)?;
+    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities).with_listener(listener);
     if method == "server/discover" {
         dispatch::shaped(Ok(gateway.discover(&supported_versions())), &ctx, method)
     } else {
@@ -118,17 +118,18 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
         Ok(result) => mcpx_protocol::message::result_response(id, result),
         Err(e) => mcpx_protocol::message::error_response(Some(id), &e),
     };
-    // A caller that asked for progress and takes an event stream gets its notifications
-    // there, before the response; closing that stream cancels the request.
-    if format.allows_stream() && dispatch::progress_token(&params).is_some() {
+    // A caller that takes an event stream gets the request's notifications there, before
+    // the response; closing that stream cancels the request.
+    if format.allows_stream() {
         let gateway = front.gateway.clone();
         let transport = transport.clone();
-        return reply::stream(true, move |notify| async move {
+        return reply::streamed(true, format, move |notify| async move {
             frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await)
-        });
+        })
+        .await;
     }
     let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None).await);
-    reply::frame(StatusCode::OK, format.single(), &frame)
+    reply::frame(StatusCode::OK, format, &frame)
 }
 
 /// `Mcp-Method` must name the body's method; `Mcp-Name` must carry the body's tool or

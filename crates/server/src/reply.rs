@@ -65,56 +65,82 @@ fn event(json: &str) -> String {
     format!("event: message\ndata: {json}\n\n")
 }
 
-/// An event stream for one request: the notifications `work` sends through the `Notify`
-/// it is given, then the frame it returns, then the end of the stream.
+/// The reply to one request whose caller takes an event stream. `work` gets a `Notify`
+/// for the request's notifications and returns its response frame. Nothing to say before
+/// the response: a plain JSON reply. Otherwise an event stream: the notifications as they
+/// come, then the response, then the end.
 /// With `cancel_on_close`, a caller closing the stream cancels the work (2026-07-28); a
 /// handshake-era caller's disconnect is not a cancellation, so its work runs on.
-pub fn stream<F, Fut>(cancel_on_close: bool, work: F) -> Response
+pub async fn streamed<F, Fut>(cancel_on_close: bool, format: Format, work: F) -> Response
 where
     F: FnOnce(Notify) -> Fut,
     Fut: Future<Output = Value> + Send + 'static,
 {
-    enum Item {
-        Note(Value),
-        Last(Value),
-    }
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
     let notes = tx.clone();
     let notify: Notify = std::sync::Arc::new(move |frame| {
         let _ = notes.send(Item::Note(frame));
     });
-    let task = tokio::spawn({
-        let fut = work(notify);
-        async move {
-            let last = fut.await;
-            let _ = tx.send(Item::Last(last));
-        }
+    let fut = work(notify);
+    let task = tokio::spawn(async move {
+        let last = fut.await;
+        let _ = tx.send(Item::Last(last));
     });
-    struct Guard(Option<tokio::task::AbortHandle>);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if let Some(task) = self.0.take() {
-                task.abort();
-            }
-        }
-    }
-    let guard = Guard(cancel_on_close.then(|| task.abort_handle()));
-    let events = futures::stream::unfold((rx, guard, false), |(mut rx, mut guard, done)| async move {
-        if done {
-            return None;
-        }
-        match rx.recv().await? {
-            Item::Note(frame) => Some((Ok::<_, std::convert::Infallible>(event(&frame.to_string())), (rx, guard, false))),
+    let mut guard = AbortOnDrop(cancel_on_close.then(|| task.abort_handle()));
+    let first = match rx.recv().await {
+        Some(Item::Last(frame)) => return frame_or_nothing(format, &frame),
+        Some(Item::Note(frame)) => frame,
+        None => return status(StatusCode::INTERNAL_SERVER_ERROR, "the request ended without a response\n"),
+    };
+    let events = futures::stream::unfold((Some(first), rx, guard.take()), |(first, mut rx, mut guard)| async move {
+        let item = match first {
+            Some(frame) => Item::Note(frame),
+            None => rx.recv().await?,
+        };
+        let text = match item {
+            Item::Note(frame) => event(&frame.to_string()),
             Item::Last(frame) => {
-                guard.0 = None;
-                Some((Ok(event(&frame.to_string())), (rx, guard, true)))
+                guard.disarm();
+                rx.close();
+                event(&frame.to_string())
             }
-        }
+        };
+        Some((Ok::<_, std::convert::Infallible>(text), (None, rx, guard)))
     });
     (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
 }
 
-/// An error response frame. Errors before the body could be read are always JSON.
+enum Item {
+    Note(Value),
+    Last(Value),
+}
+
+fn frame_or_nothing(format: Format, frame: &Value) -> Response {
+    if frame.is_null() { accepted() } else { self::frame(StatusCode::OK, format.single(), frame) }
+}
+
+/// Aborts the request's task when the caller goes away first.
+struct AbortOnDrop(Option<tokio::task::AbortHandle>);
+
+impl AbortOnDrop {
+    fn take(&mut self) -> AbortOnDrop {
+        AbortOnDrop(self.0.take())
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// An error response frame.
 pub fn error(status: StatusCode, format: Format, id: Option<&Value>, e: &RpcError) -> Response {
     frame(status, format, &message::error_response(id, e))
 }

@@ -15,7 +15,39 @@ use std::time::Duration;
 use mcpx_protocol::{Era, Revision, RpcError};
 use serde_json::Value;
 
-pub use rpc::{Progress, Upstream};
+pub use rpc::Upstream;
+
+/// Who hears about one request while it runs: its caller's progress token (when the caller
+/// asked for progress), the least severe log level it wants (when it wants log messages),
+/// and where those notifications go, as whole JSON-RPC frames.
+#[derive(Clone)]
+pub struct Listener {
+    pub progress_token: Option<Value>,
+    pub log_level: Option<String>,
+    pub notify: std::sync::Arc<dyn Fn(Value) + Send + Sync>,
+}
+
+/// Log levels, least severe first (RFC 5424, as MCP names them).
+pub const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+impl Listener {
+    pub fn wants_log(&self, level: &str) -> bool {
+        let rank = |l: &str| LOG_LEVELS.iter().position(|x| *x == l);
+        match (&self.log_level, rank(level)) {
+            (Some(wanted), Some(level)) => rank(wanted).is_some_and(|wanted| level >= wanted),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("progress_token", &self.progress_token)
+            .field("log_level", &self.log_level)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How to launch one stdio upstream instance.
 #[derive(Clone, Debug)]

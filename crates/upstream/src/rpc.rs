@@ -23,19 +23,7 @@ use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
 type Reply = Result<Value, UpstreamError>;
 
-/// Where a caller wants the progress of one request: its own token, and a sink that
-/// receives each `notifications/progress` params with that token restored.
-#[derive(Clone)]
-pub struct Progress {
-    pub token: Value,
-    pub notify: Arc<dyn Fn(Value) + Send + Sync>,
-}
-
-impl std::fmt::Debug for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress").field("token", &self.token).finish_non_exhaustive()
-    }
-}
+use crate::Listener;
 
 /// A connection to one running upstream instance. Cheap to clone; all clones share it.
 #[derive(Clone)]
@@ -52,8 +40,9 @@ pub(crate) struct Inner {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: tokio::sync::Mutex<Option<Child>>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
-    /// Progress tokens mcpx put on requests in flight (`mcpx-<id>`), and whom they report to.
-    progress: Mutex<HashMap<String, Progress>>,
+    /// Who hears about each request in flight, by request id. mcpx's progress token for
+    /// request `id` is `mcpx-<id>`.
+    listeners: Mutex<HashMap<i64, Listener>>,
     next_id: AtomicI64,
     alive: AtomicBool,
     /// Set once mcpx began stopping the instance, so its exit is not reported as a crash.
@@ -73,7 +62,7 @@ impl Upstream {
             stdin: tokio::sync::Mutex::new(Some(spawned.stdin)),
             child: tokio::sync::Mutex::new(Some(spawned.child)),
             pending: Mutex::new(HashMap::new()),
-            progress: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             alive: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
@@ -109,14 +98,15 @@ impl Upstream {
         self.request_reporting(method, params, client_capabilities, None).await
     }
 
-    /// As [`Upstream::request`], relaying the upstream's progress for this request to
-    /// `progress`. The upstream sees a token of mcpx's own, unique on this connection.
+    /// As [`Upstream::request`], relaying what the upstream says about this request while
+    /// it runs (progress, log messages) to `listener`. The upstream sees a progress token
+    /// of mcpx's own, unique on this connection.
     pub async fn request_reporting(
         &self,
         method: &str,
         mut params: Value,
         client_capabilities: &Value,
-        progress: Option<Progress>,
+        listener: Option<Listener>,
     ) -> Reply {
         match self.facts.era {
             Era::Modern => {
@@ -124,6 +114,10 @@ impl Upstream {
                 m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
                 m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
                 m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
+                // A stateless server logs only for requests that ask.
+                if let Some(level) = listener.as_ref().and_then(|l| l.log_level.clone()) {
+                    m.insert(meta::LOG_LEVEL.into(), level.into());
+                }
             }
             Era::Legacy => {
                 if let Some(Value::Object(m)) = params.get_mut("_meta") {
@@ -134,7 +128,7 @@ impl Upstream {
                 }
             }
         }
-        let mut waiting = self.inner.start(method, params, progress).await?;
+        let mut waiting = self.inner.start(method, params, listener).await?;
         self.inner.wait(method, &mut waiting, self.inner.timeouts.request).await
     }
 
@@ -172,24 +166,21 @@ impl Inner {
         self: &Arc<Self>,
         method: &str,
         mut params: Value,
-        progress: Option<Progress>,
+        listener: Option<Listener>,
     ) -> Result<Waiting, UpstreamError> {
         if !self.alive.load(Ordering::Acquire) {
             return Err(self.exited());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        match progress {
-            Some(progress) => {
-                let token = progress_token(id);
-                meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), token.clone().into());
-                self.progress.lock().expect("progress lock").insert(token, progress);
+        // A token the caller sent belongs to the caller's connection, not this one.
+        if let Some(Value::Object(m)) = params.get_mut("_meta") {
+            m.remove(meta::PROGRESS_TOKEN);
+        }
+        if let Some(listener) = listener {
+            if listener.progress_token.is_some() {
+                meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), progress_token(id).into());
             }
-            // A token the caller sent belongs to the caller's connection, not this one.
-            None => {
-                if let Some(Value::Object(m)) = params.get_mut("_meta") {
-                    m.remove(meta::PROGRESS_TOKEN);
-                }
-            }
+            self.listeners.lock().expect("listeners lock").insert(id, listener);
         }
         let (tx, rx) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(id, tx);
@@ -239,10 +230,24 @@ impl Inner {
     /// Hands an upstream progress notification to the caller whose request it is about,
     /// under the caller's own token. Progress for requests no longer in flight is dropped.
     fn relay_progress(&self, mut params: Value) {
-        let Some(token) = params.get(meta::PROGRESS_TOKEN).and_then(Value::as_str) else { return };
-        let Some(progress) = self.progress.lock().expect("progress lock").get(token).cloned() else { return };
-        params[meta::PROGRESS_TOKEN] = progress.token.clone();
-        (progress.notify)(params);
+        let Some(id) = params.get(meta::PROGRESS_TOKEN).and_then(Value::as_str).and_then(request_of_token) else {
+            return;
+        };
+        let Some(listener) = self.listeners.lock().expect("listeners lock").get(&id).cloned() else { return };
+        let Some(token) = listener.progress_token.clone() else { return };
+        params[meta::PROGRESS_TOKEN] = token;
+        (listener.notify)(message::notification("notifications/progress", params));
+    }
+
+    /// A log message carries no request: it goes to every request in flight on this
+    /// connection whose caller asked for messages at its level.
+    fn relay_log(&self, params: Value) {
+        let level = params.get("level").and_then(Value::as_str).unwrap_or("info");
+        let listeners: Vec<Listener> = self.listeners.lock().expect("listeners lock").values().cloned().collect();
+        let frame = message::notification("notifications/message", params.clone());
+        for listener in listeners.iter().filter(|l| l.wants_log(level)) {
+            (listener.notify)(frame.clone());
+        }
     }
 
     /// Answers a request the upstream sent to mcpx. Only `ping` is answered for now; the
@@ -270,9 +275,13 @@ fn progress_token(id: i64) -> String {
     format!("mcpx-{id}")
 }
 
+fn request_of_token(token: &str) -> Option<i64> {
+    token.strip_prefix("mcpx-")?.parse().ok()
+}
+
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.inner.progress.lock().expect("progress lock").remove(&progress_token(self.id));
+        self.inner.listeners.lock().expect("listeners lock").remove(&self.id);
         if self.done || self.inner.pending.lock().expect("pending lock").remove(&self.id).is_none() {
             return;
         }
@@ -321,6 +330,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
             Message::Request { id, method, .. } => inner.answer(id, &method).await,
             Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
+            Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }
     }
