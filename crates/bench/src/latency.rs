@@ -69,7 +69,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({
             "p50": round(self.p50),
             "p90": round(self.p90),

@@ -165,7 +165,8 @@ mod tests {
         assert!(call.check(&wrong, 3).is_err());
         let failed = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "x"}});
         assert!(call.check(&failed, 3).is_err());
-        let tool_error = json!({"jsonrpc": "2.0", "id": 3, "result": {"isError": true, "structuredContent": echo_arguments()}});
+        let tool_error =
+            json!({"jsonrpc": "2.0", "id": 3, "result": {"isError": true, "structuredContent": echo_arguments()}});
         assert!(call.check(&tool_error, 3).is_err());
     }
 }

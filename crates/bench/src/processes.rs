@@ -216,7 +216,11 @@ impl Daemon {
                 break url.to_owned();
             }
             if Instant::now() > deadline {
-                bail!("mcpx daemon did not write {} within {DAEMON_START:?}:\n{}", record.display(), process.log_tail());
+                bail!(
+                    "mcpx daemon did not write {} within {DAEMON_START:?}:\n{}",
+                    record.display(),
+                    process.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         };

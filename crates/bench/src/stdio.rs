@@ -81,8 +81,9 @@ impl StdioClient {
         loop {
             if let Some(end) = self.buffer[self.consumed..].iter().position(|&b| b == b'\n') {
                 let line = &self.buffer[self.consumed..self.consumed + end];
-                let message = serde_json::from_slice(line)
-                    .with_context(|| format!("the server wrote a line that is not JSON: {}", String::from_utf8_lossy(line)));
+                let message = serde_json::from_slice(line).with_context(|| {
+                    format!("the server wrote a line that is not JSON: {}", String::from_utf8_lossy(line))
+                });
                 self.consumed += end + 1;
                 if self.consumed == self.buffer.len() {
                     self.buffer.clear();
@@ -139,7 +140,8 @@ mod tests {
         let script = format!(
             "while read -r line; do echo '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}}'; echo '{reply}'; done"
         );
-        let mut child = Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child =
+            Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let client = StdioClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
         (child, client)
     }

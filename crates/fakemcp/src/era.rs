@@ -19,6 +19,8 @@ pub const LEGACY_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"
 pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The era one request is handled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,8 +124,18 @@ pub fn unsupported_version(requested: Value) -> RpcError {
 /// Wraps a result body in the modern envelope: `resultType` first, then the body, then
 /// `_meta` naming this server.
 pub fn complete(body: Value, instance: &Instance) -> Value {
+    with_result_type("complete", body, instance)
+}
+
+/// The modern interim answer of a multi round-trip request: `body` holds `inputRequests`
+/// and/or `requestState`. It never carries caching hints.
+pub fn input_required(body: Value, instance: &Instance) -> Value {
+    with_result_type("input_required", body, instance)
+}
+
+fn with_result_type(result_type: &str, body: Value, instance: &Instance) -> Value {
     let mut result = Map::new();
-    result.insert("resultType".into(), "complete".into());
+    result.insert("resultType".into(), result_type.into());
     if let Value::Object(body) = body {
         result.extend(body);
     }

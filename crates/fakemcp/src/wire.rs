@@ -3,7 +3,8 @@
 //! One message per line in both directions, serialized compactly so no message contains a
 //! raw newline. stdout carries nothing but JSON-RPC; this module is the only code that may
 //! write to it, and it writes each message as one whole line under a lock so concurrent
-//! tool calls never interleave their replies.
+//! tool calls never interleave their replies. Replies, notifications and fakemcp's own
+//! requests to a legacy client all go out through [`Output`].
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,8 +16,13 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// 2026-07-28 `MissingRequiredClientCapabilityError`; `data.requiredCapabilities` is a
+/// `ClientCapabilities` object.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28 `UnsupportedProtocolVersionError`; `data` is `{supported, requested}`.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// 2025-11-25 resource not found (retired in 2026-07-28, which uses -32602).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// A JSON-RPC error object, before it is wrapped in a response envelope.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +46,19 @@ impl RpcError {
         self
     }
 
+    /// Reads the `error` member of a response; a malformed one still yields an error.
+    fn from_json(error: &Value) -> Self {
+        RpcError {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_owned(),
+            data: error.get("data").cloned(),
+        }
+    }
+
     fn to_json(&self) -> Value {
         let mut error = Map::new();
         error.insert("code".into(), self.code.into());
@@ -61,9 +80,12 @@ pub enum Incoming {
         params: Value,
     },
     /// No `id`: never answered.
-    Notification,
-    /// A response to something. fakemcp never sends requests, so these are dropped.
-    Response,
+    Notification { method: String, params: Value },
+    /// A response to a request fakemcp sent (only `--fixture conformance` sends any).
+    Response {
+        id: Value,
+        outcome: Result<Value, RpcError>,
+    },
 }
 
 /// A line that could not be taken as a message: answer `error` to `id` (null when the id
@@ -113,7 +135,14 @@ pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
             ));
         }
         None if message.contains_key("result") || message.contains_key("error") => {
-            return Ok(Incoming::Response);
+            let outcome = match message.remove("error") {
+                Some(error) => Err(RpcError::from_json(&error)),
+                None => Ok(message.remove("result").unwrap_or(Value::Null)),
+            };
+            return Ok(Incoming::Response {
+                id: id.unwrap_or(Value::Null),
+                outcome,
+            });
         }
         None => {
             return Err(Rejected::new(
@@ -126,7 +155,7 @@ pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
     let params = message.remove("params").unwrap_or(Value::Null);
     Ok(match id {
         Some(id) => Incoming::Request { id, method, params },
-        None => Incoming::Notification,
+        None => Incoming::Notification { method, params },
     })
 }
 
@@ -155,6 +184,16 @@ impl Output {
     /// Sends an unsolicited notification without params.
     pub fn notify(&self, method: &str) {
         self.send(&json!({"jsonrpc": "2.0", "method": method}));
+    }
+
+    /// Sends a notification with params.
+    pub fn notify_with(&self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request of fakemcp's own to the client (legacy sessions only).
+    pub fn request(&self, id: &Value, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
     }
 
     /// Takes the stdout lock and keeps it, so a caller about to exit cannot cut a line

@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{RpcError, meta};
-use mcpx_upstream::{StdioSpec, Timeouts, UpstreamError};
+use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts, UpstreamError};
 use serde_json::{Map, Value, json};
 
 pub use config::Config;
@@ -232,7 +232,7 @@ impl Gateway {
                 .with_data(json!({ "server": server, "servers": names })));
         };
         let key = self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
-        let spec = stdio_spec(&config, server, server_config, &ctx.identity)?;
+        let spec = upstream_spec(&config, server, server_config, &ctx.identity)?;
         self.pool
             .acquire(&key, &definition(server_config), &spec, config.pool.max_instances_per_server)
             .await
@@ -248,31 +248,56 @@ fn definition(server: &ServerConfig) -> String {
     format!("{server:?}")
 }
 
-fn stdio_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<StdioSpec, RpcError> {
-    let Launch::Stdio { command, args, env, cwd } = &server.launch else {
-        return Err(RpcError::internal(format!(
-            "server {name:?} is an HTTP server; this mcpx build serves stdio upstreams only"
-        )));
+fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
+    let timeouts = Timeouts {
+        probe: config.timeouts.probe,
+        handshake: config.timeouts.handshake,
+        request: config.timeouts.request,
+        stop_grace: config.timeouts.stop_grace,
     };
-    // A server scoped to where the caller works starts there, unless the config says where.
-    let cwd = cwd.clone().or_else(|| match server.scope {
-        Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
-        _ => None,
-    });
-    Ok(StdioSpec {
-        server: name.to_owned(),
-        command: command.clone(),
-        args: args.clone(),
-        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        cwd,
-        timeouts: Timeouts {
-            probe: config.timeouts.probe,
-            handshake: config.timeouts.handshake,
-            request: config.timeouts.request,
-            stop_grace: config.timeouts.stop_grace,
-        },
-        max_line_bytes: config.limits.max_line_bytes,
-    })
+    let expand = |value: &str| {
+        expand_env(value).map_err(|var| {
+            RpcError::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
+        })
+    };
+    match &server.launch {
+        Launch::Stdio { command, args, env, cwd } => {
+            // A server scoped to where the caller works starts there, unless the config says where.
+            let cwd = cwd.clone().or_else(|| match server.scope {
+                Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
+                _ => None,
+            });
+            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            Ok(Spec::Stdio(StdioSpec {
+                server: name.to_owned(),
+                command: command.clone(),
+                args: args.clone(),
+                env,
+                cwd,
+                timeouts,
+                max_line_bytes: config.limits.max_line_bytes,
+            }))
+        }
+        Launch::Http { url, headers } => {
+            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            Ok(Spec::Http(HttpSpec { server: name.to_owned(), url: url.clone(), headers, timeouts }))
+        }
+    }
+}
+
+/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
+fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let var = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following
@@ -306,4 +331,18 @@ async fn list_all(
     }
     tracing::warn!(server = lease.key().server, method, "stopped listing after {MAX_LIST_PAGES} pages");
     Ok((items, cache))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_references_are_expanded_and_a_missing_one_is_named() {
+        // SAFETY: set before any thread of this test reads the environment.
+        unsafe { std::env::set_var("MCPX_TEST_TOKEN", "s3cret") };
+        assert_eq!(expand_env("Bearer ${MCPX_TEST_TOKEN}").as_deref(), Ok("Bearer s3cret"));
+        assert_eq!(expand_env("no refs, {braces} and $DOLLAR").as_deref(), Ok("no refs, {braces} and $DOLLAR"));
+        assert_eq!(expand_env("${MCPX_TEST_UNSET_VARIABLE}"), Err("MCPX_TEST_UNSET_VARIABLE".to_owned()));
+    }
 }

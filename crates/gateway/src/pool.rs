@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_protocol::Era;
-use mcpx_upstream::{StdioSpec, Upstream, UpstreamError};
+use mcpx_upstream::{Spec, Upstream, UpstreamError};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
@@ -78,7 +78,7 @@ impl Pool {
         &self,
         key: &InstanceKey,
         definition: &str,
-        spec: &StdioSpec,
+        spec: &Spec,
         max_per_server: usize,
     ) -> Result<Lease, PoolError> {
         // One retry: an instance found dead is replaced once, then the error stands.
@@ -90,7 +90,7 @@ impl Pool {
                 .get_or_try_init(|| {
                     let hint = self.inner.eras.lock().expect("pool lock").get(definition).copied();
                     tracing::info!(instance = %key, "starting instance");
-                    Upstream::spawn(spec, hint)
+                    Upstream::connect(spec, hint)
                 })
                 .await;
             match started {
@@ -137,7 +137,7 @@ impl Pool {
             .values()
             .map(|s| InstanceInfo {
                 key: s.key.clone(),
-                pid: s.upstream.get().map(Upstream::pid),
+                pid: s.upstream.get().and_then(Upstream::pid),
                 age: s.started.elapsed(),
                 idle: s.last_used.lock().expect("slot lock").elapsed(),
                 in_use: s.leases.load(Ordering::Acquire),

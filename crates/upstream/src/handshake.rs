@@ -11,7 +11,7 @@ use std::sync::Arc;
 use mcpx_protocol::{Era, Revision, code, meta};
 use serde_json::{Value, json};
 
-use crate::rpc::Inner;
+use crate::pipe::Inner;
 use crate::{ServerFacts, UpstreamError};
 
 pub(crate) fn client_info() -> Value {
@@ -23,11 +23,7 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
         return initialize(inner).await;
     }
     let probe_timeout = if era_hint == Some(Era::Modern) { inner.timeouts.handshake } else { inner.timeouts.probe };
-    let envelope = json!({ "_meta": {
-        meta::PROTOCOL_VERSION: Revision::LATEST_MODERN.as_str(),
-        meta::CLIENT_CAPABILITIES: {},
-        meta::CLIENT_INFO: client_info(),
-    }});
+    let envelope = json!({ "_meta": modern_envelope() });
     let mut discover = inner.start("server/discover", envelope, None).await?;
     let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
     match answer {
@@ -64,8 +60,25 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
     }
 }
 
+/// The `_meta` of mcpx's own stateless requests (the probe): no capabilities.
+pub(crate) fn modern_envelope() -> Value {
+    json!({
+        meta::PROTOCOL_VERSION: Revision::LATEST_MODERN.as_str(),
+        meta::CLIENT_CAPABILITIES: {},
+        meta::CLIENT_INFO: client_info(),
+    })
+}
+
+pub(crate) fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": Revision::LATEST_LEGACY.as_str(),
+        "capabilities": {},
+        "clientInfo": client_info(),
+    })
+}
+
 /// Reads a `DiscoverResult` that offers a stateless revision mcpx speaks.
-fn modern_facts(result: &Value) -> Option<ServerFacts> {
+pub(crate) fn modern_facts(result: &Value) -> Option<ServerFacts> {
     let offered = result.get("supportedVersions")?.as_array()?;
     let revision = offered
         .iter()
@@ -82,13 +95,8 @@ fn modern_facts(result: &Value) -> Option<ServerFacts> {
 }
 
 async fn initialize(inner: &Arc<Inner>) -> Result<ServerFacts, UpstreamError> {
-    let params = json!({
-        "protocolVersion": Revision::LATEST_LEGACY.as_str(),
-        "capabilities": {},
-        "clientInfo": client_info(),
-    });
     let failed = |reason: String| UpstreamError::Handshake { server: inner.server.clone(), reason };
-    let result = match inner.request_within("initialize", params, inner.timeouts.handshake).await {
+    let result = match inner.request_within("initialize", initialize_params(), inner.timeouts.handshake).await {
         Ok(result) => result,
         Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
             return Err(failed(format!("the server speaks none of mcpx's revisions: {e}")));
@@ -96,11 +104,18 @@ async fn initialize(inner: &Arc<Inner>) -> Result<ServerFacts, UpstreamError> {
         Err(UpstreamError::Rpc(e)) => return Err(failed(format!("initialize was refused: {e}"))),
         Err(e) => return Err(e),
     };
-    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-    let revision = Revision::parse(version)
-        .filter(|r| r.era() == Era::Legacy)
-        .ok_or_else(|| failed(format!("initialize answered with protocolVersion {version:?}, which mcpx does not speak")))?;
+    let facts = legacy_facts(&inner.server, &result)?;
     inner.notify("notifications/initialized", Value::Null).await?;
+    Ok(facts)
+}
+
+/// Reads an `InitializeResult`, refusing a revision mcpx does not speak.
+pub(crate) fn legacy_facts(server: &str, result: &Value) -> Result<ServerFacts, UpstreamError> {
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    let revision = Revision::parse(version).filter(|r| r.era() == Era::Legacy).ok_or_else(|| UpstreamError::Handshake {
+        server: server.to_owned(),
+        reason: format!("initialize answered with protocolVersion {version:?}, which mcpx does not speak"),
+    })?;
     Ok(ServerFacts {
         era: Era::Legacy,
         revision,

@@ -1,12 +1,15 @@
 //! The client half of mcpx: one live connection to one upstream MCP server instance.
 //!
-//! An [`Upstream`] owns a stdio child process (in its own process group), speaks the era
-//! the server answered the probe in, remaps request ids so many callers can share one
-//! instance, and stops the child the way the spec asks (close stdin, wait, SIGTERM, wait,
-//! SIGKILL). It knows nothing about who is asking: that is the gateway's business.
+//! An [`Upstream`] owns a stdio child process (in its own process group) or talks to an
+//! HTTP server, speaks the era the server answered the probe in, remaps request ids so
+//! many callers can share one instance, and stops a child the way the spec asks (close
+//! stdin, wait, SIGTERM, wait, SIGKILL). It knows nothing about who is asking: that is
+//! the gateway's business.
 
+mod connection;
 mod handshake;
-mod rpc;
+mod http;
+mod pipe;
 mod stdio;
 
 use std::path::PathBuf;
@@ -15,7 +18,23 @@ use std::time::Duration;
 use mcpx_protocol::{Era, Revision, RpcError};
 use serde_json::Value;
 
-pub use rpc::Upstream;
+pub use connection::Upstream;
+
+/// How to reach one upstream instance.
+#[derive(Clone, Debug)]
+pub enum Spec {
+    Stdio(StdioSpec),
+    Http(HttpSpec),
+}
+
+/// An HTTP upstream: its endpoint and the headers configured for it (already expanded).
+#[derive(Clone, Debug)]
+pub struct HttpSpec {
+    pub server: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub timeouts: Timeouts,
+}
 
 /// Who hears about one request while it runs: its caller's progress token (when the caller
 /// asked for progress), the least severe log level it wants (when it wants log messages),
@@ -105,6 +124,10 @@ pub enum UpstreamError {
     Handshake { server: String, reason: String },
     #[error("server {server:?} exited{}", status.as_ref().map(|s| format!(" ({s})")).unwrap_or_default())]
     Exited { server: String, status: Option<String> },
+    #[error("server {server:?} at {url} is unreachable: {reason}")]
+    Unreachable { server: String, url: String, reason: String },
+    #[error("server {server:?} at {url} answered with something that is not MCP: {detail}")]
+    Protocol { server: String, url: String, detail: String },
     #[error("server {server:?} did not answer {method} within {after:?}")]
     Timeout { server: String, method: String, after: Duration },
     /// The upstream answered with a JSON-RPC error: relayed to the caller as is.

@@ -1,5 +1,5 @@
-//! One live upstream connection: framing, request-id remapping, and the era-specific
-//! envelope around every request mcpx sends on a caller's behalf.
+//! A stdio upstream's connection: one JSON-RPC message per line over the child's pipes,
+//! and request-id remapping.
 //!
 //! Callers' ids never reach the upstream: each request gets the next id of this
 //! connection, so any number of callers can share one instance without collisions.
@@ -25,13 +25,6 @@ type Reply = Result<Value, UpstreamError>;
 
 use crate::Listener;
 
-/// A connection to one running upstream instance. Cheap to clone; all clones share it.
-#[derive(Clone)]
-pub struct Upstream {
-    inner: Arc<Inner>,
-    facts: Arc<ServerFacts>,
-}
-
 pub(crate) struct Inner {
     pub(crate) server: String,
     pub(crate) timeouts: Timeouts,
@@ -49,10 +42,10 @@ pub(crate) struct Inner {
     stopping: AtomicBool,
 }
 
-impl Upstream {
+impl Inner {
     /// Launches the server and makes the connection: probes the era (unless `era_hint`
     /// says which one this server spoke last time) and completes the handshake.
-    pub async fn spawn(spec: &StdioSpec, era_hint: Option<Era>) -> Result<Upstream, UpstreamError> {
+    pub(crate) async fn spawn(spec: &StdioSpec, era_hint: Option<Era>) -> Result<(Arc<Inner>, ServerFacts), UpstreamError> {
         let spawned = stdio::spawn(spec)?;
         let inner = Arc::new(Inner {
             server: spec.server.clone(),
@@ -70,7 +63,7 @@ impl Upstream {
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
         match handshake::connect(&inner, era_hint).await {
-            Ok(facts) => Ok(Upstream { inner, facts: Arc::new(facts) }),
+            Ok(facts) => Ok((inner, facts)),
             Err(e) => {
                 inner.shutdown().await;
                 Err(e)
@@ -78,67 +71,22 @@ impl Upstream {
         }
     }
 
-    pub fn facts(&self) -> &ServerFacts {
-        &self.facts
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.inner.pid
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// False once the process has exited or its stdout closed.
-    pub fn is_alive(&self) -> bool {
-        self.inner.alive.load(Ordering::Acquire)
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
     }
 
-    /// Sends a request on a caller's behalf, in the era this upstream speaks.
-    /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
-    /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
-    pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Reply {
-        self.request_reporting(method, params, client_capabilities, None).await
+    /// Sends a request and waits for its answer, relaying notifications about it to
+    /// `listener`, the connection's request timeout at most.
+    pub(crate) async fn call(self: &Arc<Self>, method: &str, params: Value, listener: Option<Listener>) -> Reply {
+        let mut waiting = self.start(method, params, listener).await?;
+        self.wait(method, &mut waiting, self.timeouts.request).await
     }
 
-    /// As [`Upstream::request`], relaying what the upstream says about this request while
-    /// it runs (progress, log messages) to `listener`. The upstream sees a progress token
-    /// of mcpx's own, unique on this connection.
-    pub async fn request_reporting(
-        &self,
-        method: &str,
-        mut params: Value,
-        client_capabilities: &Value,
-        listener: Option<Listener>,
-    ) -> Reply {
-        match self.facts.era {
-            Era::Modern => {
-                let m = meta::of_mut(&mut params);
-                m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
-                m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
-                m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
-                // A stateless server logs only for requests that ask.
-                if let Some(level) = listener.as_ref().and_then(|l| l.log_level.clone()) {
-                    m.insert(meta::LOG_LEVEL.into(), level.into());
-                }
-            }
-            Era::Legacy => {
-                if let Some(Value::Object(m)) = params.get_mut("_meta") {
-                    meta::strip_modern_envelope(m);
-                    if m.is_empty() {
-                        params.as_object_mut().map(|p| p.remove("_meta"));
-                    }
-                }
-            }
-        }
-        let mut waiting = self.inner.start(method, params, listener).await?;
-        self.inner.wait(method, &mut waiting, self.inner.timeouts.request).await
-    }
-
-    /// Stops the instance: close stdin, wait, SIGTERM, wait, SIGKILL (to its group).
-    pub async fn shutdown(&self) {
-        self.inner.shutdown().await;
-    }
-}
-
-impl Inner {
     pub(crate) async fn request_within(
         self: &Arc<Self>,
         method: &str,

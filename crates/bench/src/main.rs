@@ -1,0 +1,159 @@
+//! `mcpx-bench`: measures what mcpx adds to an MCP call, against the same call made
+//! directly to the same upstream (fakemcp), in one run on one machine.
+//!
+//! This file parses flags, runs the chosen scenarios and prints their results; how a
+//! scenario works lives in `scenario/`, the protocol in `mcp`, `stdio` and `http`, the
+//! processes under test in `processes`, and the figures in `latency` and `report`. The
+//! bench starts every process it measures and stops every one before it exits, and it
+//! only ever talks to loopback.
+
+mod http;
+mod latency;
+mod mcp;
+mod memory;
+mod processes;
+mod report;
+mod scenario;
+mod stdio;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::mcp::Era;
+use crate::processes::Binaries;
+use crate::report::Run;
+use crate::scenario::{Load, http as http_scenario, stdio_relay};
+
+#[derive(Parser)]
+#[command(
+    name = "mcpx-bench",
+    version,
+    about = "Measure mcpx against a direct connection to the same MCP server (fakemcp).",
+    after_help = "Build in release mode first (scripts/bench.sh does it all). Exit codes: 0 ok; 1 the run failed or some answers were wrong."
+)]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Scenario,
+    /// mcpx binary under test (default: next to this executable).
+    #[arg(long, global = true)]
+    mcpx: Option<PathBuf>,
+    /// fakemcp binary, the upstream (default: next to this executable).
+    #[arg(long, global = true)]
+    fakemcp: Option<PathBuf>,
+    /// Also write the results as JSON to this file ("-" for stdout; the tables then go to stderr).
+    #[arg(long, global = true, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Record KEY=VALUE under "meta" in the JSON (e.g. commit=abc123, date=2026-12-02).
+    #[arg(long, global = true, value_name = "KEY=VALUE", value_parser = parse_meta)]
+    meta: Vec<(String, String)>,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// One sequential stdio client: fakemcp directly vs through `mcpx serve` → daemon,
+    /// interleaved in rounds.
+    StdioRelay(stdio_relay::Options),
+    /// Concurrent 2026-07-28 clients over HTTP to the daemon's /mcp → fakemcp over stdio.
+    Http(http_scenario::Options),
+    /// Everything scripts/bench.sh records: stdio-relay in both eras, then http.
+    All {
+        /// Rounds of the stdio-relay scenario.
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        /// HTTP concurrency levels.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32])]
+        clients: Vec<usize>,
+        /// Threads of the bench's own runtime in the http scenario.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        #[command(flatten)]
+        load: Load,
+    },
+}
+
+fn parse_meta(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text.split_once('=').ok_or("expected KEY=VALUE")?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("mcpx-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the scenarios and reports them; Ok(false) when some answers were wrong.
+fn run(cli: Cli) -> anyhow::Result<bool> {
+    let binaries = Binaries::locate(cli.mcpx, cli.fakemcp)?;
+    let tables_to_stderr = cli.json.as_deref() == Some(std::path::Path::new("-"));
+    let show = |run: &Run| {
+        if tables_to_stderr {
+            eprintln!("{}", run.table());
+        } else {
+            println!("{}", run.table());
+        }
+    };
+    if binaries.debug_build() {
+        eprintln!("mcpx-bench: measuring a debug build; the figures say little about mcpx (build with --release)");
+    }
+    let machine_before = report::machine();
+
+    let mut runs = Vec::new();
+    let mut record = |run: Run| {
+        show(&run);
+        runs.push(run);
+    };
+    match cli.scenario {
+        Scenario::StdioRelay(options) => record(stdio_relay::run(&binaries, &options)?),
+        Scenario::Http(options) => http_scenario::run(&binaries, &options)?.into_iter().for_each(&mut record),
+        Scenario::All { rounds, clients, threads, load } => {
+            for era in [Era::Modern, Era::Legacy] {
+                let options = stdio_relay::Options { era, clients: 1, rounds, load: load.clone() };
+                record(
+                    stdio_relay::run(&binaries, &options)
+                        .with_context(|| format!("stdio-relay, {} era", era.label()))?,
+                );
+            }
+            let options = http_scenario::Options { clients, threads, load };
+            http_scenario::run(&binaries, &options).context("http")?.into_iter().for_each(&mut record);
+        }
+    }
+    finish(&cli.json, cli.meta, machine_before, &binaries, &runs)
+}
+
+fn finish(
+    json_path: &Option<PathBuf>,
+    meta: Vec<(String, String)>,
+    mut machine: Value,
+    binaries: &Binaries,
+    runs: &[Run],
+) -> anyhow::Result<bool> {
+    machine["loadAverageAfter"] = report::machine()["loadAverage"].clone();
+    if let Some(path) = json_path {
+        let meta: Map<String, Value> = meta.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        let binaries =
+            json!({"mcpx": binaries.mcpx, "fakemcp": binaries.fakemcp, "debugBuild": binaries.debug_build()});
+        let text =
+            serde_json::to_string_pretty(&report::document(runs, Value::Object(meta), machine, binaries))? + "\n";
+        if path.as_os_str() == "-" {
+            print!("{text}");
+        } else {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    let errors: usize = runs.iter().map(Run::errors).sum();
+    if errors > 0 {
+        eprintln!("mcpx-bench: {errors} answer(s) were wrong; the figures above do not count them");
+    }
+    Ok(errors == 0)
+}

@@ -1,0 +1,253 @@
+//! What a run found, and how it is shown: a JSON document for scripts and the committed
+//! `bench/results.json`, and a table for people.
+//!
+//! A scenario hands over its contenders' raw measurements; every derived figure
+//! (percentiles, throughput, ratios, added latency, target verdicts) is computed here, so
+//! the JSON and the table can never disagree.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::latency::{Samples, Summary, round, throughput};
+
+/// One contender's share of a run.
+pub struct Measured {
+    /// Short name, used in comparisons: `direct`, `relay`, `mcpx-stdio`.
+    pub name: &'static str,
+    /// The path a request travels, for people.
+    pub path: &'static str,
+    pub samples: Samples,
+    /// Answers that came back wrong (never samples).
+    pub errors: usize,
+    pub first_error: Option<String>,
+    /// Time spent measuring this contender (the sum of its slices when interleaved).
+    pub elapsed: Duration,
+    /// Peak resident set of each process under test, by role, in KiB.
+    pub peak_rss: Vec<(String, Option<u64>)>,
+}
+
+impl Measured {
+    fn summary(&self) -> Summary {
+        self.samples.summary()
+    }
+
+    fn throughput(&self) -> f64 {
+        throughput(self.samples.len(), self.elapsed)
+    }
+
+    fn to_json(&self) -> Value {
+        let rss: Map<String, Value> = self.peak_rss.iter().map(|(role, kib)| (role.clone(), json!(kib))).collect();
+        json!({
+            "name": self.name,
+            "path": self.path,
+            "requests": self.samples.len(),
+            "errors": self.errors,
+            "firstError": self.first_error,
+            "seconds": (self.elapsed.as_secs_f64() * 100.0).round() / 100.0,
+            "callsPerSecond": self.throughput().round(),
+            "latencyMicros": self.summary().to_json(),
+            "peakRssKiB": rss,
+        })
+    }
+}
+
+/// How one contender fares against another measured in the same run.
+pub struct Comparison {
+    pub baseline: &'static str,
+    pub subject: &'static str,
+    /// The most the subject may add at p50, in microseconds, if there is a target.
+    pub added_p50_target_micros: Option<f64>,
+}
+
+/// One scenario at one setting (era, concurrency): its contenders, side by side.
+pub struct Run {
+    pub scenario: &'static str,
+    pub heading: String,
+    /// The settings that produced the figures (era, clients, requests, rounds...).
+    pub settings: Value,
+    pub contenders: Vec<Measured>,
+    pub comparisons: Vec<Comparison>,
+}
+
+impl Run {
+    pub fn errors(&self) -> usize {
+        self.contenders.iter().map(|c| c.errors).sum()
+    }
+
+    fn contender(&self, name: &str) -> Option<&Measured> {
+        self.contenders.iter().find(|c| c.name == name)
+    }
+
+    fn compare(&self, comparison: &Comparison) -> Option<Value> {
+        let base = self.contender(comparison.baseline)?.summary();
+        let subject = self.contender(comparison.subject)?;
+        let subj = subject.summary();
+        let added_p50 = subj.p50 - base.p50;
+        let mut verdict = json!({
+            "baseline": comparison.baseline,
+            "subject": comparison.subject,
+            "p50Ratio": (subj.p50 / base.p50 * 100.0).round() / 100.0,
+            "addedMicros": {"p50": round(added_p50), "p90": round(subj.p90 - base.p90), "p99": round(subj.p99 - base.p99)},
+            "throughputRatio": (subject.throughput() / self.contender(comparison.baseline)?.throughput() * 100.0).round() / 100.0,
+        });
+        if let Some(target) = comparison.added_p50_target_micros {
+            verdict["target"] = json!({"addedP50Micros": target, "met": added_p50 <= target});
+        }
+        Some(verdict)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scenario": self.scenario,
+            "settings": self.settings,
+            "contenders": self.contenders.iter().map(Measured::to_json).collect::<Vec<_>>(),
+            "comparisons": self.comparisons.iter().filter_map(|c| self.compare(c)).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The run as a table with a line per comparison under it.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.heading);
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}  {:<}",
+            "contender", "calls/s", "p50 µs", "p90 µs", "p99 µs", "max µs", "errors", "peak RSS"
+        );
+        for c in &self.contenders {
+            let s = c.summary();
+            let rss: Vec<String> = c
+                .peak_rss
+                .iter()
+                .map(|(role, kib)| match kib {
+                    Some(kib) => format!("{role} {:.1} MiB", *kib as f64 / 1024.0),
+                    None => format!("{role} ?"),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<12} {:>9.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7}  {}",
+                c.name,
+                c.throughput(),
+                s.p50,
+                s.p90,
+                s.p99,
+                s.max,
+                c.errors,
+                rss.join(", ")
+            );
+        }
+        for c in &self.contenders {
+            let _ = writeln!(out, "  {:<12} = {}", c.name, c.path);
+            if let Some(error) = &c.first_error {
+                let _ = writeln!(out, "  {:<12}   first error: {error}", "");
+            }
+        }
+        for comparison in &self.comparisons {
+            let Some(v) = self.compare(comparison) else { continue };
+            let added = |p: &str| v["addedMicros"][p].as_f64().unwrap_or(f64::NAN);
+            let _ = write!(
+                out,
+                "  {} vs {}: p50 ×{} ({:+.1} µs), p99 {:+.1} µs",
+                comparison.subject,
+                comparison.baseline,
+                v["p50Ratio"],
+                added("p50"),
+                added("p99")
+            );
+            if let Some(target) = v.get("target") {
+                let met = if target["met"] == true { "met" } else { "MISSED" };
+                let _ = write!(out, "; target ≤ {} µs added at p50: {met}", target["addedP50Micros"]);
+            }
+            let _ = writeln!(out);
+        }
+        out
+    }
+}
+
+/// The whole output of one `mcpx-bench` invocation.
+pub fn document(runs: &[Run], meta: Value, machine: Value, binaries: Value) -> Value {
+    json!({
+        "tool": "mcpx-bench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "meta": meta,
+        "machine": machine,
+        "binaries": binaries,
+        "runs": runs.iter().map(Run::to_json).collect::<Vec<_>>(),
+    })
+}
+
+/// What the figures came from: CPU count and model, kernel, and the load the machine
+/// carried (the bench shares it with whatever else runs).
+pub fn machine() -> Value {
+    let read = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned());
+    let cpu_model = read("/proc/cpuinfo").and_then(|info| {
+        info.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|m| m.trim().to_owned())
+    });
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "cpuModel": cpu_model,
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "loadAverage": read("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(name: &'static str, micros: u64, count: usize) -> Measured {
+        let mut samples = Samples::default();
+        for _ in 0..count {
+            samples.record(Duration::from_micros(micros));
+        }
+        Measured {
+            name,
+            path: "a path",
+            samples,
+            errors: 0,
+            first_error: None,
+            elapsed: Duration::from_micros(micros * count as u64),
+            peak_rss: vec![("fakemcp".into(), Some(2048))],
+        }
+    }
+
+    fn run(direct: u64, relay: u64) -> Run {
+        Run {
+            scenario: "stdio-relay",
+            heading: "test".into(),
+            settings: json!({}),
+            contenders: vec![measured("direct", direct, 100), measured("relay", relay, 100)],
+            comparisons: vec![Comparison {
+                baseline: "direct",
+                subject: "relay",
+                added_p50_target_micros: Some(150.0),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_comparison_gives_ratio_added_latency_and_verdict() {
+        let json = run(50, 150).to_json();
+        let verdict = &json["comparisons"][0];
+        assert_eq!(verdict["p50Ratio"], 3.0);
+        assert_eq!(verdict["addedMicros"]["p50"], 100.0);
+        assert_eq!(verdict["throughputRatio"], 0.33);
+        assert_eq!(verdict["target"]["met"], true);
+        assert_eq!(run(50, 250).to_json()["comparisons"][0]["target"]["met"], false);
+    }
+
+    #[test]
+    fn the_table_names_every_contender_and_the_verdict() {
+        let table = run(50, 250).table();
+        assert!(table.contains("direct"));
+        assert!(table.contains("relay"));
+        assert!(table.contains("MISSED"));
+        assert!(table.contains("fakemcp 2.0 MiB"));
+    }
+}

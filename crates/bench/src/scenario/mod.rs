@@ -1,0 +1,75 @@
+//! The scenarios: what is measured against what. Each one starts its own processes in a
+//! scratch directory, measures its contenders side by side, stops everything it started,
+//! and hands back a [`Run`](crate::report::Run) per setting.
+//!
+//! - `stdio_relay`: one sequential stdio client, fakemcp directly vs through `mcpx serve`.
+//! - `http`: concurrent 2026-07-28 clients against the daemon's `/mcp`.
+
+pub mod http;
+pub mod stdio_relay;
+
+use std::time::Duration;
+
+use crate::latency::Samples;
+
+/// How much load each contender gets, and the bounds that stop a run.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Load {
+    /// Measured requests per contender (and per concurrency level).
+    #[arg(long, default_value_t = 20_000)]
+    pub requests: usize,
+    /// Requests per contender before measuring starts; not counted.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup: usize,
+    /// Also stop measuring a contender after this many seconds, whichever comes first.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Abort the run when one request takes longer than this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
+}
+
+impl Load {
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration.map(Duration::from_secs_f64)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout)
+    }
+}
+
+/// What a stretch of load produced for one contender.
+#[derive(Default)]
+pub struct Tally {
+    pub samples: Samples,
+    pub errors: usize,
+    pub first_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+impl Tally {
+    pub fn with_capacity(capacity: usize) -> Tally {
+        Tally { samples: Samples::with_capacity(capacity), ..Tally::default() }
+    }
+
+    /// Counts one request: a sample when it was answered right, an error otherwise.
+    pub fn count(&mut self, latency: Duration, outcome: anyhow::Result<()>) {
+        match outcome {
+            Ok(()) => self.samples.record(latency),
+            Err(e) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| format!("{e:#}"));
+            }
+        }
+    }
+
+    pub fn absorb(&mut self, other: Tally) {
+        self.samples.extend(other.samples);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.elapsed += other.elapsed;
+    }
+}

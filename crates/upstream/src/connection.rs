@@ -1,0 +1,125 @@
+//! [`Upstream`]: one live connection to one upstream instance, whichever its transport
+//! (a stdio child mcpx launched, or an HTTP server), in whichever era it answered in.
+//!
+//! Everything a caller's request needs on the way out is added here, once for both
+//! transports: the stateless envelope for a 2026 upstream (version, the caller's
+//! capabilities, mcpx's client info, the log level asked for), or for a handshake-era
+//! upstream, none of it (it negotiated once in `initialize`).
+
+use std::sync::Arc;
+
+use mcpx_protocol::{Era, meta};
+use serde_json::Value;
+
+use crate::http::HttpConn;
+use crate::pipe::Inner as Pipe;
+use crate::{Listener, ServerFacts, Spec, UpstreamError, handshake};
+
+/// A connection to one running upstream instance. Cheap to clone; all clones share it.
+#[derive(Clone)]
+pub struct Upstream {
+    link: Link,
+    facts: Arc<ServerFacts>,
+    request_timeout: std::time::Duration,
+    server: String,
+}
+
+#[derive(Clone)]
+enum Link {
+    Stdio(Arc<Pipe>),
+    Http(Arc<HttpConn>),
+}
+
+impl Upstream {
+    /// Starts (stdio) or reaches (HTTP) the server and makes the connection: probes the
+    /// era, unless `era_hint` says which one this server spoke last time, and completes
+    /// the handshake.
+    pub async fn connect(spec: &Spec, era_hint: Option<Era>) -> Result<Upstream, UpstreamError> {
+        let (link, facts, timeouts, server) = match spec {
+            Spec::Stdio(s) => {
+                let (pipe, facts) = Pipe::spawn(s, era_hint).await?;
+                (Link::Stdio(pipe), facts, s.timeouts, s.server.clone())
+            }
+            Spec::Http(s) => {
+                let (conn, facts) = HttpConn::connect(s, era_hint).await?;
+                (Link::Http(conn), facts, s.timeouts, s.server.clone())
+            }
+        };
+        Ok(Upstream { link, facts: Arc::new(facts), request_timeout: timeouts.request, server })
+    }
+
+    pub fn facts(&self) -> &ServerFacts {
+        &self.facts
+    }
+
+    /// The process id of a stdio instance.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.link {
+            Link::Stdio(pipe) => Some(pipe.pid()),
+            Link::Http(_) => None,
+        }
+    }
+
+    /// False once a stdio instance has exited. An HTTP server is reached anew per request.
+    pub fn is_alive(&self) -> bool {
+        match &self.link {
+            Link::Stdio(pipe) => pipe.is_alive(),
+            Link::Http(_) => true,
+        }
+    }
+
+    /// Sends a request on a caller's behalf, in the era this upstream speaks.
+    /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
+    /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
+    pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Result<Value, UpstreamError> {
+        self.request_reporting(method, params, client_capabilities, None).await
+    }
+
+    /// As [`Upstream::request`], relaying what the upstream says about this request while
+    /// it runs (progress, log messages) to `listener`. The upstream sees a progress token
+    /// of mcpx's own, unique on this connection.
+    pub async fn request_reporting(
+        &self,
+        method: &str,
+        mut params: Value,
+        client_capabilities: &Value,
+        listener: Option<Listener>,
+    ) -> Result<Value, UpstreamError> {
+        match self.facts.era {
+            Era::Modern => {
+                let m = meta::of_mut(&mut params);
+                m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
+                m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
+                m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
+                // A stateless server logs only for requests that ask.
+                if let Some(level) = listener.as_ref().and_then(|l| l.log_level.clone()) {
+                    m.insert(meta::LOG_LEVEL.into(), level.into());
+                }
+            }
+            Era::Legacy => {
+                if let Some(Value::Object(m)) = params.get_mut("_meta") {
+                    meta::strip_modern_envelope(m);
+                    if m.is_empty() {
+                        params.as_object_mut().map(|p| p.remove("_meta"));
+                    }
+                }
+            }
+        }
+        match &self.link {
+            Link::Stdio(pipe) => pipe.call(method, params, listener).await,
+            Link::Http(conn) => match tokio::time::timeout(self.request_timeout, conn.call(method, params, listener)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: self.request_timeout }),
+            },
+        }
+    }
+
+    /// Stops the instance: for stdio, close stdin, wait, SIGTERM, wait, SIGKILL (to its
+    /// group); for HTTP, end the session if there is one.
+    pub async fn shutdown(&self) {
+        match &self.link {
+            Link::Stdio(pipe) => pipe.shutdown().await,
+            Link::Http(conn) => conn.shutdown().await,
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! One HTTP upstream: the client half of Streamable HTTP, in the era the server answered
+//! the probe in.
+//!
+//! Probing follows the spec: a modern request (`server/discover`) first; a result, or a
+//! 4xx whose body is a recognised 2026 error, means stateless; any other answer means the
+//! handshake era, so mcpx sends `initialize` and keeps the session it mints (and starts a
+//! new one when the server forgets it: 404). Replies come as JSON or as an event stream,
+//! whose notifications (progress, log messages) go to the request's listener.
+//! Only the headers configured for the server are sent: a caller's credentials never are.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use mcpx_protocol::message::{self, Message, RequestId};
+use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::{HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
+
+pub(crate) struct HttpConn {
+    server: String,
+    url: String,
+    client: reqwest::Client,
+    headers: HeaderMap,
+    era: Era,
+    revision: Revision,
+    /// The handshake-era session the server minted, if it did.
+    session: tokio::sync::Mutex<Option<String>>,
+    next_id: AtomicI64,
+}
+
+/// One reply, read to the end of the answer to our request.
+enum Outcome {
+    Answer(Result<Value, RpcError>),
+    /// The server forgot the session (legacy): start a new one and try again.
+    SessionGone,
+}
+
+fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(std::time::Duration::from_secs(90))
+            .build()
+            .expect("the HTTP client builds with the ring provider installed")
+    })
+}
+
+impl HttpConn {
+    pub(crate) async fn connect(spec: &HttpSpec, era_hint: Option<Era>) -> Result<(Arc<HttpConn>, ServerFacts), UpstreamError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &spec.headers {
+            let bad = |what: &str| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("header {name:?}: invalid {what}") };
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
+            headers.insert(name, HeaderValue::from_str(value).map_err(|_| bad("value"))?);
+        }
+        let mut conn = HttpConn {
+            server: spec.server.clone(),
+            url: spec.url.clone(),
+            client: client().clone(),
+            headers,
+            era: Era::Modern,
+            revision: Revision::LATEST_MODERN,
+            session: tokio::sync::Mutex::new(None),
+            next_id: AtomicI64::new(1),
+        };
+        if era_hint != Some(Era::Legacy) {
+            let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
+            let params = json!({ "_meta": handshake::modern_envelope() });
+            let probe = tokio::time::timeout(within, conn.post_once("server/discover", params, None)).await;
+            match probe {
+                Ok(Ok(Outcome::Answer(Ok(result)))) => {
+                    if let Some(facts) = handshake::modern_facts(&result) {
+                        return Ok((Arc::new(conn), facts));
+                    }
+                }
+                // A 2026 error about our request still says the server is stateless.
+                Ok(Ok(Outcome::Answer(Err(e)))) if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) => {
+                    return Err(UpstreamError::Handshake { server: conn.server.clone(), reason: format!("server/discover was refused: {e}") });
+                }
+                Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
+                _ => {}
+            }
+        }
+        conn.era = Era::Legacy;
+        let facts = conn.initialize().await?;
+        conn.revision = facts.revision;
+        Ok((Arc::new(conn), facts))
+    }
+
+    /// Opens a handshake-era session: `initialize`, then `notifications/initialized`.
+    async fn initialize(&self) -> Result<ServerFacts, UpstreamError> {
+        *self.session.lock().await = None;
+        let outcome = self.post_once("initialize", handshake::initialize_params(), None).await?;
+        let result = match outcome {
+            Outcome::Answer(Ok(result)) => result,
+            Outcome::Answer(Err(e)) => {
+                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: format!("initialize was refused: {e}") });
+            }
+            Outcome::SessionGone => {
+                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: "initialize answered 404".into() });
+            }
+        };
+        let facts = handshake::legacy_facts(&self.server, &result)?;
+        let note = message::notification("notifications/initialized", Value::Null);
+        self.send(&note, "notifications/initialized", None, Some(facts.revision)).await?;
+        Ok(facts)
+    }
+
+    /// Sends a request on a caller's behalf and reads its answer, starting a new session
+    /// once if the server forgot ours.
+    pub(crate) async fn call(&self, method: &str, mut params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(Value::Object(m)) = params.get_mut("_meta") {
+            m.remove(meta::PROGRESS_TOKEN);
+        }
+        if listener.as_ref().is_some_and(|l| l.progress_token.is_some()) {
+            meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), format!("mcpx-{id}").into());
+        }
+        for attempt in 0..2 {
+            match self.exchange(id, method, params.clone(), listener.as_ref()).await? {
+                Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
+                Outcome::SessionGone if attempt == 0 && self.era == Era::Legacy => {
+                    tracing::info!(server = self.server, "the server ended our session; starting a new one");
+                    self.initialize().await?;
+                }
+                Outcome::SessionGone => break,
+            }
+        }
+        Err(self.broken("the server answered 404 for its own session twice"))
+    }
+
+    /// Ends a handshake-era session politely.
+    pub(crate) async fn shutdown(&self) {
+        let Some(session) = self.session.lock().await.take() else { return };
+        let request = self.client.delete(&self.url).headers(self.headers.clone()).header("mcp-session-id", session);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
+    }
+
+    async fn post_once(&self, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.exchange(id, method, params, listener).await
+    }
+
+    async fn exchange(&self, id: i64, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+        let frame = message::request(&RequestId::Number(id), method, params);
+        let revision = (self.era == Era::Legacy).then_some(self.revision);
+        let response = self.send(&frame, method, frame.get("params"), revision).await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND && self.session.lock().await.is_some() {
+            return Ok(Outcome::SessionGone);
+        }
+        if method == "initialize" {
+            let minted = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            *self.session.lock().await = minted;
+        }
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if is_stream && status.is_success() {
+            return self.read_stream(id, response, listener).await;
+        }
+        let bytes = response.bytes().await.map_err(|e| self.broken(format!("reading the reply: {e}")))?;
+        match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
+            Some(Ok(Message::Response { outcome, .. })) => Ok(Outcome::Answer(outcome)),
+            _ => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
+        }
+    }
+
+    async fn send(&self, frame: &Value, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        match legacy {
+            Some(revision) => {
+                if method != "initialize" {
+                    request = request.header("mcp-protocol-version", revision.as_str());
+                }
+                if let Some(session) = self.session.lock().await.clone() {
+                    request = request.header("mcp-session-id", session);
+                }
+            }
+            None => {
+                request = request.header("mcp-protocol-version", Revision::LATEST_MODERN.as_str()).header("mcp-method", method);
+                let named = match method {
+                    "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+                    "resources/read" => params.and_then(|p| p.get("uri")),
+                    _ => None,
+                };
+                if let Some(name) = named.and_then(Value::as_str) {
+                    request = request.header("mcp-name", header::encode(name));
+                }
+            }
+        }
+        request.body(frame.to_string()).send().await.map_err(|e| UpstreamError::Unreachable {
+            server: self.server.clone(),
+            url: self.url.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Reads an event stream up to the answer to request `id`, passing notifications on.
+    async fn read_stream(&self, id: i64, response: reqwest::Response, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+        let mut body = response.bytes_stream();
+        let mut buffer = BytesMut::new();
+        let mut data = String::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| self.broken(format!("the event stream broke: {e}")))?;
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line = buffer.split_to(end + 1);
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if let Some(rest) = line.strip_prefix("data:") {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                } else if line.is_empty() && !data.is_empty() {
+                    let event = std::mem::take(&mut data);
+                    if let Some(answer) = self.event(id, &event, listener).await {
+                        return Ok(Outcome::Answer(answer));
+                    }
+                }
+            }
+        }
+        Err(self.broken("the event stream ended before the answer"))
+    }
+
+    /// One event: the answer to request `id`, or something to pass on or refuse.
+    async fn event(&self, id: i64, data: &str, listener: Option<&Listener>) -> Option<Result<Value, RpcError>> {
+        let frame = Message::parse(data.as_bytes()).and_then(Message::classify).ok()?;
+        match frame {
+            Message::Response { id: RequestId::Number(n), outcome } if n == id => Some(outcome),
+            Message::Notification { method, mut params } => {
+                let listener = listener?;
+                match method.as_str() {
+                    "notifications/progress" => {
+                        params[meta::PROGRESS_TOKEN] = listener.progress_token.clone()?;
+                        (listener.notify)(message::notification(&method, params));
+                    }
+                    "notifications/message" if listener.wants_log(params.get("level").and_then(Value::as_str).unwrap_or("info")) => {
+                        (listener.notify)(message::notification(&method, params));
+                    }
+                    _ => {}
+                }
+                None
+            }
+            // Requests from the server (sampling, elicitation, roots) are not relayed yet:
+            // refuse them so the server does not wait forever.
+            Message::Request { id, method, .. } => {
+                let refusal = message::error_response(Some(&id.to_value()), &RpcError::method_not_found(&method));
+                let revision = (self.era == Era::Legacy).then_some(self.revision);
+                let _ = self.send(&refusal, "", None, revision).await;
+                None
+            }
+            Message::Response { .. } => None,
+        }
+    }
+
+    fn broken(&self, detail: impl Into<String>) -> UpstreamError {
+        UpstreamError::Protocol { server: self.server.clone(), url: self.url.clone(), detail: detail.into() }
+    }
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    if text.trim().is_empty() { "(empty body)".into() } else { text.trim().to_owned() }
+}
