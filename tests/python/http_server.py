@@ -40,6 +40,13 @@ def headers(ctx: Context) -> dict:
 
 
 @server.tool()
+def meta(ctx: Context) -> dict:
+    """The request's params._meta as it arrived ({} when there was none)."""
+    params = ctx.request_context.params or {}
+    return {"meta": dict(params.get("_meta") or {})}
+
+
+@server.tool()
 async def progress(ctx: Context) -> str:
     """Report progress three times, then answer."""
     for step in (1, 2, 3):
