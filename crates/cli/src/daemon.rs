@@ -40,6 +40,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 pub fn run(args: Args) -> ExitCode {
     crate::init_logging();
+    // Every process the daemon starts inherits this, before any other thread exists.
+    // SAFETY: single-threaded here: the runtime is not built yet.
+    unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&state::state_dir())) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts");
     match runtime.block_on(serve(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -54,6 +57,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let dir = state::state_dir();
     state::ensure_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
     let _lock = state::DaemonLock::acquire(&dir)?;
+    let orphans = state::reap_orphans(&dir);
+    if orphans > 0 {
+        tracing::warn!("stopped {orphans} process(es) a previous daemon for {} left behind", dir.display());
+    }
 
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let config_path = mcpx_gateway::settings::find_config(args.config, &cwd);

@@ -116,3 +116,41 @@ pub fn remove_record(dir: &Path) {
         let _ = std::fs::remove_file(dir.join(crate::socket::SOCKET_FILE));
     }
 }
+
+/// The environment variable every process a daemon starts inherits: `<state dir>#<pid>`.
+/// It lets the next daemon for the same state dir find what a killed daemon left behind.
+pub const OWNER_ENV: &str = "MCPX_OWNER";
+
+pub fn owner_tag(dir: &Path) -> String {
+    format!("{}#{}", dir.display(), std::process::id())
+}
+
+/// Kills the process groups of processes a previous daemon for `dir` started and left
+/// behind (it was killed before it could stop them). Call with the daemon lock held: no
+/// other live daemon can own `dir`, so every such process is an orphan. Returns how many
+/// processes were found.
+pub fn reap_orphans(dir: &Path) -> usize {
+    let prefix = format!("{OWNER_ENV}={}#", dir.display());
+    let ours = owner_tag(dir);
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    let mut found = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        let owned = environ.split(|b| *b == 0).filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
+            v.starts_with(&prefix) && v != format!("{OWNER_ENV}={ours}")
+        });
+        if owned {
+            found += 1;
+            // SAFETY: plain syscalls on pids we found; a vanished one yields ESRCH.
+            unsafe {
+                let group = libc::getpgid(pid);
+                if group > 1 {
+                    libc::killpg(group, libc::SIGKILL);
+                }
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    found
+}

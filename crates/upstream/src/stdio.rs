@@ -31,6 +31,19 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
+    // If mcpx dies without stopping it (SIGKILL, a crash), the child is killed too rather
+    // than orphaned. What the child started is caught on the daemon's next start instead.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated after fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
     let spawn_error =
         |source| UpstreamError::Spawn { server: spec.server.clone(), command: spec.command.clone(), source };
     let mut child = cmd.spawn().map_err(spawn_error)?;
