@@ -2,9 +2,11 @@
 //!
 //! This file only parses flags and wires the pieces together: `instance` (who this
 //! process is), `wire` (the stdio framing), `era` (legacy vs modern rules), `server`
-//! (dispatch) and `tools` (what each tool does). It must stay synchronous and small:
+//! (dispatch), `tools` (what each tool does) and, with `--fixture conformance`,
+//! `conformance` (the surface the official conformance suite calls). It must stay synchronous and small:
 //! it is a test fixture whose behaviour the gateway's tests rely on exactly.
 
+mod conformance;
 mod era;
 mod instance;
 mod server;
@@ -16,8 +18,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
+use crate::conformance::Fixture;
 use crate::era::EraMode;
 use crate::instance::Instance;
 use crate::server::{Behaviour, Server};
@@ -54,6 +57,18 @@ struct Flags {
     /// The serverInfo name to report.
     #[arg(long, default_value = "fakemcp")]
     name: String,
+
+    /// Also serve a named fixture surface besides the standard tools.
+    #[arg(long, value_enum)]
+    fixture: Option<FixtureKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FixtureKind {
+    /// What the official MCP conformance suite calls: its tools, resources, prompts,
+    /// completions, progress, logging, sampling/elicitation, input_required rounds and
+    /// subscriptions/listen.
+    Conformance,
 }
 
 fn main() -> ExitCode {
@@ -84,7 +99,17 @@ fn main() -> ExitCode {
         list_changed_on_init: flags.list_changed_on_init,
     };
     let out = Output::new();
-    let mut server = Server::new(behaviour, Arc::clone(&instance), out.clone());
+    let fixture = match flags.fixture {
+        None => None,
+        Some(FixtureKind::Conformance) => match Fixture::new(Arc::clone(&instance), out.clone()) {
+            Ok(fixture) => Some(Arc::new(fixture)),
+            Err(e) => {
+                eprintln!("fakemcp: cannot draw a random requestState key: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let mut server = Server::new(behaviour, Arc::clone(&instance), out.clone(), fixture);
     if let Err(e) = server.run(io::stdin().lock()) {
         eprintln!("fakemcp {}: reading stdin failed: {e}", instance.id);
     }

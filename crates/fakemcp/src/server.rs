@@ -3,7 +3,9 @@
 //! The read loop runs on the main thread and answers everything cheap inline. Every
 //! `tools/call` gets its own thread, so a `slow` call never holds up the next request.
 //! The only state is whether a legacy session has been opened; modern requests never read
-//! or change it.
+//! or change it. With `--fixture conformance` the fixture sees each request first and
+//! takes the methods it serves; the reader also hands it the client's responses (to the
+//! fixture's own legacy requests) and notifications (cancelling a subscription).
 
 use std::io::{self, BufRead};
 use std::sync::{Arc, Condvar, Mutex};
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::conformance::{Answer, Fixture};
 use crate::era::{self, Era, EraMode, LEGACY_VERSIONS};
 use crate::instance::Instance;
 use crate::tools;
@@ -36,6 +39,8 @@ pub struct Server {
     /// Set by a legacy `initialize`; legacy requests other than `ping` need it.
     legacy_session_open: bool,
     tool_calls_running: Arc<Running>,
+    /// The conformance surface, when `--fixture conformance` asked for it.
+    fixture: Option<Arc<Fixture>>,
 }
 
 /// How many tool-call threads have not answered yet, so shutdown can let quick ones finish.
@@ -63,13 +68,19 @@ impl Drop for RunningCall {
 }
 
 impl Server {
-    pub fn new(behaviour: Behaviour, instance: Arc<Instance>, out: Output) -> Self {
+    pub fn new(
+        behaviour: Behaviour,
+        instance: Arc<Instance>,
+        out: Output,
+        fixture: Option<Arc<Fixture>>,
+    ) -> Self {
         Server {
             behaviour,
             instance,
             out,
             legacy_session_open: false,
             tool_calls_running: Arc::default(),
+            fixture,
         }
     }
 
@@ -117,9 +128,18 @@ impl Server {
             Ok(Incoming::Request { id, method, params }) => {
                 self.handle_request(id, &method, params)
             }
-            // Every notification a client may send (initialized, cancelled, roots changes)
-            // needs no action from a server without cancellable state.
-            Ok(Incoming::Notification | Incoming::Response) => {}
+            // Without the fixture there is no cancellable state and no request of ours to
+            // answer, so notifications and responses need no action.
+            Ok(Incoming::Notification { method, params }) => {
+                if let Some(fixture) = &self.fixture {
+                    fixture.notification(&method, &params);
+                }
+            }
+            Ok(Incoming::Response { id, outcome }) => {
+                if let Some(fixture) = &self.fixture {
+                    fixture.response(&id, outcome);
+                }
+            }
             Err(rejected) => {
                 eprintln!("fakemcp {}: {}", self.instance.id, rejected.error.message);
                 self.out.reply(&rejected.id, Err(rejected.error));
@@ -153,6 +173,13 @@ impl Server {
             self.out.reply(&id, Err(error));
             return;
         }
+        if let Some(answer) = self
+            .fixture
+            .as_ref()
+            .and_then(|fixture| fixture.modern(&id, method, &params))
+        {
+            return self.answer(id, answer);
+        }
         let body = match method {
             "server/discover" => json!({
                 "supportedVersions": [era::MODERN_VERSION],
@@ -170,16 +197,27 @@ impl Server {
     }
 
     fn legacy_request(&mut self, id: Value, method: &str, params: Value) {
-        match method {
-            "initialize" => self.initialize(id, &params),
-            "ping" => self.out.reply(&id, Ok(json!({}))),
-            "tools/list" | "tools/call" if !self.legacy_session_open => self.out.reply(
+        let needs_session = matches!(method, "tools/list" | "tools/call")
+            || (self.fixture.is_some() && Fixture::serves_legacy(method));
+        if needs_session && !self.legacy_session_open {
+            return self.out.reply(
                 &id,
                 Err(RpcError::new(
                     INVALID_REQUEST,
                     "not initialized: send initialize first",
                 )),
-            ),
+            );
+        }
+        if let Some(answer) = self
+            .fixture
+            .as_ref()
+            .and_then(|fixture| fixture.legacy(method, &params))
+        {
+            return self.answer(id, answer);
+        }
+        match method {
+            "initialize" => self.initialize(id, &params),
+            "ping" => self.out.reply(&id, Ok(json!({}))),
             "tools/list" => self
                 .out
                 .reply(&id, Ok(json!({"tools": tools::catalogue()}))),
@@ -197,9 +235,16 @@ impl Server {
             .filter(|requested| LEGACY_VERSIONS.contains(requested))
             .unwrap_or(latest);
         self.legacy_session_open = true;
+        let capabilities = match &self.fixture {
+            Some(fixture) => {
+                fixture.opened_session(params);
+                Fixture::legacy_capabilities()
+            }
+            None => json!({"tools": {"listChanged": true}}),
+        };
         let result = json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": capabilities,
             "serverInfo": self.instance.server_info(),
         });
         self.out.reply(&id, Ok(result));
@@ -227,17 +272,34 @@ impl Server {
 
     fn spawn_tool_call(&self, id: Value, params: Value, era: Era) {
         let instance = Arc::clone(&self.instance);
+        self.spawn_reply(
+            id,
+            Box::new(move || {
+                tools::call(&instance, era, &params).map(|body| match era {
+                    Era::Modern => era::complete(body, &instance),
+                    Era::Legacy => body,
+                })
+            }),
+        );
+    }
+
+    fn answer(&self, id: Value, answer: Answer) {
+        match answer {
+            Answer::Now(outcome) => self.out.reply(&id, outcome),
+            Answer::OnThread(work) => self.spawn_reply(id, work),
+            Answer::Later => {}
+        }
+    }
+
+    /// Runs `work` on its own thread and answers request `id` with what it returns.
+    fn spawn_reply(&self, id: Value, work: Box<dyn FnOnce() -> Result<Value, RpcError> + Send>) {
         let out = self.out.clone();
         let running = RunningCall::start(&self.tool_calls_running);
         let spawned = thread::Builder::new().name("tools/call".into()).spawn({
             let id = id.clone();
             move || {
                 let _running = running;
-                let outcome = tools::call(&instance, era, &params).map(|body| match era {
-                    Era::Modern => era::complete(body, &instance),
-                    Era::Legacy => body,
-                });
-                out.reply(&id, outcome);
+                out.reply(&id, work());
             }
         });
         if let Err(e) = spawned {

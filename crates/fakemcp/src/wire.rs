@@ -49,7 +49,10 @@ impl RpcError {
     /// Reads the `error` member of a response; a malformed one still yields an error.
     fn from_json(error: &Value) -> Self {
         RpcError {
-            code: error.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            code: error
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(INTERNAL_ERROR),
             message: error
                 .get("message")
                 .and_then(Value::as_str)

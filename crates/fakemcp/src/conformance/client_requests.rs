@@ -7,9 +7,9 @@
 //! by id. Modern requests never come here: 2026-07-28 servers do not send requests.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;

@@ -12,8 +12,11 @@ use crate::wire::{INVALID_PARAMS, RpcError};
 
 /// The result body of `completion/complete`.
 pub fn complete(era: Era, params: &Value) -> Result<Value, RpcError> {
-    let invalid = |problem: &str| RpcError::new(INVALID_PARAMS, format!("completion/complete: {problem}"));
-    let reference = params.get("ref").ok_or_else(|| invalid("ref is required"))?;
+    let invalid =
+        |problem: &str| RpcError::new(INVALID_PARAMS, format!("completion/complete: {problem}"));
+    let reference = params
+        .get("ref")
+        .ok_or_else(|| invalid("ref is required"))?;
     let argument = params
         .get("argument")
         .and_then(|argument| {

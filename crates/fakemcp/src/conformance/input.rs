@@ -83,11 +83,6 @@ impl Inputs<'_> {
         self.answers.contains_key(key)
     }
 
-    /// The keys answered so far, in the order they arrived.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.answers.keys().map(String::as_str)
-    }
-
     /// The `ElicitResult` answering `key`; `None` when unanswered, an error when malformed.
     pub fn elicited(&self, key: &str) -> Result<Option<Elicited<'_>>, RpcError> {
         let Some(answer) = self.answer(key)? else {
@@ -115,7 +110,12 @@ impl Inputs<'_> {
         let blocks = match answer.get("content") {
             Some(Value::Array(blocks)) => blocks.iter().collect(),
             Some(block @ Value::Object(_)) => vec![block],
-            _ => return Err(malformed(key, "content must be a content block or an array of them")),
+            _ => {
+                return Err(malformed(
+                    key,
+                    "content must be a content block or an array of them",
+                ));
+            }
         };
         let text: Vec<&str> = blocks
             .iter()
@@ -232,7 +232,10 @@ pub fn modern(
     let mut missing = Map::new();
     for question in questions.values() {
         let capability = capability_for(question);
-        if client_capabilities.get(capability).is_none_or(Value::is_null) {
+        if client_capabilities
+            .get(capability)
+            .is_none_or(Value::is_null)
+        {
             missing.insert(capability.into(), json!({}));
         }
     }
@@ -263,7 +266,10 @@ fn open_state(seal: &Seal, target: &str, state: &str) -> Result<Map<String, Valu
     if payload.get("for").and_then(Value::as_str) != Some(target) {
         return Err(refused("was issued for another request"));
     }
-    let expires = payload.get("expiresAtMs").and_then(Value::as_u64).unwrap_or(0);
+    let expires = payload
+        .get("expiresAtMs")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     if now_ms() > expires {
         return Err(refused("has expired"));
     }

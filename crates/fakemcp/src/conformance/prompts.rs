@@ -18,9 +18,7 @@ const INPUT_REQUIRED: &str = "test_input_required_result_prompt";
 
 /// The `prompts` of `prompts/list`.
 pub fn list(era: Era) -> Value {
-    let argument = |name: &str, description: &str| {
-        json!({"name": name, "description": description, "required": true})
-    };
+    let argument = |name: &str, description: &str| json!({"name": name, "description": description, "required": true});
     let mut prompts = vec![
         json!({
             "name": "test_simple_prompt",
@@ -124,27 +122,32 @@ pub fn get(seal: &Seal, era: Era, params: &Value) -> Result<Reply, RpcError> {
 }
 
 fn needs_context(seal: &Seal, params: &Value) -> Result<Reply, RpcError> {
-    input::modern(seal, &format!("prompts/get {INPUT_REQUIRED}"), params, |inputs| {
-        let context = inputs.elicited("user_context")?;
-        match context.as_ref().and_then(|c| c.text("context")) {
-            Some(context) => Ok(Step::Done(json!({
-                "description": "A prompt built from the context the client supplied",
-                "messages": [{
-                    "role": "user",
-                    "content": content::text(&format!("Use this context: {context}")),
-                }],
-            }))),
-            None => Ok(Step::Ask(Map::from_iter([(
-                "user_context".to_owned(),
-                input::elicitation(
-                    "What context should the prompt use?",
-                    json!({
-                        "type": "object",
-                        "properties": {"context": {"type": "string"}},
-                        "required": ["context"],
-                    }),
-                ),
-            )]))),
-        }
-    })
+    input::modern(
+        seal,
+        &format!("prompts/get {INPUT_REQUIRED}"),
+        params,
+        |inputs| {
+            let context = inputs.elicited("user_context")?;
+            match context.as_ref().and_then(|c| c.text("context")) {
+                Some(context) => Ok(Step::Done(json!({
+                    "description": "A prompt built from the context the client supplied",
+                    "messages": [{
+                        "role": "user",
+                        "content": content::text(&format!("Use this context: {context}")),
+                    }],
+                }))),
+                None => Ok(Step::Ask(Map::from_iter([(
+                    "user_context".to_owned(),
+                    input::elicitation(
+                        "What context should the prompt use?",
+                        json!({
+                            "type": "object",
+                            "properties": {"context": {"type": "string"}},
+                            "required": ["context"],
+                        }),
+                    ),
+                )]))),
+            }
+        },
+    )
 }

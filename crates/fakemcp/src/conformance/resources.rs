@@ -61,7 +61,8 @@ pub fn read(uri: &str) -> Option<Value> {
         WATCHED => ("text/plain", json!({"text": "Watched resource content"})),
         _ => {
             let id = template_id(uri)?;
-            let data = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            let data =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
             ("application/json", json!({"text": data.to_string()}))
         }
     };

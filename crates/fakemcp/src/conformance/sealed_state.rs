@@ -71,6 +71,10 @@ mod tests {
         assert_eq!(seal.open(&format!("{sealed}-TAMPERED")), None);
         assert_eq!(seal.open(&sealed.replacen("\"a\":1", "\"a\":2", 1)), None);
         assert_eq!(seal.open("not a state"), None);
-        assert_eq!(Seal::new().unwrap().open(&sealed), None, "another process's key");
+        assert_eq!(
+            Seal::new().unwrap().open(&sealed),
+            None,
+            "another process's key"
+        );
     }
 }

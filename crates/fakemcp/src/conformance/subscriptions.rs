@@ -68,12 +68,19 @@ impl Subscriptions {
         };
         let wants = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
         let mut honoured = Map::new();
-        for key in ["toolsListChanged", "promptsListChanged", "resourcesListChanged"] {
+        for key in [
+            "toolsListChanged",
+            "promptsListChanged",
+            "resourcesListChanged",
+        ] {
             if wants(key) {
                 honoured.insert(key.into(), true.into());
             }
         }
-        if let Some(uris) = filter.get("resourceSubscriptions").and_then(Value::as_array) {
+        if let Some(uris) = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+        {
             let known: Vec<Value> = uris
                 .iter()
                 .filter(|uri| uri.as_str().is_some_and(&known_resource))
@@ -101,22 +108,24 @@ impl Subscriptions {
         Ok(())
     }
 
-    /// Tells every subscription that asked for `change` about it.
-    pub fn changed(&self, change: Change) {
+    /// Tells every subscription that asked for `change` about it; returns how many.
+    pub fn changed(&self, change: Change) -> usize {
         let method = match change {
             Change::Tools => "notifications/tools/list_changed",
             Change::Prompts => "notifications/prompts/list_changed",
         };
-        for listen in self.lock().iter() {
-            let wanted = match change {
-                Change::Tools => listen.tools,
-                Change::Prompts => listen.prompts,
-            };
-            if wanted {
-                self.out
-                    .notify_with(method, json!({"_meta": {SUBSCRIPTION_ID_KEY: listen.id}}));
-            }
+        let open = self.lock();
+        let told = open.iter().filter(|listen| match change {
+            Change::Tools => listen.tools,
+            Change::Prompts => listen.prompts,
+        });
+        let mut count = 0;
+        for listen in told {
+            self.out
+                .notify_with(method, json!({"_meta": {SUBSCRIPTION_ID_KEY: listen.id}}));
+            count += 1;
         }
+        count
     }
 
     /// Ends subscription `id` if it is open, answering its listen request with the closing
