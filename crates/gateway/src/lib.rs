@@ -6,6 +6,7 @@
 //! unshaped: the front end shapes it for the caller's revision. Nothing here knows about
 //! HTTP or stdio framing.
 
+mod ask;
 pub mod config;
 pub mod context;
 pub mod identity;
@@ -57,6 +58,7 @@ pub struct Gateway {
     settings: Settings,
     pool: Pool,
     scoper: scope::Scoper,
+    asks: ask::Asks,
     reaper: tokio::task::JoinHandle<()>,
 }
 
@@ -74,7 +76,7 @@ impl Gateway {
                     gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(definition));
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), reaper }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), reaper }
         })
     }
 
@@ -167,7 +169,21 @@ impl Gateway {
         mut params: Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<(Value, Lease), (RpcError, Option<Lease>)> {
-        let lease = self.lease(ctx, server).await.map_err(|e| (e, None))?;
+        // A retry after `input_required` goes back to the instance that asked.
+        let may_ask = ask::METHODS.contains(&method);
+        let original = may_ask.then(|| params.clone());
+        let mut resume_at = None;
+        if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask) {
+            let resume = self.asks.open(state, server, ctx, method, &params).map_err(|e| (e, None))?;
+            match resume.upstream_state {
+                Some(upstream_state) => params["requestState"] = upstream_state,
+                None => {
+                    params.as_object_mut().map(|p| p.remove("requestState"));
+                }
+            }
+            resume_at = Some(resume.instance_key);
+        }
+        let lease = self.lease_at(ctx, server, resume_at).await.map_err(|e| (e, None))?;
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }
@@ -176,6 +192,18 @@ impl Gateway {
         }
         let upstream = lease.upstream();
         match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
+            Ok(mut result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
+                let Some(original) = original.filter(|_| ctx.revision.era() == mcpx_protocol::Era::Modern) else {
+                    let e = RpcError::internal(format!(
+                        "server {server:?} needs input from the caller, which mcpx cannot ask a handshake-era caller for yet"
+                    ));
+                    return Err((e, Some(lease)));
+                };
+                let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
+                let lifetime = self.settings.config().timeouts.input_required;
+                result["requestState"] = self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
+                Ok((result, lease))
+            }
             Ok(result) => Ok((result, lease)),
             Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
             Err(e) => Err((e.to_rpc(), Some(lease))),
@@ -224,6 +252,12 @@ impl Gateway {
 
     /// The instance of `server` that answers this caller.
     async fn lease(&self, ctx: &CallContext, server: &str) -> Result<Lease, RpcError> {
+        self.lease_at(ctx, server, None).await
+    }
+
+    /// The instance of `server` for this caller, or at `instance_key` when a retry names
+    /// the instance that asked it a question.
+    async fn lease_at(&self, ctx: &CallContext, server: &str, instance_key: Option<String>) -> Result<Lease, RpcError> {
         let config = self.settings.config();
         let Some(server_config) = config.server(server) else {
             let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
@@ -231,7 +265,10 @@ impl Gateway {
             return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
                 .with_data(json!({ "server": server, "servers": names })));
         };
-        let key = self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
+        let key = match instance_key {
+            Some(key) => InstanceKey { server: server.to_owned(), key },
+            None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+        };
         let spec = upstream_spec(&config, server, server_config, &ctx.identity)?;
         self.pool
             .acquire(&key, &definition(server_config), &spec, config.pool.max_instances_per_server)

@@ -1,0 +1,184 @@
+//! When an upstream needs an answer from its caller: the 2026-07-28 `input_required`
+//! round trip, relayed between a stateless caller and a stateless upstream.
+//!
+//! The caller never sees the upstream's `requestState`. mcpx hands it a state of its own,
+//! integrity-protected (HMAC-SHA256 with a key that never leaves the daemon), that binds
+//! the server and instance the question came from, the caller's session, an expiry and a
+//! digest of the original request, and carries the upstream's state inside. On the retry
+//! mcpx checks all of it: a state that was tampered with, has expired, comes from another
+//! session or belongs to another request is refused with -32602; a good one sends the
+//! retry to the same instance with the upstream's own state.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use hmac::{Hmac, Mac};
+use mcpx_protocol::RpcError;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::context::CallContext;
+use crate::scope::InstanceKey;
+
+/// The methods that may answer `input_required`.
+pub const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// Fields of a retry that are not part of the original request.
+const RETRY_FIELDS: [&str; 3] = ["_meta", "inputResponses", "requestState"];
+
+pub struct Asks {
+    key: [u8; 32],
+}
+
+/// Where a retry goes, from the state mcpx gave the caller.
+#[derive(Debug, PartialEq)]
+pub struct Resume {
+    pub instance_key: String,
+    pub upstream_state: Option<Value>,
+}
+
+impl Default for Asks {
+    fn default() -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the OS random source is available");
+        Asks { key }
+    }
+}
+
+impl Asks {
+    /// The state the caller gets for a question from `key`'s instance about `params`.
+    pub fn seal(
+        &self,
+        key: &InstanceKey,
+        ctx: &CallContext,
+        method: &str,
+        params: &Value,
+        upstream_state: Option<Value>,
+        lifetime: Duration,
+    ) -> String {
+        let payload = json!({
+            "v": 1,
+            "server": key.server,
+            "instance": key.key,
+            "session": ctx.identity.session,
+            "expires": now_ms() + lifetime.as_millis() as u64,
+            "request": digest(method, params),
+            "state": upstream_state,
+        });
+        let body = B64.encode(payload.to_string());
+        let tag = B64.encode(self.mac(body.as_bytes()));
+        format!("{body}.{tag}")
+    }
+
+    /// Checks a state the caller sent back with its retry of `params` to `server`.
+    pub fn open(&self, state: &str, server: &str, ctx: &CallContext, method: &str, params: &Value) -> Result<Resume, RpcError> {
+        let refuse = |why: &str| RpcError::invalid_params(format!("requestState refused: {why}"));
+        let (body, tag) = state.split_once('.').ok_or_else(|| refuse("not a state mcpx issued"))?;
+        let tag = B64.decode(tag).map_err(|_| refuse("not a state mcpx issued"))?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(body.as_bytes());
+        mac.verify_slice(&tag).map_err(|_| refuse("it was altered"))?;
+        let payload: Value = B64
+            .decode(body)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| refuse("not a state mcpx issued"))?;
+        if payload["expires"].as_u64().is_none_or(|t| t < now_ms()) {
+            return Err(refuse("it expired; send the request again without it"));
+        }
+        if payload["server"] != server {
+            return Err(refuse("it belongs to another server"));
+        }
+        if payload["session"] != json!(ctx.identity.session) {
+            return Err(refuse("it belongs to another session"));
+        }
+        if payload["request"] != digest(method, params) {
+            return Err(refuse("it belongs to another request"));
+        }
+        let instance_key = payload["instance"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
+        let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
+        Ok(Resume { instance_key, upstream_state })
+    }
+
+    fn mac(&self, data: &[u8]) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(data);
+        mac.finalize().into_bytes().to_vec()
+    }
+}
+
+/// What identifies a request across its retries: the method and its params without the
+/// retry fields, in a canonical form (object keys sorted), hashed.
+fn digest(method: &str, params: &Value) -> String {
+    let mut original = params.clone();
+    if let Some(p) = original.as_object_mut() {
+        for field in RETRY_FIELDS {
+            p.remove(field);
+        }
+    }
+    let canonical = json!([method, canonical(&original)]).to_string();
+    Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let sorted: BTreeMap<&String, Value> = m.iter().map(|(k, v)| (k, canonical(v))).collect();
+            Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{Identity, Source};
+    use mcpx_protocol::Revision;
+
+    fn ctx(session: Option<&str>) -> CallContext {
+        let identity = Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed };
+        CallContext::new(identity, Revision::V2026_07_28, json!({}))
+    }
+
+    fn key() -> InstanceKey {
+        InstanceKey { server: "s".into(), key: "session:a".into() }
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_state_returns_the_retry_to_its_instance_with_the_upstream_state() {
+        let asks = Asks::default();
+        let params = json!({"name": "t", "arguments": {"x": 1, "y": 2}});
+        let state = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, Some(json!("up")), HOUR);
+        let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
+        let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
+        assert_eq!(resume, Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")) });
+    }
+
+    #[test]
+    fn tampered_foreign_expired_or_mismatched_states_are_refused() {
+        let asks = Asks::default();
+        let params = json!({"name": "t", "arguments": {}});
+        let state = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, HOUR);
+        let open = |state: &str, session, method, params: &Value| asks.open(state, "s", &ctx(session), method, params);
+        assert_eq!(open(&format!("{state}-TAMPERED"), Some("a"), "tools/call", &params).unwrap_err().code, -32602);
+        assert!(open(&state, Some("b"), "tools/call", &params).is_err());
+        assert!(open(&state, None, "tools/call", &params).is_err());
+        assert!(open(&state, Some("a"), "prompts/get", &params).is_err());
+        assert!(open(&state, Some("a"), "tools/call", &json!({"name": "t", "arguments": {"x": 1}})).is_err());
+        assert!(asks.open(&state, "other", &ctx(Some("a")), "tools/call", &params).is_err());
+        let expired = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
+        assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+    }
+}
