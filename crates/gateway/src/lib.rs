@@ -18,6 +18,7 @@ mod resources;
 pub mod scope;
 pub mod settings;
 pub mod tools;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
 pub use mcpx_upstream::{LOG_LEVELS, Listener};
 pub use settings::Settings;
+pub use watch::Watch;
 
 use config::{Launch, ServerConfig};
 
@@ -60,6 +62,8 @@ pub struct Gateway {
     scoper: scope::Scoper,
     asks: ask::Asks,
     reaper: tokio::task::JoinHandle<()>,
+    /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Gateway {
@@ -76,7 +80,7 @@ impl Gateway {
                     gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(definition));
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), reaper }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
@@ -153,8 +157,15 @@ impl Gateway {
         self.pool.instances()
     }
 
+    /// Resolves when the gateway begins to shut down.
+    pub async fn closing(&self) {
+        let mut closing = self.closing.subscribe();
+        let _ = closing.wait_for(|c| *c).await;
+    }
+
     /// Stops every upstream instance and waits until they are gone.
     pub async fn shutdown(&self) {
+        self.closing.send_replace(true);
         self.reaper.abort();
         self.pool.shutdown().await;
     }

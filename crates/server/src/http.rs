@@ -20,6 +20,7 @@ use axum::routing::any;
 use mcpx_gateway::{Gateway, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, RpcError, meta};
+use serde_json::Value;
 
 use crate::legacy::{self, SESSION_HEADER};
 use crate::reply::{self, Format};
@@ -257,4 +258,33 @@ mod tests {
         h.insert(header::HOST, "127.0.0.1:7750".parse().unwrap());
         assert!(check_origin(&h, true).is_ok());
     }
+}
+
+/// A 2026 `subscriptions/listen` over HTTP: a long-lived event stream. The caller closing
+/// it ends the listen (and releases what it watched).
+pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admitted, id: Value, params: Value) -> Response {
+    let gateway = front.gateway.clone();
+    let identity = gateway.identity(&params, transport);
+    let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
+    let watch = match gateway.watch(&ctx, &params).await {
+        Ok(watch) => watch,
+        Err(e) => return reply::error(StatusCode::OK, Format::Json, Some(&id), &e),
+    };
+    let first = crate::listen::acknowledgement(&id, &watch);
+    let events = futures::stream::unfold(Some((Some(first), watch)), move |state| {
+        let (gateway, id) = (gateway.clone(), id.clone());
+        async move {
+            let (first, mut watch) = state?;
+            let (text, next_state) = match first {
+                Some(ack) => (reply::event(&ack.to_string()), Some((None, watch))),
+                None => match crate::listen::next(&gateway, &id, &mut watch, Some(crate::listen::KEEP_ALIVE)).await {
+                    crate::listen::Next::Frame(frame) => (reply::event(&frame.to_string()), Some((None, watch))),
+                    crate::listen::Next::KeepAlive => (": keep-alive\n\n".to_owned(), Some((None, watch))),
+                    crate::listen::Next::End(frame) => (reply::event(&frame.to_string()), None),
+                },
+            };
+            Some((Ok::<_, std::convert::Infallible>(text), next_state))
+        }
+    });
+    reply::event_stream(Body::from_stream(events))
 }

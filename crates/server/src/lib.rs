@@ -10,6 +10,7 @@ pub mod api;
 mod dispatch;
 pub mod http;
 mod legacy;
+mod listen;
 mod modern;
 mod reply;
 mod session;

@@ -24,7 +24,7 @@ use crate::reply::{self, Format};
 
 /// Methods a 2026-07-28 caller may send to mcpx. Handshake-era methods (`initialize`,
 /// `ping`, `logging/setLevel`, `resources/subscribe`…) are unknown in this era.
-const METHODS: [&str; 9] = [
+const METHODS: [&str; 10] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -34,6 +34,7 @@ const METHODS: [&str; 9] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "subscriptions/listen",
 ];
 
 /// A request that passed admission.
@@ -118,6 +119,9 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
         Ok(result) => mcpx_protocol::message::result_response(id, result),
         Err(e) => mcpx_protocol::message::error_response(Some(id), &e),
     };
+    if method == "subscriptions/listen" {
+        return crate::http::listen(front, transport, admitted, id, params).await;
+    }
     // A caller that takes an event stream gets the request's notifications there, before
     // the response; closing that stream cancels the request.
     if format.allows_stream() {

@@ -61,7 +61,7 @@ fn event_stream_headers() -> [(header::HeaderName, HeaderValue); 3] {
     ]
 }
 
-fn event(json: &str) -> String {
+pub fn event(json: &str) -> String {
     format!("event: message\ndata: {json}\n\n")
 }
 
@@ -108,6 +108,11 @@ where
         Some((Ok::<_, std::convert::Infallible>(text), (None, rx, guard)))
     });
     (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
+}
+
+/// A response that is an open-ended event stream.
+pub fn event_stream(body: axum::body::Body) -> Response {
+    (StatusCode::OK, event_stream_headers(), body).into_response()
 }
 
 enum Item {

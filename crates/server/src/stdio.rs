@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::dispatch::Notify;
 use crate::legacy::{self, Negotiated};
-use crate::modern;
+use crate::{listen, modern};
 
 /// Replies waiting to be written; a slow reader holds up at most this many.
 const OUTBOX: usize = 1024;
@@ -51,6 +51,7 @@ where
         outbox,
         in_flight: InFlight::default(),
         tasks: TaskTracker::new(),
+        listens: Default::default(),
     };
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
@@ -86,6 +87,8 @@ struct Stream {
     in_flight: InFlight,
     /// Every request and batch task, so the end of the stream can wait for them.
     tasks: TaskTracker,
+    /// Ids of open listens, which end with a result when cancelled.
+    listens: std::collections::HashSet<RequestId>,
 }
 
 impl Stream {
@@ -130,6 +133,9 @@ impl Stream {
                 Ok(admitted) => admitted,
                 Err((_, e)) => return self.send(error_response(Some(&id_value), &e)).await,
             };
+            if method == "subscriptions/listen" {
+                return self.listen(id, admitted, params).await;
+            }
             let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
             return self.spawn(id, async move {
                 match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await {
@@ -177,6 +183,34 @@ impl Stream {
         });
     }
 
+    /// A listen runs until the client cancels it or the daemon stops; its frames go out
+    /// as they come.
+    async fn listen(&mut self, id: RequestId, admitted: modern::Admitted, params: Value) {
+        let id_value = id.to_value();
+        let identity = self.gateway.identity(&params, &self.transport);
+        let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
+        let mut watch = match self.gateway.watch(&ctx, &params).await {
+            Ok(watch) => watch,
+            Err(e) => return self.send(error_response(Some(&id_value), &e)).await,
+        };
+        self.send(listen::acknowledgement(&id_value, &watch)).await;
+        self.listens.insert(id.clone());
+        let (gateway, outbox) = (self.gateway.clone(), self.outbox.clone());
+        self.spawn(id, async move {
+            loop {
+                match listen::next(&gateway, &id_value, &mut watch, None).await {
+                    listen::Next::Frame(frame) => {
+                        if outbox.send(frame).await.is_err() {
+                            return Value::Null;
+                        }
+                    }
+                    listen::Next::KeepAlive => {}
+                    listen::Next::End(last) => return last,
+                }
+            }
+        });
+    }
+
     fn notification(&mut self, method: &str, params: &Value) {
         if method != "notifications/cancelled" {
             return;
@@ -185,6 +219,10 @@ impl Stream {
         if let Some(task) = self.in_flight.lock().expect("in-flight lock").remove(&id) {
             // Dropping the request's future cancels its upstream request too.
             task.abort();
+            // A cancelled listen still ends with its result, so the client knows it is over.
+            if self.listens.remove(&id) {
+                let _ = self.outbox.try_send(listen::ended(&id.to_value()));
+            }
         }
     }
 

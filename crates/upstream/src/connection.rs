@@ -114,6 +114,21 @@ impl Upstream {
         }
     }
 
+    /// What the server says changed from now on (list_changed, resources/updated), as
+    /// notification frames. `None` when this transport cannot watch yet (HTTP).
+    pub fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
+        match &self.link {
+            Link::Stdio(pipe) => {
+                let receiver = pipe.changes.subscribe();
+                if self.facts.era == Era::Modern {
+                    pipe.listen_once(handshake::modern_envelope());
+                }
+                Some(receiver)
+            }
+            Link::Http(_) => None,
+        }
+    }
+
     /// Stops the instance: for stdio, close stdin, wait, SIGTERM, wait, SIGKILL (to its
     /// group); for HTTP, end the session if there is one.
     pub async fn shutdown(&self) {

@@ -23,6 +23,10 @@ use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
 type Reply = Result<Value, UpstreamError>;
 
+/// Change notifications kept for a watcher that is behind; older ones are dropped (a
+/// watcher that missed a list change re-lists anyway).
+const CHANGE_BACKLOG: usize = 64;
+
 use crate::Listener;
 
 pub(crate) struct Inner {
@@ -40,6 +44,10 @@ pub(crate) struct Inner {
     alive: AtomicBool,
     /// Set once mcpx began stopping the instance, so its exit is not reported as a crash.
     stopping: AtomicBool,
+    /// What the server says changed (list_changed, resources/updated), for whoever watches.
+    pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
+    /// Whether mcpx has asked a stateless server for its changes (one listen per instance).
+    listening: AtomicBool,
 }
 
 impl Inner {
@@ -59,6 +67,8 @@ impl Inner {
             next_id: AtomicI64::new(1),
             alive: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
+            changes: tokio::sync::broadcast::channel(CHANGE_BACKLOG).0,
+            listening: AtomicBool::new(false),
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
@@ -78,6 +88,26 @@ impl Inner {
     /// False once the process has exited or its stdout closed.
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Asks a stateless server for every kind of list change, once per instance: the
+    /// listen stays open for the life of the connection and feeds `changes`. A
+    /// handshake-era server sends its list changes unasked.
+    pub(crate) fn listen_once(self: &Arc<Self>, envelope: Value) {
+        if self.listening.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let mut params = serde_json::json!({ "notifications": {
+                "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+            }});
+            params["_meta"] = envelope;
+            if let Ok(mut waiting) = inner.start("subscriptions/listen", params, None).await {
+                let _ = (&mut waiting.reply).await;
+                waiting.done = true;
+            }
+        });
     }
 
     /// Sends a request and waits for its answer, relaying notifications about it to
@@ -279,6 +309,9 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             Message::Request { id, method, .. } => inner.answer(id, &method).await,
             Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
             Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
+            Message::Notification { method, params } if crate::is_change(&method) => {
+                let _ = inner.changes.send(crate::untagged_change(&method, params));
+            }
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }
     }

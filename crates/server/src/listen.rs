@@ -1,0 +1,70 @@
+//! `subscriptions/listen` on the wire: the acknowledgement first, then every change the
+//! caller asked for, each tagged with the listen request's id as `subscriptionId`, until
+//! the caller stops listening (closes its stream; on stdio, cancels the request) or the
+//! daemon stops, which ends the listen with a normal result so the caller can listen again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpx_gateway::{Gateway, Watch};
+use mcpx_protocol::message::{notification, result_response};
+use mcpx_protocol::meta;
+use serde_json::{Value, json};
+
+/// How often an idle listen stream gets a keep-alive comment (HTTP).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub fn acknowledgement(id: &Value, watch: &Watch) -> Value {
+    notification(
+        "notifications/subscriptions/acknowledged",
+        json!({ "_meta": { meta::SUBSCRIPTION_ID: id }, "notifications": watch.honored }),
+    )
+}
+
+/// A change, tagged for the listen it is delivered on.
+pub fn tagged(id: &Value, mut change: Value) -> Value {
+    if let Some(params) = change.get_mut("params").filter(|p| p.is_object()) {
+        meta::of_mut(params).insert(meta::SUBSCRIPTION_ID.into(), id.clone());
+    } else {
+        change["params"] = json!({ "_meta": { meta::SUBSCRIPTION_ID: id } });
+    }
+    change
+}
+
+/// The result that ends a listen gracefully.
+pub fn ended(id: &Value) -> Value {
+    result_response(
+        id,
+        json!({
+            "resultType": "complete",
+            "_meta": { meta::SUBSCRIPTION_ID: id, meta::SERVER_INFO: Gateway::server_info() },
+        }),
+    )
+}
+
+/// What a listen produces next.
+pub enum Next {
+    Frame(Value),
+    KeepAlive,
+    /// The daemon is stopping: this is the last frame.
+    End(Value),
+}
+
+/// The next thing to send on a listen, waiting as long as it takes.
+pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch, keep_alive: Option<Duration>) -> Next {
+    let tick = async {
+        match keep_alive {
+            Some(every) => tokio::time::sleep(every).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        change = watch.changes.recv() => match change {
+            Some(change) => Next::Frame(tagged(id, change)),
+            // Every upstream watched is gone: nothing more will come, end properly.
+            None => Next::End(ended(id)),
+        },
+        _ = gateway.closing() => Next::End(ended(id)),
+        _ = tick => Next::KeepAlive,
+    }
+}
