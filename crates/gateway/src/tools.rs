@@ -123,10 +123,10 @@ impl Gateway {
             }
             CALL => {
                 let call = CallArgs::read(&arguments)?;
-                self.forward_call(ctx, &call.server, &call.tool, call.arguments, caller_meta).await
+                self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
             _ => match self.exposed_owner(ctx, &name).await? {
-                Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, caller_meta).await,
+                Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, &params, caller_meta).await,
                 None => Err(RpcError::invalid_params(format!(
                     "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
                 ))),
@@ -192,9 +192,17 @@ impl Gateway {
         server: &str,
         tool: &str,
         arguments: Value,
+        caller_params: &Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<Value, RpcError> {
-        let params = json!({ "name": tool, "arguments": arguments });
+        // The caller's other params travel too (a retry's inputResponses and requestState,
+        // fields mcpx does not know); the name and arguments are the upstream tool's.
+        let mut params = caller_params.clone();
+        if let Some(p) = params.as_object_mut() {
+            p.remove("_meta");
+            p.insert("name".into(), tool.into());
+            p.insert("arguments".into(), arguments);
+        }
         match self.forward(ctx, server, "tools/call", params, caller_meta).await {
             Ok((result, _)) => Ok(result),
             Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {

@@ -133,7 +133,7 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
         .await;
     }
     let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None).await);
-    reply::frame(StatusCode::OK, format, &frame)
+    reply::frame(reply::status_for(&frame), format, &frame)
 }
 
 /// `Mcp-Method` must name the body's method; `Mcp-Name` must carry the body's tool or

@@ -121,7 +121,19 @@ enum Item {
 }
 
 fn frame_or_nothing(format: Format, frame: &Value) -> Response {
-    if frame.is_null() { accepted() } else { self::frame(StatusCode::OK, format.single(), frame) }
+    if frame.is_null() { accepted() } else { self::frame(status_for(frame), format.single(), frame) }
+}
+
+/// The HTTP status of a response frame: the errors 2026-07-28 ties to 400 get it, every
+/// other answer (results, and errors the spec leaves open) is 200.
+pub fn status_for(frame: &Value) -> StatusCode {
+    let code = frame.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
+    match code {
+        Some(mcpx_protocol::code::HEADER_MISMATCH)
+        | Some(mcpx_protocol::code::MISSING_REQUIRED_CLIENT_CAPABILITY)
+        | Some(mcpx_protocol::code::UNSUPPORTED_PROTOCOL_VERSION) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
 }
 
 /// Aborts the request's task when the caller goes away first.
