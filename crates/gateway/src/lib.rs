@@ -34,7 +34,7 @@ pub use context::CallContext;
 pub use identity::{Identity, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
-pub use mcpx_upstream::{LOG_LEVELS, Listener};
+pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use settings::Settings;
 pub use watch::Watch;
 
@@ -149,6 +149,7 @@ impl Gateway {
             "prompts/list" => self.list_prompts(ctx).await,
             "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
+            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(ctx, method, params).await.map(Answer::uncached),
             _ => Err(RpcError::method_not_found(method)),
         }
     }

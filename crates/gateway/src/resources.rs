@@ -65,6 +65,24 @@ impl Gateway {
         Ok(Answer { result, cache })
     }
 
+    /// A handshake-era `resources/subscribe` or `unsubscribe`, passed to the instance that
+    /// owns the resource.
+    pub(crate) async fn subscribe(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Value, RpcError> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+            return Err(RpcError::invalid_params(format!("{method}: \"uri\" must be a string")));
+        };
+        let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
+            return Err(not_found(&uri));
+        };
+        let mut upstream_params = params.clone();
+        if let Some(p) = upstream_params.as_object_mut() {
+            p.remove("_meta");
+            p.insert("uri".into(), original.into());
+        }
+        let forwarded = self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params));
+        forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e)
+    }
+
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
     /// a server that keeps its own names is found by its listing, then its templates.
     pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mcpx_gateway::{Answer, CallContext, Gateway, LOG_LEVELS, Listener};
+use mcpx_gateway::{Answer, Ask, CallContext, Gateway, LOG_LEVELS, Listener};
 use mcpx_protocol::shape::{shape_error, shape_result};
 use mcpx_protocol::{RequestId, RpcError, meta};
 use serde_json::Value;
@@ -31,9 +31,11 @@ pub fn progress_token(params: &Value) -> Option<Value> {
 
 /// Who hears about a request while it runs, when its caller can receive notifications
 /// through `notify`: progress if it sent a token; log messages at the level a 2026 caller
-/// names in `_meta` (none without it), or all that a handshake-era upstream sends to a
-/// handshake-era session. A level that is not a log level is -32602.
-pub fn listener(params: &Value, notify: Option<&Notify>, legacy: bool) -> Result<Option<Listener>, RpcError> {
+/// names in `_meta` (none without it), or all that an upstream sends to a handshake-era
+/// caller, which can also be asked questions (`ask`). A level that is not a log level
+/// is -32602.
+pub fn listener(params: &Value, notify: Option<&Notify>, ask: Option<Ask>) -> Result<Option<Listener>, RpcError> {
+    let legacy = ask.is_some();
     let log_level = if legacy {
         Some(LOG_LEVELS[0].to_owned())
     } else {
@@ -51,8 +53,8 @@ pub fn listener(params: &Value, notify: Option<&Notify>, legacy: bool) -> Result
     };
     let Some(notify) = notify else { return Ok(None) };
     let progress_token = progress_token(params);
-    if progress_token.is_none() && log_level.is_none() {
+    if progress_token.is_none() && log_level.is_none() && ask.is_none() {
         return Ok(None);
     }
-    Ok(Some(Listener { progress_token, log_level, notify: notify.clone() }))
+    Ok(Some(Listener { progress_token, log_level, notify: notify.clone(), ask }))
 }

@@ -11,6 +11,7 @@ use mcpx_protocol::{Era, Message, Revision, RpcError};
 use serde_json::{Value, json};
 
 use crate::dispatch::{self, Notify};
+use crate::questions::Questions;
 use crate::http::Front;
 use crate::reply::{self, Format};
 use crate::session::Session;
@@ -22,6 +23,8 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub struct Negotiated {
     pub revision: Revision,
     pub capabilities: Value,
+    /// Questions from upstreams this caller has open.
+    pub questions: std::sync::Arc<Questions>,
 }
 
 impl Negotiated {
@@ -32,7 +35,7 @@ impl Negotiated {
         let revision =
             asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
         let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
-        Negotiated { revision, capabilities }
+        Negotiated { revision, capabilities, questions: Default::default() }
     }
 }
 
@@ -74,7 +77,13 @@ pub async fn answer(
 ) -> Reply {
     let (id, method, params) = match Message::classify(frame) {
         Ok(Message::Request { id, method, params }) => (id.to_value(), method, params),
-        Ok(_) => return Reply::Nothing,
+        Ok(Message::Response { id, outcome }) => {
+            if !negotiated.questions.answer(&id, outcome) {
+                tracing::debug!(?id, "a response to no open question");
+            }
+            return Reply::Nothing;
+        }
+        Ok(Message::Notification { .. }) => return Reply::Nothing,
         Err(invalid) => return Reply::Invalid(error_response(invalid.id.as_ref(), &invalid.error)),
     };
     let outcome = match method.as_str() {
@@ -87,7 +96,9 @@ pub async fn answer(
         },
         _ => {
             let identity = gateway.identity(&params, transport);
-            match dispatch::listener(&params, notify, true) {
+            let expiry = gateway.settings().config().timeouts.request;
+            let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
+            match dispatch::listener(&params, notify, ask) {
                 Ok(listener) => {
                     let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
                         .with_listener(listener);

@@ -82,7 +82,7 @@ pub async fn answer(
     notify: Option<&Notify>,
 ) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
-    let listener = dispatch::listener(&params, notify, false)?;
+    let listener = dispatch::listener(&params, notify, None)?;
     let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities).with_listener(listener);
     if method == "server/discover" {
         dispatch::shaped(Ok(gateway.discover(&supported_versions())), &ctx, method)

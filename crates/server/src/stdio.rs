@@ -117,8 +117,12 @@ impl Stream {
             Err(invalid) => self.send(error_response(invalid.id.as_ref(), &invalid.error)).await,
             Ok(Message::Request { id, method, params }) => self.request(id, method, params).await,
             Ok(Message::Notification { method, params }) => self.notification(&method, &params),
-            // mcpx sends no requests to a stdio client yet, so there is nothing to match.
-            Ok(Message::Response { .. }) => {}
+            // The answer to a question an upstream asked this client.
+            Ok(Message::Response { id, outcome }) => {
+                if let Some(negotiated) = &self.negotiated {
+                    negotiated.questions.answer(&id, outcome);
+                }
+            }
         }
     }
 

@@ -256,12 +256,20 @@ impl HttpConn {
                 }
                 None
             }
-            // Requests from the server (sampling, elicitation, roots) are not relayed yet:
-            // refuse them so the server does not wait forever.
-            Message::Request { id, method, .. } => {
-                let refusal = message::error_response(Some(&id.to_value()), &RpcError::method_not_found(&method));
+            // A question on our request's stream is for our caller, when it can be asked;
+            // otherwise it is refused, so the server does not wait forever.
+            Message::Request { id, method, params } => {
+                let outcome = match listener.and_then(|l| l.ask.clone()) {
+                    Some(ask) if method != "ping" => ask(method.clone(), params).await,
+                    _ if method == "ping" => Ok(json!({})),
+                    _ => Err(RpcError::method_not_found(&method)),
+                };
+                let reply = match outcome {
+                    Ok(result) => message::result_response(&id.to_value(), result),
+                    Err(e) => message::error_response(Some(&id.to_value()), &e),
+                };
                 let revision = (self.era == Era::Legacy).then_some(self.revision);
-                let _ = self.send(&refusal, "", None, revision).await;
+                let _ = self.send(&reply, "", None, revision).await;
                 None
             }
             Message::Response { .. } => None,

@@ -44,7 +44,15 @@ pub struct Listener {
     pub progress_token: Option<Value>,
     pub log_level: Option<String>,
     pub notify: std::sync::Arc<dyn Fn(Value) + Send + Sync>,
+    /// How to put a question from a handshake-era upstream (`sampling/createMessage`,
+    /// `elicitation/create`, `roots/list`) to the caller, when the caller can be asked.
+    pub ask: Option<Ask>,
 }
+
+/// Puts a server→client request (method, params) to a caller and resolves to its answer.
+pub type Ask = std::sync::Arc<
+    dyn Fn(String, Value) -> std::pin::Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>> + Send + Sync,
+>;
 
 /// Notifications that say something changed on the server, as opposed to notifications
 /// about one request.

@@ -228,16 +228,31 @@ impl Inner {
         }
     }
 
-    /// Answers a request the upstream sent to mcpx. Only `ping` is answered for now; the
-    /// rest are refused so the upstream never waits forever.
-    async fn answer(&self, id: RequestId, method: &str) {
-        let reply = if method == "ping" {
-            message::result_response(&id.to_value(), json!({}))
-        } else {
-            let e = RpcError::method_not_found(method);
-            message::error_response(Some(&id.to_value()), &e)
+    /// Answers a request the upstream sent to mcpx: `ping` at once; a question for the
+    /// caller (sampling, elicitation, roots) put to a caller that can answer it. A stdio
+    /// request names no request of ours, so the question goes to the oldest request in
+    /// flight whose caller can be asked; with none, it is refused, so the upstream never
+    /// waits forever.
+    fn answer(self: &Arc<Self>, id: RequestId, method: String, params: Value) {
+        let asker = {
+            let listeners = self.listeners.lock().expect("listeners lock");
+            let mut askers: Vec<_> = listeners.iter().filter_map(|(n, l)| l.ask.clone().map(|a| (*n, a))).collect();
+            askers.sort_by_key(|(n, _)| *n);
+            askers.into_iter().next().map(|(_, a)| a)
         };
-        let _ = self.write(&reply).await;
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let outcome = match (method.as_str(), asker) {
+                ("ping", _) => Ok(json!({})),
+                (_, Some(ask)) => ask(method.clone(), params).await,
+                (_, None) => Err(RpcError::method_not_found(&method)),
+            };
+            let reply = match outcome {
+                Ok(result) => message::result_response(&id.to_value(), result),
+                Err(e) => message::error_response(Some(&id.to_value()), &e),
+            };
+            let _ = inner.write(&reply).await;
+        });
     }
 }
 
@@ -306,7 +321,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
                 }
             }
             Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
-            Message::Request { id, method, .. } => inner.answer(id, &method).await,
+            Message::Request { id, method, params } => inner.answer(id, method, params),
             Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
             Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
             Message::Notification { method, params } if crate::is_change(&method) => {
