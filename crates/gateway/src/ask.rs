@@ -8,6 +8,9 @@
 //! mcpx checks all of it: a state that was tampered with, has expired, comes from another
 //! session or belongs to another request is refused with -32602; a good one sends the
 //! retry to the same instance with the upstream's own state.
+//!
+//! A handshake-era caller cannot take `input_required`; for it the gateway asks each
+//! question as a real request on the caller's session and retries on its behalf.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,6 +27,13 @@ use crate::scope::InstanceKey;
 
 /// The methods that may answer `input_required`.
 pub const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// Most rounds of questions mcpx answers for one handshake-era caller's request.
+pub const MAX_ROUNDS: usize = 8;
+
+pub fn is_input_required(result: &Value) -> bool {
+    result.get("resultType").and_then(Value::as_str) == Some("input_required")
+}
 
 /// Fields of a retry that are not part of the original request.
 const RETRY_FIELDS: [&str; 3] = ["_meta", "inputResponses", "requestState"];

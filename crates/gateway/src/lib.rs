@@ -203,23 +203,74 @@ impl Gateway {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         let upstream = lease.upstream();
-        match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
-            Ok(mut result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
-                let Some(original) = original.filter(|_| ctx.revision.era() == mcpx_protocol::Era::Modern) else {
-                    let e = RpcError::internal(format!(
-                        "server {server:?} needs input from the caller, which mcpx cannot ask a handshake-era caller for yet"
-                    ));
-                    return Err((e, Some(lease)));
-                };
+        let sent = may_ask.then(|| params.clone());
+        let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
+            Ok(result) => result,
+            Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),
+            Err(e) => return Err((e.to_rpc(), Some(lease))),
+        };
+        if !ask::is_input_required(&result) {
+            return Ok((result, lease));
+        }
+        match (original, sent) {
+            // A stateless caller answers the questions itself and retries with mcpx's state.
+            (Some(original), _) if ctx.revision.era() == mcpx_protocol::Era::Modern => {
                 let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
                 let lifetime = self.settings.config().timeouts.input_required;
                 result["requestState"] = self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
                 Ok((result, lease))
             }
-            Ok(result) => Ok((result, lease)),
-            Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
-            Err(e) => Err((e.to_rpc(), Some(lease))),
+            // A handshake-era caller is asked on its session, and mcpx retries for it.
+            (_, Some(sent)) => match self.ask_for_caller(ctx, &lease, method, sent, result).await {
+                Ok(result) => Ok((result, lease)),
+                Err(e) => Err((e, Some(lease))),
+            },
+            _ => Err((RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))),
         }
+    }
+
+    /// Answers an upstream's `input_required` for a handshake-era caller: each question is
+    /// put to the caller as a real request on its session, then the upstream is asked again
+    /// with the answers (and its state), for as many rounds as it takes, up to a bound.
+    async fn ask_for_caller(
+        &self,
+        ctx: &CallContext,
+        lease: &Lease,
+        method: &str,
+        sent: Value,
+        mut result: Value,
+    ) -> Result<Value, RpcError> {
+        let Some(ask) = ctx.listener.as_ref().and_then(|l| l.ask.clone()) else {
+            return Err(RpcError::internal(format!(
+                "server {:?} needs answers from the client, but this request's connection cannot carry questions (send Accept: text/event-stream)",
+                lease.key().server
+            )));
+        };
+        for _ in 0..ask::MAX_ROUNDS {
+            if !ask::is_input_required(&result) {
+                return Ok(result);
+            }
+            let mut answers = Map::new();
+            for (key, question) in result.get("inputRequests").and_then(Value::as_object).into_iter().flatten() {
+                let asked = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let params = question.get("params").cloned().unwrap_or_else(|| json!({}));
+                answers.insert(key.clone(), ask(asked, params).await?);
+            }
+            let mut retry = sent.clone();
+            retry["inputResponses"] = Value::Object(answers);
+            match result.get("requestState") {
+                Some(state) => retry["requestState"] = state.clone(),
+                None => {
+                    retry.as_object_mut().map(|r| r.remove("requestState"));
+                }
+            }
+            result = lease
+                .upstream()
+                .request_reporting(method, retry, &ctx.client_capabilities, ctx.listener.clone())
+                .await
+                .map_err(|e| e.to_rpc())?;
+        }
+        Err(RpcError::internal(format!("{method} still needed input after {} rounds", ask::MAX_ROUNDS)))
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:

@@ -74,13 +74,21 @@ impl Gateway {
         let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
             return Err(not_found(&uri));
         };
+        // A stateless upstream has no resources/subscribe: the subscription is taken, but
+        // its updates are not relayed to a handshake-era session yet.
+        let lease = self.lease(ctx, &server).await?;
+        if lease.upstream().facts().era == mcpx_protocol::Era::Modern {
+            return Ok(json!({}));
+        }
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
             p.insert("uri".into(), original.into());
         }
         let forwarded = self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params));
-        forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e)
+        let answer = forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e);
+        drop(lease);
+        answer
     }
 
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
