@@ -6,14 +6,14 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::paths;
-use crate::process::{TempDir, poll};
+use crate::home::{Home, pretty, tail};
+use crate::process::{poll, signal};
 
 /// How long a daemon may take to write `daemon.json`.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -26,10 +26,12 @@ const RELOADED: &str = "config reloaded";
 
 pub struct Daemon {
     child: Option<Child>,
-    dir: TempDir,
-    config_path: PathBuf,
+    /// Extra environment the daemon was started with (kept for `restart`).
+    env: Vec<(String, String)>,
     stderr_path: PathBuf,
     state: Value,
+    /// Declared last: dropped after the child is stopped.
+    home: Home,
 }
 
 impl Daemon {
@@ -43,64 +45,96 @@ impl Daemon {
     /// As [`Daemon::start`], with extra environment variables for the daemon.
     #[track_caller]
     pub fn start_with_env(config: &Value, env: &[(&str, &str)]) -> Daemon {
-        let dir = TempDir::new();
-        let config_dir = dir.path().join("config");
-        let state_dir = dir.path().join("state");
-        for d in [&config_dir, &state_dir] {
-            std::fs::create_dir_all(d)
-                .unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
-        }
-        let config_path = config_dir.join("mcpx.json");
-        std::fs::write(&config_path, pretty(config)).expect("write the config file");
-        let stderr_path = dir.path().join("daemon.stderr");
-        let stdout_path = dir.path().join("daemon.stdout");
+        let home = Home::new(config);
+        let stderr_path = home.root().join("daemon.stderr");
+        let mut daemon = Daemon {
+            child: None,
+            env: env
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+            stderr_path,
+            state: Value::Null,
+            home,
+        };
+        daemon.spawn();
+        daemon
+    }
 
-        let mut command = Command::new(paths::mcpx());
+    /// Starts the daemon process in this home and waits for its `daemon.json`.
+    #[track_caller]
+    fn spawn(&mut self) {
+        let stdout_path = self.home.root().join("daemon.stdout");
+        let mut command = self.home.mcpx();
         command
             .arg("daemon")
             .arg("--config")
-            .arg(&config_path)
+            .arg(self.home.config_path())
             .args(["--port", "0"])
-            .current_dir(dir.path())
-            .env("MCPX_STATE_DIR", &state_dir)
-            .env_remove("MCPX_CONFIG")
-            .stdin(Stdio::null())
             .stdout(File::create(&stdout_path).expect("create the daemon's stdout file"))
-            .stderr(File::create(&stderr_path).expect("create the daemon's stderr file"));
-        for (name, value) in env {
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.stderr_path)
+                    .expect("open the daemon's stderr file"),
+            );
+        for (name, value) in &self.env {
             command.env(name, value);
         }
         let child = command
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::mcpx().display()));
+            .unwrap_or_else(|e| panic!("cannot start mcpx daemon: {e}"));
+        let pid = child.id();
+        self.child = Some(child);
 
-        let mut daemon = Daemon {
-            child: Some(child),
-            dir,
-            config_path,
-            stderr_path,
-            state: Value::Null,
-        };
-        let state_file = daemon.state_file();
+        let state_file = self.state_file();
         let state = poll(START_TIMEOUT, || {
-            if let Ok(Some(status)) = daemon.child.as_mut().expect("child").try_wait() {
+            if let Ok(Some(status)) = self.child.as_mut().expect("child").try_wait() {
                 panic!(
                     "the daemon exited with {status} before listening; stderr:\n{}",
-                    daemon.stderr()
+                    self.stderr()
                 );
             }
             let text = std::fs::read_to_string(&state_file).ok()?;
             let state: Value = serde_json::from_str(&text).ok()?;
-            state["url"].is_string().then_some(state)
+            // After a SIGKILL the old record is still there: wait for this daemon's own.
+            (state["url"].is_string() && state["pid"] == pid).then_some(state)
         });
-        daemon.state = state.unwrap_or_else(|| {
+        self.state = state.unwrap_or_else(|| {
             panic!(
                 "the daemon did not write {} within {START_TIMEOUT:?}; stderr:\n{}",
                 state_file.display(),
-                daemon.stderr()
+                self.stderr()
             )
         });
-        daemon
+    }
+
+    /// Starts a new daemon for the same home (config, state dir and environment) after
+    /// this one was stopped or killed; waits until it is listening.
+    #[track_caller]
+    pub fn restart(&mut self) {
+        assert!(
+            self.child.is_none(),
+            "restart() needs the daemon stopped or killed first"
+        );
+        self.spawn();
+    }
+
+    /// SIGKILLs the daemon (no cleanup of its own) and reaps it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the daemon was already stopped");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The home the daemon runs for: its state dir, config, CLI and `/v1` over the socket.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.home.state_dir()
     }
 
     /// The `/mcp` endpoint, from `daemon.json`.
@@ -115,7 +149,7 @@ impl Daemon {
 
     /// `<MCPX_STATE_DIR>/daemon.json`.
     pub fn state_file(&self) -> PathBuf {
-        self.dir.path().join("state").join("daemon.json")
+        self.home.state_dir().join("daemon.json")
     }
 
     /// The daemon's process id.
@@ -124,7 +158,7 @@ impl Daemon {
     }
 
     pub fn config_path(&self) -> &Path {
-        &self.config_path
+        self.home.config_path()
     }
 
     /// Everything the daemon has logged so far.
@@ -140,7 +174,7 @@ impl Daemon {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let before = self.stderr().matches(RELOADED).count();
         let dir = self
-            .config_path
+            .config_path()
             .parent()
             .expect("the config file has a directory");
         let temp = dir.join(format!(
@@ -148,7 +182,7 @@ impl Daemon {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::write(&temp, pretty(config)).expect("write the new config");
-        std::fs::rename(&temp, &self.config_path).expect("rename the new config into place");
+        std::fs::rename(&temp, self.config_path()).expect("rename the new config into place");
         poll(RELOAD_TIMEOUT, || {
             (self.stderr().matches(RELOADED).count() > before).then_some(())
         })
@@ -185,25 +219,10 @@ impl Drop for Daemon {
             }
         }
         if std::thread::panicking() {
-            let log = self.stderr();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(80)..];
             eprintln!(
-                "---- mcpx daemon stderr (last {} lines) ----\n{}\n----",
-                tail.len(),
-                tail.join("\n")
+                "---- mcpx daemon stderr (last 80 lines) ----\n{}\n----",
+                tail(&self.stderr(), 80)
             );
         }
     }
-}
-
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) on a child we spawned and have not reaped, so the pid is still ours.
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
-    }
-}
-
-fn pretty(config: &Value) -> String {
-    serde_json::to_string_pretty(config).expect("a JSON value serializes")
 }

@@ -30,16 +30,23 @@ pub struct Whoami {
     /// `tools/call` requests this process has answered, this one included.
     pub calls: u64,
     pub era: String,
+    /// The process's working directory.
+    pub cwd: Option<String>,
 }
 
 impl Whoami {
     /// Reads a successful `whoami` result (relayed verbatim through `mcpx_call`).
     #[track_caller]
     pub fn of(reply: &Reply) -> Whoami {
-        let s = reply.structured();
+        Whoami::from_structured(reply.structured())
+    }
+
+    /// Reads the `structuredContent` of a `whoami` result, however it arrived.
+    #[track_caller]
+    pub fn from_structured(s: &Value) -> Whoami {
         let field = |name: &str| {
             s.get(name)
-                .unwrap_or_else(|| panic!("whoami without {name:?}:\n{reply}"))
+                .unwrap_or_else(|| panic!("whoami without {name:?}: {s}"))
         };
         Whoami {
             instance: field("instance")
@@ -49,6 +56,7 @@ impl Whoami {
             pid: field("pid").as_u64().expect("pid is a number") as u32,
             calls: field("calls").as_u64().expect("calls is a number"),
             era: field("era").as_str().unwrap_or_default().to_owned(),
+            cwd: s["cwd"].as_str().map(str::to_owned),
         }
     }
 }

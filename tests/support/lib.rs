@@ -8,12 +8,18 @@
 pub mod client;
 pub mod daemon;
 pub mod fixtures;
+pub mod git;
+pub mod home;
 pub mod paths;
 pub mod process;
 pub mod python;
 pub mod schema;
+pub mod serve;
+pub mod socket;
 
 pub use client::{LegacySession, Modern, Reply, assert_serving};
 pub use daemon::Daemon;
+pub use home::{CliRun, Home};
+pub use serve::{Answer, Serve};
 pub use fixtures::{Whoami, config, fakemcp};
-pub use process::{poll, processes_with, tag, wait_until_gone};
+pub use process::{alive, poll, processes_with, tag, wait_for_exit, wait_until_gone};

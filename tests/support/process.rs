@@ -92,3 +92,70 @@ impl Drop for TempDir {
         }
     }
 }
+
+/// Whether `pid` is a live process (a zombie, dead but not yet reaped, is not).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name, which may contain spaces.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Sends `signal` to `pid`. Only for processes this test started (directly or through
+/// the product), found by their tag, their state dir or their child handle.
+pub fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory effects; a stale pid at worst gets ESRCH.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// Waits until `pid` is no longer alive; whether it went within `timeout`.
+pub fn wait_for_exit(pid: u32, timeout: Duration) -> bool {
+    poll(timeout, || (!alive(pid)).then_some(())).is_some()
+}
+
+/// Live `mcpx daemon` processes whose environment names `state_dir` as `MCPX_STATE_DIR`:
+/// the daemons serving that directory, however they were started.
+pub fn daemons_for(state_dir: &Path) -> Vec<u32> {
+    let wanted = {
+        let mut v = b"MCPX_STATE_DIR=".to_vec();
+        v.extend_from_slice(state_dir.as_os_str().as_encoded_bytes());
+        v
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let is_daemon = args.first().is_some_and(|a| a.ends_with(b"mcpx"))
+                && args.get(1).is_some_and(|a| *a == b"daemon");
+            if !is_daemon || !alive(pid) {
+                return None;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var == wanted.as_slice())
+                .then_some(pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// A free TCP port on the loopback interface (free when this returns; a test binds it
+/// soon after, so a collision is unlikely and shows up as a start failure, not a wrong
+/// result).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("a local address").port()
+}

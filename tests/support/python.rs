@@ -129,3 +129,108 @@ pub fn assert_berlin_time(out: &Value) {
         "Berlin is UTC+1 or UTC+2, got {datetime}: {out}"
     );
 }
+
+/// `tests/python/http_server.py`: a real Python-SDK MCP server over Streamable HTTP on a
+/// free loopback port, killed on drop.
+pub struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: crate::process::TempDir,
+}
+
+impl HttpServer {
+    /// Starts the server and waits (up to 30 s) until it accepts connections.
+    #[track_caller]
+    pub fn start() -> HttpServer {
+        let python = venv_bin("python");
+        let script = paths::repo_root().join("tests/python/http_server.py");
+        let dir = crate::process::TempDir::new();
+        let log = dir.path().join("http_server.log");
+        let port = crate::process::free_port();
+        let file = std::fs::File::create(&log).expect("create the server log");
+        let child = Command::new(python)
+            .arg(&script)
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().expect("clone the log file"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", script.display()));
+        let mut server = HttpServer {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        let up = crate::process::poll(std::time::Duration::from_secs(30), || {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("http_server.py exited with {status}:\n{}", server.log());
+            }
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+        });
+        assert!(
+            up.is_some(),
+            "http_server.py did not listen on {port} within 30 s:\n{}",
+            server.log()
+        );
+        server
+    }
+
+    /// Its MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- http_server.py log ----\n{}\n----", self.log());
+        }
+    }
+}
+
+/// Runs `mcp_client.py --command "<command>" --mode <mode> --tool <tool> --args <arguments>`
+/// with `env` added to its environment (the SDK passes its whole environment to the
+/// command it launches) and returns its JSON line; panics with its stderr when it fails.
+#[track_caller]
+pub fn sdk_stdio_client(
+    command: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    mode: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Value {
+    let script = paths::repo_root().join("tests/python/mcp_client.py");
+    let mut process = Command::new(venv_bin("python"));
+    process
+        .arg(&script)
+        .args(["--command", command, "--mode", mode, "--tool", tool, "--timeout", "30"])
+        .arg("--args")
+        .arg(arguments.to_string())
+        .env_remove("MCPX_SESSION_ID")
+        .env_remove("MCPX_CONFIG");
+    for (name, value) in env {
+        process.env(name, value);
+    }
+    let output = process
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Python SDK client ({mode}, over stdio) failed with {}:\n{stderr}\nstdout: {stdout}",
+        output.status
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("the Python SDK client printed no JSON ({e}): {stdout}\nstderr:\n{stderr}")
+    })
+}

@@ -4,5 +4,6 @@ mod gateway_tools;
 mod interop;
 mod lifecycle;
 mod scopes;
+mod serve;
 mod transport;
 mod upstream;
