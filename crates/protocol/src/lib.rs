@@ -11,6 +11,7 @@ pub mod error;
 pub mod header;
 pub mod message;
 pub mod meta;
+pub mod param_headers;
 pub mod revision;
 pub mod shape;
 

@@ -14,6 +14,9 @@ use std::sync::{Arc, OnceLock};
 use bytes::BytesMut;
 use futures::StreamExt;
 use mcpx_protocol::message::{self, Message, RequestId};
+use std::collections::HashMap;
+
+use mcpx_protocol::param_headers::{self, ParamHeader};
 use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -30,6 +33,9 @@ pub(crate) struct HttpConn {
     /// The handshake-era session the server minted, if it did.
     session: tokio::sync::Mutex<Option<String>>,
     next_id: AtomicI64,
+    /// Each listed tool's arguments mirrored into `Mcp-Param-*` headers (2026 only); `None`
+    /// until the tools were first listed.
+    param_headers: std::sync::Mutex<Option<HashMap<String, Vec<ParamHeader>>>>,
 }
 
 /// One reply, read to the end of the answer to our request.
@@ -68,6 +74,7 @@ impl HttpConn {
             revision: Revision::LATEST_MODERN,
             session: tokio::sync::Mutex::new(None),
             next_id: AtomicI64::new(1),
+            param_headers: std::sync::Mutex::new(None),
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
@@ -122,6 +129,10 @@ impl HttpConn {
         if listener.as_ref().is_some_and(|l| l.progress_token.is_some()) {
             meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), format!("mcpx-{id}").into());
         }
+        if method == "tools/call" && self.era == Era::Modern && self.param_headers.lock().expect("headers lock").is_none() {
+            // The headers a call needs come from the tool's listing: list once first.
+            let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
+        }
         for attempt in 0..2 {
             match self.exchange(id, method, params.clone(), listener.as_ref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
@@ -151,6 +162,44 @@ impl HttpConn {
         let frame = message::request(&RequestId::Number(id), method, params);
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(&frame, method, frame.get("params"), revision).await?;
+        let outcome = self.read_reply(id, method, response, listener).await?;
+        if method == "tools/list" && self.era == Era::Modern {
+            if let Outcome::Answer(Ok(mut result)) = outcome {
+                self.learn_param_headers(&mut result);
+                return Ok(Outcome::Answer(Ok(result)));
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Drops listed tools whose `x-mcp-header` annotations break the rules, as a client
+    /// must, and remembers which arguments the others mirror into headers.
+    fn learn_param_headers(&self, result: &mut Value) {
+        let Some(Value::Array(tools)) = result.get_mut("tools") else { return };
+        let mut known = self.param_headers.lock().expect("headers lock");
+        let map = known.get_or_insert_with(HashMap::new);
+        tools.retain(|tool| {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            match param_headers::of_tool(tool.get("inputSchema").unwrap_or(&Value::Null)) {
+                Ok(headers) => {
+                    map.insert(name.to_owned(), headers);
+                    true
+                }
+                Err(reason) => {
+                    tracing::warn!(server = self.server, tool = name, "left out of the tool list: {reason}");
+                    false
+                }
+            }
+        });
+    }
+
+    async fn read_reply(
+        &self,
+        id: i64,
+        method: &str,
+        response: reqwest::Response,
+        listener: Option<&Listener>,
+    ) -> Result<Outcome, UpstreamError> {
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND && self.session.lock().await.is_some() {
             return Ok(Outcome::SessionGone);
@@ -199,6 +248,15 @@ impl HttpConn {
                 };
                 if let Some(name) = named.and_then(Value::as_str) {
                     request = request.header("mcp-name", header::encode(name));
+                    if method == "tools/call" {
+                        let arguments = params.and_then(|p| p.get("arguments")).unwrap_or(&Value::Null);
+                        let known = self.param_headers.lock().expect("headers lock");
+                        for mirrored in known.as_ref().and_then(|m| m.get(name)).into_iter().flatten() {
+                            if let Some(value) = param_headers::value(arguments, &mirrored.path) {
+                                request = request.header(format!("mcp-param-{}", mirrored.name), value);
+                            }
+                        }
+                    }
                 }
             }
         }
