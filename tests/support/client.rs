@@ -632,3 +632,88 @@ pub fn assert_serving(url: &str) {
         "tools/list has no tools:\n{tools}"
     );
 }
+
+/// The answer to a plain (non-MCP) HTTP request, e.g. to the `/v1` API over TCP.
+pub struct PlainReply {
+    pub status: u16,
+    /// Header names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl PlainReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("the body is not JSON ({e}):\n{self}"))
+    }
+}
+
+impl fmt::Display for PlainReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "HTTP {}", self.status)?;
+        for (name, value) in &self.headers {
+            writeln!(f, "{name}: {value}")?;
+        }
+        write!(f, "\n{}", self.body)
+    }
+}
+
+impl fmt::Debug for PlainReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// One HTTP request whose answer is not MCP (so no frame is schema-checked).
+#[track_caller]
+pub fn plain(
+    http_method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> PlainReply {
+    let method = reqwest::Method::from_bytes(http_method.as_bytes()).expect("an HTTP method");
+    let mut request = http().request(method, url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("Content-Type", "application/json")
+            .body(body.to_owned());
+    }
+    let response = request
+        .send()
+        .unwrap_or_else(|e| panic!("{http_method} {url} failed: {e:?}"));
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = response.text().unwrap_or_default();
+    PlainReply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The daemon's base URL (`http://127.0.0.1:PORT`) from its `/mcp` URL.
+pub fn base_url(mcp_url: &str) -> &str {
+    mcp_url.strip_suffix("/mcp").unwrap_or(mcp_url)
+}

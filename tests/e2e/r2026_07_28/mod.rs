@@ -1,5 +1,6 @@
 //! MCP 2026-07-28 (stateless era), plus daemon behaviour observed through modern requests.
 
+mod access;
 mod gateway_tools;
 mod git_scopes;
 mod interop;
