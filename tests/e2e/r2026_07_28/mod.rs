@@ -1,6 +1,7 @@
 //! MCP 2026-07-28 (stateless era), plus daemon behaviour observed through modern requests.
 
 mod access;
+mod cli;
 mod gateway_tools;
 mod git_scopes;
 mod interop;
