@@ -31,6 +31,17 @@ pub const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 /// Most rounds of questions mcpx answers for one handshake-era caller's request.
 pub const MAX_ROUNDS: usize = 8;
 
+/// Whether a caller with these capabilities can be asked a question of this kind.
+pub fn caller_can_answer(capabilities: &Value, method: &str) -> bool {
+    let needed = match method {
+        "sampling/createMessage" => "sampling",
+        "elicitation/create" => "elicitation",
+        "roots/list" => "roots",
+        _ => return false,
+    };
+    capabilities.get(needed).is_some_and(|c| !c.is_null())
+}
+
 pub fn is_input_required(result: &Value) -> bool {
     result.get("resultType").and_then(Value::as_str) == Some("input_required")
 }

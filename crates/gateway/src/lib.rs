@@ -9,6 +9,7 @@
 mod ask;
 pub mod config;
 pub mod context;
+mod held;
 pub mod identity;
 pub mod invocation;
 pub mod naming;
@@ -34,6 +35,7 @@ pub use context::CallContext;
 pub use identity::{Identity, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
+pub use ask::caller_can_answer;
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use settings::Settings;
 pub use watch::Watch;
@@ -61,6 +63,7 @@ pub struct Gateway {
     pool: Pool,
     scoper: scope::Scoper,
     asks: ask::Asks,
+    parking: held::Parking,
     reaper: tokio::task::JoinHandle<()>,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
@@ -80,7 +83,7 @@ impl Gateway {
                     gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(definition));
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
@@ -180,13 +183,21 @@ impl Gateway {
         method: &str,
         mut params: Value,
         caller_meta: Option<Map<String, Value>>,
-    ) -> Result<(Value, Lease), (RpcError, Option<Lease>)> {
-        // A retry after `input_required` goes back to the instance that asked.
+    ) -> Result<Value, (RpcError, Option<Lease>)> {
+        // A retry after `input_required` goes back to the instance (or the call) that asked.
         let may_ask = ask::METHODS.contains(&method);
         let original = may_ask.then(|| params.clone());
         let mut resume_at = None;
         if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask) {
             let resume = self.asks.open(state, server, ctx, method, &params).map_err(|e| (e, None))?;
+            if let Some(token) = resume.upstream_state.as_ref().and_then(|s| s.get(held::HELD_KEY)).and_then(Value::as_str) {
+                let Some(mut held) = self.parking.take(token) else {
+                    let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
+                    return Err((e, None));
+                };
+                held.answer(params.get("inputResponses").and_then(Value::as_object));
+                return self.follow(ctx, method, original.unwrap_or_default(), held).await;
+            }
             match resume.upstream_state {
                 Some(upstream_state) => params["requestState"] = upstream_state,
                 None => {
@@ -202,7 +213,20 @@ impl Gateway {
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
-        let upstream = lease.upstream();
+        let upstream = lease.upstream().clone();
+        let modern_caller = ctx.revision.era() == mcpx_protocol::Era::Modern;
+        if modern_caller && may_ask && upstream.facts().era == mcpx_protocol::Era::Legacy {
+            // A handshake-era upstream asks inside the call: run it so it can be held open.
+            let (ask, questions) = held::Held::asker(ctx.client_capabilities.clone());
+            let listener = Listener { ask: Some(ask), ..self.quiet_listener(ctx) };
+            let capabilities = ctx.client_capabilities.clone();
+            let method_owned = method.to_owned();
+            let call = tokio::spawn(async move {
+                upstream.request_reporting(&method_owned, params, &capabilities, Some(listener)).await
+            });
+            let held = held::Held::new(call, questions, lease);
+            return self.follow(ctx, method, original.unwrap_or_default(), held).await;
+        }
         let sent = may_ask.then(|| params.clone());
         let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
             Ok(result) => result,
@@ -210,22 +234,50 @@ impl Gateway {
             Err(e) => return Err((e.to_rpc(), Some(lease))),
         };
         if !ask::is_input_required(&result) {
-            return Ok((result, lease));
+            return Ok(result);
         }
         match (original, sent) {
             // A stateless caller answers the questions itself and retries with mcpx's state.
-            (Some(original), _) if ctx.revision.era() == mcpx_protocol::Era::Modern => {
+            (Some(original), _) if modern_caller => {
                 let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
                 let lifetime = self.settings.config().timeouts.input_required;
                 result["requestState"] = self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
-                Ok((result, lease))
+                Ok(result)
             }
             // A handshake-era caller is asked on its session, and mcpx retries for it.
-            (_, Some(sent)) => match self.ask_for_caller(ctx, &lease, method, sent, result).await {
-                Ok(result) => Ok((result, lease)),
-                Err(e) => Err((e, Some(lease))),
-            },
+            (_, Some(sent)) => self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease))),
             _ => Err((RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))),
+        }
+    }
+
+    /// The caller's listener without a way to ask: progress and logs still reach it.
+    fn quiet_listener(&self, ctx: &CallContext) -> Listener {
+        match &ctx.listener {
+            Some(listener) => Listener { ask: None, ..listener.clone() },
+            None => Listener { progress_token: None, log_level: None, notify: std::sync::Arc::new(|_| {}), ask: None },
+        }
+    }
+
+    /// Follows a held call to its result, or parks it and returns its questions to the
+    /// caller as `input_required` under a sealed state that names it.
+    async fn follow(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        original: Value,
+        held: held::Held,
+    ) -> Result<Value, (RpcError, Option<Lease>)> {
+        match held.next().await {
+            held::Next::Finished(Ok(result), _) => Ok(result),
+            held::Next::Finished(Err(UpstreamError::Rpc(e)), lease) => Err((e, Some(lease))),
+            held::Next::Finished(Err(e), lease) => Err((e.to_rpc(), Some(lease))),
+            held::Next::Asks(requests, held) => {
+                let lifetime = self.settings.config().timeouts.input_required;
+                let key = held.lease.key().clone();
+                let token = self.parking.park(held, std::time::Instant::now() + lifetime);
+                let state = self.asks.seal(&key, ctx, method, &original, Some(json!({ held::HELD_KEY: token })), lifetime);
+                Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
+            }
         }
     }
 

@@ -37,7 +37,7 @@ impl Gateway {
             p.insert("name".into(), original.into());
         }
         let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
-        forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e)
+        forwarded.await.map_err(|(e, _)| e)
     }
 
     pub(crate) async fn complete(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
@@ -69,7 +69,7 @@ impl Gateway {
             p["ref"][field] = original.into();
         }
         let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, invocation::forwarded_meta(&params));
-        let answer = forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e);
+        let answer = forwarded.await.map_err(|(e, _)| e);
         drop(lease);
         answer
     }

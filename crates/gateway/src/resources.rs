@@ -38,7 +38,7 @@ impl Gateway {
             p.remove("_meta");
             p.insert("uri".into(), original.clone().into());
         }
-        let (mut result, _lease) = self
+        let mut result = self
             .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
             .await
             .map_err(|(e, _)| match e.code {
@@ -86,7 +86,7 @@ impl Gateway {
             p.insert("uri".into(), original.into());
         }
         let forwarded = self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params));
-        let answer = forwarded.await.map(|(result, _)| result).map_err(|(e, _)| e);
+        let answer = forwarded.await.map_err(|(e, _)| e);
         drop(lease);
         answer
     }

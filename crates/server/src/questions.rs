@@ -50,13 +50,7 @@ impl Questions {
     pub fn asker(self: &Arc<Self>, notify: Notify, capabilities: Value, expiry: Duration) -> Ask {
         let questions = self.clone();
         Arc::new(move |method: String, params: Value| {
-            let needed = match method.as_str() {
-                "sampling/createMessage" => "sampling",
-                "elicitation/create" => "elicitation",
-                "roots/list" => "roots",
-                _ => "",
-            };
-            if needed.is_empty() || capabilities.get(needed).is_none() {
+            if !mcpx_gateway::caller_can_answer(&capabilities, &method) {
                 let e = RpcError::new(code::METHOD_NOT_FOUND, format!("the client cannot be asked for {method}"));
                 return Box::pin(std::future::ready(Err(e)));
             }

@@ -69,10 +69,12 @@ pub(crate) fn modern_envelope() -> Value {
     })
 }
 
+/// A handshake-era upstream negotiates once per instance, so mcpx declares what it can
+/// relay to some caller; per call, it declines for a caller that did not declare it.
 pub(crate) fn initialize_params() -> Value {
     json!({
         "protocolVersion": Revision::LATEST_LEGACY.as_str(),
-        "capabilities": {},
+        "capabilities": { "sampling": {}, "elicitation": {}, "roots": {} },
         "clientInfo": client_info(),
     })
 }
