@@ -132,6 +132,10 @@ pub fn result_def(method: &str) -> Option<&'static str> {
         "server/discover" => "DiscoverResult",
         "tools/list" => "ListToolsResult",
         "tools/call" => "CallToolResult",
+        "prompts/get" => "GetPromptResult",
+        "resources/read" => "ReadResourceResult",
+        "resources/list" => "ListResourcesResult",
+        "prompts/list" => "ListPromptsResult",
         "ping" => "EmptyResult",
         _ => return None,
     })
@@ -189,7 +193,10 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
             frame,
             &what,
         );
-        if let Some(def) = method.and_then(result_def).filter(|def| spec.has(def)) {
+        // A question instead of the answer (2026 `input_required`) has its own shape.
+        let asks = frame["result"]["resultType"] == "input_required";
+        let def = if asks { Some("InputRequiredResult") } else { method.and_then(result_def) };
+        if let Some(def) = def.filter(|def| spec.has(def)) {
             spec.assert_valid(def, &frame["result"], &what);
         }
     } else if frame.get("method").is_some() && frame.get("id").is_none() {

@@ -2,3 +2,4 @@
 
 mod interop;
 mod transport;
+mod questions;

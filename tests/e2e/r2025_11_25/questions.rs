@@ -1,0 +1,114 @@
+//! Questions a handshake-era upstream asks mid-call, put to a handshake-era caller as real
+//! requests on its connection (here the stdio of `mcpx serve --no-daemon`), and the
+//! caller's answers carried back.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use mcpx_e2e::fixtures::{config, fakemcp};
+use mcpx_e2e::paths;
+use mcpx_e2e::process::{TempDir, tag, wait_until_gone};
+use mcpx_e2e::schema;
+use serde_json::{Value, json};
+
+struct ServeStdio {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    _dir: TempDir,
+}
+
+impl ServeStdio {
+    fn start(config: &Value) -> ServeStdio {
+        let dir = TempDir::new();
+        let path = dir.path().join("mcpx.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let mut child = Command::new(paths::mcpx())
+            .args(["serve", "--no-daemon", "--config"])
+            .arg(&path)
+            .env("MCPX_STATE_DIR", dir.path().join("state"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mcpx serve");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        ServeStdio { child, stdin, stdout, _dir: dir }
+    }
+
+    fn send(&mut self, frame: Value) {
+        writeln!(self.stdin, "{frame}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next frame mcpx writes, checked against the 2025-11-25 schema.
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from mcpx serve");
+        assert!(!line.is_empty(), "mcpx serve closed its stdout");
+        let frame: Value = serde_json::from_str(&line).expect("a JSON line");
+        let method = frame.get("method").and_then(Value::as_str).map(str::to_owned);
+        let def = match method.as_deref() {
+            Some("sampling/createMessage") => "CreateMessageRequest",
+            Some("elicitation/create") => "ElicitRequest",
+            Some(_) => "JSONRPCNotification",
+            None if frame.get("error").is_some() => "JSONRPCErrorResponse",
+            None => "JSONRPCResultResponse",
+        };
+        schema::spec(schema::LEGACY).assert_valid(def, &frame, "a frame mcpx serve wrote");
+        frame
+    }
+
+    fn initialize(&mut self, capabilities: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "e2e", "version": "0"}}}));
+        assert_eq!(self.read()["result"]["protocolVersion"], "2025-11-25");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+}
+
+impl Drop for ServeStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sampling_call(prompt: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "test_sampling", "arguments": {"prompt": prompt}}}})
+}
+
+#[test]
+fn a_handshake_era_upstreams_question_is_asked_on_the_callers_connection_and_answered() {
+    let t = tag();
+    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    serve.initialize(json!({"sampling": {}}));
+    serve.send(sampling_call("What is 2+2?"));
+
+    let question = serve.read();
+    assert_eq!(question["method"], "sampling/createMessage", "{question}");
+    assert_eq!(question["params"]["messages"][0]["content"]["text"], "What is 2+2?");
+    serve.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "Four"}, "model": "e2e"}}));
+
+    let answer = serve.read();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "LLM response: Four", "{answer}");
+    drop(serve);
+    assert_eq!(wait_until_gone(&t, std::time::Duration::from_secs(10)), Vec::<u32>::new());
+}
+
+#[test]
+fn a_handshake_era_caller_without_the_capability_is_never_asked() {
+    let t = tag();
+    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    serve.initialize(json!({}));
+    serve.send(sampling_call("p"));
+    // The very next frame is the call's answer: no request was put to this caller.
+    let answer = serve.read();
+    assert_eq!(answer["id"], 2, "mcpx asked a caller that cannot answer: {answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+}
