@@ -4,6 +4,7 @@ mod access;
 mod api;
 mod cli;
 mod gateway_tools;
+mod http_upstream;
 mod git_scopes;
 mod interop;
 mod invocation;
