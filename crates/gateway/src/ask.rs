@@ -58,6 +58,8 @@ pub struct Asks {
 pub struct Resume {
     pub instance_key: String,
     pub upstream_state: Option<Value>,
+    /// The call id of the first round: every round of one logical call carries it.
+    pub call_id: String,
 }
 
 impl Default for Asks {
@@ -86,6 +88,7 @@ impl Asks {
             "session": ctx.identity.session,
             "expires": now_ms() + lifetime.as_millis() as u64,
             "request": digest(method, params),
+            "call": ctx.call_id,
             "state": upstream_state,
         });
         let body = B64.encode(payload.to_string());
@@ -120,7 +123,8 @@ impl Asks {
         }
         let instance_key = payload["instance"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
         let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
-        Ok(Resume { instance_key, upstream_state })
+        let call_id = payload["call"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
+        Ok(Resume { instance_key, upstream_state, call_id })
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
@@ -179,10 +183,12 @@ mod tests {
     fn a_state_returns_the_retry_to_its_instance_with_the_upstream_state() {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {"x": 1, "y": 2}});
-        let state = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, Some(json!("up")), HOUR);
+        let first = ctx(Some("a"));
+        let state = asks.seal(&key(), &first, "tools/call", &params, Some(json!("up")), HOUR);
         let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
         let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
-        assert_eq!(resume, Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")) });
+        let expected = Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")), call_id: first.call_id };
+        assert_eq!(resume, expected);
     }
 
     #[test]

@@ -184,12 +184,17 @@ impl Gateway {
         mut params: Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<Value, (RpcError, Option<Lease>)> {
-        // A retry after `input_required` goes back to the instance (or the call) that asked.
+        // A retry after `input_required` goes back to the instance (or the call) that asked,
+        // as the same logical call: the first round's call id.
         let may_ask = ask::METHODS.contains(&method);
         let original = may_ask.then(|| params.clone());
         let mut resume_at = None;
+        let resumed_ctx;
+        let mut ctx = ctx;
         if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask) {
             let resume = self.asks.open(state, server, ctx, method, &params).map_err(|e| (e, None))?;
+            resumed_ctx = CallContext { call_id: resume.call_id.clone(), ..ctx.clone() };
+            ctx = &resumed_ctx;
             if let Some(token) = resume.upstream_state.as_ref().and_then(|s| s.get(held::HELD_KEY)).and_then(Value::as_str) {
                 let Some(mut held) = self.parking.take(token) else {
                     let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
