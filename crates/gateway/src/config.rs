@@ -290,8 +290,6 @@ fn strip_position(message: &str) -> String {
 
 /// Durations written as `500ms`, `30s`, `5m`, `2h`, or a bare number of milliseconds.
 pub(crate) mod duration {
-    //! Durations written as people write them.
-
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, de::Error};

@@ -163,13 +163,13 @@ impl HttpConn {
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(&frame, method, frame.get("params"), revision).await?;
         let outcome = self.read_reply(id, method, response, listener).await?;
-        if method == "tools/list" && self.era == Era::Modern {
-            if let Outcome::Answer(Ok(mut result)) = outcome {
+        match outcome {
+            Outcome::Answer(Ok(mut result)) if method == "tools/list" && self.era == Era::Modern => {
                 self.learn_param_headers(&mut result);
-                return Ok(Outcome::Answer(Ok(result)));
+                Ok(Outcome::Answer(Ok(result)))
             }
+            other => Ok(other),
         }
-        Ok(outcome)
     }
 
     /// Drops listed tools whose `x-mcp-header` annotations break the rules, as a client
