@@ -1,5 +1,8 @@
 //! MCP 2025-11-25 (handshake era): legacy Streamable HTTP sessions.
 
 mod interop;
+mod interop_inspector;
+mod interop_ts_sdk;
 mod transport;
 mod questions;
+mod serve;

@@ -444,3 +444,32 @@ fn serve_answers_interleaved_requests_as_they_finish() {
     let second = client.answer(&slow["id"], Duration::from_secs(10));
     assert_eq!(second.structured()["sleptMs"], 1500);
 }
+
+/// The Python SDK's `Client` in `auto` mode launches `mcpx serve` as its stdio server
+/// (against a running daemon), settles on 2026-07-28 and calls an upstream through
+/// `mcpx_call`.
+#[test]
+fn python_sdk_client_in_auto_mode_launches_mcpx_serve_and_calls_an_upstream() {
+    let tag = tag();
+    let daemon = Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[]))]));
+    let home = daemon.home();
+    let command = format!("{} serve", mcpx_e2e::paths::mcpx().display());
+    let arguments = json!({"server": "shared", "tool": "echo", "arguments": {"from": "python auto"}});
+    let out = mcpx_e2e::python::sdk_stdio_client(
+        &command,
+        &[("MCPX_STATE_DIR", home.state_dir().as_os_str())],
+        "auto",
+        "mcpx_call",
+        &arguments,
+    );
+    assert_eq!(out["era"], "modern", "{out}");
+    assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
+    assert_eq!(out["result"]["isError"], false, "{out}");
+    assert_eq!(out["result"]["structuredContent"], json!({"from": "python auto"}), "{out}");
+    assert!(
+        out["tools"].as_array().is_some_and(|t| t.contains(&json!("mcpx_call"))),
+        "{out}"
+    );
+    assert_eq!(home.daemons(), [daemon.pid()], "serve must use the running daemon");
+    assert_eq!(home.instance_keys("shared"), ["global"]);
+}
