@@ -195,13 +195,15 @@ impl Default for TimeoutConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LimitConfig {
-    /// Longest line read from an upstream's stdout. Default 16 MiB.
+    /// Longest line read from an upstream's stdout (and a stdio client's). Default 16 MiB.
     pub max_line_bytes: usize,
+    /// Most items in one page of an aggregated list. Default 500.
+    pub page_size: usize,
 }
 
 impl Default for LimitConfig {
     fn default() -> Self {
-        LimitConfig { max_line_bytes: 16 * 1024 * 1024 }
+        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500 }
     }
 }
 

@@ -13,6 +13,7 @@ mod held;
 pub mod identity;
 pub mod invocation;
 pub mod naming;
+mod page;
 pub mod pool;
 mod prompts;
 mod resources;
@@ -139,21 +140,29 @@ impl Gateway {
 
     /// Answers one request for the caller described by `ctx`.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
-        let paged = matches!(method, "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list");
-        if paged && params.get("cursor").is_some_and(|c| !c.is_null()) {
-            return Err(RpcError::invalid_params("invalid cursor: mcpx lists everything in one page"));
+        if page::field(method).is_some() {
+            let from = page::start(method, &params)?;
+            let mut answer = self.list(ctx, method).await?;
+            page::cut(method, &mut answer.result, from, self.settings.config().limits.page_size)?;
+            return Ok(answer);
         }
         match method {
-            "tools/list" => self.list_tools(ctx).await,
             "tools/call" => self.call_tool(ctx, params).await.map(Answer::uncached),
-            "resources/list" => self.list_resources(ctx, "resources/list", "resources").await,
-            "resources/templates/list" => self.list_resources(ctx, "resources/templates/list", "resourceTemplates").await,
             "resources/read" => self.read_resource(ctx, params).await,
-            "prompts/list" => self.list_prompts(ctx).await,
             "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
             "resources/subscribe" | "resources/unsubscribe" => self.subscribe(ctx, method, params).await.map(Answer::uncached),
             _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// A whole aggregated list, before it is cut into pages.
+    async fn list(&self, ctx: &CallContext, method: &str) -> Result<Answer, RpcError> {
+        match method {
+            "tools/list" => self.list_tools(ctx).await,
+            "resources/list" => self.list_resources(ctx, method, "resources").await,
+            "resources/templates/list" => self.list_resources(ctx, method, "resourceTemplates").await,
+            _ => self.list_prompts(ctx).await,
         }
     }
 

@@ -9,6 +9,7 @@ mod git_scopes;
 mod interop;
 mod invocation;
 mod lifecycle;
+mod pages;
 mod scopes;
 mod serve;
 mod transport;
