@@ -87,10 +87,18 @@ impl Pool {
             let started = lease
                 .slot
                 .upstream
-                .get_or_try_init(|| {
+                .get_or_try_init(|| async {
                     let hint = self.inner.eras.lock().expect("pool lock").get(definition).copied();
                     tracing::info!(instance = %key, "starting instance");
-                    Upstream::connect(spec, hint)
+                    match Upstream::connect(spec, hint).await {
+                        // The server may have changed eras since (an upgrade): probe afresh once.
+                        Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
+                            tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
+                            self.inner.eras.lock().expect("pool lock").remove(definition);
+                            Upstream::connect(spec, None).await
+                        }
+                        outcome => outcome,
+                    }
                 })
                 .await;
             match started {
