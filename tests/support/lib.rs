@@ -10,12 +10,14 @@ pub mod daemon;
 pub mod fixtures;
 pub mod git;
 pub mod home;
+pub mod node;
 pub mod paths;
 pub mod process;
 pub mod python;
 pub mod schema;
 pub mod serve;
 pub mod socket;
+pub mod tap;
 
 pub use client::{LegacySession, Modern, Reply, assert_serving};
 pub use daemon::Daemon;

@@ -7,6 +7,8 @@ mod gateway_tools;
 mod http_upstream;
 mod git_scopes;
 mod interop;
+mod interop_inspector;
+mod interop_ts_sdk;
 mod invocation;
 mod lifecycle;
 mod pages;

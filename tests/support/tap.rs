@@ -1,0 +1,304 @@
+//! Wire taps: what a third-party client really sent, seen from outside both ends.
+//!
+//! A client such as the MCP Inspector CLI reports only results, not the protocol revision
+//! it negotiated. A tap sits between it and mcpx, relays every byte unchanged and keeps a
+//! copy, so a test can check the era from the requests themselves.
+//!
+//! - [`HttpTap`]: a loopback TCP relay in front of the daemon's `/mcp`; the requests it
+//!   relayed come back parsed ([`TappedRequest`]: method, headers, JSON body).
+//! - [`StdioTap`]: files for `tests/node/stdio_tap.js`, a relay put in front of
+//!   `mcpx serve`; the JSON-RPC lines each way come back parsed.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use serde_json::Value;
+
+use crate::process::TempDir;
+
+/// One HTTP request a client sent through an [`HttpTap`].
+#[derive(Clone, Debug)]
+pub struct TappedRequest {
+    /// `POST`, `GET`, `DELETE`, ...
+    pub method: String,
+    pub path: String,
+    /// Header names lowercased, in the order sent.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+}
+
+impl TappedRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC method of the body, if it is a request or notification.
+    pub fn rpc_method(&self) -> Option<&str> {
+        self.body["method"].as_str()
+    }
+}
+
+/// The bytes one client connection sent, in order.
+type Connections = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
+
+/// A TCP relay on a free loopback port in front of an `http://host:port/...` endpoint.
+/// Stopped on drop.
+pub struct HttpTap {
+    port: u16,
+    path: String,
+    sent: Connections,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl HttpTap {
+    /// Starts relaying to the host and port of `url` (`http://127.0.0.1:P/mcp`).
+    #[track_caller]
+    pub fn start(url: &str) -> HttpTap {
+        let rest = url
+            .strip_prefix("http://")
+            .unwrap_or_else(|| panic!("HttpTap relays plain http:// only, not {url}"));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let target = authority.to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the tap's port");
+        let port = listener.local_addr().expect("the tap's address").port();
+        let sent: Connections = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = {
+            let sent = Arc::clone(&sent);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let Ok(server) = TcpStream::connect(&target) else {
+                        // Nothing to relay to: the client sees the connection close.
+                        continue;
+                    };
+                    let log = Arc::new(Mutex::new(Vec::new()));
+                    sent.lock().unwrap().push(Arc::clone(&log));
+                    relay(client, server, log);
+                }
+            })
+        };
+        HttpTap {
+            port,
+            path: format!("/{path}"),
+            sent,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// The relayed endpoint: the target's path on the tap's port.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, self.path)
+    }
+
+    /// Every request relayed so far, connection by connection (in the order the
+    /// connections were accepted), each connection's in the order sent.
+    pub fn requests(&self) -> Vec<TappedRequest> {
+        let connections: Vec<Vec<u8>> = self
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.lock().unwrap().clone())
+            .collect();
+        connections.iter().flat_map(|c| parse_requests(c)).collect()
+    }
+
+    /// The relayed requests as text, for failure messages.
+    pub fn transcript(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| format!("{} {} {:?} {}", r.method, r.path, r.headers, r.body))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for HttpTap {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the acceptor so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+/// Copies both ways on two threads, keeping what the client sent; each side's end of
+/// stream is passed on as a half-close.
+fn relay(client: TcpStream, server: TcpStream, log: Arc<Mutex<Vec<u8>>>) {
+    let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || pump(client_read, server, Some(log)));
+    std::thread::spawn(move || pump(server_read, client, None));
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, log: Option<Arc<Mutex<Vec<u8>>>>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Some(log) = &log {
+                    log.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+    let _ = from.shutdown(Shutdown::Read);
+}
+
+/// Splits one connection's client bytes into HTTP/1.1 requests (`Content-Length` and
+/// chunked bodies); an incomplete trailing request is left out.
+fn parse_requests(mut bytes: &[u8]) -> Vec<TappedRequest> {
+    let mut requests = Vec::new();
+    while let Some(end) = find(bytes, b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let mut start = lines.next().unwrap_or_default().split(' ');
+        let method = start.next().unwrap_or_default().to_owned();
+        let path = start.next().unwrap_or_default().to_owned();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let rest = &bytes[end + 4..];
+        let value = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.to_ascii_lowercase())
+        };
+        let (body, used) = if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            match dechunk(rest) {
+                Some(done) => done,
+                None => break,
+            }
+        } else {
+            let length: usize = value("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if rest.len() < length {
+                break;
+            }
+            (rest[..length].to_vec(), length)
+        };
+        requests.push(TappedRequest {
+            method,
+            path,
+            headers,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        });
+        bytes = &rest[used..];
+    }
+    requests
+}
+
+/// A chunked body: its bytes and how many input bytes it took, or `None` if incomplete.
+fn dechunk(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line_end = at + find(&bytes[at..], b"\r\n")?;
+        let size_text = String::from_utf8_lossy(&bytes[at..line_end]);
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        at = line_end + 2;
+        if size == 0 {
+            // Trailers (none expected) end with an empty line.
+            let trailer_end = at + find(&bytes[at..], b"\r\n")?;
+            return Some((body, trailer_end + 2));
+        }
+        if bytes.len() < at + size + 2 {
+            return None;
+        }
+        body.extend_from_slice(&bytes[at..at + size]);
+        at += size + 2;
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The two logs of `tests/node/stdio_tap.js`, in a temporary directory of their own.
+pub struct StdioTap {
+    dir: TempDir,
+}
+
+impl StdioTap {
+    pub fn new() -> StdioTap {
+        StdioTap {
+            dir: TempDir::new(),
+        }
+    }
+
+    /// What the client wrote to the server's stdin.
+    pub fn sent_path(&self) -> PathBuf {
+        self.dir.path().join("sent.jsonl")
+    }
+
+    /// What the server wrote to its stdout.
+    pub fn received_path(&self) -> PathBuf {
+        self.dir.path().join("received.jsonl")
+    }
+
+    /// The JSON-RPC messages the client sent, in order.
+    #[track_caller]
+    pub fn sent(&self) -> Vec<Value> {
+        read_lines(&self.sent_path())
+    }
+
+    /// The JSON-RPC messages the server answered with, in order.
+    #[track_caller]
+    pub fn received(&self) -> Vec<Value> {
+        read_lines(&self.received_path())
+    }
+
+    /// Both directions as text, for failure messages.
+    pub fn transcript(&self) -> String {
+        let sent = std::fs::read_to_string(self.sent_path()).unwrap_or_default();
+        let received = std::fs::read_to_string(self.received_path()).unwrap_or_default();
+        format!("client -> mcpx serve:\n{sent}\nmcpx serve -> client:\n{received}")
+    }
+}
+
+impl Default for StdioTap {
+    fn default() -> Self {
+        StdioTap::new()
+    }
+}
+
+#[track_caller]
+fn read_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!("{}: a line that is not JSON ({e}): {l}", path.display())
+            })
+        })
+        .collect()
+}
