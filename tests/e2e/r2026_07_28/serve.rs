@@ -328,6 +328,17 @@ fn a_second_daemon_for_the_same_state_dir_refuses_and_names_the_running_one() {
     mcpx_e2e::assert_serving(daemon.url());
 }
 
+/// Waits until the daemons that lost the race for the state dir's lock have exited (each
+/// client that found none may have started one) and returns the one left.
+#[track_caller]
+fn one_daemon_remains(home: &Home) -> u32 {
+    let settled = mcpx_e2e::poll(Duration::from_secs(10), || {
+        let daemons = home.daemons();
+        (daemons.len() == 1).then(|| daemons[0])
+    });
+    settled.unwrap_or_else(|| panic!("expected exactly one daemon, found {:?}", home.daemons()))
+}
+
 /// Six hosts start `mcpx serve` at once and each sends its first request with no daemon
 /// running: each may try to start one, exactly one comes up, and all six are served by it.
 #[test]
@@ -348,9 +359,9 @@ fn serve_processes_started_at_once_without_a_daemon_bring_up_exactly_one() {
         .zip(&requests)
         .map(|(client, frame)| client.answer(&frame["id"], ANSWER_TIMEOUT).whoami())
         .collect();
-    let daemons = home.daemons();
-    assert_eq!(daemons.len(), 1, "expected exactly one daemon, found {daemons:?}");
-    assert_eq!(home.record().expect("daemon.json")["pid"], daemons[0]);
+    let survivor = one_daemon_remains(&home);
+    assert_eq!(home.record().expect("daemon.json")["pid"], survivor);
+    assert_eq!(home.status()["pid"], survivor, "the survivor owns the socket");
     assert!(
         answers.iter().all(|a| a.instance == answers[0].instance),
         "all clients must reach the one global instance of the one daemon: {answers:?}"
@@ -394,8 +405,8 @@ fn cli_calls_started_at_once_without_a_daemon_bring_up_exactly_one() {
                 .to_owned()
         })
         .collect();
-    let daemons = home.daemons();
-    assert_eq!(daemons.len(), 1, "expected exactly one daemon, found {daemons:?}");
+    let survivor = one_daemon_remains(&home);
+    assert_eq!(home.status()["pid"], survivor, "the survivor owns the socket");
     assert!(
         instances.iter().all(|i| *i == instances[0]),
         "every call must reach the one daemon's global instance: {instances:?}"
@@ -472,4 +483,70 @@ fn python_sdk_client_in_auto_mode_launches_mcpx_serve_and_calls_an_upstream() {
     );
     assert_eq!(home.daemons(), [daemon.pid()], "serve must use the running daemon");
     assert_eq!(home.instance_keys("shared"), ["global"]);
+}
+
+/// `--no-daemon`: an in-process gateway for this one client. No daemon is started, the
+/// client's identity still picks instances, and its upstreams end with it.
+#[test]
+fn serve_without_a_daemon_runs_its_own_gateway_and_its_upstreams_end_with_it() {
+    let tag = tag();
+    let home = Home::without_state_dir(&config(&[
+        ("browser", fakemcp("session", &tag, &[])),
+        ("dir", fakemcp("cwd", &tag, &[])),
+    ]));
+    let workdir = mcpx_e2e::process::TempDir::new();
+    let cwd = workdir.path().canonicalize().unwrap();
+    let mut client = home
+        .serve()
+        .arg("--no-daemon")
+        .session("solo")
+        .cwd(&cwd)
+        .start();
+    let first = client.whoami("browser");
+    assert_eq!(client.whoami("browser").instance, first.instance);
+    let dir = client.whoami("dir");
+    assert_eq!(dir.cwd.as_deref(), cwd.to_str(), "a cwd-scoped server starts in the client's cwd");
+    let meta = client.call("browser", "meta", json!({}));
+    assert_eq!(
+        meta.structured()["meta"]["dev.mcpx/invocation"]["sessionId"], "solo",
+        "{meta}"
+    );
+    assert!(home.daemons().is_empty(), "--no-daemon must not start a daemon");
+    assert!(!home.socket().exists());
+
+    client.close_stdin();
+    assert!(
+        client.wait(Duration::from_secs(10)).is_some_and(|s| s.success()),
+        "serve --no-daemon must exit 0 on stdin EOF"
+    );
+    assert!(
+        wait_until_gone(&tag, Duration::from_secs(3)).is_empty(),
+        "the in-process gateway's upstreams outlived it: {:?}",
+        processes_with(&tag)
+    );
+}
+
+/// A daemon that died without cleaning up leaves its socket and record behind: clients
+/// see that nobody answers there, and the next daemon takes the state dir over.
+#[test]
+fn a_stale_socket_of_a_killed_daemon_is_recognised_and_replaced() {
+    let tag = tag();
+    let mut daemon = Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[]))]));
+    let old_pid = daemon.pid();
+    daemon.kill();
+    let home = daemon.home();
+    assert!(home.socket().exists(), "SIGKILL leaves the socket file behind");
+
+    let status = home.cli(&["status", "--json"]);
+    status.assert_code(0);
+    assert_eq!(status.json()["running"], false, "a stale socket is not a daemon:\n{status}");
+    assert!(home.daemons().is_empty(), "status must not start a daemon");
+
+    let config_path = home.config_path().to_str().unwrap().to_owned();
+    let call = home.cli(&["call", "shared.whoami", "--config", &config_path]);
+    call.assert_code(0);
+    let survivor = one_daemon_remains(home);
+    assert_ne!(survivor, old_pid);
+    assert_eq!(home.record().expect("daemon.json")["pid"], survivor);
+    assert_eq!(home.status()["pid"], survivor);
 }
