@@ -87,16 +87,15 @@ pub fn request(
     }
     head.push_str("\r\n");
     let mut writer = stream.try_clone().expect("clone the socket");
-    writer
-        .write_all(head.as_bytes())
-        .and_then(|()| writer.write_all(body))
-        .unwrap_or_else(|e| panic!("writing {method} {path} to the socket failed: {e}"));
+    // A server may answer (404, 405) and close before reading a body: then the write
+    // fails, and the answer is still there to read.
+    let written = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(body));
 
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
-    reader
-        .read_line(&mut status_line)
-        .unwrap_or_else(|e| panic!("reading the answer to {method} {path} failed: {e}"));
+    reader.read_line(&mut status_line).unwrap_or_else(|e| {
+        panic!("reading the answer to {method} {path} failed: {e} (writing it: {written:?})")
+    });
     let status: u16 = status_line
         .split_whitespace()
         .nth(1)

@@ -8,12 +8,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::client::{self, Daemon};
 
 pub const EXIT_TIMEOUT: u8 = 124;
+pub const EXIT_USAGE: u8 = 2;
 
 #[derive(clap::Args, Clone)]
 pub struct Common {
@@ -32,6 +33,8 @@ pub enum Outcome {
     Ok,
     Failed,
     TimedOut,
+    /// The command line was wrong: exit 2, like clap's own usage errors.
+    Usage(String),
 }
 
 pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
@@ -40,6 +43,10 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::FAILURE,
         Ok(Outcome::TimedOut) => ExitCode::from(EXIT_TIMEOUT),
+        Ok(Outcome::Usage(message)) => {
+            eprintln!("mcpx: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(e) => {
             eprintln!("mcpx: {e:#}");
             ExitCode::FAILURE
@@ -163,16 +170,15 @@ pub async fn list(common: Common, server: Option<String>, query: &str) -> anyhow
 }
 
 pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout: Option<Duration>) -> anyhow::Result<Outcome> {
-    let Some((server, tool)) = target.split_once('.') else {
-        bail!("name the tool as <server>.<tool>, e.g. time.get_current_time");
+    let Some((server, tool)) = target.split_once('.').filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
+        return Ok(Outcome::Usage("name the tool as <server>.<tool>, e.g. time.get_current_time".into()));
     };
-    let arguments: Value = match arguments {
-        Some(text) => serde_json::from_str(text).context("the arguments must be a JSON object")?,
+    let arguments: Value = match arguments.map(serde_json::from_str::<Value>) {
         None => json!({}),
+        Some(Ok(v @ Value::Object(_))) => v,
+        Some(Ok(_)) => return Ok(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into())),
+        Some(Err(e)) => return Ok(Outcome::Usage(format!("the arguments are not JSON: {e}"))),
     };
-    if !arguments.is_object() {
-        bail!("the arguments must be a JSON object");
-    }
     let body = json!({ "server": server, "tool": tool, "arguments": arguments });
     let request = api(&common, "POST", "/v1/call", Some(body));
     let (status, result) = match timeout {

@@ -78,6 +78,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}:{port}", http.host))?;
     let address = tcp.local_addr()?;
     let url = format!("http://{address}/mcp");
+    if !address.ip().is_loopback() {
+        tracing::warn!(
+            "listening beyond loopback on {address}: reachable from other machines; every TCP request needs a token from http.tokens"
+        );
+    }
     let (unix, socket_path) = socket::bind(&dir).with_context(|| format!("binding the socket in {}", dir.display()))?;
 
     let record = state::Record {

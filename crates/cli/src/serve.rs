@@ -64,6 +64,7 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
         cwd: Some(cwd),
         pid: Some(pid),
         client: None,
+        stdio: true,
     };
     mcpx_server::stdio::serve_lines(gateway.clone(), transport, tokio::io::stdin(), tokio::io::stdout()).await;
     gateway.shutdown().await;

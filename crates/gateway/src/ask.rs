@@ -169,7 +169,7 @@ mod tests {
     use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let identity = Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed };
+        let identity = Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 

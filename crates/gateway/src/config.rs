@@ -232,42 +232,48 @@ impl Config {
             column: e.column(),
             message: strip_position(&e.to_string()),
         })?;
-        config.check().map_err(|message| ConfigError::Rule { path: path.into(), message })?;
+        config.check().map_err(|(message, at)| match locate(text, &at) {
+            Some((line, column)) => ConfigError::Invalid { path: path.into(), line, column, message },
+            None => ConfigError::Rule { path: path.into(), message },
+        })?;
         Ok(config)
     }
 
-    /// Rules that span more than one value.
-    fn check(&self) -> Result<(), String> {
+    /// Rules that span more than one value. A failure says what is wrong and the JSON
+    /// string (a key or a value) where it is, so the error can name the line.
+    fn check(&self) -> Result<(), (String, String)> {
         for name in self.mcp_servers.keys() {
             if RESERVED_SERVER_NAMES.contains(&name.as_str()) {
-                return Err(format!("server name {name:?} is reserved by mcpx; rename the server"));
+                return Err((format!("server name {name:?} is reserved by mcpx; rename the server"), name.clone()));
             }
             let valid = !name.is_empty()
                 && !name.contains("__")
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
             if !valid {
-                return Err(format!(
+                let why = format!(
                     "server name {name:?} must be letters, digits, '_', '-' or '.', without \"__\" (it prefixes tool names)"
-                ));
+                );
+                return Err((why, name.clone()));
             }
         }
         for name in &self.expose {
             if !self.mcp_servers.contains_key(name) {
-                return Err(format!("\"expose\" names {name:?}, which is not in \"mcpServers\""));
+                return Err((format!("\"expose\" names {name:?}, which is not in \"mcpServers\""), "expose".into()));
             }
         }
         let loopback = matches!(self.http.host.as_str(), "127.0.0.1" | "localhost" | "::1");
         if !loopback && self.http.tokens.is_empty() {
-            return Err(format!(
+            let why = format!(
                 "\"http.host\" is {:?}, which is not loopback: set \"http.tokens\" so that only callers with a token get in",
                 self.http.host
-            ));
+            );
+            return Err((why, "host".into()));
         }
-        if self.http.tokens.values().any(|t| t.len() < 16) {
-            return Err("every token in \"http.tokens\" must be at least 16 characters".into());
+        if let Some((name, _)) = self.http.tokens.iter().find(|(_, t)| t.len() < 16) {
+            return Err((format!("token {name:?} in \"http.tokens\" must be at least 16 characters"), name.clone()));
         }
         if self.pool.max_instances_per_server == 0 {
-            return Err("\"pool.maxInstancesPerServer\" must be at least 1".into());
+            return Err(("\"pool.maxInstancesPerServer\" must be at least 1".into(), "maxInstancesPerServer".into()));
         }
         Ok(())
     }
@@ -280,6 +286,15 @@ impl Config {
 /// Parses a duration as written in the config: `500ms`, `30s`, `5m`, `2h`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     duration::parse(text)
+}
+
+/// Line and column (1-based) of the first occurrence of `"<needle>"` in the file.
+fn locate(text: &str, needle: &str) -> Option<(usize, usize)> {
+    let quoted = serde_json::to_string(needle).ok()?;
+    let at = text.find(&quoted)?;
+    let line = text[..at].matches('\n').count() + 1;
+    let column = at - text[..at].rfind('\n').map_or(0, |n| n + 1) + 1;
+    Some((line, column))
 }
 
 /// serde_json appends " at line L column C"; the error already says where.
@@ -355,6 +370,12 @@ mod tests {
     fn a_server_needs_a_command_or_a_url() {
         let err = parse(r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap_err();
         assert!(err.to_string().contains("needs a non-empty \"command\""), "{err}");
+    }
+
+    #[test]
+    fn a_rule_violation_names_the_line_too() {
+        let err = parse("{\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}},\n  \"expose\": [\"nosuch\"]\n}").unwrap_err();
+        assert!(err.to_string().starts_with("mcpx.json:3:3: \"expose\" names \"nosuch\""), "{err}");
     }
 
     #[test]

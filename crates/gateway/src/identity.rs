@@ -15,6 +15,10 @@ pub struct Transport {
     pub pid: Option<u32>,
     /// The authenticated client name, when the request came with a named token.
     pub client: Option<String>,
+    /// Whether this is a host's own stdio (through `mcpx serve`): a context the host
+    /// attests there (`_meta["qwen-code/invocation"]`) is relayed to upstreams as `host`.
+    /// Over HTTP such a context is only a session label.
+    pub stdio: bool,
 }
 
 /// Which rule produced an identity's session.
@@ -35,6 +39,8 @@ pub struct Identity {
     pub pid: Option<u32>,
     pub client: Option<String>,
     pub source: Source,
+    /// Contexts the host attested over its own stdio, by `_meta` key.
+    pub host: Option<Map<String, Value>>,
 }
 
 impl Identity {
@@ -50,9 +56,20 @@ impl Identity {
             None if transport.session.is_some() => (transport.session.clone(), Source::Transport),
             None => (None, Source::Unnamed),
         };
-        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, client: transport.client.clone(), source }
+        let host = meta.filter(|_| transport.stdio).and_then(|meta| {
+            let attested: Map<String, Value> = HOST_CONTEXT_KEYS
+                .iter()
+                .filter_map(|k| meta.get(*k).filter(|v| v.is_object()).map(|v| ((*k).to_owned(), v.clone())))
+                .collect();
+            (!attested.is_empty()).then_some(attested)
+        });
+        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, client: transport.client.clone(), source, host }
     }
 }
+
+/// `_meta` keys under which a host attests its own context to the stdio servers it
+/// launched. mcpx strips them from what it forwards and relays them as `host`.
+pub const HOST_CONTEXT_KEYS: [&str; 1] = ["qwen-code/invocation"];
 
 fn session_from(meta: &Map<String, Value>, key: &str) -> Option<String> {
     let value = match key.split_once('#') {
@@ -103,6 +120,14 @@ mod tests {
     fn a_key_can_name_a_field_of_an_object() {
         let id = resolve(json!({"qwen-code/invocation": {"sessionId": "q1"}}), &Transport::default());
         assert_eq!(id.session.as_deref(), Some("q1"));
+    }
+
+    #[test]
+    fn a_host_context_is_kept_only_from_a_hosts_own_stdio() {
+        let meta = json!({"qwen-code/invocation": {"version": 1, "sessionId": "q1"}});
+        let stdio = Transport { stdio: true, ..Transport::default() };
+        assert_eq!(resolve(meta.clone(), &stdio).host.unwrap()["qwen-code/invocation"]["sessionId"], "q1");
+        assert_eq!(resolve(meta, &Transport::default()).host, None);
     }
 
     #[test]

@@ -13,8 +13,7 @@ use crate::config::{Launch, ServerConfig};
 use crate::context::CallContext;
 use crate::scope::InstanceKey;
 
-/// Host-attested context keys mcpx strips from forwarded `_meta`.
-pub const HOST_CONTEXT_KEYS: [&str; 1] = ["qwen-code/invocation"];
+use crate::identity::HOST_CONTEXT_KEYS;
 
 /// The caller's `_meta` as it may travel upstream: without mcpx's keys, without host
 /// context keys, and without the caller's protocol envelope (the upstream connection
@@ -46,6 +45,9 @@ pub fn context(ctx: &CallContext, key: &InstanceKey) -> Value {
     if let Some(client) = &ctx.identity.client {
         context["clientId"] = client.clone().into();
     }
+    if let Some(host) = &ctx.identity.host {
+        context["host"] = Value::Object(host.clone());
+    }
     context
 }
 
@@ -62,7 +64,7 @@ mod tests {
 
     fn ctx(session: Option<&str>) -> CallContext {
         let identity =
-            Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed };
+            Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 

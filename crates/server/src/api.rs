@@ -194,6 +194,7 @@ async fn stdio_upgrade(
         cwd: socket::cwd_of(peer_pid),
         pid: Some(peer_pid),
         client: None,
+        stdio: true,
     };
     let upgrade = hyper::upgrade::on(request);
     let front = front.clone();
