@@ -5,6 +5,7 @@ mod client;
 mod commands;
 mod daemon;
 mod serve;
+mod stdio;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

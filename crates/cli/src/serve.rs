@@ -17,7 +17,9 @@ use mcpx_gateway::{Gateway, Settings, Transport};
 use mcpx_protocol::message::error_response;
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
-use tokio::io::{AsyncWriteExt, Stdout};
+use tokio::io::AsyncWriteExt;
+
+use crate::stdio::Writer as Stdout;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 use crate::client::{self, Daemon};
@@ -41,7 +43,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     crate::init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts");
+    // One thread: the relay is a pump, and cross-thread wake-ups are most of its cost.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime starts");
     let outcome = runtime.block_on(async {
         if args.no_daemon { in_process(args).await } else { relay(args).await }
     });
@@ -66,7 +69,7 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
         client: None,
         stdio: true,
     };
-    mcpx_server::stdio::serve_lines(gateway.clone(), transport, tokio::io::stdin(), tokio::io::stdout()).await;
+    mcpx_server::stdio::serve_lines(gateway.clone(), transport, crate::stdio::stdin(), crate::stdio::stdout()).await;
     gateway.shutdown().await;
     Ok(())
 }
@@ -83,8 +86,8 @@ struct Client {
 
 async fn relay(args: Args) -> anyhow::Result<()> {
     let daemon = Daemon::new();
-    let mut stdin = FramedRead::new(tokio::io::stdin(), LinesCodec::new_with_max_length(MAX_LINE));
-    let mut stdout = tokio::io::stdout();
+    let mut stdin = FramedRead::new(crate::stdio::stdin(), LinesCodec::new_with_max_length(MAX_LINE));
+    let mut stdout = crate::stdio::stdout();
     let mut client = Client::default();
     let mut upstream: Option<Connection> = None;
     let mut stdin_open = true;
