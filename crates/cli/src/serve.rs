@@ -117,7 +117,7 @@ async fn relay(args: Args) -> anyhow::Result<()> {
                 }
                 client.note_outgoing(&line);
                 let conn = upstream.as_mut().expect("connected above");
-                if conn.send(&line).await.is_err() {
+                if write_line(&mut conn.writer, line).await.is_err() {
                     upstream = None;
                     client.fail_in_flight(&mut stdout).await?;
                 }
@@ -125,9 +125,7 @@ async fn relay(args: Args) -> anyhow::Result<()> {
             line = next_line(&mut upstream) => match line {
                 Some(line) => {
                     if client.note_incoming(&line) {
-                        stdout.write_all(line.as_bytes()).await?;
-                        stdout.write_all(b"\n").await?;
-                        stdout.flush().await?;
+                        write_line(&mut stdout, line).await?;
                     }
                 }
                 None => {
@@ -155,9 +153,7 @@ type Io = hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>;
 
 impl Connection {
     async fn send(&mut self, line: &str) -> std::io::Result<()> {
-        self.writer.write_all(line.as_bytes()).await?;
-        self.writer.write_all(b"\n").await?;
-        self.writer.flush().await
+        write_line(&mut self.writer, line.to_owned()).await
     }
 }
 
@@ -221,6 +217,13 @@ async fn refuse(stdout: &mut Stdout, line: &str, reason: &str) -> std::io::Resul
         write_frame(stdout, &error_response(Some(&id.to_value()), &e)).await?;
     }
     Ok(())
+}
+
+/// One message, newline included, in one write: the reader on the other side wakes once.
+async fn write_line<W: AsyncWriteExt + Unpin>(writer: &mut W, mut line: String) -> std::io::Result<()> {
+    line.push('\n');
+    writer.write_all(line.as_bytes()).await?;
+    writer.flush().await
 }
 
 async fn write_frame(stdout: &mut Stdout, frame: &Value) -> std::io::Result<()> {

@@ -36,6 +36,9 @@ pub struct ServerConfig {
     pub scope: Scope,
     /// Whether a launched stdio server receives `_meta["dev.mcpx/invocation"]`.
     pub invocation_context: bool,
+    /// What identifies this definition: an instance started from another one is replaced.
+    /// Computed once when the config is read.
+    pub definition: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -81,7 +84,8 @@ impl TryFrom<RawServer> for ServerConfig {
             (Some(_), Some(_)) => return Err("a server has either \"command\" or \"url\", not both".into()),
             _ => return Err("a server needs a non-empty \"command\" (stdio) or a \"url\" (HTTP)".into()),
         };
-        Ok(ServerConfig { launch, scope: raw.scope, invocation_context: raw.invocation_context })
+        let definition = format!("{launch:?} {:?} {}", raw.scope, raw.invocation_context);
+        Ok(ServerConfig { launch, scope: raw.scope, invocation_context: raw.invocation_context, definition })
     }
 }
 

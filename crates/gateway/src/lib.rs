@@ -81,7 +81,7 @@ impl Gateway {
                     tick.tick().await;
                     let Some(gateway) = this.upgrade() else { return };
                     let config = gateway.settings.config();
-                    gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(definition));
+                    gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
                 }
             });
             Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
@@ -398,9 +398,9 @@ impl Gateway {
             Some(key) => InstanceKey { server: server.to_owned(), key },
             None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
-        let spec = upstream_spec(&config, server, server_config, &ctx.identity)?;
+        let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
         self.pool
-            .acquire(&key, &definition(server_config), &spec, config.pool.max_instances_per_server)
+            .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server)
             .await
             .map_err(|e| match e {
                 PoolError::Upstream(e) => e.to_rpc(),
@@ -409,10 +409,6 @@ impl Gateway {
     }
 }
 
-/// The identity of a server definition: an instance started from another one is replaced.
-fn definition(server: &ServerConfig) -> String {
-    format!("{server:?}")
-}
 
 fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
     let timeouts = Timeouts {

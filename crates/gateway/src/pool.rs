@@ -25,6 +25,8 @@ pub enum PoolError {
     Full { server: String, limit: usize },
     #[error("mcpx is shutting down")]
     ShuttingDown,
+    #[error("{0}")]
+    Config(String),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
 }
@@ -74,11 +76,12 @@ pub struct InstanceInfo {
 impl Pool {
     /// The instance for `key`, started from `spec` if none runs. `definition` identifies
     /// the server's config: an instance started from another definition is replaced.
+    /// `spec` is only called when an instance has to be started.
     pub async fn acquire(
         &self,
         key: &InstanceKey,
         definition: &str,
-        spec: &Spec,
+        spec: impl Fn() -> Result<Spec, PoolError>,
         max_per_server: usize,
     ) -> Result<Lease, PoolError> {
         // One retry: an instance found dead is replaced once, then the error stands.
@@ -88,17 +91,19 @@ impl Pool {
                 .slot
                 .upstream
                 .get_or_try_init(|| async {
+                    let spec = spec()?;
                     let hint = self.inner.eras.lock().expect("pool lock").get(definition).copied();
                     tracing::info!(instance = %key, "starting instance");
-                    match Upstream::connect(spec, hint).await {
+                    match Upstream::connect(&spec, hint).await {
                         // The server may have changed eras since (an upgrade): probe afresh once.
                         Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
                             tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
                             self.inner.eras.lock().expect("pool lock").remove(definition);
-                            Upstream::connect(spec, None).await
+                            Upstream::connect(&spec, None).await
                         }
                         outcome => outcome,
                     }
+                    .map_err(PoolError::from)
                 })
                 .await;
             match started {
@@ -110,7 +115,7 @@ impl Pool {
                     tracing::info!(instance = %key, "instance had exited; starting a fresh one");
                     self.inner.retire(&lease.slot);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Err(PoolError::Upstream(UpstreamError::Exited { server: key.server.clone(), status: None }))
