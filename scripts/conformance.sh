@@ -72,4 +72,5 @@ if [[ $status -ne 0 ]]; then
     echo "conformance: failures beyond conformance/expected-failures.yml; mcpx log:" >&2
     tail -n 40 "$work/daemon.log" >&2
 fi
+scripts/conformance-client.sh "${revisions[@]}" || status=1 # the client leg: mcpx as the client
 exit $status
