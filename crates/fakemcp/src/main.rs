@@ -8,6 +8,7 @@
 
 mod conformance;
 mod era;
+mod meta_surface;
 mod instance;
 mod server;
 mod tools;

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::conformance::{Answer, Fixture};
 use crate::era::{self, Era, EraMode, LEGACY_VERSIONS};
 use crate::instance::Instance;
-use crate::tools;
+use crate::{meta_surface, tools};
 use crate::wire::{
     self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, Output, RpcError,
 };
@@ -180,10 +180,13 @@ impl Server {
         {
             return self.answer(id, answer);
         }
+        if let Some(outcome) = meta_surface::answer(method, &params, true) {
+            return self.out.reply(&id, outcome.map(|body| era::complete(body, &self.instance)));
+        }
         let body = match method {
             "server/discover" => json!({
                 "supportedVersions": [era::MODERN_VERSION],
-                "capabilities": {"tools": {"listChanged": true}},
+                "capabilities": meta_surface::capabilities(),
                 "ttlMs": 0,
                 "cacheScope": "public",
             }),
@@ -198,6 +201,7 @@ impl Server {
 
     fn legacy_request(&mut self, id: Value, method: &str, params: Value) {
         let needs_session = matches!(method, "tools/list" | "tools/call")
+            || meta_surface::answer(method, &Value::Null, false).is_some()
             || (self.fixture.is_some() && Fixture::serves_legacy(method));
         if needs_session && !self.legacy_session_open {
             return self.out.reply(
@@ -214,6 +218,9 @@ impl Server {
             .and_then(|fixture| fixture.legacy(method, &params))
         {
             return self.answer(id, answer);
+        }
+        if let Some(outcome) = meta_surface::answer(method, &params, false) {
+            return self.out.reply(&id, outcome);
         }
         match method {
             "initialize" => self.initialize(id, &params),
@@ -240,7 +247,7 @@ impl Server {
                 fixture.opened_session(params);
                 Fixture::legacy_capabilities()
             }
-            None => json!({"tools": {"listChanged": true}}),
+            None => meta_surface::capabilities(),
         };
         let result = json!({
             "protocolVersion": version,

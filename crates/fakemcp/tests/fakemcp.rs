@@ -184,7 +184,7 @@ fn legacy_handshake_then_whoami_counts_calls() {
     assert_eq!(result["protocolVersion"], "2025-06-18");
     assert_eq!(
         result["capabilities"],
-        json!({"tools": {"listChanged": true}})
+        json!({"tools": {"listChanged": true}, "resources": {}, "prompts": {}, "completions": {}})
     );
     assert_eq!(result["serverInfo"]["name"], "upstream-a");
     assert_eq!(result["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
@@ -250,8 +250,32 @@ fn legacy_requests_before_initialize_are_rejected_except_ping() {
         ["whoami", "echo", "fail", "slow", "crash", "meta", "env"]
     );
     assert!(reply["result"].get("ttlMs").is_none());
-    let reply = fake.request(json!(4), "resources/list", json!({}));
+    let reply = fake.request(json!(4), "logging/setLevel", json!({"level": "info"}));
     assert_eq!(reply["error"]["code"], -32601);
+}
+
+#[test]
+fn resources_prompts_and_completions_reveal_the_meta_they_arrived_with() {
+    let mut fake = Fake::start(&[]);
+    let reply = fake.request(json!(1), "resources/list", json!({}));
+    assert_eq!(reply["error"]["code"], -32600, "before initialize: {reply}");
+    fake.initialize("2025-11-25");
+    let meta = json!({"dev.mcpx/invocation": {"callId": "c1"}});
+    let read = fake.request(json!(2), "resources/read", json!({"uri": "fake://meta", "_meta": meta}));
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
+    let prompt = fake.request(json!(3), "prompts/get", json!({"name": "meta", "_meta": meta}));
+    let text = prompt["result"]["messages"][0]["content"]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
+    let complete = fake.request(
+        json!(4),
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "meta"}, "argument": {"name": "a", "value": ""}, "_meta": meta}),
+    );
+    let text = complete["result"]["completion"]["values"][0].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
+    let missing = fake.request(json!(5), "resources/read", json!({"uri": "fake://nope"}));
+    assert_eq!(missing["error"]["data"]["uri"], "fake://nope");
 }
 
 #[test]
@@ -263,7 +287,7 @@ fn modern_discover_has_the_2026_shape() {
         json!({
             "resultType": "complete",
             "supportedVersions": ["2026-07-28"],
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": {"tools": {"listChanged": true}, "resources": {}, "prompts": {}, "completions": {}},
             "ttlMs": 0,
             "cacheScope": "public",
             "_meta": {"io.modelcontextprotocol/serverInfo": {
