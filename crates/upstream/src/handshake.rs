@@ -34,6 +34,21 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
                     Some(facts) => Ok(facts),
                     None => initialize(inner).await,
                 },
+                // A recognised 2026 refusal means a 2026 server: never fall back to initialize.
+                Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
+                    if supported_modern(&e).is_none() {
+                        return Err(UpstreamError::Handshake {
+                            server: inner.server.clone(),
+                            reason: format!("the server speaks none of mcpx's 2026 revisions: {e}"),
+                        });
+                    }
+                    let envelope = json!({ "_meta": modern_envelope() });
+                    let again = inner.request_within("server/discover", envelope, inner.timeouts.handshake).await?;
+                    modern_facts(&again).ok_or_else(|| UpstreamError::Handshake {
+                        server: inner.server.clone(),
+                        reason: "server/discover answered without a revision mcpx speaks".into(),
+                    })
+                }
                 Err(UpstreamError::Rpc(e)) => {
                     tracing::debug!(server = inner.server, code = e.code, "discover refused; trying initialize");
                     initialize(inner).await
@@ -58,6 +73,18 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
             }
         }
     }
+}
+
+/// The 2026 revision a -32022 error says the server speaks and mcpx speaks too.
+pub(crate) fn supported_modern(e: &mcpx_protocol::RpcError) -> Option<Revision> {
+    e.data
+        .as_ref()?
+        .get("supported")?
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_str().and_then(Revision::parse))
+        .filter(|r| r.era() == Era::Modern)
+        .max()
 }
 
 /// The `_meta` of mcpx's own stateless requests (the probe): no capabilities.

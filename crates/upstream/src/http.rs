@@ -78,20 +78,28 @@ impl HttpConn {
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
-            let params = json!({ "_meta": handshake::modern_envelope() });
-            let probe = tokio::time::timeout(within, conn.post_once("server/discover", params, None)).await;
-            match probe {
-                Ok(Ok(Outcome::Answer(Ok(result)))) => {
-                    if let Some(facts) = handshake::modern_facts(&result) {
-                        return Ok((Arc::new(conn), facts));
+            // A -32022 naming a revision mcpx speaks earns one more probe, never a fallback.
+            for _ in 0..2 {
+                let params = json!({ "_meta": handshake::modern_envelope() });
+                let probe = tokio::time::timeout(within, conn.post_once("server/discover", params, None)).await;
+                match probe {
+                    Ok(Ok(Outcome::Answer(Ok(result)))) => match handshake::modern_facts(&result) {
+                        Some(facts) => return Ok((Arc::new(conn), facts)),
+                        None => break,
+                    },
+                    Ok(Ok(Outcome::Answer(Err(e)))) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
+                        if handshake::supported_modern(&e).is_none() {
+                            let reason = format!("the server speaks none of mcpx's 2026 revisions: {e}");
+                            return Err(UpstreamError::Handshake { server: conn.server.clone(), reason });
+                        }
                     }
+                    // A 2026 error about our request still says the server is stateless.
+                    Ok(Ok(Outcome::Answer(Err(e)))) if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) => {
+                        return Err(UpstreamError::Handshake { server: conn.server.clone(), reason: format!("server/discover was refused: {e}") });
+                    }
+                    Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
+                    _ => break,
                 }
-                // A 2026 error about our request still says the server is stateless.
-                Ok(Ok(Outcome::Answer(Err(e)))) if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) => {
-                    return Err(UpstreamError::Handshake { server: conn.server.clone(), reason: format!("server/discover was refused: {e}") });
-                }
-                Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
-                _ => {}
             }
         }
         conn.era = Era::Legacy;
