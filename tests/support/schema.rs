@@ -136,6 +136,7 @@ pub fn result_def(method: &str) -> Option<&'static str> {
         "resources/read" => "ReadResourceResult",
         "resources/list" => "ListResourcesResult",
         "prompts/list" => "ListPromptsResult",
+        "completion/complete" => "CompleteResult",
         "ping" => "EmptyResult",
         _ => return None,
     })

@@ -10,6 +10,7 @@ mod interop;
 mod interop_inspector;
 mod interop_ts_sdk;
 mod invocation;
+mod invocation_paths;
 mod lifecycle;
 mod pages;
 mod scopes;
