@@ -115,7 +115,8 @@ impl Upstream {
     }
 
     /// What the server says changed from now on (list_changed, resources/updated), as
-    /// notification frames. `None` when this transport cannot watch yet (HTTP).
+    /// notification frames. `None` when this connection cannot watch yet (a 2026 HTTP
+    /// server, which would need a listen stream of its own).
     pub fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
         match &self.link {
             Link::Stdio(pipe) => {
@@ -125,6 +126,7 @@ impl Upstream {
                 }
                 Some(receiver)
             }
+            Link::Http(conn) if self.facts.era == Era::Legacy => Some(conn.changes.subscribe()),
             Link::Http(_) => None,
         }
     }

@@ -21,7 +21,7 @@ use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::{HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
+use crate::{Ask, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
 
 pub(crate) struct HttpConn {
     server: String,
@@ -36,6 +36,11 @@ pub(crate) struct HttpConn {
     /// Each listed tool's arguments mirrored into `Mcp-Param-*` headers (2026 only); `None`
     /// until the tools were first listed.
     param_headers: std::sync::Mutex<Option<HashMap<String, Vec<ParamHeader>>>>,
+    /// Requests in flight whose caller can be asked a question, by id: a question on the
+    /// session's standalone stream names no request, so it goes to the oldest of them.
+    askers: std::sync::Mutex<std::collections::BTreeMap<i64, Ask>>,
+    /// What the server says changed, from the session's standalone stream.
+    pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
 }
 
 /// One reply, read to the end of the answer to our request.
@@ -75,6 +80,8 @@ impl HttpConn {
             session: tokio::sync::Mutex::new(None),
             next_id: AtomicI64::new(1),
             param_headers: std::sync::Mutex::new(None),
+            askers: Default::default(),
+            changes: tokio::sync::broadcast::channel(64).0,
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
@@ -105,7 +112,9 @@ impl HttpConn {
         conn.era = Era::Legacy;
         let facts = conn.initialize().await?;
         conn.revision = facts.revision;
-        Ok((Arc::new(conn), facts))
+        let conn = Arc::new(conn);
+        tokio::spawn(standalone_stream(Arc::downgrade(&conn)));
+        Ok((conn, facts))
     }
 
     /// Opens a handshake-era session: `initialize`, then `notifications/initialized`.
@@ -141,6 +150,7 @@ impl HttpConn {
             // The headers a call needs come from the tool's listing: list once first.
             let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
         }
+        let _asking = listener.as_ref().and_then(|l| l.ask.clone()).map(|ask| AskerGuard::register(self, id, ask));
         for attempt in 0..2 {
             match self.exchange(id, method, params.clone(), listener.as_ref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
@@ -276,7 +286,49 @@ impl HttpConn {
     }
 
     /// Reads an event stream up to the answer to request `id`, passing notifications on.
+    /// A handshake-era stream that ends early after naming its events is resumed, as the
+    /// 2025-11-25 transport allows: after the `retry` delay, a GET with `Last-Event-ID`.
     async fn read_stream(&self, id: i64, response: reqwest::Response, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+        let mut response = response;
+        let mut resume = Resume { last_event: None, retry: DEFAULT_RETRY };
+        for _ in 0..=MAX_RESUMES {
+            if let Some(answer) = self.read_events(id, response, listener, &mut resume).await? {
+                return Ok(Outcome::Answer(answer));
+            }
+            let Some(last_event) = resume.last_event.clone().filter(|_| self.era == Era::Legacy) else {
+                break;
+            };
+            tokio::time::sleep(resume.retry).await;
+            let mut request = self
+                .client
+                .get(&self.url)
+                .headers(self.headers.clone())
+                .header("accept", "text/event-stream")
+                .header("mcp-protocol-version", self.revision.as_str())
+                .header("last-event-id", last_event);
+            if let Some(session) = self.session.lock().await.clone() {
+                request = request.header("mcp-session-id", session);
+            }
+            response = request.send().await.map_err(|e| UpstreamError::Unreachable {
+                server: self.server.clone(),
+                url: self.url.clone(),
+                reason: e.to_string(),
+            })?;
+            if !response.status().is_success() {
+                return Err(self.broken(format!("resuming the event stream answered HTTP {}", response.status())));
+            }
+        }
+        Err(self.broken("the event stream ended before the answer"))
+    }
+
+    /// Reads one response's events; `None` when it ends without the answer.
+    async fn read_events(
+        &self,
+        id: i64,
+        response: reqwest::Response,
+        listener: Option<&Listener>,
+        resume: &mut Resume,
+    ) -> Result<Option<Result<Value, RpcError>>, UpstreamError> {
         let mut body = response.bytes_stream();
         let mut buffer = BytesMut::new();
         let mut data = String::new();
@@ -287,20 +339,25 @@ impl HttpConn {
                 let line = buffer.split_to(end + 1);
                 let line = String::from_utf8_lossy(&line);
                 let line = line.trim_end_matches(['\n', '\r']);
-                if let Some(rest) = line.strip_prefix("data:") {
+                let field = |name: &str| line.strip_prefix(name).map(|rest| rest.strip_prefix(' ').unwrap_or(rest));
+                if let Some(rest) = field("data:") {
                     if !data.is_empty() {
                         data.push('\n');
                     }
-                    data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                    data.push_str(rest);
+                } else if let Some(event_id) = field("id:") {
+                    resume.last_event = Some(event_id.to_owned());
+                } else if let Some(ms) = field("retry:").and_then(|ms| ms.trim().parse::<u64>().ok()) {
+                    resume.retry = std::time::Duration::from_millis(ms.min(MAX_RETRY_MS));
                 } else if line.is_empty() && !data.is_empty() {
                     let event = std::mem::take(&mut data);
                     if let Some(answer) = self.event(id, &event, listener).await {
-                        return Ok(Outcome::Answer(answer));
+                        return Ok(Some(answer));
                     }
                 }
             }
         }
-        Err(self.broken("the event stream ended before the answer"))
+        Ok(None)
     }
 
     /// One event: the answer to request `id`, or something to pass on or refuse.
@@ -346,6 +403,121 @@ impl HttpConn {
         UpstreamError::Protocol { server: self.server.clone(), url: self.url.clone(), detail: detail.into() }
     }
 }
+
+/// Keeps a request's asker registered while the request is in flight.
+struct AskerGuard<'a> {
+    conn: &'a HttpConn,
+    id: i64,
+}
+
+impl<'a> AskerGuard<'a> {
+    fn register(conn: &'a HttpConn, id: i64, ask: Ask) -> AskerGuard<'a> {
+        conn.askers.lock().expect("askers lock").insert(id, ask);
+        AskerGuard { conn, id }
+    }
+}
+
+impl Drop for AskerGuard<'_> {
+    fn drop(&mut self) {
+        self.conn.askers.lock().expect("askers lock").remove(&self.id);
+    }
+}
+
+/// The handshake-era session's standalone stream (GET): what the server sends outside any
+/// request. Questions go to the oldest request in flight whose caller can be asked (and
+/// are refused when there is none); change notifications go to `changes`. A server that
+/// offers no such stream (405) is left alone; one that drops it is reconnected with
+/// backoff for as long as the connection lives.
+async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
+    let mut backoff = std::time::Duration::from_millis(250);
+    loop {
+        let Some(live) = conn.upgrade() else { return };
+        let Some(session) = live.session.lock().await.clone() else { return };
+        let request = live
+            .client
+            .get(&live.url)
+            .headers(live.headers.clone())
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", live.revision.as_str())
+            .header("mcp-session-id", session);
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {
+                drop(live);
+                let opened = std::time::Instant::now();
+                read_standalone(&conn, response).await;
+                // A stream that lasted is reconnected soon; one dropped at once, ever later.
+                backoff = if opened.elapsed() > std::time::Duration::from_secs(30) {
+                    std::time::Duration::from_millis(500)
+                } else {
+                    (backoff * 2).min(std::time::Duration::from_secs(30))
+                };
+            }
+            // 405: the server offers no standalone stream; anything else: it is gone.
+            Ok(_) | Err(_) => return,
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: reqwest::Response) {
+    let mut body = response.bytes_stream();
+    let mut buffer = BytesMut::new();
+    let mut data = String::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line = buffer.split_to(end + 1);
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if let Some(rest) = line.strip_prefix("data:") {
+                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+            } else if line.is_empty() && !data.is_empty() {
+                let Some(live) = conn.upgrade() else { return };
+                live.standalone_event(&std::mem::take(&mut data));
+            }
+        }
+    }
+}
+
+impl HttpConn {
+    fn standalone_event(self: &Arc<Self>, data: &str) {
+        match Message::parse(data.as_bytes()).and_then(Message::classify) {
+            Ok(Message::Request { id, method, params }) => {
+                let ask = self.askers.lock().expect("askers lock").values().next().cloned();
+                let conn = self.clone();
+                tokio::spawn(async move {
+                    let outcome = match ask {
+                        _ if method == "ping" => Ok(json!({})),
+                        Some(ask) => ask(method.clone(), params).await,
+                        None => Err(RpcError::method_not_found(&method)),
+                    };
+                    let reply = match outcome {
+                        Ok(result) => message::result_response(&id.to_value(), result),
+                        Err(e) => message::error_response(Some(&id.to_value()), &e),
+                    };
+                    let _ = conn.send(&reply, "", None, Some(conn.revision)).await;
+                });
+            }
+            Ok(Message::Notification { method, params }) if crate::is_change(&method) => {
+                let _ = self.changes.send(crate::untagged_change(&method, params));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Where a handshake-era event stream can be picked up again.
+struct Resume {
+    last_event: Option<String>,
+    retry: std::time::Duration,
+}
+
+/// How long to wait before resuming a stream that named no `retry`.
+const DEFAULT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest `retry` a server may ask for; a longer one is cut to this.
+const MAX_RETRY_MS: u64 = 30_000;
+/// How many times one request's stream is resumed before the call fails.
+const MAX_RESUMES: usize = 5;
 
 fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
