@@ -49,11 +49,15 @@ pub fn spec_schema_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("MCPX_SPEC_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/schema");
-    assert!(
-        beside.is_dir(),
-        "protocol schemas not found at {}; set MCPX_SPEC_DIR to the shared/spec/schema directory",
-        beside.display()
-    );
-    beside
+    // The team's shared folder sits beside a checkout (`../shared`), wherever the checkout
+    // is; on these machines it is also at /work/shared.
+    let root = repo_root();
+    let candidates: Vec<PathBuf> = root
+        .ancestors()
+        .map(|dir| dir.join("shared/spec/schema"))
+        .chain([PathBuf::from("/work/shared/spec/schema")])
+        .collect();
+    candidates.iter().find(|dir| dir.is_dir()).cloned().unwrap_or_else(|| {
+        panic!("protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory")
+    })
 }

@@ -152,11 +152,18 @@ struct Schema {
 }
 
 fn schema(revision: &str) -> Schema {
+    // MCPX_SPEC_DIR, else the team's shared folder beside the checkout (wherever it is),
+    // else /work/shared where these machines keep it.
     let dir = std::env::var_os("MCPX_SPEC_DIR")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec/schema")
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .ancestors()
+                .map(|dir| dir.join("shared/spec/schema"))
+                .chain([PathBuf::from("/work/shared/spec/schema")])
+                .find(|dir| dir.is_dir())
+                .unwrap_or_default()
         });
     let path = dir.join(revision).join("schema.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
