@@ -43,8 +43,8 @@ pub fn fakemcp() -> PathBuf {
     debug_binary("fakemcp")
 }
 
-/// `shared/spec/schema`: `$MCPX_SPEC_DIR` when set, else the copy beside the repository
-/// (`<repo>/../shared/spec/schema`).
+/// `shared/spec/schema`: `$MCPX_SPEC_DIR` when set, else the team's copy beside the
+/// checkout or at /work/shared, else the copy in the repository (`spec/schema`).
 pub fn spec_schema_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("MCPX_SPEC_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
@@ -55,7 +55,7 @@ pub fn spec_schema_dir() -> PathBuf {
     let candidates: Vec<PathBuf> = root
         .ancestors()
         .map(|dir| dir.join("shared/spec/schema"))
-        .chain([PathBuf::from("/work/shared/spec/schema")])
+        .chain([PathBuf::from("/work/shared/spec/schema"), root.join("spec/schema")])
         .collect();
     candidates.iter().find(|dir| dir.is_dir()).cloned().unwrap_or_else(|| {
         panic!("protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory")

@@ -153,7 +153,7 @@ struct Schema {
 
 fn schema(revision: &str) -> Schema {
     // MCPX_SPEC_DIR, else the team's shared folder beside the checkout (wherever it is),
-    // else /work/shared where these machines keep it.
+    // else /work/shared where these machines keep it, else the repository's copy.
     let dir = std::env::var_os("MCPX_SPEC_DIR")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)
@@ -162,6 +162,7 @@ fn schema(revision: &str) -> Schema {
                 .ancestors()
                 .map(|dir| dir.join("shared/spec/schema"))
                 .chain([PathBuf::from("/work/shared/spec/schema")])
+                .chain([Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/schema")])
                 .find(|dir| dir.is_dir())
                 .unwrap_or_default()
         });
