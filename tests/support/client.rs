@@ -23,6 +23,9 @@ pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 fn http() -> &'static reqwest::blocking::Client {
     static CLIENT: OnceLock<reqwest::blocking::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
+        // In a workspace-wide build reqwest is compiled with mcpx's TLS features, which
+        // need a crypto provider installed even for plain-HTTP clients.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         reqwest::blocking::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(60))
