@@ -299,17 +299,8 @@ impl HttpConn {
                 break;
             };
             tokio::time::sleep(resume.retry).await;
-            let mut request = self
-                .client
-                .get(&self.url)
-                .headers(self.headers.clone())
-                .header("accept", "text/event-stream")
-                .header("mcp-protocol-version", self.revision.as_str())
-                .header("last-event-id", last_event);
-            if let Some(session) = self.session.lock().await.clone() {
-                request = request.header("mcp-session-id", session);
-            }
-            response = request.send().await.map_err(|e| UpstreamError::Unreachable {
+            let session = self.session.lock().await.clone();
+            response = self.stream_request(session).header("last-event-id", last_event).send().await.map_err(|e| UpstreamError::Unreachable {
                 server: self.server.clone(),
                 url: self.url.clone(),
                 reason: e.to_string(),
@@ -329,32 +320,20 @@ impl HttpConn {
         listener: Option<&Listener>,
         resume: &mut Resume,
     ) -> Result<Option<Result<Value, RpcError>>, UpstreamError> {
-        let mut body = response.bytes_stream();
-        let mut buffer = BytesMut::new();
-        let mut data = String::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| self.broken(format!("the event stream broke: {e}")))?;
-            buffer.extend_from_slice(&chunk);
-            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-                let line = buffer.split_to(end + 1);
-                let line = String::from_utf8_lossy(&line);
-                let line = line.trim_end_matches(['\n', '\r']);
-                let field = |name: &str| line.strip_prefix(name).map(|rest| rest.strip_prefix(' ').unwrap_or(rest));
-                if let Some(rest) = field("data:") {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(rest);
-                } else if let Some(event_id) = field("id:") {
-                    resume.last_event = Some(event_id.to_owned());
-                } else if let Some(ms) = field("retry:").and_then(|ms| ms.trim().parse::<u64>().ok()) {
-                    resume.retry = std::time::Duration::from_millis(ms.min(MAX_RETRY_MS));
-                } else if line.is_empty() && !data.is_empty() {
-                    let event = std::mem::take(&mut data);
-                    if let Some(answer) = self.event(id, &event, listener).await {
-                        return Ok(Some(answer));
-                    }
-                }
+        let mut events = Events::new(response);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| self.broken(format!("the event stream broke: {e}")))?;
+            if let Some(event_id) = event.id {
+                resume.last_event = Some(event_id);
+            }
+            if let Some(ms) = event.retry {
+                resume.retry = std::time::Duration::from_millis(ms.min(MAX_RETRY_MS));
+            }
+            if event.data.is_empty() {
+                continue;
+            }
+            if let Some(answer) = self.event(id, &event.data, listener).await {
+                return Ok(Some(answer));
             }
         }
         Ok(None)
@@ -399,6 +378,20 @@ impl HttpConn {
         }
     }
 
+    /// A handshake-era GET for an event stream of the session.
+    fn stream_request(&self, session: Option<String>) -> reqwest::RequestBuilder {
+        let request = self
+            .client
+            .get(&self.url)
+            .headers(self.headers.clone())
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", self.revision.as_str());
+        match session {
+            Some(session) => request.header("mcp-session-id", session),
+            None => request,
+        }
+    }
+
     fn broken(&self, detail: impl Into<String>) -> UpstreamError {
         UpstreamError::Protocol { server: self.server.clone(), url: self.url.clone(), detail: detail.into() }
     }
@@ -433,14 +426,7 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
     loop {
         let Some(live) = conn.upgrade() else { return };
         let Some(session) = live.session.lock().await.clone() else { return };
-        let request = live
-            .client
-            .get(&live.url)
-            .headers(live.headers.clone())
-            .header("accept", "text/event-stream")
-            .header("mcp-protocol-version", live.revision.as_str())
-            .header("mcp-session-id", session);
-        match request.send().await {
+        match live.stream_request(Some(session)).send().await {
             Ok(response) if response.status().is_success() => {
                 drop(live);
                 let opened = std::time::Instant::now();
@@ -460,22 +446,70 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
 }
 
 async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: reqwest::Response) {
-    let mut body = response.bytes_stream();
-    let mut buffer = BytesMut::new();
-    let mut data = String::new();
-    while let Some(Ok(chunk)) = body.next().await {
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line = buffer.split_to(end + 1);
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if let Some(rest) = line.strip_prefix("data:") {
-                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
-            } else if line.is_empty() && !data.is_empty() {
-                let Some(live) = conn.upgrade() else { return };
-                live.standalone_event(&std::mem::take(&mut data));
+    let mut events = Events::new(response);
+    while let Some(Ok(event)) = events.next().await {
+        let Some(live) = conn.upgrade() else { return };
+        if !event.data.is_empty() {
+            live.standalone_event(&event.data);
+        }
+    }
+}
+
+/// One server-sent event: its data, and the `id` and `retry` fields that came with it.
+struct Event {
+    data: String,
+    id: Option<String>,
+    retry: Option<u64>,
+}
+
+/// The events of an event-stream response, read as they arrive.
+struct Events {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: BytesMut,
+    pending: Event,
+}
+
+impl Events {
+    fn new(response: reqwest::Response) -> Events {
+        Events { body: Box::pin(response.bytes_stream()), buffer: BytesMut::new(), pending: Event::empty() }
+    }
+
+    /// The next event (with data, or naming an `id` or `retry`); `None` at the end.
+    async fn next(&mut self) -> Option<reqwest::Result<Event>> {
+        loop {
+            while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let raw = self.buffer.split_to(end + 1);
+                let line = String::from_utf8_lossy(&raw);
+                let line = line.trim_end_matches(['\n', '\r']);
+                let field = |name: &str| line.strip_prefix(name).map(|rest| rest.strip_prefix(' ').unwrap_or(rest));
+                if let Some(rest) = field("data:") {
+                    if !self.pending.data.is_empty() {
+                        self.pending.data.push('\n');
+                    }
+                    self.pending.data.push_str(rest);
+                } else if let Some(id) = field("id:") {
+                    self.pending.id = Some(id.to_owned());
+                } else if let Some(ms) = field("retry:") {
+                    self.pending.retry = ms.trim().parse().ok();
+                } else if line.is_empty() && !self.pending.is_empty() {
+                    return Some(Ok(std::mem::replace(&mut self.pending, Event::empty())));
+                }
+            }
+            match self.body.next().await? {
+                Ok(chunk) => self.buffer.extend_from_slice(&chunk),
+                Err(e) => return Some(Err(e)),
             }
         }
+    }
+}
+
+impl Event {
+    fn empty() -> Event {
+        Event { data: String::new(), id: None, retry: None }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.id.is_none() && self.retry.is_none()
     }
 }
 
