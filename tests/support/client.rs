@@ -20,7 +20,7 @@ use crate::schema::{self, LEGACY, MODERN};
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 /// The one HTTP client all tests share (it pools connections; no proxy, ever).
-fn http() -> &'static reqwest::blocking::Client {
+pub fn http() -> &'static reqwest::blocking::Client {
     static CLIENT: OnceLock<reqwest::blocking::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         // In a workspace-wide build reqwest is compiled with mcpx's TLS features, which

@@ -278,6 +278,9 @@ impl Server {
     }
 
     fn spawn_tool_call(&self, id: Value, params: Value, era: Era) {
+        if params.get("name").and_then(Value::as_str) == Some("changed") {
+            self.out.notify("notifications/tools/list_changed");
+        }
         let instance = Arc::clone(&self.instance);
         self.spawn_reply(
             id,

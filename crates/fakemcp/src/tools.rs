@@ -52,6 +52,11 @@ pub fn catalogue() -> Value {
             "inputSchema": no_arguments,
         },
         {
+            "name": "changed",
+            "description": "Announce notifications/tools/list_changed on this connection (unasked, as a handshake-era server does), then answer.",
+            "inputSchema": no_arguments,
+        },
+        {
             "name": "meta",
             "description": "Return the request's params._meta exactly as it arrived (null if absent).",
             "inputSchema": no_arguments,
@@ -120,6 +125,8 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
             unsafe { libc::_exit(3) }
         }
         "meta" => Ok(structured(json!({"meta": params.get("_meta").cloned()}))),
+        // The notification itself is sent by the server loop, which owns the output.
+        "changed" => Ok(structured(json!({"announced": "notifications/tools/list_changed"}))),
         "env" => {
             let variable = arguments
                 .get("name")

@@ -84,9 +84,48 @@ async fn mcp(
             }
             None => not_allowed(),
         },
-        // A standalone server→client stream is optional in 2025-11-25 and gone in 2026-07-28.
+        // A handshake-era session's standalone stream; gone in 2026-07-28.
+        Method::GET => match session {
+            Some(session) if Format::from_headers(&headers).allows_stream() => standalone(&front, &base, session).await,
+            Some(_) => reply::status(StatusCode::NOT_ACCEPTABLE, "the standalone stream is text/event-stream\n"),
+            None => not_allowed(),
+        },
         _ => not_allowed(),
     }
+}
+
+/// The standalone stream of a handshake-era session (GET): the list changes of every
+/// upstream instance the session reaches, as they happen, until the client closes it or
+/// the daemon stops.
+async fn standalone(front: &Front, base: &Transport, session: crate::session::Session) -> Response {
+    let gateway = front.gateway.clone();
+    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
+    let identity = gateway.identity(&Value::Null, &transport);
+    let negotiated = &session.negotiated;
+    let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
+    let everything = serde_json::json!({ "notifications": {
+        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+    }});
+    let watch = match gateway.watch(&ctx, &everything).await {
+        Ok(watch) => watch,
+        Err(e) => return reply::error(StatusCode::INTERNAL_SERVER_ERROR, Format::Json, None, &e),
+    };
+    let events = futures::stream::unfold(Some(watch), move |state| {
+        let gateway = gateway.clone();
+        async move {
+            let mut watch = state?;
+            let next = tokio::select! {
+                change = watch.changes.recv() => change,
+                _ = gateway.closing() => None,
+                _ = tokio::time::sleep(crate::listen::KEEP_ALIVE) => {
+                    return Some((Ok::<_, std::convert::Infallible>(": keep-alive\n\n".to_owned()), Some(watch)));
+                }
+            };
+            let change = next?;
+            Some((Ok(reply::event(&change.to_string())), Some(watch)))
+        }
+    });
+    reply::event_stream(Body::from_stream(events))
 }
 
 async fn post(

@@ -6,3 +6,4 @@ mod interop_ts_sdk;
 mod transport;
 mod questions;
 mod serve;
+mod standalone;
