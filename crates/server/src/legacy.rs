@@ -7,7 +7,7 @@ use axum::response::Response;
 use futures::future::join_all;
 use mcpx_gateway::{CallContext, Gateway, Transport};
 use mcpx_protocol::message::{error_response, result_response};
-use mcpx_protocol::{Era, Message, Revision, RpcError};
+use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
 use serde_json::{Value, json};
 
 use crate::dispatch::{self, Notify};
@@ -25,6 +25,37 @@ pub struct Negotiated {
     pub capabilities: Value,
     /// Questions from upstreams this caller has open.
     pub questions: std::sync::Arc<Questions>,
+    /// This caller's requests in flight, so `notifications/cancelled` can stop them.
+    pub in_flight: std::sync::Arc<InFlight>,
+}
+
+/// Requests of one handshake-era session in flight, by id.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    requests: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl InFlight {
+    /// Resolves when the request with this id is cancelled.
+    fn register(&self, id: &Value) -> impl Future<Output = ()> + use<> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.requests.lock().expect("in-flight lock").insert(id.to_string(), tx);
+        async move {
+            if rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    fn done(&self, id: &Value) {
+        self.requests.lock().expect("in-flight lock").remove(&id.to_string());
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        if let Some(tx) = self.requests.lock().expect("in-flight lock").remove(&id.to_value().to_string()) {
+            let _ = tx.send(());
+        }
+    }
 }
 
 impl Negotiated {
@@ -35,7 +66,7 @@ impl Negotiated {
         let revision =
             asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
         let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
-        Negotiated { revision, capabilities, questions: Default::default() }
+        Negotiated { revision, capabilities, questions: Default::default(), in_flight: Default::default() }
     }
 }
 
@@ -83,7 +114,14 @@ pub async fn answer(
             }
             return Reply::Nothing;
         }
-        Ok(Message::Notification { .. }) => return Reply::Nothing,
+        Ok(Message::Notification { method, params }) => {
+            if method == "notifications/cancelled" {
+                if let Some(id) = params.get("requestId").and_then(RequestId::from_value) {
+                    negotiated.in_flight.cancel(&id);
+                }
+            }
+            return Reply::Nothing;
+        }
         Err(invalid) => return Reply::Invalid(error_response(invalid.id.as_ref(), &invalid.error)),
     };
     let outcome = match method.as_str() {
@@ -102,7 +140,17 @@ pub async fn answer(
                 Ok(listener) => {
                     let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
                         .with_listener(listener);
-                    dispatch::answer(gateway, &ctx, &method, params).await
+                    // The caller may cancel this request with notifications/cancelled: then
+                    // the work stops (and its upstream request is cancelled) and no answer
+                    // is sent, as the spec asks.
+                    let cancelled = negotiated.in_flight.register(&id);
+                    tokio::select! {
+                        outcome = dispatch::answer(gateway, &ctx, &method, params) => {
+                            negotiated.in_flight.done(&id);
+                            outcome
+                        }
+                        _ = cancelled => return Reply::Nothing,
+                    }
                 }
                 Err(e) => Err(e),
             }

@@ -99,6 +99,8 @@ where
         };
         let text = match item {
             Item::Note(frame) => event(&frame.to_string()),
+            // A request cancelled by its caller ends its stream without an answer.
+            Item::Last(frame) if frame.is_null() => return None,
             Item::Last(frame) => {
                 guard.disarm();
                 rx.close();

@@ -7,3 +7,4 @@ mod transport;
 mod questions;
 mod serve;
 mod standalone;
+mod cancel;
