@@ -92,6 +92,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         config: settings.path().map(Into::into),
     };
     let gateway = Gateway::new(settings);
+    gateway.remember_eras_in(dir.join("eras.json"));
     let front = Arc::new(Front {
         gateway: gateway.clone(),
         sessions: Default::default(),

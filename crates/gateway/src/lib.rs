@@ -9,6 +9,7 @@
 mod ask;
 pub mod config;
 pub mod context;
+mod eras;
 mod held;
 pub mod identity;
 pub mod invocation;
@@ -164,6 +165,11 @@ impl Gateway {
             "resources/templates/list" => self.list_resources(ctx, method, "resourceTemplates").await,
             _ => self.list_prompts(ctx).await,
         }
+    }
+
+    /// Remembers the era each server answered in across restarts, in `file`.
+    pub fn remember_eras_in(&self, file: std::path::PathBuf) {
+        self.pool.remember_eras_in(file);
     }
 
     pub fn instances(&self) -> Vec<InstanceInfo> {

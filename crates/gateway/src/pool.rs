@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpx_protocol::Era;
 use mcpx_upstream::{Spec, Upstream, UpstreamError};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
@@ -40,7 +39,7 @@ pub struct Pool {
 struct Inner {
     slots: Mutex<HashMap<InstanceKey, Arc<Slot>>>,
     /// The era each server answered in last, by definition, so a restart skips the probe.
-    eras: Mutex<HashMap<String, Era>>,
+    eras: crate::eras::Eras,
     stopping: TaskTracker,
     closed: AtomicBool,
 }
@@ -92,13 +91,13 @@ impl Pool {
                 .upstream
                 .get_or_try_init(|| async {
                     let spec = spec()?;
-                    let hint = self.inner.eras.lock().expect("pool lock").get(definition).copied();
+                    let hint = self.inner.eras.get(definition);
                     tracing::info!(instance = %key, "starting instance");
                     match Upstream::connect(&spec, hint).await {
                         // The server may have changed eras since (an upgrade): probe afresh once.
                         Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
                             tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
-                            self.inner.eras.lock().expect("pool lock").remove(definition);
+                            self.inner.eras.forget(definition);
                             Upstream::connect(&spec, None).await
                         }
                         outcome => outcome,
@@ -108,7 +107,7 @@ impl Pool {
                 .await;
             match started {
                 Ok(upstream) if upstream.is_alive() => {
-                    self.inner.eras.lock().expect("pool lock").insert(definition.to_owned(), upstream.facts().era);
+                    self.inner.eras.learn(definition, upstream.facts().era);
                     return Ok(lease);
                 }
                 Ok(_) => {
@@ -119,6 +118,11 @@ impl Pool {
             }
         }
         Err(PoolError::Upstream(UpstreamError::Exited { server: key.server.clone(), status: None }))
+    }
+
+    /// Remembers each server's era in `file` (across restarts), starting from its contents.
+    pub fn remember_eras_in(&self, file: std::path::PathBuf) {
+        self.inner.eras.keep_in(file);
     }
 
     /// Stops instances idle longer than `idle_timeout`, dead ones, and those whose server

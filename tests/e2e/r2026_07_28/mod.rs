@@ -3,6 +3,7 @@
 mod access;
 mod api;
 mod cli;
+mod eras;
 mod gateway_tools;
 mod http_upstream;
 mod git_scopes;
