@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use crate::client::{self, Daemon};
 
 pub const EXIT_TIMEOUT: u8 = 124;
+/// The call is waiting for an answer from the caller (`mcpx ask`).
+pub const EXIT_WAITING: u8 = 75;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(clap::Args, Clone)]
@@ -33,6 +35,8 @@ pub enum Outcome {
     Ok,
     Failed,
     TimedOut,
+    /// An upstream asked a question; it waits for `mcpx ask answer`.
+    Waiting,
     /// The command line was wrong: exit 2, like clap's own usage errors.
     Usage(String),
 }
@@ -43,6 +47,7 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::FAILURE,
         Ok(Outcome::TimedOut) => ExitCode::from(EXIT_TIMEOUT),
+        Ok(Outcome::Waiting) => ExitCode::from(EXIT_WAITING),
         Ok(Outcome::Usage(message)) => {
             eprintln!("mcpx: {message}");
             ExitCode::from(EXIT_USAGE)
@@ -191,11 +196,25 @@ pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout
         },
         None => request.await?,
     };
+    print_call_outcome(&common, status, &result)
+}
+
+/// Prints what a call (or an answered question) came to: its result, or the question it
+/// is now waiting on.
+fn print_call_outcome(common: &Common, status: u16, result: &Value) -> anyhow::Result<Outcome> {
+    if status == 202 && result["status"] == "input_required" {
+        if common.json {
+            println!("{}", serde_json::to_string_pretty(result)?);
+        } else {
+            print_question(&result["question"]);
+        }
+        return Ok(Outcome::Waiting);
+    }
     if status != 200 {
-        return Err(api_error(status, &result));
+        return Err(api_error(status, result));
     }
     if common.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        println!("{}", serde_json::to_string_pretty(result)?);
     } else {
         for block in result["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
@@ -205,6 +224,83 @@ pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout
         }
     }
     Ok(if result["isError"] == true { Outcome::Failed } else { Outcome::Ok })
+}
+
+fn print_question(question: &Value) {
+    println!(
+        "{}.{} is waiting for an answer (question {}):",
+        question["server"].as_str().unwrap_or("?"),
+        question["tool"].as_str().unwrap_or("?"),
+        question["id"].as_str().unwrap_or("?")
+    );
+    for (key, request) in question["inputRequests"].as_object().into_iter().flatten() {
+        let params = &request["params"];
+        let what = params["message"].as_str().map(str::to_owned).unwrap_or_else(|| params.to_string());
+        println!("  {key}: {} — {what}", request["method"].as_str().unwrap_or("?"));
+    }
+    println!("answer with: {}", question["answer"].as_str().unwrap_or("mcpx ask answer <id> '<json>'"));
+}
+
+/// `mcpx ask ls`: the questions waiting for this session.
+pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
+    let (status, body) = api(&common, "GET", "/v1/ask", None).await?;
+    if status != 200 {
+        return Err(api_error(status, &body));
+    }
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(Outcome::Ok);
+    }
+    let questions = body["questions"].as_array().cloned().unwrap_or_default();
+    if questions.is_empty() {
+        println!("no question is waiting for this session");
+    }
+    for question in &questions {
+        print_question(question);
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `mcpx ask answer <id> <json>`: answers and carries the call on. The JSON maps each
+/// question key to its answer; with one question, the bare answer will do.
+pub async fn ask_answer(common: Common, id: &str, answer: &str) -> anyhow::Result<Outcome> {
+    let answer: Value = match serde_json::from_str(answer) {
+        Ok(v) => v,
+        Err(e) => return Ok(Outcome::Usage(format!("the answer is not JSON: {e}"))),
+    };
+    let (status, shown) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
+    if status != 200 {
+        return Err(api_error(status, &shown));
+    }
+    let keys: Vec<String> = shown["inputRequests"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    let keyed = answer.as_object().is_some_and(|m| !m.is_empty() && m.keys().all(|k| keys.contains(k)));
+    let responses = match (keyed, keys.as_slice()) {
+        (true, _) => answer,
+        (false, [only]) => json!({ only.clone(): answer }),
+        (false, _) => return Ok(Outcome::Usage(format!("answer each question by key: {}", keys.join(", ")))),
+    };
+    let (status, result) = api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
+    print_call_outcome(&common, status, &result)
+}
+
+/// `mcpx ask decline <id>`: declines a form (elicitation) question; abandons any other.
+pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
+    let (status, shown) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
+    if status != 200 {
+        return Err(api_error(status, &shown));
+    }
+    let requests = shown["inputRequests"].as_object().cloned().unwrap_or_default();
+    if !requests.is_empty() && requests.values().all(|r| r["method"] == "elicitation/create") {
+        let responses: serde_json::Map<String, Value> = requests.keys().map(|k| (k.clone(), json!({ "action": "decline" }))).collect();
+        let (status, result) = api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
+        return print_call_outcome(&common, status, &result);
+    }
+    let (status, body) = api(&common, "POST", "/v1/ask/abandon", Some(json!({ "id": id }))).await?;
+    if status != 200 {
+        return Err(api_error(status, &body));
+    }
+    println!("abandoned question {id}");
+    Ok(Outcome::Ok)
 }
 
 fn percent_encode(text: &str) -> String {

@@ -97,6 +97,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         gateway: gateway.clone(),
         sessions: Default::default(),
         daemon: Daemon::new(url.clone(), Some(socket_path.clone())),
+        pending: Default::default(),
     });
     let app = mcpx_server::router(front.clone());
     record.write(&dir).with_context(|| format!("writing the daemon record in {}", dir.display()))?;

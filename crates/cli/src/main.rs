@@ -19,7 +19,7 @@ use commands::Common;
     name = "mcpx",
     version,
     about = "An MCP gateway: one endpoint for many MCP servers, each instance chosen by who is asking.",
-    after_help = "Exit codes: 0 ok; 1 failure, or a tool result with isError; 2 usage; 124 timeout.\nThe daemon's state dir is $MCPX_STATE_DIR, else $XDG_RUNTIME_DIR/mcpx, else $XDG_STATE_HOME/mcpx."
+    after_help = "Exit codes: 0 ok; 1 failure, or a tool result with isError; 2 usage; 75 waiting for an answer (mcpx ask); 124 timeout.\nThe daemon's state dir is $MCPX_STATE_DIR, else $XDG_RUNTIME_DIR/mcpx, else $XDG_STATE_HOME/mcpx."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -72,9 +72,35 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Questions an upstream asked during an `mcpx call`, waiting for this session's answer.
+    #[command(subcommand)]
+    Ask(AskCommand),
     /// Work with the config file.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+enum AskCommand {
+    /// The questions waiting for this session.
+    Ls {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Answer a question and carry its call on: `mcpx ask answer <id> '{"key": answer}'`
+    /// (with one question, the bare answer will do). Exits like `mcpx call`.
+    Answer {
+        id: String,
+        answer: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Decline a form question (others are abandoned).
+    Decline {
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Subcommand)]
@@ -104,6 +130,11 @@ fn main() -> ExitCode {
         Command::Call { target, arguments, timeout, common } => commands::run(async || {
             commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
         }),
+        Command::Ask(AskCommand::Ls { common }) => commands::run(async || commands::ask_list(common).await),
+        Command::Ask(AskCommand::Answer { id, answer, common }) => {
+            commands::run(async || commands::ask_answer(common, &id, &answer).await)
+        }
+        Command::Ask(AskCommand::Decline { id, common }) => commands::run(async || commands::ask_decline(common, &id).await),
         Command::Config(ConfigCommand::Check { config }) => check_config(config),
     }
 }

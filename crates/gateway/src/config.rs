@@ -203,11 +203,13 @@ pub struct LimitConfig {
     pub max_line_bytes: usize,
     /// Most items in one page of an aggregated list. Default 500.
     pub page_size: usize,
+    /// Most questions waiting for `/v1` callers (the CLI) to answer. Default 256.
+    pub pending_questions: usize,
 }
 
 impl Default for LimitConfig {
     fn default() -> Self {
-        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500 }
+        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500, pending_questions: 256 }
     }
 }
 

@@ -71,6 +71,9 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/tools", get(tools))
         .route("/v1/call", post(call))
         .route("/v1/stop", post(stop))
+        .route("/v1/ask", get(ask_list))
+        .route("/v1/ask/answer", post(ask_answer))
+        .route("/v1/ask/abandon", post(ask_abandon))
         .route("/v1/stdio", get(stdio_upgrade))
 }
 
@@ -157,11 +160,96 @@ async fn call(
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
         Err(e) => return error(&RpcError::parse_error(e)),
     };
-    let params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": arguments });
-    match call_tool(&front.gateway, &transport, params).await {
-        Ok(result) => Json(result).into_response(),
+    continue_call(&front, &transport, arguments, None).await
+}
+
+/// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
+/// kept for the caller to answer later (202).
+async fn continue_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> Response {
+    let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
+    if let Some((responses, state)) = answers {
+        params["inputResponses"] = responses;
+        params["requestState"] = state;
+    }
+    match call_tool(&front.gateway, transport, params).await {
+        Ok(result) if result["resultType"] == "input_required" => {
+            let config = front.gateway.settings().config();
+            let lifetime = config.timeouts.input_required;
+            match front.pending.store(transport.session.as_deref(), &call, &result, lifetime, config.limits.pending_questions) {
+                Ok(question) => (StatusCode::ACCEPTED, Json(json!({ "status": "input_required", "question": question.view() })))
+                    .into_response(),
+                Err(e) => error(&e),
+            }
+        }
+        Ok(mut result) => {
+            // A /v1 caller gets the tool result plain, without protocol fields.
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            Json(result).into_response()
+        }
         Err(e) => error(&e),
     }
+}
+
+#[derive(serde::Deserialize)]
+struct AskQuery {
+    id: Option<String>,
+}
+
+/// The questions waiting for this caller (`?id=` for one).
+async fn ask_list(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    Query(q): Query<AskQuery>,
+) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let mine = front.pending.of(transport.session.as_deref());
+    match q.id {
+        Some(id) => match mine.iter().find(|question| question.id == id) {
+            Some(question) => Json(question.view()).into_response(),
+            None => error(&no_such_question(&id)),
+        },
+        None => Json(json!({ "questions": mine.iter().map(|q| q.view()).collect::<Vec<_>>() })).into_response(),
+    }
+}
+
+/// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
+async fn ask_answer(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object())) else {
+        return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
+    };
+    let Some(question) = front.pending.take(id, transport.session.as_deref()) else {
+        return error(&no_such_question(id));
+    };
+    continue_call(&front, &transport, question.call, Some((responses.clone(), question.request_state))).await
+}
+
+/// Gives up on a waiting question; the held upstream call is cancelled when it expires.
+async fn ask_abandon(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let Some(id) = request["id"].as_str() else {
+        return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
+    };
+    match front.pending.take(id, transport.session.as_deref()) {
+        Some(_) => Json(json!({ "abandoned": id })).into_response(),
+        None => error(&no_such_question(id)),
+    }
+}
+
+fn no_such_question(id: &str) -> RpcError {
+    RpcError::invalid_params(format!("no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"))
 }
 
 async fn stop(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
@@ -216,13 +304,14 @@ async fn stdio_upgrade(
         .into_response()
 }
 
-/// A tool call for a `/v1` caller, shaped like a handshake-era result (no protocol fields).
+/// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked
+/// anything (a person at a shell can fill a form, write a completion, name roots), so an
+/// upstream's question comes back as `input_required` instead of failing the call.
 async fn call_tool(gateway: &Gateway, transport: &Transport, params: Value) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
-    let ctx = CallContext::new(identity, Revision::LATEST_LEGACY, json!({}));
-    let mut result = gateway.handle(&ctx, "tools/call", params).await?.result;
-    shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
-    Ok(result)
+    let capabilities = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
+    let ctx = CallContext::new(identity, Revision::LATEST_MODERN, capabilities);
+    Ok(gateway.handle(&ctx, "tools/call", params).await?.result)
 }
 
 /// A JSON-RPC error as a `/v1` response: bad arguments are the caller's (400), the rest the

@@ -34,6 +34,8 @@ pub struct Front {
     pub gateway: Arc<Gateway>,
     pub sessions: Sessions,
     pub daemon: Daemon,
+    /// Questions waiting for `/v1` callers.
+    pub pending: crate::pending::Pending,
 }
 
 /// The router for both listeners: `/mcp`, and the `/v1` API (see `api`).

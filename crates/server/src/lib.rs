@@ -12,6 +12,7 @@ pub mod http;
 mod legacy;
 mod listen;
 mod modern;
+mod pending;
 mod questions;
 mod reply;
 mod session;
