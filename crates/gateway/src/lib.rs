@@ -18,6 +18,7 @@ mod page;
 pub mod pool;
 mod prompts;
 mod resources;
+mod roots;
 pub mod scope;
 pub mod settings;
 pub mod tools;
@@ -206,10 +207,21 @@ impl Gateway {
         let mut resume_at = None;
         let resumed_ctx;
         let mut ctx = ctx;
+        let mut rooted = None;
         if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask) {
             let resume = self.asks.open(state, server, ctx, method, &params).map_err(|e| (e, None))?;
             resumed_ctx = CallContext { call_id: resume.call_id.clone(), ..ctx.clone() };
             ctx = &resumed_ctx;
+            if resume.upstream_state.as_ref().is_some_and(|s| s.get(roots::KEY).is_some()) {
+                // The answer to mcpx's own roots question: a cwd for this request, then a
+                // fresh call upstream.
+                let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
+                rooted = roots::first_dir(&answer);
+                if let Some(p) = params.as_object_mut() {
+                    p.remove("requestState");
+                    p.remove("inputResponses");
+                }
+            }
             if let Some(token) = resume.upstream_state.as_ref().and_then(|s| s.get(held::HELD_KEY)).and_then(Value::as_str) {
                 let Some(mut held) = self.parking.take(token) else {
                     let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
@@ -218,13 +230,45 @@ impl Gateway {
                 held.answer(params.get("inputResponses").and_then(Value::as_object));
                 return self.follow(ctx, method, original.unwrap_or_default(), held).await;
             }
-            match resume.upstream_state {
-                Some(upstream_state) => params["requestState"] = upstream_state,
-                None => {
-                    params.as_object_mut().map(|p| p.remove("requestState"));
+            if rooted.is_none() {
+                match resume.upstream_state {
+                    Some(upstream_state) => params["requestState"] = upstream_state,
+                    None => {
+                        params.as_object_mut().map(|p| p.remove("requestState"));
+                    }
                 }
+                resume_at = Some(resume.instance_key);
             }
-            resume_at = Some(resume.instance_key);
+        }
+        // A server scoped to where the caller works, for a caller with no cwd but roots.
+        let scope = self.settings.config().server(server).map(|s| s.scope).unwrap_or_default();
+        if rooted.is_none() && resume_at.is_none() && roots::wanted(ctx, scope) {
+            let legacy_ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
+            match (ctx.revision.era(), legacy_ask) {
+                (mcpx_protocol::Era::Legacy, Some(ask)) => {
+                    let question = roots::question();
+                    let asked = ask(question["method"].as_str().unwrap_or_default().to_owned(), json!({})).await;
+                    rooted = asked.ok().as_ref().and_then(roots::first_dir);
+                }
+                (mcpx_protocol::Era::Modern, _) if original.is_some() => {
+                    let key = InstanceKey { server: server.to_owned(), key: "roots".into() };
+                    let lifetime = self.settings.config().timeouts.input_required;
+                    let marker = Some(json!({ roots::KEY: true }));
+                    let state = self.asks.seal(&key, ctx, method, original.as_ref().unwrap_or(&Value::Null), marker, lifetime);
+                    return Ok(json!({
+                        "resultType": "input_required",
+                        "inputRequests": { roots::KEY: roots::question() },
+                        "requestState": state,
+                    }));
+                }
+                _ => {}
+            }
+        }
+        let rooted_ctx;
+        if let Some(cwd) = rooted {
+            let identity = Identity { cwd: Some(cwd), ..ctx.identity.clone() };
+            rooted_ctx = CallContext { identity, ..ctx.clone() };
+            ctx = &rooted_ctx;
         }
         let lease = self.lease_at(ctx, server, resume_at).await.map_err(|e| (e, None))?;
         if let Some(m) = caller_meta {
