@@ -15,6 +15,7 @@ mod invocation;
 mod invocation_paths;
 mod lifecycle;
 mod pages;
+mod roots;
 mod scopes;
 mod serve;
 mod transport;

@@ -1,0 +1,55 @@
+//! Roots for scopes: a 2026 caller over HTTP has no cwd, so a `cwd`-scoped server would
+//! degrade to one instance per call; a caller that declared `roots` is asked for them (an
+//! `input_required` round) and its first `file://` root becomes the request's cwd.
+
+use mcpx_e2e::client::Modern;
+use mcpx_e2e::daemon::Daemon;
+use mcpx_e2e::fixtures::{Whoami, config, fakemcp};
+use mcpx_e2e::process::{TempDir, tag};
+use serde_json::{Value, json};
+
+const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// `whoami` on the cwd-scoped server, answering mcpx's roots question with `root`.
+fn whoami_in(daemon: &Daemon, root: &std::path::Path) -> Whoami {
+    let call = |extra: Value| {
+        let mut params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}})).send(daemon.url())
+    };
+    let asked = call(json!({}));
+    let result = asked.result();
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let (key, question) = result["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    assert_eq!(question["method"], "roots/list", "{asked}");
+    let answer = json!({"roots": [{"uri": format!("file://{}", root.display()), "name": "work"}]});
+    let retry = json!({"inputResponses": {key.clone(): answer}, "requestState": result["requestState"]});
+    Whoami::of(&call(retry))
+}
+
+#[test]
+fn a_caller_that_declares_roots_gets_the_instance_of_its_first_root() {
+    let t = tag();
+    let (one, two) = (TempDir::new(), TempDir::new());
+    let daemon = Daemon::start(&config(&[("lsp", fakemcp("cwd", &t, &[]))]));
+    let a = whoami_in(&daemon, one.path());
+    let a_again = whoami_in(&daemon, one.path());
+    let b = whoami_in(&daemon, two.path());
+    assert_eq!(a.instance, a_again.instance, "one root, one instance");
+    assert_eq!(a_again.calls, 2);
+    assert_ne!(a.instance, b.instance, "another root, another instance");
+    let canonical = |p: &std::path::Path| p.canonicalize().unwrap();
+    assert_eq!(std::path::PathBuf::from(a.cwd.unwrap()).canonicalize().unwrap(), canonical(one.path()));
+    assert_eq!(std::path::PathBuf::from(b.cwd.unwrap()).canonicalize().unwrap(), canonical(two.path()));
+}
+
+#[test]
+fn a_caller_without_roots_still_degrades_to_one_instance_per_call() {
+    let t = tag();
+    let daemon = Daemon::start(&config(&[("lsp", fakemcp("cwd", &t, &[]))]));
+    let first = Whoami::of(&Modern::mcpx_call("lsp", "whoami", json!({})).send(daemon.url()));
+    let second = Whoami::of(&Modern::mcpx_call("lsp", "whoami", json!({})).send(daemon.url()));
+    assert_ne!(first.instance, second.instance);
+}
