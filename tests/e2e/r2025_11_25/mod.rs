@@ -8,3 +8,4 @@ mod questions;
 mod serve;
 mod standalone;
 mod cancel;
+mod real_upstreams;

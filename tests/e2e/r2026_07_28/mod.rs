@@ -21,3 +21,4 @@ mod serve;
 mod transport;
 mod upstream;
 mod questions;
+mod real_upstreams;
