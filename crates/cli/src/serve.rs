@@ -20,7 +20,8 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use crate::stdio::Writer as Stdout;
-use tokio_util::codec::{FramedRead, LinesCodec};
+use mcpx_gateway::{Line, Lines};
+use tokio_util::codec::FramedRead;
 
 use crate::client::{self, Daemon};
 
@@ -86,7 +87,7 @@ struct Client {
 
 async fn relay(args: Args) -> anyhow::Result<()> {
     let daemon = Daemon::new();
-    let mut stdin = FramedRead::new(crate::stdio::stdin(), LinesCodec::new_with_max_length(MAX_LINE));
+    let mut stdin = FramedRead::new(crate::stdio::stdin(), Lines::new(MAX_LINE));
     let mut stdout = crate::stdio::stdout();
     let mut client = Client::default();
     let mut upstream: Option<Connection> = None;
@@ -94,7 +95,17 @@ async fn relay(args: Args) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             line = stdin.next(), if stdin_open => {
-                let Some(Ok(line)) = line else {
+                let line = match line {
+                    Some(Ok(Line::Text(line))) => Some(line),
+                    // A bad line is the daemon's to refuse: pass on what it can judge.
+                    Some(Ok(Line::NotUtf8 | Line::TooLong)) => {
+                        let e = RpcError::invalid_request("a line that is not UTF-8 or longer than mcpx serve accepts");
+                        write_frame(&mut stdout, &error_response(None, &e)).await?;
+                        continue;
+                    }
+                    Some(Err(_)) | None => None,
+                };
+                let Some(line) = line else {
                     // The client is done: pass the end on and deliver what is still owed.
                     stdin_open = false;
                     match upstream.as_mut() {
@@ -145,7 +156,7 @@ async fn relay(args: Args) -> anyhow::Result<()> {
 
 /// One relayed stream to the daemon.
 struct Connection {
-    lines: FramedRead<tokio::io::ReadHalf<Io>, LinesCodec>,
+    lines: FramedRead<tokio::io::ReadHalf<Io>, Lines>,
     writer: tokio::io::WriteHalf<Io>,
 }
 
@@ -159,7 +170,13 @@ impl Connection {
 
 async fn next_line(upstream: &mut Option<Connection>) -> Option<String> {
     match upstream {
-        Some(conn) => conn.lines.next().await.and_then(Result::ok),
+        Some(conn) => loop {
+            match conn.lines.next().await {
+                Some(Ok(Line::Text(line))) => return Some(line),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return None,
+            }
+        },
         None => std::future::pending().await,
     }
 }
@@ -168,7 +185,7 @@ async fn connect(daemon: &Daemon, args: &Args, client: &mut Client) -> anyhow::R
     let stream = daemon.connect_or_start(args.config.as_deref()).await?;
     let io = client::upgrade_to_stdio(stream, args.session.as_deref()).await?;
     let (reader, writer) = tokio::io::split(io);
-    let mut conn = Connection { lines: FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE)), writer };
+    let mut conn = Connection { lines: FramedRead::new(reader, Lines::new(MAX_LINE)), writer };
     if let Some((id, line)) = &client.initialize {
         client.swallow = Some(id.clone());
         conn.send(line).await?;

@@ -20,7 +20,8 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use mcpx_gateway::{Line, Lines};
+use tokio_util::codec::FramedRead;
 use tokio_util::task::TaskTracker;
 
 use crate::dispatch::Notify;
@@ -53,16 +54,18 @@ where
         tasks: TaskTracker::new(),
         listens: Default::default(),
     };
-    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(max_line));
+    let mut lines = FramedRead::new(reader, Lines::new(max_line));
     while let Some(line) = lines.next().await {
         match line {
-            Ok(line) if line.trim().is_empty() => {}
-            Ok(line) => stream.frame(&line).await,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
+            Ok(Line::Text(line)) if line.trim().is_empty() => {}
+            Ok(Line::Text(line)) => stream.frame(&line).await,
+            // A bad line gets its error and the stream goes on: nothing accepted is lost.
+            Ok(Line::TooLong) => {
                 let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
                 stream.send(error_response(None, &e)).await;
             }
-            Err(LinesCodecError::Io(e)) => {
+            Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
+            Err(e) => {
                 tracing::debug!("stdio stream ended: {e}");
                 break;
             }

@@ -9,6 +9,7 @@
 mod connection;
 mod handshake;
 mod http;
+pub mod lines;
 mod pipe;
 mod stdio;
 

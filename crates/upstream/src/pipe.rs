@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
-use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::codec::FramedRead;
+
+use crate::lines::{Line, Lines};
 
 use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
@@ -279,7 +281,7 @@ impl Drop for Waiting {
             return;
         }
         let inner = self.inner.clone();
-        let params = json!({ "requestId": self.id, "reason": "the caller went away" });
+        let params = json!({ "requestId": self.id, "reason": "cancelled by mcpx: the caller went away or the request timed out" });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let _ = inner.notify("notifications/cancelled", params).await;
@@ -289,7 +291,7 @@ impl Drop for Waiting {
 }
 
 async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, max_line: usize) {
-    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line));
+    let mut lines = FramedRead::new(stdout, Lines::new(max_line));
     let server = match inner.upgrade() {
         Some(i) => i.server.clone(),
         None => return,
@@ -297,10 +299,14 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
     while let Some(line) = lines.next().await {
         let Some(inner) = inner.upgrade() else { return };
         let line = match line {
-            Ok(line) => line,
-            Err(e) => {
-                tracing::warn!(server, "skipping a line from the upstream: {e}");
+            Ok(Line::Text(line)) => line,
+            Ok(bad) => {
+                tracing::warn!(server, "skipping a line from the upstream: {bad:?} (limits.maxLineBytes is {max_line})");
                 continue;
+            }
+            Err(e) => {
+                tracing::warn!(server, "reading the upstream's stdout failed: {e}");
+                break;
             }
         };
         if line.trim().is_empty() {
@@ -348,9 +354,10 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
 }
 
 async fn read_stderr(server: String, stderr: tokio::process::ChildStderr, max_line: usize) {
-    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(max_line));
-    while let Some(line) = lines.next().await {
-        if let Ok(line) = line {
+    // Drained to the end whatever it holds: a server must never block on its stderr.
+    let mut lines = FramedRead::new(stderr, Lines::new(max_line));
+    while let Some(Ok(line)) = lines.next().await {
+        if let Line::Text(line) = line {
             tracing::debug!(server, "stderr: {line}");
         }
     }

@@ -18,6 +18,7 @@ mod pages;
 mod roots;
 mod scopes;
 mod serve;
+mod stdio_lines;
 mod transport;
 mod upstream;
 mod questions;
