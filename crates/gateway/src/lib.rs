@@ -493,7 +493,13 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
         }
         Launch::Http { url, headers } => {
             let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
-            Ok(Spec::Http(HttpSpec { server: name.to_owned(), url: url.clone(), headers, timeouts }))
+            Ok(Spec::Http(HttpSpec {
+                server: name.to_owned(),
+                url: url.clone(),
+                headers,
+                timeouts,
+                max_line_bytes: config.limits.max_line_bytes,
+            }))
         }
     }
 }

@@ -41,6 +41,8 @@ pub(crate) struct HttpConn {
     askers: std::sync::Mutex<std::collections::BTreeMap<i64, Ask>>,
     /// What the server says changed, from the session's standalone stream.
     pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
+    /// Longest event-stream line accepted: a server cannot make mcpx buffer without bound.
+    max_line: usize,
 }
 
 /// One reply, read to the end of the answer to our request.
@@ -82,6 +84,7 @@ impl HttpConn {
             param_headers: std::sync::Mutex::new(None),
             askers: Default::default(),
             changes: tokio::sync::broadcast::channel(64).0,
+            max_line: spec.max_line_bytes,
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
@@ -320,7 +323,7 @@ impl HttpConn {
         listener: Option<&Listener>,
         resume: &mut Resume,
     ) -> Result<Option<Result<Value, RpcError>>, UpstreamError> {
-        let mut events = Events::new(response);
+        let mut events = Events::new(response, self.max_line);
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| self.broken(format!("the event stream broke: {e}")))?;
             if let Some(event_id) = event.id {
@@ -446,7 +449,8 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
 }
 
 async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: reqwest::Response) {
-    let mut events = Events::new(response);
+    let Some(max_line) = conn.upgrade().map(|c| c.max_line) else { return };
+    let mut events = Events::new(response, max_line);
     while let Some(Ok(event)) = events.next().await {
         let Some(live) = conn.upgrade() else { return };
         if !event.data.is_empty() {
@@ -467,15 +471,16 @@ struct Events {
     body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     buffer: BytesMut,
     pending: Event,
+    max_line: usize,
 }
 
 impl Events {
-    fn new(response: reqwest::Response) -> Events {
-        Events { body: Box::pin(response.bytes_stream()), buffer: BytesMut::new(), pending: Event::empty() }
+    fn new(response: reqwest::Response, max_line: usize) -> Events {
+        Events { body: Box::pin(response.bytes_stream()), buffer: BytesMut::new(), pending: Event::empty(), max_line }
     }
 
     /// The next event (with data, or naming an `id` or `retry`); `None` at the end.
-    async fn next(&mut self) -> Option<reqwest::Result<Event>> {
+    async fn next(&mut self) -> Option<Result<Event, String>> {
         loop {
             while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
                 let raw = self.buffer.split_to(end + 1);
@@ -495,9 +500,12 @@ impl Events {
                     return Some(Ok(std::mem::replace(&mut self.pending, Event::empty())));
                 }
             }
+            if self.buffer.len() > self.max_line || self.pending.data.len() > self.max_line {
+                return Some(Err(format!("an event longer than limits.maxLineBytes ({} bytes)", self.max_line)));
+            }
             match self.body.next().await? {
                 Ok(chunk) => self.buffer.extend_from_slice(&chunk),
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(e.to_string())),
             }
         }
     }

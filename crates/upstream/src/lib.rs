@@ -35,6 +35,8 @@ pub struct HttpSpec {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub timeouts: Timeouts,
+    /// Longest line of an event stream (and so longest event) accepted from the server.
+    pub max_line_bytes: usize,
 }
 
 /// Who hears about one request while it runs: its caller's progress token (when the caller
