@@ -40,6 +40,33 @@ pub fn split_uri(config: &Config, public: &str) -> Option<(String, String)> {
     (config.server(server).is_some() && !keeps_own_names(config, server)).then(|| (server.to_owned(), uri.to_owned()))
 }
 
+/// Rewrites the `resource_link` items of a result's content (a tool result's `content`, a
+/// prompt's `messages[].content`) to their public URIs, so a caller can follow them through
+/// mcpx. Embedded resources are content, not links, and stay as the server wrote them.
+pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Value) {
+    use serde_json::Value;
+    let rewrite = |item: &mut Value| {
+        if item.get("type").and_then(Value::as_str) == Some("resource_link") {
+            if let Some(uri) = item.get("uri").and_then(Value::as_str) {
+                item["uri"] = public_uri(config, server, uri).into();
+            }
+        }
+    };
+    if let Some(Value::Array(content)) = result.get_mut("content") {
+        content.iter_mut().for_each(rewrite);
+    }
+    if let Some(Value::Array(messages)) = result.get_mut("messages") {
+        for message in messages {
+            if let Some(content) = message.get_mut("content") {
+                match content {
+                    Value::Array(items) => items.iter_mut().for_each(rewrite),
+                    item => rewrite(item),
+                }
+            }
+        }
+    }
+}
+
 /// Servers whose names are their own, routed by listing.
 pub fn own_name_servers(config: &Config) -> Vec<String> {
     config.expose.iter().filter(|s| keeps_own_names(config, s)).cloned().collect()
@@ -101,6 +128,21 @@ mod tests {
         );
         assert!(keeps_own_names(&conditional, "a"));
         assert!(!keeps_own_names(&conditional, "b"));
+    }
+
+    #[test]
+    fn resource_links_in_results_point_through_mcpx_and_embedded_resources_stay() {
+        let c = config(r#"{"mcpServers": {"docs": {"command": "x"}}}"#);
+        let mut result = serde_json::json!({"content": [
+            {"type": "resource_link", "uri": "demo://a", "name": "a"},
+            {"type": "resource", "resource": {"uri": "demo://b", "text": "b"}}
+        ]});
+        link_resources(&c, "docs", &mut result);
+        assert_eq!(result["content"][0]["uri"], "mcpx://docs/demo://a");
+        assert_eq!(result["content"][1]["resource"]["uri"], "demo://b");
+        let mut prompt = serde_json::json!({"messages": [{"role": "user", "content": {"type": "resource_link", "uri": "demo://c", "name": "c"}}]});
+        link_resources(&c, "docs", &mut prompt);
+        assert_eq!(prompt["messages"][0]["content"]["uri"], "mcpx://docs/demo://c");
     }
 
     #[test]

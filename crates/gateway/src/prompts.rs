@@ -37,7 +37,9 @@ impl Gateway {
             p.insert("name".into(), original.into());
         }
         let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
-        forwarded.await.map_err(|(e, _)| e)
+        let mut result = forwarded.await.map_err(|(e, _)| e)?;
+        naming::link_resources(&self.settings.config(), &server, &mut result);
+        Ok(result)
     }
 
     pub(crate) async fn complete(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {

@@ -204,7 +204,10 @@ impl Gateway {
             p.insert("arguments".into(), arguments);
         }
         match self.forward(ctx, server, "tools/call", params, caller_meta).await {
-            Ok(result) => Ok(result),
+            Ok(mut result) => {
+                naming::link_resources(&self.settings.config(), server, &mut result);
+                Ok(result)
+            }
             Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
                 let listed = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await.map(|l| l.0).unwrap_or_default();
