@@ -205,64 +205,38 @@ impl Gateway {
         // as the same logical call: the first round's call id.
         let may_ask = ask::METHODS.contains(&method);
         let original = may_ask.then(|| params.clone());
-        let mut resume_at = None;
         let resumed_ctx;
         let mut ctx = ctx;
+        let mut resume_at = None;
         let mut rooted = None;
-        if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask) {
-            let resume = self.asks.open(state, server, ctx, method, &params).map_err(|e| (e, None))?;
+        let mut roots_answered = false;
+        if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask).map(str::to_owned) {
+            let resume = self.asks.open(&state, server, ctx, method, &params).map_err(|e| (e, None))?;
             resumed_ctx = CallContext { call_id: resume.call_id.clone(), ..ctx.clone() };
             ctx = &resumed_ctx;
-            if resume.upstream_state.as_ref().is_some_and(|s| s.get(roots::KEY).is_some()) {
-                // The answer to mcpx's own roots question: a cwd for this request, then a
-                // fresh call upstream.
-                let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
-                rooted = roots::first_dir(&answer);
-                if let Some(p) = params.as_object_mut() {
-                    p.remove("requestState");
-                    p.remove("inputResponses");
+            match self.resumed(resume, &mut params) {
+                Resumed::Held(mut held) => {
+                    held.answer(params.get("inputResponses").and_then(Value::as_object));
+                    return self.follow(ctx, method, original.unwrap_or_default(), held).await;
                 }
-            }
-            if let Some(token) = resume.upstream_state.as_ref().and_then(|s| s.get(held::HELD_KEY)).and_then(Value::as_str) {
-                let Some(mut held) = self.parking.take(token) else {
+                Resumed::Rooted(cwd) => {
+                    rooted = cwd;
+                    roots_answered = true;
+                }
+                Resumed::At(key) => resume_at = Some(key),
+                Resumed::Expired => {
                     let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
                     return Err((e, None));
-                };
-                held.answer(params.get("inputResponses").and_then(Value::as_object));
-                return self.follow(ctx, method, original.unwrap_or_default(), held).await;
-            }
-            if rooted.is_none() {
-                match resume.upstream_state {
-                    Some(upstream_state) => params["requestState"] = upstream_state,
-                    None => {
-                        params.as_object_mut().map(|p| p.remove("requestState"));
-                    }
                 }
-                resume_at = Some(resume.instance_key);
             }
         }
         // A server scoped to where the caller works, for a caller with no cwd but roots.
         let scope = self.settings.config().server(server).map(|s| s.scope).unwrap_or_default();
-        if rooted.is_none() && resume_at.is_none() && roots::wanted(ctx, scope) {
-            let legacy_ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
-            match (ctx.revision.era(), legacy_ask) {
-                (mcpx_protocol::Era::Legacy, Some(ask)) => {
-                    let question = roots::question();
-                    let asked = ask(question["method"].as_str().unwrap_or_default().to_owned(), json!({})).await;
-                    rooted = asked.ok().as_ref().and_then(roots::first_dir);
-                }
-                (mcpx_protocol::Era::Modern, _) if original.is_some() => {
-                    let key = InstanceKey { server: server.to_owned(), key: "roots".into() };
-                    let lifetime = self.settings.config().timeouts.input_required;
-                    let marker = Some(json!({ roots::KEY: true }));
-                    let state = self.asks.seal(&key, ctx, method, original.as_ref().unwrap_or(&Value::Null), marker, lifetime);
-                    return Ok(json!({
-                        "resultType": "input_required",
-                        "inputRequests": { roots::KEY: roots::question() },
-                        "requestState": state,
-                    }));
-                }
-                _ => {}
+        // Asked once: a caller whose roots name no directory degrades like one without roots.
+        if !roots_answered && resume_at.is_none() && roots::wanted(ctx, scope) {
+            match self.ask_roots(ctx, server, method, original.as_ref()).await {
+                Ok(dir) => rooted = dir,
+                Err(question) => return Ok(question),
             }
         }
         let rooted_ctx;
@@ -312,6 +286,63 @@ impl Gateway {
             // A handshake-era caller is asked on its session, and mcpx retries for it.
             (_, Some(sent)) => self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease))),
             _ => Err((RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))),
+        }
+    }
+
+    /// Where a retry carrying mcpx's `requestState` goes. Rewrites `params` for the
+    /// upstream: its own state back in, or mcpx's roots answer taken out.
+    fn resumed(&self, resume: ask::Resume, params: &mut Value) -> Resumed {
+        let marker = |key: &str| resume.upstream_state.as_ref().and_then(|s| s.get(key)).cloned();
+        if let Some(token) = marker(held::HELD_KEY) {
+            return match token.as_str().and_then(|t| self.parking.take(t)) {
+                Some(held) => Resumed::Held(held),
+                None => Resumed::Expired,
+            };
+        }
+        if marker(roots::KEY).is_some() {
+            // The answer to mcpx's own roots question: a cwd, then a fresh call upstream.
+            let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
+            if let Some(p) = params.as_object_mut() {
+                p.remove("requestState");
+                p.remove("inputResponses");
+            }
+            return Resumed::Rooted(roots::first_dir(&answer));
+        }
+        match resume.upstream_state {
+            Some(upstream_state) => params["requestState"] = upstream_state,
+            None => {
+                params.as_object_mut().map(|p| p.remove("requestState"));
+            }
+        }
+        Resumed::At(resume.instance_key)
+    }
+
+    /// Asks a caller with no cwd for its roots: at once on a handshake-era session (the
+    /// first `file://` root, if any), or as an `input_required` round for a 2026 caller
+    /// (the `Err` to return to it).
+    async fn ask_roots(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        method: &str,
+        original: Option<&Value>,
+    ) -> Result<Option<std::path::PathBuf>, Value> {
+        match (ctx.revision.era(), ctx.listener.as_ref().and_then(|l| l.ask.clone()), original) {
+            (mcpx_protocol::Era::Legacy, Some(ask), _) => {
+                let asked = ask("roots/list".to_owned(), json!({})).await;
+                Ok(asked.ok().as_ref().and_then(roots::first_dir))
+            }
+            (mcpx_protocol::Era::Modern, _, Some(original)) => {
+                let key = InstanceKey { server: server.to_owned(), key: "roots".into() };
+                let lifetime = self.settings.config().timeouts.input_required;
+                let state = self.asks.seal(&key, ctx, method, original, Some(json!({ roots::KEY: true })), lifetime);
+                Err(json!({
+                    "resultType": "input_required",
+                    "inputRequests": { roots::KEY: roots::question() },
+                    "requestState": state,
+                }))
+            }
+            _ => Ok(None),
         }
     }
 
@@ -517,6 +548,18 @@ fn expand_env(value: &str) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Where a retry with mcpx's `requestState` goes.
+enum Resumed {
+    /// To the instance that asked, with the upstream's own state.
+    At(String),
+    /// To the held call waiting for these answers.
+    Held(held::Held),
+    /// A fresh call, with the caller's first root as its cwd (`None`: it named none).
+    Rooted(Option<std::path::PathBuf>),
+    /// The held call it belongs to has ended or expired.
+    Expired,
 }
 
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following

@@ -53,3 +53,23 @@ fn a_caller_without_roots_still_degrades_to_one_instance_per_call() {
     let second = Whoami::of(&Modern::mcpx_call("lsp", "whoami", json!({})).send(daemon.url()));
     assert_ne!(first.instance, second.instance);
 }
+
+#[test]
+fn roots_that_name_no_directory_degrade_instead_of_asking_again() {
+    let t = tag();
+    let daemon = Daemon::start(&config(&[("lsp", fakemcp("cwd", &t, &[]))]));
+    let call = |extra: Value| {
+        let mut params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}})).send(daemon.url())
+    };
+    let asked = call(json!({}));
+    let key = asked.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let answer = json!({"roots": [{"uri": "https://example.com/not-a-directory"}]});
+    let retry = json!({"inputResponses": {key: answer}, "requestState": asked.result()["requestState"]});
+    let done = call(retry);
+    assert_ne!(done.result()["resultType"], "input_required", "asked again: {done}");
+    Whoami::of(&done);
+}
