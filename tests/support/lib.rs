@@ -5,6 +5,7 @@
 //! Nothing here knows mcpx's internals: it sees the daemon only through its process, its
 //! state file, its log and its HTTP endpoint, as a user would.
 
+pub mod answering;
 pub mod client;
 pub mod daemon;
 pub mod fixtures;

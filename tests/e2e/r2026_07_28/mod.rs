@@ -22,4 +22,5 @@ mod stdio_lines;
 mod transport;
 mod upstream;
 mod questions;
+mod questions_real_peers;
 mod real_upstreams;
