@@ -109,72 +109,9 @@ pub fn assert_berlin_time(out: &Value) {
     );
 }
 
-/// `tests/python/http_server.py`: a real Python-SDK MCP server over Streamable HTTP on a
-/// free loopback port, killed on drop.
-pub struct HttpServer {
-    child: std::process::Child,
-    port: u16,
-    log: std::path::PathBuf,
-    _dir: crate::process::TempDir,
-}
-
-impl HttpServer {
-    /// Starts the server and waits (up to 30 s) until it accepts connections.
-    #[track_caller]
-    pub fn start() -> HttpServer {
-        let python = venv_bin("python");
-        let script = paths::repo_root().join("tests/python/http_server.py");
-        let dir = crate::process::TempDir::new();
-        let log = dir.path().join("http_server.log");
-        let port = crate::process::free_port();
-        let file = std::fs::File::create(&log).expect("create the server log");
-        let child = Command::new(python)
-            .arg(&script)
-            .arg(port.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(file.try_clone().expect("clone the log file"))
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", script.display()));
-        let mut server = HttpServer {
-            child,
-            port,
-            log,
-            _dir: dir,
-        };
-        let up = crate::process::poll(std::time::Duration::from_secs(30), || {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("http_server.py exited with {status}:\n{}", server.log());
-            }
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-        });
-        assert!(
-            up.is_some(),
-            "http_server.py did not listen on {port} within 30 s:\n{}",
-            server.log()
-        );
-        server
-    }
-
-    /// Its MCP endpoint.
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("---- http_server.py log ----\n{}\n----", self.log());
-        }
-    }
-}
+/// `tests/python/http_server.py`: a real Python-SDK server over Streamable HTTP (both
+/// eras), started on a free port (see `upstreams::ScriptServer`).
+pub type HttpServer = crate::upstreams::ScriptServer;
 
 /// Runs `mcp_client.py --command "<command>" --mode <mode> --tool <tool> --args <arguments>`
 /// with `env` added to its environment (the SDK passes its whole environment to the

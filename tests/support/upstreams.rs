@@ -116,6 +116,12 @@ pub struct ScriptServer {
 }
 
 impl ScriptServer {
+    /// `tests/python/http_server.py PORT`: the real Python-SDK server over HTTP.
+    #[track_caller]
+    pub fn python_sdk() -> ScriptServer {
+        ScriptServer::start("http_server.py", &[])
+    }
+
     /// `tests/python/cut_stream_server.py PORT <era>`.
     #[track_caller]
     pub fn cut_stream(era: &str) -> ScriptServer {

@@ -60,7 +60,7 @@ fn expected_py_tools() -> Vec<String> {
 
 #[test]
 fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_callers() {
-    let python = HttpServer::start();
+    let python = HttpServer::python_sdk();
     let daemon = Daemon::start(&py_config(&python, json!({})));
     let url = daemon.url();
 
@@ -117,7 +117,7 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
 /// The upstream reports progress against mcpx's token; the caller sees it against its own.
 #[test]
 fn progress_from_an_http_upstream_reaches_the_caller_under_its_own_token() {
-    let python = HttpServer::start();
+    let python = HttpServer::python_sdk();
     let daemon = Daemon::start(&py_config(&python, json!({})));
     let check = |notifications: Vec<&Value>, token: &Value, how: &str| {
         let progress: Vec<&Value> = notifications
@@ -156,7 +156,7 @@ fn progress_from_an_http_upstream_reaches_the_caller_under_its_own_token() {
 
 #[test]
 fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured_headers_are() {
-    let python = HttpServer::start();
+    let python = HttpServer::python_sdk();
     let mut cfg = py_config(
         &python,
         json!({"headers": {"X-Api-Key": "configured-key", "X-From-Env": "${MCPX_E2E_UPSTREAM_SECRET}"}}),

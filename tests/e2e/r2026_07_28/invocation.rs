@@ -230,7 +230,7 @@ fn an_exposed_tool_call_carries_the_context() {
 #[test]
 fn an_http_upstream_and_a_server_with_the_context_turned_off_receive_no_dev_mcpx_key() {
     let tag = tag();
-    let python = HttpServer::start();
+    let python = HttpServer::python_sdk();
     let mut quiet = fakemcp("session", &tag, &[]);
     quiet["invocationContext"] = json!(false);
     let daemon = Daemon::start(&config(&[
