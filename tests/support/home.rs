@@ -116,8 +116,17 @@ impl Home {
     /// One HTTP request to the daemon over its unix socket.
     #[track_caller]
     pub fn v1(&self, method: &str, path: &str, body: Option<&Value>) -> SocketReply {
+        self.v1_with(method, path, body, &[])
+    }
+
+    /// A `/v1` request over the socket naming its session (`X-Mcpx-Session`).
+    pub fn v1_as(&self, method: &str, path: &str, body: Option<&Value>, session: &str) -> SocketReply {
+        self.v1_with(method, path, body, &[("X-Mcpx-Session", session.to_owned())])
+    }
+
+    fn v1_with(&self, method: &str, path: &str, body: Option<&Value>, extra: &[(&str, String)]) -> SocketReply {
         let body = body.map(Value::to_string);
-        let mut headers = Vec::new();
+        let mut headers: Vec<(&str, String)> = extra.to_vec();
         if body.is_some() {
             headers.push(("Content-Type", "application/json".to_owned()));
         }

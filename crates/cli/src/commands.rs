@@ -261,6 +261,20 @@ pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// `mcpx ask show <id>`: one waiting question.
+pub async fn ask_show(common: Common, id: &str) -> anyhow::Result<Outcome> {
+    let (status, body) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
+    if status != 200 {
+        return Err(api_error(status, &body));
+    }
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&body)?);
+    } else {
+        print_question(&body);
+    }
+    Ok(Outcome::Ok)
+}
+
 /// `mcpx ask answer <id> <json>`: answers and carries the call on. The JSON maps each
 /// question key to its answer; with one question, the bare answer will do.
 pub async fn ask_answer(common: Common, id: &str, answer: &str) -> anyhow::Result<Outcome> {

@@ -87,6 +87,12 @@ enum AskCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Show one waiting question.
+    Show {
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Answer a question and carry its call on: `mcpx ask answer <id> '{"key": answer}'`
     /// (with one question, the bare answer will do). Exits like `mcpx call`.
     Answer {
@@ -131,6 +137,7 @@ fn main() -> ExitCode {
             commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
         }),
         Command::Ask(AskCommand::Ls { common }) => commands::run(async || commands::ask_list(common).await),
+        Command::Ask(AskCommand::Show { id, common }) => commands::run(async || commands::ask_show(common, &id).await),
         Command::Ask(AskCommand::Answer { id, answer, common }) => {
             commands::run(async || commands::ask_answer(common, &id, &answer).await)
         }

@@ -74,6 +74,8 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/ask", get(ask_list))
         .route("/v1/ask/answer", post(ask_answer))
         .route("/v1/ask/abandon", post(ask_abandon))
+        .route("/v1/ask/begin", post(ask_begin))
+        .route("/v1/ask/poll", get(ask_poll))
         .route("/v1/stdio", get(stdio_upgrade))
 }
 
@@ -166,6 +168,11 @@ async fn call(
 /// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
 /// kept for the caller to answer later (202).
 async fn continue_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> Response {
+    let (status, body) = run_call(front, transport, call, answers).await;
+    (status, Json(body)).into_response()
+}
+
+async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> (StatusCode, Value) {
     let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
     if let Some((responses, state)) = answers {
         params["inputResponses"] = responses;
@@ -176,17 +183,78 @@ async fn continue_call(front: &Front, transport: &Transport, call: Value, answer
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
             match front.pending.store(transport.session.as_deref(), &call, &result, lifetime, config.limits.pending_questions) {
-                Ok(question) => (StatusCode::ACCEPTED, Json(json!({ "status": "input_required", "question": question.view() })))
-                    .into_response(),
-                Err(e) => error(&e),
+                Ok(question) => (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() })),
+                Err(e) => error_parts(&e),
             }
         }
         Ok(mut result) => {
             // A /v1 caller gets the tool result plain, without protocol fields.
             shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
-            Json(result).into_response()
+            (StatusCode::OK, result)
         }
-        Err(e) => error(&e),
+        Err(e) => error_parts(&e),
+    }
+}
+
+/// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
+/// for its outcome rather than holding a request open.
+async fn ask_begin(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let call: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) if v.get("server").is_some() && v.get("tool").is_some() => v,
+        _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
+    };
+    let config = front.gateway.settings().config();
+    let (id, outcome) =
+        match front.pending.begin(transport.session.as_deref(), config.timeouts.input_required, config.limits.pending_questions) {
+            Ok(begun) => begun,
+            Err(e) => return error(&e),
+        };
+    let runner = front.clone();
+    tokio::spawn(async move {
+        let (status, body) = run_call(&runner, &transport, call, None).await;
+        let _ = outcome.send(Some((status.as_u16(), body)));
+    });
+    (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") }))).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct PollQuery {
+    call: Option<String>,
+    #[serde(rename = "waitMs")]
+    wait_ms: Option<u64>,
+}
+
+/// Waits (long-poll, `waitMs`, at most a minute) for a begun call's outcome: its result
+/// (200), a question (202, `input_required`), or still running (202, `running`).
+async fn ask_poll(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    Query(q): Query<PollQuery>,
+) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let Some(id) = q.call else {
+        return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
+    };
+    let Some(mut outcome) = front.pending.call(&id, transport.session.as_deref()) else {
+        return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
+    };
+    let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(25_000).min(60_000));
+    let done = tokio::time::timeout(wait, outcome.wait_for(Option::is_some)).await;
+    match done {
+        Ok(Ok(finished)) => {
+            let (status, body) = finished.clone().expect("waited for an outcome");
+            front.pending.finish(&id);
+            (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response()
+        }
+        _ => (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id }))).into_response(),
     }
 }
 
@@ -317,10 +385,15 @@ async fn call_tool(gateway: &Gateway, transport: &Transport, params: Value) -> R
 /// A JSON-RPC error as a `/v1` response: bad arguments are the caller's (400), the rest the
 /// upstream's or mcpx's (502).
 fn error(e: &RpcError) -> Response {
+    let (status, body) = error_parts(e);
+    (status, Json(body)).into_response()
+}
+
+fn error_parts(e: &RpcError) -> (StatusCode, Value) {
     let status = match e.code {
         code::INVALID_PARAMS | code::PARSE_ERROR | code::INVALID_REQUEST => StatusCode::BAD_REQUEST,
         code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ => StatusCode::BAD_GATEWAY,
     };
-    (status, Json(json!({ "error": e.to_value() }))).into_response()
+    (status, json!({ "error": e.to_value() }))
 }

@@ -16,6 +16,15 @@ use serde_json::{Value, json};
 
 pub struct Pending {
     questions: Mutex<HashMap<String, Question>>,
+    /// Calls begun in the background (`/v1/ask/begin`), until their outcome is polled.
+    calls: Mutex<HashMap<String, Begun>>,
+}
+
+/// A background call: whose it is, and where its outcome (HTTP status, body) appears.
+struct Begun {
+    session: Option<String>,
+    outcome: tokio::sync::watch::Receiver<Option<(u16, Value)>>,
+    expires: Instant,
 }
 
 /// One waiting call: where it was going, what it asks, and how to carry it on.
@@ -32,7 +41,7 @@ pub struct Question {
 
 impl Default for Pending {
     fn default() -> Self {
-        Pending { questions: Mutex::new(HashMap::new()) }
+        Pending { questions: Mutex::new(HashMap::new()), calls: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -75,6 +84,39 @@ impl Pending {
         let mut questions = self.questions.lock().expect("pending lock");
         let mine = questions.get(id).is_some_and(|q| q.session.as_deref() == session && q.expires > Instant::now());
         if mine { questions.remove(id) } else { None }
+    }
+}
+
+impl Pending {
+    /// Registers a background call for `session`; its outcome goes into the sender.
+    pub fn begin(
+        &self,
+        session: Option<&str>,
+        lifetime: Duration,
+        max: usize,
+    ) -> Result<(String, tokio::sync::watch::Sender<Option<(u16, Value)>>), RpcError> {
+        let mut calls = self.calls.lock().expect("pending lock");
+        calls.retain(|_, c| c.expires > Instant::now());
+        if calls.len() >= max {
+            return Err(RpcError::internal(format!(
+                "{max} background calls are already waiting to be polled (limits.pendingQuestions)"
+            )));
+        }
+        let id = mcpx_gateway::context::new_call_id()[..12].to_owned();
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        calls.insert(id.clone(), Begun { session: session.map(str::to_owned), outcome: rx, expires: Instant::now() + lifetime });
+        Ok((id, tx))
+    }
+
+    /// The outcome channel of background call `id` of `session`.
+    pub fn call(&self, id: &str, session: Option<&str>) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
+        let calls = self.calls.lock().expect("pending lock");
+        calls.get(id).filter(|c| c.session.as_deref() == session && c.expires > Instant::now()).map(|c| c.outcome.clone())
+    }
+
+    /// Forgets a background call whose outcome was delivered.
+    pub fn finish(&self, id: &str) {
+        self.calls.lock().expect("pending lock").remove(id);
     }
 }
 

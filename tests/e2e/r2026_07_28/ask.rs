@@ -65,3 +65,27 @@ fn a_form_question_can_be_declined() {
     declined.assert_code(0);
     assert!(declined.stdout.contains("action=decline"), "{declined:?}");
 }
+
+#[test]
+fn a_begun_call_is_polled_to_its_question_then_answered() {
+    let daemon = daemon();
+    let home = daemon.home();
+    let begun = home.v1_as("POST", "/v1/ask/begin", Some(&serde_json::json!({
+        "server": "old", "tool": "test_elicitation", "arguments": {"message": "Polled?"}})), "p");
+    assert_eq!(begun.status, 202, "{}", begun.body);
+    let begun_body: Value = serde_json::from_str(&begun.body).unwrap();
+    let call = begun_body["call"].as_str().expect("a call id").to_owned();
+    // Another session cannot poll it.
+    assert_eq!(home.v1_as("GET", &format!("/v1/ask/poll?call={call}&waitMs=100"), None, "q").status, 400);
+    let polled = home.v1_as("GET", &format!("/v1/ask/poll?call={call}&waitMs=10000"), None, "p");
+    assert_eq!(polled.status, 202, "{}", polled.body);
+    let polled: Value = serde_json::from_str(&polled.body).unwrap();
+    assert_eq!(polled["status"], "input_required", "{polled}");
+    let id = polled["question"]["id"].as_str().unwrap().to_owned();
+    let shown = home.cli(&["ask", "show", "--session", "p", &id]);
+    shown.assert_code(0);
+    assert!(shown.stdout.contains("Polled?"), "{shown:?}");
+    let answered = home.cli(&["ask", "answer", "--session", "p", &id, r#"{"action": "accept", "content": {"response": "yes"}}"#]);
+    answered.assert_code(0);
+    assert!(answered.stdout.contains("response"), "{answered:?}");
+}
