@@ -143,6 +143,12 @@ impl Parking {
         token
     }
 
+    /// Cancels the calls whose time is up (dropping a Held aborts its upstream call, which
+    /// tells the upstream). Runs on the gateway's reaper tick.
+    pub fn sweep(&self) {
+        self.calls.lock().expect("parking lock").retain(|_, (_, until)| *until > Instant::now());
+    }
+
     pub fn take(&self, token: &str) -> Option<Held> {
         let (held, until) = self.calls.lock().expect("parking lock").remove(token)?;
         (until > Instant::now()).then_some(held)

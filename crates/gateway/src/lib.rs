@@ -85,6 +85,7 @@ impl Gateway {
                     let Some(gateway) = this.upgrade() else { return };
                     let config = gateway.settings.config();
                     gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
+                    gateway.parking.sweep();
                 }
             });
             Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
