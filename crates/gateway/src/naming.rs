@@ -67,6 +67,23 @@ pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Va
     }
 }
 
+/// Refuses a listing in which two servers (or a server and mcpx) offer the same public
+/// name: with names kept as the servers' own, a clash is never resolved silently.
+pub fn refuse_clashes<'a>(kind: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), mcpx_protocol::RpcError> {
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for (server, name) in entries {
+        if let Some(first) = seen.insert(name, server) {
+            if first != server {
+                return Err(mcpx_protocol::RpcError::internal(format!(
+                    "{kind} {name:?} is offered by both {first:?} and {server:?}: set \"exposePrefix\" to \"always\" (or expose one of them)"
+                ))
+                .with_data(serde_json::json!({ "name": name, "servers": [first, server] })));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Servers whose names are their own, routed by listing.
 pub fn own_name_servers(config: &Config) -> Vec<String> {
     config.expose.iter().filter(|s| keeps_own_names(config, s)).cloned().collect()
@@ -143,6 +160,13 @@ mod tests {
         let mut prompt = serde_json::json!({"messages": [{"role": "user", "content": {"type": "resource_link", "uri": "demo://c", "name": "c"}}]});
         link_resources(&c, "docs", &mut prompt);
         assert_eq!(prompt["messages"][0]["content"]["uri"], "mcpx://docs/demo://c");
+    }
+
+    #[test]
+    fn a_name_offered_twice_is_refused_naming_both_servers() {
+        assert!(refuse_clashes("tool", [("a", "x"), ("b", "y"), ("a", "z")]).is_ok());
+        let e = refuse_clashes("tool", [("mcpx", "mcpx_call"), ("a", "x"), ("b", "x")]).unwrap_err();
+        assert!(e.message.contains("\"a\" and \"b\""), "{e}");
     }
 
     #[test]

@@ -12,15 +12,17 @@ impl Gateway {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
-        let listed: Vec<Value> = items
+        let renamed: Vec<(String, Value)> = items
             .into_iter()
             .map(|(server, mut prompt)| {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompt["name"] = naming::public_name(&config, &server, name).into();
                 }
-                prompt
+                (server, prompt)
             })
             .collect();
+        naming::refuse_clashes("prompt", renamed.iter().map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())))?;
+        let listed: Vec<Value> = renamed.into_iter().map(|(_, p)| p).collect();
         Ok(Answer { result: json!({ "prompts": listed }), cache })
     }
 

@@ -90,7 +90,7 @@ impl Gateway {
     /// The gateway tools, then the tools of every exposed server under their public names.
     pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
         let config = self.settings.config();
-        let mut listed = gateway_tools();
+        let mut listed = Vec::new();
         let mut cache = Cacheability { ttl_ms: 0, private: false };
         for server in &config.expose {
             if config.server(server).is_some_and(|s| s.scope != Scope::Global) {
@@ -99,10 +99,14 @@ impl Gateway {
             for mut tool in self.server_tools(ctx, server).await? {
                 let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
                 tool["name"] = naming::public_name(&config, server, &name).into();
-                listed.push(tool);
+                listed.push((server.as_str(), tool));
             }
         }
-        Ok(Answer { result: json!({ "tools": listed }), cache })
+        let gateway_tools = gateway_tools();
+        let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
+        naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
+        let tools: Vec<Value> = gateway_tools.into_iter().chain(listed.into_iter().map(|(_, t)| t)).collect();
+        Ok(Answer { result: json!({ "tools": tools }), cache })
     }
 
     pub(crate) async fn call_tool(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {

@@ -4,6 +4,7 @@ mod access;
 mod ask;
 mod api;
 mod cli;
+mod clashes;
 mod eras;
 mod gateway_tools;
 mod http_upstream;
