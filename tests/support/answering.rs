@@ -79,16 +79,7 @@ pub fn answering_client(
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the answering Python SDK client ({mode}, {tool}) failed with {}:\n{stderr}\nstdout: {stdout}",
-        output.status
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the answering client printed no JSON ({e}): {stdout}\nstderr:\n{stderr}")
-    })
+    crate::process::json_line(&output, &format!("the answering Python SDK client ({mode}, {tool})"))
 }
 
 /// The methods of the questions the client was asked, in order.

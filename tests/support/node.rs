@@ -153,16 +153,7 @@ pub fn ts_sdk_client(
         command.env(name, value);
     }
     let (output, took) = run(command, "tests/node/mcp_client.js");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the TypeScript SDK client ({mode}, {target:?}) failed with {} after {took:?}:\n{stderr}\nstdout: {stdout}",
-        output.status
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the TypeScript SDK client printed no JSON ({e}): {stdout}\nstderr:\n{stderr}")
-    })
+    crate::process::json_line(&output, &format!("the TypeScript SDK client ({mode}, {target:?}, after {took:?})"))
 }
 
 /// The MCP Inspector CLI (`@modelcontextprotocol/inspector --cli`), run on Node 22 with a

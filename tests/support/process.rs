@@ -159,3 +159,14 @@ pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("a local address").port()
 }
+
+/// The one JSON line a client program prints, after checking that it succeeded; panics
+/// with its output (naming it `what`) otherwise.
+#[track_caller]
+pub fn json_line(output: &std::process::Output, what: &str) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what} failed with {}:\n{stderr}\nstdout: {stdout}", output.status);
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{what} printed no JSON ({e}): {stdout}\nstderr:\n{stderr}"))
+}

@@ -45,16 +45,7 @@ pub fn sdk_client(url: &str, mode: &str, tool: &str, arguments: &Value) -> Value
         .arg(arguments.to_string())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Python SDK client ({mode}) failed with {}:\n{stderr}\nstdout: {stdout}",
-        output.status
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the Python SDK client printed no JSON ({e}): {stdout}\nstderr:\n{stderr}")
-    })
+    crate::process::json_line(&output, &format!("the Python SDK client ({mode})"))
 }
 
 /// A gateway with one upstream, `time`: the real `mcp-server-time` from `.deps/venv`.
@@ -139,14 +130,5 @@ pub fn sdk_stdio_client(
     let output = process
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Python SDK client ({mode}, over stdio) failed with {}:\n{stderr}\nstdout: {stdout}",
-        output.status
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the Python SDK client printed no JSON ({e}): {stdout}\nstderr:\n{stderr}")
-    })
+    crate::process::json_line(&output, &format!("the Python SDK client ({mode}, over stdio)"))
 }
