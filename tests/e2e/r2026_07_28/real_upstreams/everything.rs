@@ -20,9 +20,12 @@ fn everything_config(tap: &StdioTap) -> Value {
 /// The upstream's own answer to its first `method` request, as the tap saw it.
 #[track_caller]
 fn upstream_result(tap: &StdioTap, method: &str) -> Value {
-    let (request, response) = upstream_exchange(tap, method, |_| true)
+    let (request, _) = upstream_exchange(tap, method, |_| true)
         .unwrap_or_else(|| panic!("mcpx never sent {method} upstream:\n{}", tap.transcript()));
-    let response = response.unwrap_or_else(|| panic!("no upstream answer to {request}"));
+    // The tap logs the server's answer as it relays it: it may land a moment after mcpx
+    // already used it.
+    let response = poll(Duration::from_secs(5), || upstream_exchange(tap, method, |_| true).and_then(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no upstream answer to {request}"));
     response["result"].clone()
 }
 
