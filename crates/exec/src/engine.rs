@@ -1,0 +1,294 @@
+//! The engine thread: one QuickJS runtime per script, driven until the script's promise
+//! settles, a limit trips, or the caller goes away. Host requests leave as
+//! [`HostRequest`]s; their answers come back on a channel this thread waits on, so the
+//! thread sleeps (never spins) while tools run.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use rquickjs::function::Func;
+use rquickjs::context::EvalOptions;
+use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue};
+use rquickjs::promise::PromiseState;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::{Ended, HostCall, HostRequest, Limit, Limits, Outcome};
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// How often a script waiting on tools looks at whether its caller went away.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Where the answer to one host request goes.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    id: u64,
+    tx: std_mpsc::Sender<(u64, Result<Value, String>)>,
+}
+
+impl Reply {
+    pub(crate) fn send(self, answer: Result<Value, String>) {
+        let _ = self.tx.send((self.id, answer));
+    }
+}
+
+type Settle = (Persistent<Function<'static>>, Persistent<Function<'static>>);
+
+/// What the host functions share with the driving loop.
+struct Host {
+    requests: mpsc::UnboundedSender<HostRequest>,
+    replies: std_mpsc::Sender<(u64, Result<Value, String>)>,
+    pending: HashMap<u64, Settle>,
+    next_id: u64,
+    tool_calls: usize,
+    output_bytes: usize,
+    logs: Vec<String>,
+}
+
+pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender<HostRequest>, stop: &AtomicBool) -> Outcome {
+    let (replies_tx, replies) = std_mpsc::channel();
+    let host = Rc::new(RefCell::new(Host {
+        requests,
+        replies: replies_tx,
+        pending: HashMap::new(),
+        next_id: 0,
+        tool_calls: 0,
+        output_bytes: 0,
+        logs: Vec::new(),
+    }));
+    let tripped = Rc::new(Cell::new(None));
+    let ended = match Engine::new(limits, &host, &tripped) {
+        Ok(engine) => {
+            let ended = engine.drive(script, limits, &host, &tripped, &replies, stop);
+            // Promise resolvers must go before the runtime they belong to.
+            host.borrow_mut().pending.clear();
+            ended
+        }
+        Err(e) => Ended::Threw { message: format!("the script engine could not start: {e}"), stack: None },
+    };
+    let logs = std::mem::take(&mut host.borrow_mut().logs);
+    Outcome { ended, logs }
+}
+
+struct Engine {
+    // Field order is drop order: the context before its runtime.
+    context: Context,
+    runtime: Runtime,
+}
+
+impl Engine {
+    fn new(limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<Engine> {
+        let runtime = Runtime::new()?;
+        runtime.set_memory_limit(limits.memory_bytes);
+        runtime.set_max_stack_size(limits.stack_bytes);
+        let deadline = Instant::now() + limits.timeout;
+        let flag = tripped.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            if flag.get().is_none() && Instant::now() >= deadline {
+                flag.set(Some(Limit::Timeout));
+            }
+            flag.get().is_some()
+        })));
+        let context = Context::full(&runtime)?;
+        context.with(|ctx| install(&ctx, limits, host, tripped))?;
+        Ok(Engine { context, runtime })
+    }
+
+    fn drive(
+        &self,
+        script: &str,
+        limits: &Limits,
+        host: &Rc<RefCell<Host>>,
+        tripped: &Rc<Cell<Option<Limit>>>,
+        replies: &std_mpsc::Receiver<(u64, Result<Value, String>)>,
+        stop: &AtomicBool,
+    ) -> Ended {
+        let deadline = Instant::now() + limits.timeout;
+        let stopped = |limit: Limit| Ended::Stopped { limit, message: limit.describe(limits) };
+        // Line 1 of the script stays line 1 in stack traces.
+        let source = format!("(async function () {{ {script}\n}})()");
+        let mut options = EvalOptions::default();
+        options.filename = Some("script.js".into());
+        let promise = self.context.with(|ctx| match ctx.eval_with_options::<Promise, _>(source, options) {
+            Ok(p) => Ok(Persistent::save(&ctx, p)),
+            Err(e) => Err(thrown(&ctx, e)),
+        });
+        let promise = match promise {
+            Ok(p) => p,
+            Err(ended) => return tripped.get().map(stopped).unwrap_or(ended),
+        };
+        loop {
+            while self.runtime.is_job_pending() {
+                if tripped.get().is_some() {
+                    break;
+                }
+                let _ = self.runtime.execute_pending_job();
+            }
+            if let Some(limit) = tripped.get() {
+                return stopped(limit);
+            }
+            let settled = self.context.with(|ctx| {
+                let p = promise.clone().restore(&ctx).ok()?;
+                match p.state() {
+                    PromiseState::Pending => None,
+                    PromiseState::Resolved => Some(returned(&ctx, p.result::<JsValue>()?, limits)),
+                    PromiseState::Rejected => {
+                        let _ = p.result::<JsValue>();
+                        Some(thrown(&ctx, rquickjs::Error::Exception))
+                    }
+                }
+            });
+            if let Some(ended) = settled {
+                return match (&ended, tripped.get()) {
+                    (_, Some(limit)) => stopped(limit),
+                    (Ended::Threw { message, .. }, None) => classify(message).map(stopped).unwrap_or(ended),
+                    _ => ended,
+                };
+            }
+            if host.borrow().pending.is_empty() {
+                return Ended::Threw {
+                    message: "the script awaits a promise that nothing will settle (no tool call is running)".into(),
+                    stack: None,
+                };
+            }
+            let (id, answer) = loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    return stopped(Limit::Timeout);
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Ended::Threw { message: "the caller went away".into(), stack: None };
+                }
+                match replies.recv_timeout((deadline - now).min(STOP_POLL)) {
+                    Ok(reply) => break reply,
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => unreachable!("the host keeps a sender"),
+                }
+            };
+            let Some((resolve, reject)) = host.borrow_mut().pending.remove(&id) else { continue };
+            self.context.with(|ctx| {
+                let _ = match answer {
+                    Ok(value) => resolve.restore(&ctx).and_then(|f| f.call::<_, ()>((value.to_string(),))),
+                    Err(message) => reject.restore(&ctx).and_then(|f| f.call::<_, ()>((message,))),
+                };
+            });
+        }
+    }
+}
+
+/// Runs the prelude with the two host functions; the script sees only what it defines.
+fn install<'js>(ctx: &Ctx<'js>, limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<()> {
+    let object = Object::new(ctx.clone())?;
+    let (request_host, request_tripped, max_calls) = (host.clone(), tripped.clone(), limits.max_tool_calls);
+    let request = move |ctx: Ctx<'js>, kind: String, payload: String| -> rquickjs::Result<Promise<'js>> {
+        let call = host_call(&kind, &payload).map_err(|m| Exception::throw_type(&ctx, &m))?;
+        let mut host = request_host.borrow_mut();
+        if matches!(call, HostCall::Tool { .. }) {
+            host.tool_calls += 1;
+            if host.tool_calls > max_calls {
+                request_tripped.set(Some(Limit::ToolCalls));
+                return Err(Exception::throw_range(&ctx, &format!("limit maxToolCalls ({max_calls}) reached")));
+            }
+        }
+        let (promise, resolve, reject) = Promise::new(&ctx)?;
+        let id = host.next_id;
+        host.next_id += 1;
+        let reply = crate::engine::Reply { id, tx: host.replies.clone() };
+        if host.requests.send(HostRequest { call, reply }).is_err() {
+            return Err(Exception::throw_internal(&ctx, "the caller went away"));
+        }
+        host.pending.insert(id, (Persistent::save(&ctx, resolve), Persistent::save(&ctx, reject)));
+        Ok(promise)
+    };
+    let (log_host, log_tripped, max_output) = (host.clone(), tripped.clone(), limits.max_output_bytes);
+    let log = move |ctx: Ctx<'js>, text: String| -> rquickjs::Result<()> {
+        let mut host = log_host.borrow_mut();
+        host.output_bytes += text.len() + 1;
+        if host.output_bytes > max_output {
+            log_tripped.set(Some(Limit::Output));
+            return Err(Exception::throw_range(&ctx, &format!("limit maxOutputBytes ({max_output}) reached")));
+        }
+        host.logs.push(text);
+        Ok(())
+    };
+    object.set("request", Func::from(request))?;
+    object.set("log", Func::from(log))?;
+    let prelude: Function = ctx.eval(PRELUDE)?;
+    prelude.call::<_, ()>((object,))
+}
+
+/// Reads a request the prelude made. Its JSON is the prelude's own, so a malformed one
+/// is a bug there, reported to the script as a `TypeError`.
+fn host_call(kind: &str, payload: &str) -> Result<HostCall, String> {
+    let v: Value = serde_json::from_str(payload).map_err(|e| format!("bad host request: {e}"))?;
+    let text = |field: &str| v.get(field).and_then(Value::as_str).map(str::to_owned);
+    match kind {
+        "call" => Ok(HostCall::Tool {
+            server: text("server").unwrap_or_default(),
+            tool: text("tool").unwrap_or_default(),
+            arguments: v.get("arguments").cloned().unwrap_or(Value::Object(Default::default())),
+            by_identifier: v.get("byIdentifier").and_then(Value::as_bool).unwrap_or(false),
+        }),
+        "search" => Ok(HostCall::Search { query: text("query").unwrap_or_default() }),
+        "artifact" => {
+            let data = match (text("text"), v.get("bytes").and_then(Value::as_array)) {
+                (Some(t), _) => t.into_bytes(),
+                (None, Some(bytes)) => bytes.iter().map(|b| b.as_u64().unwrap_or(0) as u8).collect(),
+                _ => return Err("artifact: no data".into()),
+            };
+            Ok(HostCall::Artifact { name: text("name").unwrap_or_default(), mime_type: text("mimeType").unwrap_or_default(), data })
+        }
+        other => Err(format!("unknown host request {other:?}")),
+    }
+}
+
+/// The returned value as JSON, within the output limit.
+fn returned<'js>(ctx: &Ctx<'js>, result: rquickjs::Result<JsValue<'js>>, limits: &Limits) -> Ended {
+    let value = match result {
+        Ok(v) => v,
+        Err(e) => return thrown(ctx, e),
+    };
+    let text = match ctx.json_stringify(value) {
+        Ok(Some(s)) => s.to_string().unwrap_or_default(),
+        Ok(None) => "null".into(),
+        Err(e) => return thrown(ctx, e),
+    };
+    if text.len() > limits.max_output_bytes {
+        return Ended::Stopped { limit: Limit::Output, message: Limit::Output.describe(limits) };
+    }
+    Ended::Returned(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// The exception pending in `ctx` (or the engine error itself) as the script's error.
+fn thrown(ctx: &Ctx<'_>, error: rquickjs::Error) -> Ended {
+    if !matches!(error, rquickjs::Error::Exception) {
+        return Ended::Threw { message: error.to_string(), stack: None };
+    }
+    let value = ctx.catch();
+    if let Some(exception) = value.as_exception() {
+        let message = exception.message().unwrap_or_default();
+        let name: String = exception.get("name").unwrap_or_else(|_| "Error".into());
+        return Ended::Threw { message: format!("{name}: {message}"), stack: exception.stack().filter(|s| !s.is_empty()) };
+    }
+    let message = match ctx.json_stringify(value.clone()) {
+        Ok(Some(s)) if !value.is_string() => s.to_string().unwrap_or_default(),
+        _ => value.as_string().and_then(|s| s.to_string().ok()).unwrap_or_else(|| "the script threw".into()),
+    };
+    Ended::Threw { message: format!("uncaught {message}"), stack: None }
+}
+
+/// The engine's own errors that mean a limit, by the message QuickJS gives them.
+fn classify(message: &str) -> Option<Limit> {
+    if message.contains("out of memory") {
+        Some(Limit::Memory)
+    } else if message.contains("stack overflow") || message.contains("Maximum call stack size exceeded") {
+        Some(Limit::Stack)
+    } else {
+        None
+    }
+}
