@@ -1,13 +1,17 @@
-//! fakemcp: a small MCP server over stdio that mcpx's end-to-end tests launch as an upstream.
+//! fakemcp: a small MCP server over stdio (or, with `--http`, Streamable HTTP) that mcpx's
+//! end-to-end tests and benchmarks use as an upstream.
 //!
 //! This file only parses flags and wires the pieces together: `instance` (who this
-//! process is), `wire` (the stdio framing), `era` (legacy vs modern rules), `server`
-//! (dispatch), `tools` (what each tool does) and, with `--fixture conformance`,
-//! `conformance` (the surface the official conformance suite calls). It must stay synchronous and small:
-//! it is a test fixture whose behaviour the gateway's tests rely on exactly.
+//! process is), `wire` (the framing), `era` (legacy vs modern rules), `server`
+//! (dispatch), `tools` (what each tool does), `http` (the HTTP front end over the same
+//! server) and, with `--fixture conformance`, `conformance` (the surface the official
+//! conformance suite calls). The server itself stays synchronous and small: it is a test
+//! fixture whose behaviour the gateway's tests rely on exactly; only the HTTP front end
+//! runs an async runtime.
 
 mod conformance;
 mod era;
+mod http;
 mod meta_surface;
 mod instance;
 mod server;
@@ -15,6 +19,7 @@ mod tools;
 mod wire;
 
 use std::io;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +35,8 @@ use crate::wire::Output;
 /// How long stdin EOF waits for tool calls still running before exiting anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 
-/// A test MCP server over stdio, speaking MCP 2025-11-25 sessions and/or 2026-07-28
-/// stateless requests.
+/// A test MCP server over stdio or Streamable HTTP, speaking MCP 2025-11-25 sessions
+/// and/or 2026-07-28 stateless requests.
 #[derive(Debug, Parser)]
 #[command(name = "fakemcp", version)]
 struct Flags {
@@ -59,9 +64,14 @@ struct Flags {
     #[arg(long, default_value = "fakemcp")]
     name: String,
 
-    /// Also serve a named fixture surface besides the standard tools.
-    #[arg(long, value_enum)]
+    /// Also serve a named fixture surface besides the standard tools (stdio only).
+    #[arg(long, value_enum, conflicts_with = "http")]
     fixture: Option<FixtureKind>,
+
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, answering in JSON; port 0
+    /// takes a free one. The URL is printed as one line on stdout once listening.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -99,6 +109,15 @@ fn main() -> ExitCode {
         silent_unknown: flags.silent_unknown,
         list_changed_on_init: flags.list_changed_on_init,
     };
+    if let Some(addr) = flags.http {
+        return match http::serve(addr, behaviour, instance) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fakemcp: cannot serve HTTP on {addr}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let out = Output::new();
     let fixture = match flags.fixture {
         None => None,

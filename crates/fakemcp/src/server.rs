@@ -1,4 +1,4 @@
-//! How a line on stdin finds its answer: era selection, the legacy session, and dispatch.
+//! How a message finds its answer: era selection, the legacy session, and dispatch.
 //!
 //! The read loop runs on the main thread and answers everything cheap inline. Every
 //! `tools/call` gets its own thread, so a `slow` call never holds up the next request.
@@ -125,24 +125,29 @@ impl Server {
 
     fn handle_line(&mut self, line: &[u8]) {
         match wire::parse(line) {
-            Ok(Incoming::Request { id, method, params }) => {
-                self.handle_request(id, &method, params)
+            Ok(incoming) => self.handle(incoming),
+            Err(rejected) => {
+                eprintln!("fakemcp {}: {}", self.instance.id, rejected.error.message);
+                self.out.reply(&rejected.id, Err(rejected.error));
             }
+        }
+    }
+
+    /// Handles one message, however it arrived (a stdin line, an HTTP body).
+    pub fn handle(&mut self, incoming: Incoming) {
+        match incoming {
+            Incoming::Request { id, method, params } => self.handle_request(id, &method, params),
             // Without the fixture there is no cancellable state and no request of ours to
             // answer, so notifications and responses need no action.
-            Ok(Incoming::Notification { method, params }) => {
+            Incoming::Notification { method, params } => {
                 if let Some(fixture) = &self.fixture {
                     fixture.notification(&method, &params);
                 }
             }
-            Ok(Incoming::Response { id, outcome }) => {
+            Incoming::Response { id, outcome } => {
                 if let Some(fixture) = &self.fixture {
                     fixture.response(&id, outcome);
                 }
-            }
-            Err(rejected) => {
-                eprintln!("fakemcp {}: {}", self.instance.id, rejected.error.message);
-                self.out.reply(&rejected.id, Err(rejected.error));
             }
         }
     }

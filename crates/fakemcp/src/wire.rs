@@ -1,10 +1,13 @@
-//! The stdio wire: how a line on stdin becomes a JSON-RPC message, and how replies go out.
+//! The wire: how a line on stdin (or an HTTP body) becomes a JSON-RPC message, and how
+//! replies go out.
 //!
-//! One message per line in both directions, serialized compactly so no message contains a
-//! raw newline. stdout carries nothing but JSON-RPC; this module is the only code that may
-//! write to it, and it writes each message as one whole line under a lock so concurrent
-//! tool calls never interleave their replies. Replies, notifications and fakemcp's own
-//! requests to a legacy client all go out through [`Output`].
+//! Over stdio: one message per line in both directions, serialized compactly so no message
+//! contains a raw newline. stdout carries nothing but JSON-RPC; this module is the only
+//! code that may write to it, and it writes each message as one whole line under a lock so
+//! concurrent tool calls never interleave their replies. Over HTTP the same messages are
+//! handed to the HTTP front end instead (`Output::routed`), which answers each request on
+//! its own response. Replies, notifications and fakemcp's own requests to a legacy client
+//! all go out through [`Output`].
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -112,6 +115,11 @@ impl Rejected {
 pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
     let message: Value = serde_json::from_slice(line)
         .map_err(|e| Rejected::new(None, PARSE_ERROR, format!("parse error: {e}")))?;
+    classify(message)
+}
+
+/// Reads one message already parsed as JSON (an HTTP body).
+pub fn classify(message: Value) -> Result<Incoming, Box<Rejected>> {
     let Value::Object(mut message) = message else {
         // Batches were removed from MCP in 2025-06-18; anything but an object is invalid.
         return Err(Rejected::new(
@@ -162,55 +170,79 @@ pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
     })
 }
 
-/// The serialized stdout. Cheap to clone; every clone writes through the same lock.
+/// The JSON-RPC response answering `id` with a result or an error.
+pub fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+    }
+}
+
+/// Where outgoing messages go. Cheap to clone; every clone sends to the same place.
 #[derive(Clone)]
 pub struct Output {
-    stdout: Arc<Mutex<io::Stdout>>,
+    sink: Arc<Sink>,
+}
+
+enum Sink {
+    /// stdio: one line per message, written whole under the lock.
+    Stdout(Mutex<io::Stdout>),
+    /// HTTP: each message goes to the front end, which finds the request it answers.
+    Routed(Box<dyn Fn(Value) + Send + Sync>),
 }
 
 impl Output {
+    /// Messages go to stdout.
     pub fn new() -> Self {
         Output {
-            stdout: Arc::new(Mutex::new(io::stdout())),
+            sink: Arc::new(Sink::Stdout(Mutex::new(io::stdout()))),
+        }
+    }
+
+    /// Messages go to `route` (it runs on whichever thread answers).
+    pub fn routed(route: impl Fn(Value) + Send + Sync + 'static) -> Self {
+        Output {
+            sink: Arc::new(Sink::Routed(Box::new(route))),
         }
     }
 
     /// Answers request `id` with a result or an error.
     pub fn reply(&self, id: &Value, outcome: Result<Value, RpcError>) {
-        let message = match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
-        };
-        self.send(&message);
+        self.send(response(id, outcome));
     }
 
     /// Sends an unsolicited notification without params.
     pub fn notify(&self, method: &str) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method}));
+        self.send(json!({"jsonrpc": "2.0", "method": method}));
     }
 
     /// Sends a notification with params.
     pub fn notify_with(&self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
     /// Sends a request of fakemcp's own to the client (legacy sessions only).
     pub fn request(&self, id: &Value, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
     }
 
     /// Takes the stdout lock and keeps it, so a caller about to exit cannot cut a line
-    /// that another thread is halfway through writing.
-    pub fn hold(&self) -> MutexGuard<'_, io::Stdout> {
-        self.stdout
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// that another thread is halfway through writing. None when output is routed.
+    pub fn hold(&self) -> Option<MutexGuard<'_, io::Stdout>> {
+        match &*self.sink {
+            Sink::Stdout(stdout) => Some(stdout.lock().unwrap_or_else(|poisoned| poisoned.into_inner())),
+            Sink::Routed(_) => None,
+        }
     }
 
-    fn send(&self, message: &Value) {
-        let mut line = serde_json::to_vec(message).expect("a serde_json::Value always serializes");
+    fn send(&self, message: Value) {
+        let stdout = match &*self.sink {
+            Sink::Routed(route) => return route(message),
+            Sink::Stdout(stdout) => stdout,
+        };
+        let mut line = serde_json::to_vec(&message).expect("a serde_json::Value always serializes");
         line.push(b'\n');
-        let mut stdout = self.hold();
+        let mut stdout = stdout.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // A failed write means the client stopped reading; it will also close our stdin,
         // and that EOF is what ends the process, so there is nothing more to do here.
         if let Err(e) = stdout.write_all(&line).and_then(|()| stdout.flush()) {
