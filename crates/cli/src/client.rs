@@ -102,6 +102,18 @@ pub async fn request(
     headers: &[(&str, String)],
     body: Option<Value>,
 ) -> anyhow::Result<(StatusCode, Value)> {
+    let (status, bytes) = request_bytes(stream, method, path, headers, body).await?;
+    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+}
+
+/// One HTTP request over a fresh socket connection; the body as it came.
+pub async fn request_bytes(
+    stream: UnixStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Bytes)> {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
     let mut builder = Request::builder().method(method).uri(path).header("host", "mcpx");
@@ -112,8 +124,7 @@ pub async fn request(
     let request = builder.header("content-type", "application/json").body(Full::new(Bytes::from(body)))?;
     let response = sender.send_request(request).await?;
     let status = response.status();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    Ok((status, response.into_body().collect().await?.to_bytes()))
 }
 
 /// Turns a socket connection into a raw stdio relay stream (`GET /v1/stdio`).

@@ -22,13 +22,13 @@ pub const EXIT_USAGE: u8 = 2;
 pub struct Common {
     /// Config file for a daemon started on demand.
     #[arg(long, global = true)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Session name (default: $MCPX_SESSION_ID, else mcp-<pid of this command>).
     #[arg(long, global = true, env = "MCPX_SESSION_ID")]
-    session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub enum Outcome {
@@ -59,17 +59,23 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
     }
 }
 
-async fn api(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+pub(crate) async fn api(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+    let (status, bytes) = api_bytes(common, method, path, body).await?;
+    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+}
+
+/// A `/v1` request as this command's caller; the body as it came.
+pub(crate) async fn api_bytes(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, hyper::body::Bytes)> {
     let stream = Daemon::new().connect_or_start(common.config.as_deref()).await?;
     let mut headers = Vec::new();
     if let Some(session) = &common.session {
         headers.push((mcpx_server::api::SESSION_HEADER, session.clone()));
     }
-    let (status, body) = client::request(stream, method, path, &headers, body).await?;
+    let (status, body) = client::request_bytes(stream, method, path, &headers, body).await?;
     Ok((status.as_u16(), body))
 }
 
-fn api_error(status: u16, body: &Value) -> anyhow::Error {
+pub(crate) fn api_error(status: u16, body: &Value) -> anyhow::Error {
     match body["error"]["message"].as_str() {
         Some(message) => anyhow::anyhow!("{message}"),
         None => anyhow::anyhow!("the daemon answered {status}"),
@@ -201,7 +207,7 @@ pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout
 
 /// Prints what a call (or an answered question) came to: its result, or the question it
 /// is now waiting on.
-fn print_call_outcome(common: &Common, status: u16, result: &Value) -> anyhow::Result<Outcome> {
+pub(crate) fn print_call_outcome(common: &Common, status: u16, result: &Value) -> anyhow::Result<Outcome> {
     if status == 202 && result["status"] == "input_required" {
         if common.json {
             println!("{}", serde_json::to_string_pretty(result)?);
@@ -317,7 +323,7 @@ pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

@@ -93,6 +93,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     };
     let gateway = Gateway::new(settings);
     gateway.remember_eras_in(dir.join("eras.json"));
+    gateway.keep_artifacts_in(dir.join("artifacts"));
     let front = Arc::new(Front {
         gateway: gateway.clone(),
         sessions: Default::default(),

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod daemon;
+mod exec;
 mod serve;
 mod stdio;
 
@@ -72,6 +73,24 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Run a script that calls tools, as the mcpx_exec tool does: the body of an async
+    /// function, e.g. `mcpx exec 'return await tools.time.get_current_time({timezone: "UTC"})'`.
+    /// Exit 124 when it runs past its time limit.
+    Exec {
+        /// The script; `-` reads it from stdin.
+        script: Option<String>,
+        /// Read the script from this file.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        /// Stop the script after this many milliseconds (capped by the daemon's exec.timeout).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// What this session's scripts kept with artifact().
+    #[command(subcommand)]
+    Artifact(ArtifactCommand),
     /// Questions an upstream asked during an `mcpx call`, waiting for this session's answer.
     #[command(subcommand)]
     Ask(AskCommand),
@@ -110,6 +129,31 @@ enum AskCommand {
 }
 
 #[derive(Subcommand)]
+enum ArtifactCommand {
+    /// List this session's artifacts.
+    Ls {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Write an artifact's bytes to stdout, or to a file with -o.
+    Get {
+        /// mcpx://artifacts/<id>, or the id.
+        artifact: String,
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete an artifact.
+    Rm {
+        /// mcpx://artifacts/<id>, or the id.
+        artifact: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Subcommand)]
 enum ConfigCommand {
     /// Check the config file and name the file, line and reason of the first problem.
     Check {
@@ -136,6 +180,14 @@ fn main() -> ExitCode {
         Command::Call { target, arguments, timeout, common } => commands::run(async || {
             commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
         }),
+        Command::Exec { script, file, timeout_ms, common } => {
+            commands::run(async || exec::exec(common, script, file.as_deref(), timeout_ms).await)
+        }
+        Command::Artifact(ArtifactCommand::Ls { common }) => commands::run(async || exec::list(common).await),
+        Command::Artifact(ArtifactCommand::Get { artifact, output, common }) => {
+            commands::run(async || exec::get(common, &artifact, output.as_deref()).await)
+        }
+        Command::Artifact(ArtifactCommand::Rm { artifact, common }) => commands::run(async || exec::remove(common, &artifact).await),
         Command::Ask(AskCommand::Ls { common }) => commands::run(async || commands::ask_list(common).await),
         Command::Ask(AskCommand::Show { id, common }) => commands::run(async || commands::ask_show(common, &id).await),
         Command::Ask(AskCommand::Answer { id, answer, common }) => {

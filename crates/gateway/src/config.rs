@@ -27,6 +27,8 @@ pub struct Config {
     pub http: HttpConfig,
     pub timeouts: TimeoutConfig,
     pub limits: LimitConfig,
+    pub exec: ExecConfig,
+    pub artifacts: ArtifactConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -213,6 +215,56 @@ impl Default for LimitConfig {
     }
 }
 
+/// What one `mcpx_exec` script may use. Read when each script starts.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExecConfig {
+    /// Longest a script may run, its tool calls included; a call's `timeoutMs` can only
+    /// lower it. Default 30s.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Memory one script's engine may allocate. Default 64 MiB.
+    pub memory_bytes: usize,
+    /// Native stack one script's engine may use. Default 1 MiB.
+    pub stack_bytes: usize,
+    /// Tool calls one script may make. Default 100.
+    pub max_tool_calls: usize,
+    /// Console output plus the returned value, in bytes. Default 1 MiB.
+    pub max_output_bytes: usize,
+    /// Scripts running at once in the daemon; one more is refused. Default 8.
+    pub max_concurrent: usize,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            timeout: Duration::from_secs(30),
+            memory_bytes: 64 * 1024 * 1024,
+            stack_bytes: 1024 * 1024,
+            max_tool_calls: 100,
+            max_output_bytes: 1024 * 1024,
+            max_concurrent: 8,
+        }
+    }
+}
+
+/// What `artifact()` may keep, per session, under the state dir.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ArtifactConfig {
+    /// Bytes of artifacts one session may keep; storing past it fails. Default 64 MiB.
+    pub quota_bytes: u64,
+    /// An artifact older than this is deleted. Default 24h.
+    #[serde(with = "duration")]
+    pub max_age: Duration,
+}
+
+impl Default for ArtifactConfig {
+    fn default() -> Self {
+        ArtifactConfig { quota_bytes: 64 * 1024 * 1024, max_age: Duration::from_secs(24 * 3600) }
+    }
+}
+
 /// Why a config file was refused: where, and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -277,6 +329,12 @@ impl Config {
         }
         if let Some((name, _)) = self.http.tokens.iter().find(|(_, t)| t.len() < 16) {
             return Err((format!("token {name:?} in \"http.tokens\" must be at least 16 characters"), name.clone()));
+        }
+        if self.exec.memory_bytes < 1024 * 1024 {
+            return Err(("\"exec.memoryBytes\" must be at least 1048576 (1 MiB)".into(), "memoryBytes".into()));
+        }
+        if self.exec.stack_bytes < 64 * 1024 {
+            return Err(("\"exec.stackBytes\" must be at least 65536 (64 KiB)".into(), "stackBytes".into()));
         }
         if self.pool.max_instances_per_server == 0 {
             return Err(("\"pool.maxInstancesPerServer\" must be at least 1".into(), "maxInstancesPerServer".into()));

@@ -6,10 +6,12 @@
 //! unshaped: the front end shapes it for the caller's revision. Nothing here knows about
 //! HTTP or stdio framing.
 
+mod artifacts;
 mod ask;
 pub mod config;
 pub mod context;
 mod eras;
+pub mod exec;
 mod held;
 pub mod identity;
 pub mod invocation;
@@ -41,6 +43,7 @@ pub use scope::{InstanceKey, Scope};
 pub use ask::caller_can_answer;
 pub use mcpx_upstream::lines::{Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
+pub use artifacts::Artifact;
 pub use settings::Settings;
 pub use watch::Watch;
 
@@ -68,6 +71,8 @@ pub struct Gateway {
     scoper: scope::Scoper,
     asks: ask::Asks,
     parking: held::Parking,
+    artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
+    running_scripts: exec::Running,
     reaper: tokio::task::JoinHandle<()>,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
@@ -80,15 +85,20 @@ impl Gateway {
             let this = this.clone();
             let reaper = tokio::spawn(async move {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
+                let mut tick_count: u64 = 0;
                 loop {
                     tick.tick().await;
                     let Some(gateway) = this.upgrade() else { return };
                     let config = gateway.settings.config();
                     gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
                     gateway.parking.sweep();
+                    if tick_count % 60 == 0 {
+                        gateway.sweep_artifacts();
+                    }
+                    tick_count += 1;
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
@@ -123,10 +133,11 @@ impl Gateway {
         }
         let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
         format!(
-            "mcpx fronts these MCP servers: {}. Find their tools with {} and call them with {}.",
+            "mcpx fronts these MCP servers: {}. Find their tools with {} and call them with {}, or run a script that calls several with {}.",
             names.join(", "),
             tools::SEARCH,
-            tools::CALL
+            tools::CALL,
+            exec::EXEC
         )
     }
 

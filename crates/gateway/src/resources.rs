@@ -6,7 +6,10 @@ use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{RpcError, code};
 use serde_json::{Value, json};
 
-use crate::{Answer, CallContext, Gateway, Scope, invocation, naming};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
 
 impl Gateway {
     pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, RpcError> {
@@ -25,7 +28,13 @@ impl Gateway {
             .collect();
         let kind = if field == "resources" { "resource" } else { "resource template" };
         naming::refuse_clashes(kind, renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())))?;
-        let listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
+        let mut listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
+        let mut cache = cache;
+        if field == "resources" && self.keeps_artifacts() {
+            // Which artifacts are listed depends on who asks, even when none are.
+            listed.extend(self.artifacts_of(&ctx.identity).await.iter().map(Artifact::listing));
+            cache = Cacheability::PRIVATE_UNCACHED;
+        }
         Ok(Answer { result: json!({ field: listed }), cache })
     }
 
@@ -33,6 +42,9 @@ impl Gateway {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
             return Err(RpcError::invalid_params("resources/read: \"uri\" must be a string"));
         };
+        if uri.starts_with(artifacts::PREFIX) {
+            return self.read_artifact(ctx, &uri).await;
+        }
         let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
             return Err(not_found(&uri));
         };
@@ -66,6 +78,23 @@ impl Gateway {
             }
         };
         Ok(Answer { result, cache })
+    }
+
+    /// One of the caller's artifacts; another session's reads as if it did not exist.
+    async fn read_artifact(&self, ctx: &CallContext, uri: &str) -> Result<Answer, RpcError> {
+        let found = match artifacts::id_of(uri) {
+            Some(id) => self.artifact(&ctx.identity, id).await,
+            None => None,
+        };
+        let Some((artifact, data)) = found else { return Err(not_found(uri)) };
+        let mut item = json!({ "uri": uri, "mimeType": artifact.mime_type });
+        let texty = artifact.mime_type.starts_with("text/") || artifact.mime_type.contains("json");
+        match String::from_utf8(data) {
+            Ok(text) if texty => item["text"] = text.into(),
+            Ok(text) => item["blob"] = BASE64.encode(text).into(),
+            Err(e) => item["blob"] = BASE64.encode(e.into_bytes()).into(),
+        }
+        Ok(Answer::uncached(json!({ "contents": [item] })))
     }
 
     /// A handshake-era `resources/subscribe` or `unsubscribe`, passed to the instance that

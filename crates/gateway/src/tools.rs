@@ -1,4 +1,4 @@
-//! Tools mcpx publishes: the gateway tools (`mcpx_search`, `mcpx_call`) and, for servers
+//! Tools mcpx publishes: the gateway tools (`mcpx_search`, `mcpx_call`, `mcpx_exec`) and, for servers
 //! named in `expose`, the upstream tools themselves under `<server>__<tool>`.
 
 use futures::future::join_all;
@@ -6,7 +6,7 @@ use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{RpcError, code};
 use serde_json::{Map, Value, json};
 
-use crate::{Answer, CallContext, Gateway, Scope, invocation, list_all, naming};
+use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming};
 
 pub const SEARCH: &str = "mcpx_search";
 pub const CALL: &str = "mcpx_call";
@@ -17,7 +17,7 @@ pub fn gateway_tools() -> Vec<Value> {
         json!({
             "name": SEARCH,
             "title": "Search upstream tools",
-            "description": "Find tools offered by the MCP servers behind mcpx. Every word of the query must appear in the server name, tool name or description; an empty query lists every tool. Returns each match's server, tool, description and input schema; call one with mcpx_call.",
+            "description": "Find tools offered by the MCP servers behind mcpx. Every word of the query must appear in the server name, tool name or description; an empty query lists every tool. Returns each match's server, tool, description and input schema, and `js`, how an mcpx_exec script calls it; call one with mcpx_call.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
@@ -40,6 +40,7 @@ pub fn gateway_tools() -> Vec<Value> {
                 "required": ["server", "tool"]
             }
         }),
+        exec::definition(),
     ]
 }
 
@@ -129,6 +130,7 @@ impl Gateway {
                 let call = CallArgs::read(&arguments)?;
                 self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
+            exec::EXEC => self.exec(ctx, &arguments).await,
             _ => match self.exposed_owner(ctx, &name).await? {
                 Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, &params, caller_meta).await,
                 None => Err(RpcError::invalid_params(format!(
@@ -153,7 +155,7 @@ impl Gateway {
         Ok(None)
     }
 
-    async fn search(&self, ctx: &CallContext, query: &str) -> Value {
+    pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
         let config = self.settings.config();
         let listings = join_all(
             config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
@@ -166,6 +168,9 @@ impl Gateway {
                 Ok(listed) => {
                     for tool in listed.iter().filter(|t| matches(query, &server, t)) {
                         let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
+                        if let Some(js) = exec::accessor(&entry) {
+                            entry["js"] = js.into();
+                        }
                         for field in ["title", "description", "inputSchema"] {
                             if let Some(v) = tool.get(field) {
                                 entry[field] = v.clone();
@@ -185,12 +190,12 @@ impl Gateway {
     }
 
     /// Every tool of `server`, as the instance the caller's identity selects lists them.
-    async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
+    pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
         let lease = self.lease(ctx, server).await?;
         Ok(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?.0)
     }
 
-    async fn forward_call(
+    pub(crate) async fn forward_call(
         &self,
         ctx: &CallContext,
         server: &str,

@@ -1,4 +1,5 @@
-//! The `/v1` API, for the CLI and scripts: status, tool listing, tool calls, stop, and
+//! The `/v1` API, for the CLI and scripts: status, tool listing, tool calls, scripts
+//! (`/v1/exec`) and their artifacts, stop, and
 //! `GET /v1/stdio`, the upgrade `mcpx serve` uses to relay its stdio over the unix socket.
 //! Documented in `docs/api/openapi.json`.
 //!
@@ -70,6 +71,9 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/status", get(status))
         .route("/v1/tools", get(tools))
         .route("/v1/call", post(call))
+        .route("/v1/exec", post(exec))
+        .route("/v1/artifacts", get(artifact_list))
+        .route("/v1/artifacts/{id}", get(artifact_get).delete(artifact_remove))
         .route("/v1/stop", post(stop))
         .route("/v1/ask", get(ask_list))
         .route("/v1/ask/answer", post(ask_answer))
@@ -163,6 +167,78 @@ async fn call(
         Err(e) => return error(&RpcError::parse_error(e)),
     };
     continue_call(&front, &transport, arguments, None).await
+}
+
+/// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
+async fn exec(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let arguments: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {script, timeoutMs?}")),
+        Err(e) => return error(&RpcError::parse_error(e)),
+    };
+    let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
+    match call_tool(&front.gateway, &transport, params).await {
+        Ok(mut result) => {
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            Json(result).into_response()
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// The artifacts of the caller's session.
+async fn artifact_list(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let identity = front.gateway.identity(&Value::Null, &transport);
+    let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
+    Json(json!({ "artifacts": listed })).into_response()
+}
+
+/// One of the session's artifacts, as its bytes with its media type.
+async fn artifact_get(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let identity = front.gateway.identity(&Value::Null, &transport);
+    match front.gateway.artifact(&identity, &id).await {
+        Some((artifact, data)) => {
+            let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
+            ([(header::CONTENT_TYPE, media)], data).into_response()
+        }
+        None => no_artifact(&id),
+    }
+}
+
+async fn artifact_remove(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let transport = match caller(&front, &peer, &headers) {
+        Ok(t) => t,
+        Err(refusal) => return refusal,
+    };
+    let identity = front.gateway.identity(&Value::Null, &transport);
+    if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
+}
+
+fn no_artifact(id: &str) -> Response {
+    let e = RpcError::invalid_params(format!("this session has no artifact {id:?}")).with_data(json!({ "id": id }));
+    (StatusCode::NOT_FOUND, Json(json!({ "error": e.to_value() }))).into_response()
 }
 
 /// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
