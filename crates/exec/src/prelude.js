@@ -4,8 +4,15 @@
 (function (host) {
   "use strict";
 
+  // The host rejects with a message; a script catches an Error.
   async function ask(kind, payload) {
-    return JSON.parse(await host.request(kind, JSON.stringify(payload)));
+    let answer;
+    try {
+      answer = await host.request(kind, JSON.stringify(payload));
+    } catch (e) {
+      throw e instanceof Error ? e : new Error(String(e));
+    }
+    return JSON.parse(answer);
   }
 
   // A tool result as a script wants it: the structured content, else the text (parsed

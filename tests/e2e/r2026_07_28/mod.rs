@@ -6,6 +6,7 @@ mod api;
 mod cli;
 mod clashes;
 mod eras;
+mod exec;
 mod fakemcp_http;
 mod gateway_tools;
 mod http_upstream;
