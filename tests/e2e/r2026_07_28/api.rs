@@ -77,11 +77,17 @@ fn every_documented_v1_route_is_served_with_a_documented_status() {
         routes.contains(&("/v1/status".into(), "get".into())),
         "the description documents no GET /v1/status: {routes:?}"
     );
-    // Stop last: it ends the daemon.
+    // Deletes after the reads of what they delete; stop last: it ends the daemon.
     let mut ordered: Vec<&(String, String)> = routes.iter().collect();
-    ordered.sort_by_key(|(path, method)| (path == "/v1/stop" && method == "post", path.clone()));
+    ordered.sort_by_key(|(path, method)| (path == "/v1/stop" && method == "post", method == "delete", path.clone()));
+    // A path with an `{id}` is tried with one that exists: an artifact of this caller's session.
+    let kept = home.v1("POST", "/v1/exec", Some(&json!({"script": "return await artifact('a.txt', 'kept')"})));
+    let uri = kept.json()["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let id = uri.strip_prefix("mcpx://artifacts/").unwrap_or_else(|| panic!("no artifact made: {uri:?}")).to_owned();
 
-    for (path, method) in ordered {
+    for (documented_path, method) in ordered {
+        let concrete = documented_path.replace("{id}", &id);
+        let path = &concrete;
         let status = match (path.as_str(), method.as_str()) {
             ("/v1/stdio", "get") => stdio_upgrade(&home.socket(), Some(std::process::id()), None).status,
             ("/v1/call", "post") => {
@@ -96,7 +102,7 @@ fn every_documented_v1_route_is_served_with_a_documented_status() {
             "{} {path} is documented but the daemon answers {status}",
             method.to_ascii_uppercase()
         );
-        let responses = &doc["paths"][path][method]["responses"];
+        let responses = &doc["paths"][documented_path][method]["responses"];
         assert!(
             responses.get(status.to_string()).is_some() || responses.get("default").is_some(),
             "{} {path} answered {status}, which the description does not list: {responses}",
