@@ -1,10 +1,11 @@
-//! An MCP client over Streamable HTTP in the 2026-07-28 era: one keep-alive HTTP/1.1
-//! connection per client, one request in flight on it at a time.
+//! An MCP client over Streamable HTTP: one keep-alive HTTP/1.1 connection per client, one
+//! request in flight on it at a time.
 //!
-//! The request carries the headers the era requires (`MCP-Protocol-Version`, `Mcp-Method`,
-//! `Mcp-Name`) next to the same body a stdio client would send, and asks for JSON or SSE;
-//! the bench accepts only a JSON answer, which is what a server gives when it has nothing
-//! to stream.
+//! A 2026-07-28 request carries the headers that era requires (`MCP-Protocol-Version`,
+//! `Mcp-Method`, `Mcp-Name`) next to the same body a stdio client would send; a 2025-11-25
+//! one is sessionless (for a `--stateless` server) with only `MCP-Protocol-Version`. Both
+//! ask for JSON or SSE; the bench accepts only a JSON answer, which is what a server gives
+//! when it has nothing to stream.
 
 use std::net::SocketAddr;
 
@@ -17,7 +18,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::mcp::{EchoCall, MODERN_VERSION};
+use crate::mcp::{EchoCall, Era, LEGACY_VERSION, MODERN_VERSION};
 
 /// The endpoint path every contender serves MCP on.
 pub const MCP_PATH: &str = "/mcp";
@@ -29,8 +30,8 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    /// Opens the client's one connection to `addr`; the tool name of `call` goes in `Mcp-Name`.
-    pub async fn connect(addr: SocketAddr, call: &EchoCall) -> anyhow::Result<HttpClient> {
+    /// Opens the client's one connection to `addr`; `tool` goes in `Mcp-Name` of its calls.
+    pub async fn connect(addr: SocketAddr, tool: &'static str) -> anyhow::Result<HttpClient> {
         let stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
         // Requests are small and sequential per connection: send each at once.
         stream.set_nodelay(true)?;
@@ -44,21 +45,49 @@ impl HttpClient {
         Ok(HttpClient {
             sender,
             host: HeaderValue::from_str(&addr.to_string())?,
-            name: HeaderValue::from_static(call.name),
+            name: HeaderValue::from_static(tool),
         })
     }
 
     /// Sends `call` as request `id` and waits for its answer. Err when the connection
     /// failed; Ok(Err) is a wrong answer (status, content type or body).
     pub async fn call(&mut self, call: &EchoCall, id: u64) -> anyhow::Result<anyhow::Result<()>> {
+        let mut request = Request::post(MCP_PATH)
+            .header(HOST, self.host.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        request = match call.era {
+            Era::Modern => request
+                .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
+                .header("Mcp-Method", HeaderValue::from_static("tools/call"))
+                .header("Mcp-Name", self.name.clone()),
+            Era::Legacy => request.header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION)),
+        };
+        let (status, json, body) = self.exchange(request.body(Full::new(Bytes::from(call.request(id))))?).await?;
+        Ok(check(status, json, &body).and_then(|reply| call.check(&reply, id)))
+    }
+
+    /// A 2026-07-28 request `body` (one JSON-RPC request for `method`) to `/mcp`; its JSON answer.
+    pub async fn modern(&mut self, method: &'static str, body: String) -> anyhow::Result<serde_json::Value> {
         let request = Request::post(MCP_PATH)
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
             .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
-            .header("Mcp-Method", HeaderValue::from_static("tools/call"))
-            .header("Mcp-Name", self.name.clone())
-            .body(Full::new(Bytes::from(call.request(id))))?;
+            .header("Mcp-Method", HeaderValue::from_static(method))
+            .body(Full::new(Bytes::from(body)))?;
+        let (status, json, body) = self.exchange(request).await?;
+        check(status, json, &body)
+    }
+
+    /// `GET path` (the daemon's `/v1` API); its JSON answer.
+    pub async fn get(&mut self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let request = Request::get(path).header(HOST, self.host.clone()).body(Full::new(Bytes::new()))?;
+        let (status, json, body) = self.exchange(request).await?;
+        check(status, json, &body)
+    }
+
+    async fn exchange(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, bool, Bytes)> {
         self.sender.ready().await.context("the connection closed")?;
         let response = self.sender.send_request(request).await.context("sending the request")?;
         let status = response.status();
@@ -68,7 +97,7 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         let body = response.into_body().collect().await.context("reading the answer")?.to_bytes();
-        Ok(check(status, json, &body).and_then(|reply| call.check(&reply, id)))
+        Ok((status, json, body))
     }
 }
 

@@ -1,16 +1,19 @@
 //! `mcpx-bench`: measures what mcpx adds to an MCP call, against the same call made
-//! directly to the same upstream (fakemcp), in one run on one machine.
+//! directly to the same upstream (fakemcp) and through peer gateways, in one run on one
+//! machine.
 //!
 //! This file parses flags, runs the chosen scenarios and prints their results; how a
 //! scenario works lives in `scenario/`, the protocol in `mcp`, `stdio` and `http`, the
-//! processes under test in `processes`, and the figures in `latency` and `report`. The
-//! bench starts every process it measures and stops every one before it exits, and it
-//! only ever talks to loopback.
+//! processes under test in `processes`, the figures in `latency` and `report`, and the
+//! picture of a results file in `plot`. The bench starts every process it measures and
+//! stops every one before it exits, and it only ever talks to loopback.
 
 mod http;
 mod latency;
 mod mcp;
 mod memory;
+#[cfg(feature = "plot")]
+mod plot;
 mod processes;
 mod report;
 mod scenario;
@@ -26,7 +29,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::Era;
 use crate::processes::Binaries;
 use crate::report::Run;
-use crate::scenario::{Load, http as http_scenario, stdio_relay};
+use crate::scenario::{Load, cold_start, http as http_scenario, sessions, stdio_relay};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +47,12 @@ struct Cli {
     /// fakemcp binary, the upstream (default: next to this executable).
     #[arg(long, global = true)]
     fakemcp: Option<PathBuf>,
+    /// The `mcp-proxy` program (0.13): adds it to the http scenario.
+    #[arg(long, global = true, value_name = "PATH")]
+    mcp_proxy: Option<PathBuf>,
+    /// The `fastmcp` program (4.x): adds it to the http scenario.
+    #[arg(long, global = true, value_name = "PATH")]
+    fastmcp: Option<PathBuf>,
     /// Also write the results as JSON to this file ("-" for stdout; the tables then go to stderr).
     #[arg(long, global = true, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -57,21 +66,40 @@ enum Scenario {
     /// One sequential stdio client: fakemcp directly vs through `mcpx serve` → daemon,
     /// interleaved in rounds.
     StdioRelay(stdio_relay::Options),
-    /// Concurrent 2026-07-28 clients over HTTP to the daemon's /mcp → fakemcp over stdio.
+    /// Concurrent clients over HTTP: fakemcp directly, mcpx → fakemcp over HTTP and over
+    /// stdio, and the peer gateways given, interleaved in rounds.
     Http(http_scenario::Options),
-    /// Everything scripts/bench.sh records: stdio-relay in both eras, then http.
+    /// Session names against a session-scoped upstream: instances, memory, the reap.
+    Sessions(sessions::Options),
+    /// Launch to first answer: the daemon, `mcpx serve`, fakemcp.
+    ColdStart(cold_start::Options),
+    /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions, cold-start.
     All {
-        /// Rounds of the stdio-relay scenario.
+        /// Rounds of the stdio-relay and http scenarios.
         #[arg(long, default_value_t = 10)]
         rounds: usize,
         /// HTTP concurrency levels.
-        #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32])]
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
         clients: Vec<usize>,
         /// Threads of the bench's own runtime in the http scenario.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Measured requests per level for each peer gateway in the http scenario.
+        #[arg(long, default_value_t = 2_000)]
+        peer_requests: usize,
         #[command(flatten)]
         load: Load,
+        #[command(flatten)]
+        sessions: sessions::Options,
+        #[command(flatten)]
+        cold_start: cold_start::Options,
+    },
+    /// Draws a results file (bench/results.json) as a PNG.
+    Plot {
+        /// The results JSON.
+        results: PathBuf,
+        /// The PNG to write.
+        png: PathBuf,
     },
 }
 
@@ -94,7 +122,14 @@ fn main() -> ExitCode {
 
 /// Runs the scenarios and reports them; Ok(false) when some answers were wrong.
 fn run(cli: Cli) -> anyhow::Result<bool> {
-    let binaries = Binaries::locate(cli.mcpx, cli.fakemcp)?;
+    if let Scenario::Plot { results, png } = &cli.scenario {
+        plot(results, png)?;
+        return Ok(true);
+    }
+    let mut binaries = Binaries::locate(cli.mcpx, cli.fakemcp)?;
+    // Every process starts in a scratch directory: relative paths would not be found there.
+    binaries.mcp_proxy = cli.mcp_proxy.map(std::path::absolute).transpose().context("--mcp-proxy")?;
+    binaries.fastmcp = cli.fastmcp.map(std::path::absolute).transpose().context("--fastmcp")?;
     let tables_to_stderr = cli.json.as_deref() == Some(std::path::Path::new("-"));
     let show = |run: &Run| {
         if tables_to_stderr {
@@ -116,7 +151,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     match cli.scenario {
         Scenario::StdioRelay(options) => record(stdio_relay::run(&binaries, &options)?),
         Scenario::Http(options) => http_scenario::run(&binaries, &options)?.into_iter().for_each(&mut record),
-        Scenario::All { rounds, clients, threads, load } => {
+        Scenario::Sessions(options) => record(sessions::run(&binaries, &options)?),
+        Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
+        Scenario::All { rounds, clients, threads, peer_requests, load, sessions: session_options, cold_start: cold } => {
             for era in [Era::Modern, Era::Legacy] {
                 let options = stdio_relay::Options { era, clients: 1, rounds, load: load.clone() };
                 record(
@@ -124,11 +161,26 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                         .with_context(|| format!("stdio-relay, {} era", era.label()))?,
                 );
             }
-            let options = http_scenario::Options { clients, threads, load };
+            let options = http_scenario::Options { clients, threads, rounds: rounds.min(4), peer_requests, load };
             http_scenario::run(&binaries, &options).context("http")?.into_iter().for_each(&mut record);
+            record(sessions::run(&binaries, &session_options).context("sessions")?);
+            record(cold_start::run(&binaries, &cold).context("cold-start")?);
         }
+        Scenario::Plot { .. } => unreachable!("handled above"),
     }
     finish(&cli.json, cli.meta, machine_before, &binaries, &runs)
+}
+
+#[cfg(feature = "plot")]
+fn plot(results: &std::path::Path, png: &std::path::Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(results).with_context(|| format!("reading {}", results.display()))?;
+    let document: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", results.display()))?;
+    plot::draw(&document, png)
+}
+
+#[cfg(not(feature = "plot"))]
+fn plot(_results: &std::path::Path, _png: &std::path::Path) -> anyhow::Result<()> {
+    anyhow::bail!("this mcpx-bench was built without plotting: cargo build --release -p mcpx-bench --features plot")
 }
 
 fn finish(

@@ -74,6 +74,8 @@ pub struct EchoCall {
     arguments: Value,
     /// The tool name, for HTTP's `Mcp-Name` header.
     pub name: &'static str,
+    /// Which era's headers go with it over HTTP.
+    pub era: Era,
 }
 
 impl EchoCall {
@@ -92,7 +94,15 @@ impl EchoCall {
                 "io.modelcontextprotocol/clientCapabilities": {},
             });
         }
-        EchoCall { params: params.to_string(), arguments, name }
+        EchoCall { params: params.to_string(), arguments, name, era }
+    }
+
+    /// The same call with `_meta[key] = value` (a session name, say).
+    pub fn with_meta(mut self, key: &str, value: Value) -> EchoCall {
+        let mut params: Value = serde_json::from_str(&self.params).expect("params are JSON");
+        params["_meta"][key] = value;
+        self.params = params.to_string();
+        self
     }
 
     /// The request as one line of JSON (no trailing newline).
@@ -112,6 +122,20 @@ impl EchoCall {
         }
         Ok(())
     }
+}
+
+/// A 2026-07-28 `server/discover` request, as one line of JSON.
+pub fn discover_request(id: u64) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "server/discover",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }},
+    })
+    .to_string()
 }
 
 /// Checks that `reply` is the successful answer to request `id`.
@@ -153,6 +177,14 @@ mod tests {
         assert_eq!(request["params"]["arguments"]["server"], "fake");
         assert_eq!(request["params"]["arguments"]["tool"], "echo");
         assert_eq!(request["params"]["arguments"]["arguments"], echo_arguments());
+    }
+
+    #[test]
+    fn a_session_name_joins_the_modern_meta() {
+        let call = EchoCall::new(Era::Modern, Route::Direct).with_meta("dev.mcpx/session", json!("s-1"));
+        let request: Value = serde_json::from_str(&call.request(1)).unwrap();
+        assert_eq!(request["params"]["_meta"]["dev.mcpx/session"], "s-1");
+        assert_eq!(request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], MODERN_VERSION);
     }
 
     #[test]

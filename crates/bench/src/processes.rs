@@ -7,7 +7,8 @@
 //! process the bench did not start, or leave one running.
 
 use std::fs::File;
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,6 +21,8 @@ use crate::memory;
 
 /// How long a daemon may take to write `daemon.json`.
 const DAEMON_START: Duration = Duration::from_secs(15);
+/// How long a peer gateway may take to listen.
+const PEER_START: Duration = Duration::from_secs(60);
 /// How long a process gets to exit on its own (stdin closed) or after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
 /// The name the bench gives fakemcp in every mcpx config it writes.
@@ -30,6 +33,9 @@ pub const UPSTREAM: &str = "fake";
 pub struct Binaries {
     pub mcpx: PathBuf,
     pub fakemcp: PathBuf,
+    /// The peer gateways' programs, when given (`--mcp-proxy`, `--fastmcp`).
+    pub mcp_proxy: Option<PathBuf>,
+    pub fastmcp: Option<PathBuf>,
 }
 
 impl Binaries {
@@ -49,7 +55,7 @@ impl Binaries {
             }
             Ok(path)
         };
-        Ok(Binaries { mcpx: pick(mcpx, "mcpx")?, fakemcp: pick(fakemcp, "fakemcp")? })
+        Ok(Binaries { mcpx: pick(mcpx, "mcpx")?, fakemcp: pick(fakemcp, "fakemcp")?, mcp_proxy: None, fastmcp: None })
     }
 
     /// True when either binary comes from a debug build, whose figures mean little.
@@ -101,7 +107,7 @@ pub struct Process {
 }
 
 impl Process {
-    fn spawn(role: &str, command: &mut Command, scratch: &Scratch) -> anyhow::Result<Process> {
+    pub fn spawn(role: &str, command: &mut Command, scratch: &Scratch) -> anyhow::Result<Process> {
         let log = scratch.log(role);
         let stderr = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = command
@@ -141,7 +147,7 @@ impl Process {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    fn exited(&mut self) -> bool {
+    pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)) | Err(_))
     }
 
@@ -189,26 +195,12 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `mcpx daemon --port 0` with `config`, waiting until it is listening.
     pub fn start(binaries: &Binaries, scratch: &Scratch, config: &Value) -> anyhow::Result<Daemon> {
-        let config_path = scratch.path().join("mcpx.json");
-        std::fs::write(&config_path, serde_json::to_vec_pretty(config)?)
-            .with_context(|| format!("writing {}", config_path.display()))?;
-        let state_dir = scratch.path().join("state");
-        let mut command = Command::new(&binaries.mcpx);
-        command
-            .arg("daemon")
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--port", "0"])
-            .env("MCPX_STATE_DIR", &state_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        let mut process = Process::spawn("mcpx daemon", &mut command, scratch)?;
-
-        let record = state_dir.join("daemon.json");
+        let mut daemon = Daemon::launch(binaries, scratch, config, 0)?;
+        let record = daemon.state_dir.join("daemon.json");
         let deadline = Instant::now() + DAEMON_START;
         let url = loop {
-            if process.exited() {
-                bail!("mcpx daemon exited before listening:\n{}", process.log_tail());
+            if daemon.process.exited() {
+                bail!("mcpx daemon exited before listening:\n{}", daemon.process.log_tail());
             }
             let state: Option<Value> =
                 std::fs::read_to_string(&record).ok().and_then(|text| serde_json::from_str(&text).ok());
@@ -219,13 +211,33 @@ impl Daemon {
                 bail!(
                     "mcpx daemon did not write {} within {DAEMON_START:?}:\n{}",
                     record.display(),
-                    process.log_tail()
+                    daemon.process.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        let addr = loopback_address(&url)?;
-        Ok(Daemon { process, state_dir, addr })
+        daemon.addr = loopback_address(&url)?;
+        Ok(daemon)
+    }
+
+    /// Starts `mcpx daemon --port PORT` with `config` and returns at once, before it
+    /// listens. Its address is `127.0.0.1:PORT` (unknown while PORT is 0).
+    pub fn launch(binaries: &Binaries, scratch: &Scratch, config: &Value, port: u16) -> anyhow::Result<Daemon> {
+        let config_path = scratch.path().join("mcpx.json");
+        std::fs::write(&config_path, serde_json::to_vec_pretty(config)?)
+            .with_context(|| format!("writing {}", config_path.display()))?;
+        let state_dir = scratch.path().join("state");
+        let mut command = Command::new(&binaries.mcpx);
+        command
+            .arg("daemon")
+            .arg("--config")
+            .arg(&config_path)
+            .args(["--port", &port.to_string()])
+            .env("MCPX_STATE_DIR", &state_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let process = Process::spawn("mcpx daemon", &mut command, scratch)?;
+        Ok(Daemon { process, state_dir, addr: SocketAddr::from(([127, 0, 0, 1], port)) })
     }
 
     pub fn pid(&self) -> u32 {
@@ -234,6 +246,11 @@ impl Daemon {
 
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
+    }
+
+    /// The running daemon's own process.
+    pub fn process(&self) -> &Process {
+        &self.process
     }
 
     /// The processes the daemon started (its upstream instances), by pid.
@@ -277,6 +294,87 @@ impl Daemon {
     }
 }
 
+/// A contender that is an HTTP server process of its own (`fakemcp --http`, `mcp-proxy`,
+/// `fastmcp`), with the stdio upstream it may have started.
+pub struct HttpServer {
+    process: Process,
+    pub addr: SocketAddr,
+}
+
+impl HttpServer {
+    /// `fakemcp --http 127.0.0.1:0`: waits for the URL it prints once listening.
+    pub fn fakemcp(binaries: &Binaries, scratch: &Scratch, role: &str) -> anyhow::Result<HttpServer> {
+        let mut command = Command::new(&binaries.fakemcp);
+        command.args(["--http", "127.0.0.1:0"]).stdin(Stdio::null()).stdout(Stdio::piped());
+        let mut process = Process::spawn(role, &mut command, scratch)?;
+        let stdout = process.child.stdout.take().context("fakemcp's stdout")?;
+        let (sender, line) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut url = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut url);
+            let _ = sender.send(url);
+        });
+        let url = line
+            .recv_timeout(DAEMON_START)
+            .with_context(|| format!("{role} printed no URL within {DAEMON_START:?}:\n{}", process.log_tail()))?;
+        let addr = loopback_address(url.trim())?;
+        Ok(HttpServer { process, addr })
+    }
+
+    /// Starts `command`, which is to listen on `port` of 127.0.0.1, and waits (up to a
+    /// minute: Python peers import a lot) until it accepts connections.
+    pub fn spawn(role: &str, command: &mut Command, scratch: &Scratch, port: u16) -> anyhow::Result<HttpServer> {
+        command.stdin(Stdio::null()).stdout(Stdio::null());
+        let mut process = Process::spawn(role, command, scratch)?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let up = wait_until(PEER_START, || process.exited() || TcpStream::connect(addr).is_ok());
+        if !up || process.exited() {
+            bail!("{role} did not listen on {addr} within {PEER_START:?}:\n{}", process.log_tail());
+        }
+        Ok(HttpServer { process, addr })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Peak RSS of the server and of each process it started.
+    pub fn peak_rss(&self) -> Vec<(String, Option<u64>)> {
+        let mut figures = vec![(self.process.role.clone(), self.process.peak_rss_kib())];
+        for pid in children_of(self.pid()) {
+            figures.push((format!("fakemcp ({}'s)", self.process.role), memory::peak_rss_kib(pid)));
+        }
+        figures
+    }
+
+    /// SIGTERM and wait; then checks that what it started went with it.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        let children = children_of(self.pid());
+        let clean = self.process.terminate();
+        let mut left = Vec::new();
+        for pid in children {
+            if !wait_until(EXIT_GRACE, || !alive(pid)) {
+                signal(pid, libc::SIGKILL);
+                left.push(pid);
+            }
+        }
+        if !clean {
+            bail!("{} needed SIGKILL:\n{}", self.process.role, self.process.log_tail());
+        }
+        if !left.is_empty() {
+            bail!("processes outlived {} and were killed: {left:?}", self.process.role);
+        }
+        Ok(())
+    }
+}
+
+/// A loopback port nobody listens on right now (the kernel's pick; a race with another
+/// program taking it in between is possible, and shows as a failed start).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
 /// `http://127.0.0.1:PORT/mcp` → its socket address, refusing anything but loopback: the
 /// bench must never send load to another machine.
 fn loopback_address(url: &str) -> anyhow::Result<SocketAddr> {
@@ -299,7 +397,7 @@ fn recorded_daemon(state_dir: &Path) -> Option<u32> {
 }
 
 /// Pids whose parent is `parent`, from `/proc/<pid>/stat`.
-fn children_of(parent: u32) -> Vec<u32> {
+pub fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())

@@ -59,6 +59,15 @@ pub struct Comparison {
     pub subject: &'static str,
     /// The most the subject may add at p50, in microseconds, if there is a target.
     pub added_p50_target_micros: Option<f64>,
+    /// The least the subject's throughput may be, as a multiple of the baseline's.
+    pub min_throughput_ratio: Option<f64>,
+}
+
+/// What one contender must reach on its own.
+pub struct Target {
+    pub contender: &'static str,
+    pub min_calls_per_second: Option<f64>,
+    pub max_p99_micros: Option<f64>,
 }
 
 /// One scenario at one setting (era, concurrency): its contenders, side by side.
@@ -69,6 +78,9 @@ pub struct Run {
     pub settings: Value,
     pub contenders: Vec<Measured>,
     pub comparisons: Vec<Comparison>,
+    pub targets: Vec<Target>,
+    /// Figures of the scenario's own that are not latencies (instances, memory, times).
+    pub facts: Option<Value>,
 }
 
 impl Run {
@@ -95,7 +107,27 @@ impl Run {
         if let Some(target) = comparison.added_p50_target_micros {
             verdict["target"] = json!({"addedP50Micros": target, "met": added_p50 <= target});
         }
+        if let Some(target) = comparison.min_throughput_ratio {
+            let ratio = subject.throughput() / self.contender(comparison.baseline)?.throughput();
+            verdict["target"] = json!({"minThroughputRatio": target, "met": ratio >= target});
+        }
         Some(verdict)
+    }
+
+    fn check(&self, target: &Target) -> Option<Value> {
+        let contender = self.contender(target.contender)?;
+        let throughput = contender.throughput();
+        let p99 = contender.summary().p99;
+        let met = target.min_calls_per_second.is_none_or(|min| throughput >= min)
+            && target.max_p99_micros.is_none_or(|max| p99 <= max);
+        Some(json!({
+            "contender": target.contender,
+            "minCallsPerSecond": target.min_calls_per_second,
+            "maxP99Micros": target.max_p99_micros,
+            "callsPerSecond": throughput.round(),
+            "p99Micros": round(p99),
+            "met": met,
+        }))
     }
 
     pub fn to_json(&self) -> Value {
@@ -104,6 +136,8 @@ impl Run {
             "settings": self.settings,
             "contenders": self.contenders.iter().map(Measured::to_json).collect::<Vec<_>>(),
             "comparisons": self.comparisons.iter().filter_map(|c| self.compare(c)).collect::<Vec<_>>(),
+            "targets": self.targets.iter().filter_map(|t| self.check(t)).collect::<Vec<_>>(),
+            "facts": self.facts,
         })
     }
 
@@ -157,11 +191,41 @@ impl Run {
                 added("p50"),
                 added("p99")
             );
+            let _ = write!(out, "; throughput ×{}", v["throughputRatio"]);
             if let Some(target) = v.get("target") {
                 let met = if target["met"] == true { "met" } else { "MISSED" };
-                let _ = write!(out, "; target ≤ {} µs added at p50: {met}", target["addedP50Micros"]);
+                if let Some(micros) = target.get("addedP50Micros") {
+                    let _ = write!(out, "; target ≤ {micros} µs added at p50: {met}");
+                }
+                if let Some(ratio) = target.get("minThroughputRatio") {
+                    let _ = write!(out, "; target throughput ≥ ×{ratio}: {met}");
+                }
             }
             let _ = writeln!(out);
+        }
+        for target in &self.targets {
+            let Some(v) = self.check(target) else { continue };
+            let met = if v["met"] == true { "met" } else { "MISSED" };
+            let mut wanted = Vec::new();
+            if let Some(min) = target.min_calls_per_second {
+                wanted.push(format!("≥ {min} calls/s"));
+            }
+            if let Some(max) = target.max_p99_micros {
+                wanted.push(format!("p99 ≤ {max} µs"));
+            }
+            let _ = writeln!(
+                out,
+                "  {}: {} calls/s, p99 {} µs; target {}: {met}",
+                target.contender,
+                v["callsPerSecond"],
+                v["p99Micros"],
+                wanted.join(" and ")
+            );
+        }
+        if let Some(facts) = &self.facts {
+            for (key, value) in facts.as_object().into_iter().flatten() {
+                let _ = writeln!(out, "  {key}: {value}");
+            }
         }
         out
     }
@@ -227,7 +291,10 @@ mod tests {
                 baseline: "direct",
                 subject: "relay",
                 added_p50_target_micros: Some(150.0),
+                min_throughput_ratio: None,
             }],
+            targets: vec![Target { contender: "relay", min_calls_per_second: Some(5_000.0), max_p99_micros: None }],
+            facts: None,
         }
     }
 
@@ -240,6 +307,13 @@ mod tests {
         assert_eq!(verdict["throughputRatio"], 0.33);
         assert_eq!(verdict["target"]["met"], true);
         assert_eq!(run(50, 250).to_json()["comparisons"][0]["target"]["met"], false);
+    }
+
+    #[test]
+    fn a_contender_target_is_judged_on_its_own_throughput() {
+        // 100 calls of 150 µs in 15 ms: 6,667 calls/s; of 250 µs: 4,000.
+        assert_eq!(run(50, 150).to_json()["targets"][0]["met"], true);
+        assert_eq!(run(50, 250).to_json()["targets"][0]["met"], false);
     }
 
     #[test]

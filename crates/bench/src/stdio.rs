@@ -58,6 +58,12 @@ impl StdioClient {
         Ok(call.check(&reply, id))
     }
 
+    /// Sends one request line (`id` inside it) and waits for its answer, whatever it is.
+    pub fn request(&mut self, line: &str, id: u64, deadline: Instant) -> anyhow::Result<Value> {
+        self.send(line.as_bytes())?;
+        self.reply_to(id, deadline)
+    }
+
     fn send(&mut self, message: &[u8]) -> anyhow::Result<()> {
         // One write per message: the newline goes with it, so a reader never sees half a line.
         self.line.clear();

@@ -1,17 +1,22 @@
-//! Scenario `http`: throughput and latency of 2026-07-28 `tools/call` over Streamable
-//! HTTP at several concurrency levels, each client on its own keep-alive connection.
+//! Scenario `http`: throughput and latency of `tools/call` over Streamable HTTP at several
+//! concurrency levels, each client on its own keep-alive connection, against every
+//! contender at once.
 //!
-//! Each contender is started fresh for each level (so its peak RSS belongs to that level),
-//! warmed up, loaded with a fixed number of requests shared by all clients, and stopped.
-//! Contenders take turns in a different order at each level.
+//! The contenders, all in front of the same fakemcp build:
+//! - `direct-http`: fakemcp answering HTTP itself, the zero-overhead line;
+//! - `mcpx-http`: `mcpx daemon` → fakemcp over HTTP (the same upstream transport as the direct line);
+//! - `mcpx-stdio`: `mcpx daemon` → fakemcp over stdio, mcpx's usual path;
+//! - `mcp-proxy`: mcp-proxy `--stateless` → fakemcp over stdio (2025-11-25 calls: it speaks no 2026);
+//! - `fastmcp`: `fastmcp run` of an `mcpServers` file → fakemcp over stdio.
 //!
-//! Today there is one contender, mcpx's usual path: `mcpx daemon` → fakemcp over stdio.
-//! The zero-overhead line, fakemcp answering HTTP itself, and mcpx reaching fakemcp over
-//! HTTP are the next ones: add them to [`Contender`] (start, route, processes) once
-//! fakemcp has an HTTP mode, with a [`Comparison`] against the direct one. The load
-//! itself ([`drive`]) does not change.
+//! The peers run only when their programs are given (`--mcp-proxy`, `--fastmcp`). At each
+//! level every contender is started fresh (so its peak RSS belongs to that level) and all
+//! of them stay up while they take turns in rounds, in a different order each round, so
+//! whatever else the machine does lands on all of them alike. The Python peers are far
+//! slower, so they get fewer requests (`--peer-requests`).
 
 use std::net::SocketAddr;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -22,55 +27,166 @@ use tokio::task::JoinSet;
 
 use crate::http::HttpClient;
 use crate::mcp::{EchoCall, Era, Route};
-use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
-use crate::report::{Comparison, Measured, Run};
+use crate::processes::{Binaries, Daemon, HttpServer, Scratch, UPSTREAM, free_port};
+use crate::report::{Comparison, Measured, Run, Target};
 use crate::scenario::{Load, Tally};
+
+/// The concurrency level the HTTP targets are set at.
+pub const TARGET_CLIENTS: usize = 32;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Options {
     /// Concurrency levels: concurrent clients (connections), one request in flight each.
-    #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
     pub clients: Vec<usize>,
     /// Threads of the bench's own runtime. One keeps the load generator to one core, so
     /// most of a small machine is left to the processes under test.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Turns each contender takes per level; its requests are split evenly between them.
+    #[arg(long, default_value_t = 4)]
+    pub rounds: usize,
+    /// Measured requests per level for each peer gateway (they answer hundreds, not
+    /// thousands, of calls a second).
+    #[arg(long, default_value_t = 2_000)]
+    pub peer_requests: usize,
     #[command(flatten)]
     pub load: Load,
 }
 
 /// Who answers the HTTP requests.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
-    /// `mcpx daemon` (global-scope fakemcp over stdio), called through `mcpx_call`.
+    Direct,
+    McpxHttp,
     McpxStdio,
+    McpProxy,
+    Fastmcp,
 }
 
 impl Contender {
-    const ALL: &[Contender] = &[Contender::McpxStdio];
+    const ALL: &[Contender] =
+        &[Contender::Direct, Contender::McpxHttp, Contender::McpxStdio, Contender::McpProxy, Contender::Fastmcp];
 
     fn name(self) -> &'static str {
         match self {
+            Contender::Direct => "direct-http",
+            Contender::McpxHttp => "mcpx-http",
             Contender::McpxStdio => "mcpx-stdio",
+            Contender::McpProxy => "mcp-proxy",
+            Contender::Fastmcp => "fastmcp",
         }
     }
 
     fn path(self) -> &'static str {
         match self {
+            Contender::Direct => "bench → fakemcp (HTTP)",
+            Contender::McpxHttp => "bench → HTTP /mcp → mcpx daemon → fakemcp (HTTP)",
             Contender::McpxStdio => "bench → HTTP /mcp → mcpx daemon → fakemcp (stdio)",
+            Contender::McpProxy => "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)",
+            Contender::Fastmcp => "bench → fastmcp 4 run → fakemcp (stdio)",
+        }
+    }
+
+    /// mcp-proxy 0.13 is built on the 2025 SDK: it gets sessionless 2025-11-25 calls.
+    fn era(self) -> Era {
+        match self {
+            Contender::McpProxy => Era::Legacy,
+            _ => Era::Modern,
         }
     }
 
     fn route(self) -> Route<'static> {
         match self {
-            Contender::McpxStdio => Route::Gateway { server: UPSTREAM },
+            Contender::McpxHttp | Contender::McpxStdio => Route::Gateway { server: UPSTREAM },
+            _ => Route::Direct,
         }
     }
 
-    fn start(self, binaries: &Binaries, scratch: &Scratch) -> anyhow::Result<Daemon> {
+    fn is_peer(self) -> bool {
+        matches!(self, Contender::McpProxy | Contender::Fastmcp)
+    }
+
+    fn available(self, binaries: &Binaries) -> bool {
         match self {
-            Contender::McpxStdio => Daemon::start(binaries, scratch, &binaries.mcpx_config()),
+            Contender::McpProxy => binaries.mcp_proxy.is_some(),
+            Contender::Fastmcp => binaries.fastmcp.is_some(),
+            _ => true,
         }
+    }
+
+    fn start(self, binaries: &Binaries, scratch: &Scratch) -> anyhow::Result<Running> {
+        let fakemcp = binaries.fakemcp.display().to_string();
+        Ok(match self {
+            Contender::Direct => Running::Server(HttpServer::fakemcp(binaries, scratch, "fakemcp")?),
+            Contender::McpxStdio => Running::Daemon(Daemon::start(binaries, scratch, &binaries.mcpx_config())?, None),
+            Contender::McpxHttp => {
+                let upstream = HttpServer::fakemcp(binaries, scratch, "fakemcp (HTTP upstream)")?;
+                let url = format!("http://{}/mcp", upstream.addr);
+                let config = json!({"mcpServers": {UPSTREAM: {"url": url}}});
+                Running::Daemon(Daemon::start(binaries, scratch, &config)?, Some(upstream))
+            }
+            Contender::McpProxy => {
+                let program = binaries.mcp_proxy.as_ref().context("no --mcp-proxy")?;
+                let port = free_port()?;
+                let mut command = Command::new(program);
+                command
+                    .args(["--stateless", "--host", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["--log-level", "WARNING", "--", &fakemcp]);
+                Running::Server(HttpServer::spawn("mcp-proxy", &mut command, scratch, port)?)
+            }
+            Contender::Fastmcp => {
+                let program = binaries.fastmcp.as_ref().context("no --fastmcp")?;
+                let config = scratch.path().join("mcp.json");
+                let servers = json!({"mcpServers": {UPSTREAM: {"command": fakemcp}}});
+                std::fs::write(&config, serde_json::to_vec_pretty(&servers)?)?;
+                let port = free_port()?;
+                let mut command = Command::new(program);
+                command
+                    .arg("run")
+                    .arg(&config)
+                    .args(["--transport", "http", "--host", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["--log-level", "WARNING", "--no-banner", "--skip-env"]);
+                Running::Server(HttpServer::spawn("fastmcp", &mut command, scratch, port)?)
+            }
+        })
+    }
+}
+
+/// A started contender: a daemon (with its HTTP upstream, for `mcpx-http`) or a server.
+enum Running {
+    Daemon(Daemon, Option<HttpServer>),
+    Server(HttpServer),
+}
+
+impl Running {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Running::Daemon(daemon, _) => daemon.addr,
+            Running::Server(server) => server.addr,
+        }
+    }
+
+    fn peak_rss(&self) -> Vec<(String, Option<u64>)> {
+        match self {
+            Running::Daemon(daemon, upstream) => {
+                let mut figures = daemon.peak_rss();
+                figures.extend(upstream.iter().flat_map(HttpServer::peak_rss));
+                figures
+            }
+            Running::Server(server) => server.peak_rss(),
+        }
+    }
+
+    fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Running::Daemon(daemon, upstream) => {
+                daemon.stop()?;
+                upstream.map(HttpServer::stop).transpose()?;
+            }
+            Running::Server(server) => server.stop()?,
+        }
+        Ok(())
     }
 }
 
@@ -79,70 +195,133 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Vec<Run>> {
         0 | 1 => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
         n => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build()?,
     };
+    let contenders: Vec<Contender> = Contender::ALL.iter().copied().filter(|c| c.available(binaries)).collect();
     let mut runs = Vec::new();
     for (level, &clients) in options.clients.iter().enumerate() {
         let clients = clients.max(1);
-        let mut contenders = Vec::new();
-        // Rotate the order per level, so no contender always goes first.
-        let count = Contender::ALL.len();
-        for k in 0..count {
-            let contender = Contender::ALL[(level + k) % count];
-            contenders.push(measure(&runtime, binaries, contender, clients, &options.load)?);
-        }
-        contenders.sort_by_key(|m| Contender::ALL.iter().position(|c| c.name() == m.name));
-        let requests: usize = contenders.iter().map(|c| c.samples.len()).sum();
+        let measured = measure_level(&runtime, binaries, &contenders, level, clients, options)
+            .with_context(|| format!("{clients} client(s)"))?;
+        let requests: usize = measured.iter().map(|c| c.samples.len()).sum();
         runs.push(Run {
             scenario: "http",
             heading: format!(
-                "http · modern era · {clients} client(s) · {requests} calls · {} bench thread(s)",
+                "http · {clients} client(s) · {requests} calls in {} interleaved rounds · {} bench thread(s)",
+                options.rounds.max(1),
                 options.threads.max(1)
             ),
             settings: json!({
-                "era": Era::Modern.label(),
+                "era": "modern (mcp-proxy: legacy, sessionless)",
                 "clients": clients,
                 "requests": options.load.requests,
+                "peerRequests": options.peer_requests,
+                "rounds": options.rounds.max(1),
                 "warmup": options.load.warmup,
                 "durationSeconds": options.load.duration,
                 "benchThreads": options.threads.max(1),
             }),
-            contenders,
-            comparisons: comparisons(),
+            contenders: measured,
+            comparisons: comparisons(clients),
+            targets: targets(clients),
+            facts: None,
         });
     }
     Ok(runs)
 }
 
-/// Which contenders are compared, once there is more than one.
-fn comparisons() -> Vec<Comparison> {
-    Vec::new()
+/// (b) against (a), and (c) against each peer; with the targets at 32 clients.
+fn comparisons(clients: usize) -> Vec<Comparison> {
+    let at_target = clients == TARGET_CLIENTS;
+    let compare = |baseline, subject, ratio: f64| Comparison {
+        baseline,
+        subject,
+        added_p50_target_micros: None,
+        min_throughput_ratio: at_target.then_some(ratio),
+    };
+    vec![
+        compare("direct-http", "mcpx-http", 0.7),
+        compare("mcp-proxy", "mcpx-stdio", 20.0),
+        compare("fastmcp", "mcpx-stdio", 20.0),
+    ]
 }
 
-fn measure(
+/// mcpx's own targets at 32 clients: ≥ 10,000 calls/s with p99 ≤ 10 ms (global instance).
+fn targets(clients: usize) -> Vec<Target> {
+    if clients != TARGET_CLIENTS {
+        return Vec::new();
+    }
+    ["mcpx-stdio", "mcpx-http"]
+        .into_iter()
+        .map(|name| Target { contender: name, min_calls_per_second: Some(10_000.0), max_p99_micros: Some(10_000.0) })
+        .collect()
+}
+
+/// Starts every contender, warms each, then measures them in interleaved rounds.
+fn measure_level(
     runtime: &tokio::runtime::Runtime,
     binaries: &Binaries,
-    contender: Contender,
+    contenders: &[Contender],
+    level: usize,
     clients: usize,
-    load: &Load,
-) -> anyhow::Result<Measured> {
-    let scratch = Scratch::new(&format!("http-{}-{clients}", contender.name()))?;
-    let daemon = contender.start(binaries, &scratch)?;
-    let call = EchoCall::new(Era::Modern, contender.route());
-    let addr = daemon.addr;
+    options: &Options,
+) -> anyhow::Result<Vec<Measured>> {
+    let load = &options.load;
+    let rounds = options.rounds.max(1);
     let timeout = load.timeout();
-    runtime.block_on(drive(addr, &call, clients, load.warmup, None, timeout)).context("warm-up")?;
-    let tally = runtime.block_on(drive(addr, &call, clients, load.requests, load.duration(), timeout))?;
-    let peak_rss = daemon.peak_rss();
-    daemon.stop()?;
-    drop(scratch);
-    Ok(Measured {
-        name: contender.name(),
-        path: contender.path(),
-        samples: tally.samples,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        elapsed: tally.elapsed,
-        peak_rss,
-    })
+    let scratches = contenders
+        .iter()
+        .map(|c| Scratch::new(&format!("http-{}-{clients}", c.name())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut sides = Vec::new();
+    for (&contender, scratch) in contenders.iter().zip(&scratches) {
+        let running = contender.start(binaries, scratch).with_context(|| format!("starting {}", contender.name()))?;
+        let call = EchoCall::new(contender.era(), contender.route());
+        let requests = if contender.is_peer() { options.peer_requests } else { load.requests };
+        sides.push(Side { contender, running, call, requests, tally: Tally::with_capacity(requests) });
+    }
+    for side in &sides {
+        let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
+        runtime
+            .block_on(drive(side.running.addr(), &side.call, clients, warmup.max(clients), None, timeout))
+            .with_context(|| format!("{}: warm-up", side.contender.name()))?;
+    }
+    let budget = load.duration().map(|d| d / rounds as u32);
+    for round in 0..rounds {
+        // A different contender goes first in each round and at each level.
+        let count = sides.len();
+        for k in 0..count {
+            let side = &mut sides[(level + round + k) % count];
+            let slice = side.requests.div_ceil(rounds);
+            let tally = runtime
+                .block_on(drive(side.running.addr(), &side.call, clients, slice, budget, timeout))
+                .with_context(|| format!("{}: round {round}", side.contender.name()))?;
+            side.tally.absorb(tally);
+        }
+    }
+    let mut measured = Vec::new();
+    for side in sides {
+        let peak_rss = side.running.peak_rss();
+        side.running.stop().with_context(|| format!("stopping {}", side.contender.name()))?;
+        measured.push(Measured {
+            name: side.contender.name(),
+            path: side.contender.path(),
+            samples: side.tally.samples,
+            errors: side.tally.errors,
+            first_error: side.tally.first_error,
+            elapsed: side.tally.elapsed,
+            peak_rss,
+        });
+    }
+    drop(scratches);
+    Ok(measured)
+}
+
+/// One contender at one level.
+struct Side {
+    contender: Contender,
+    running: Running,
+    call: EchoCall,
+    requests: usize,
+    tally: Tally,
 }
 
 /// `clients` connections to `addr` share `requests` calls, one in flight per connection,
@@ -157,7 +336,7 @@ async fn drive(
 ) -> anyhow::Result<Tally> {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
-        connections.push(HttpClient::connect(addr, call).await?);
+        connections.push(HttpClient::connect(addr, call.name).await?);
     }
     let issued = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();

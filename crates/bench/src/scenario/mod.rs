@@ -3,9 +3,14 @@
 //! and hands back a [`Run`](crate::report::Run) per setting.
 //!
 //! - `stdio_relay`: one sequential stdio client, fakemcp directly vs through `mcpx serve`.
-//! - `http`: concurrent 2026-07-28 clients against the daemon's `/mcp`.
+//! - `http`: concurrent clients over HTTP: fakemcp directly, mcpx (to fakemcp over HTTP
+//!   and over stdio), and the peer gateways.
+//! - `sessions`: a thousand session names, a thousand instances, and their reap.
+//! - `cold_start`: launch to first answer, for the daemon and for `mcpx serve`.
 
+pub mod cold_start;
 pub mod http;
+pub mod sessions;
 pub mod stdio_relay;
 
 use std::time::Duration;

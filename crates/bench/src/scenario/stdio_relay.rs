@@ -114,7 +114,10 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             baseline: "direct",
             subject: "relay",
             added_p50_target_micros: Some(ADDED_P50_TARGET_MICROS),
+            min_throughput_ratio: None,
         }],
+        targets: Vec::new(),
+        facts: None,
     })
 }
 
