@@ -42,7 +42,7 @@ LEGACY = "2025-11-25"
 CLIENT_INFO = {"name": "mcpx-conformance-adapter", "version": "1.0.0"}
 # What the adapter can answer when mcpx (for its upstream) asks.
 CAPABILITIES = {"elicitation": {}, "sampling": {}, "roots": {}}
-GATEWAY_TOOLS = ("mcpx_search", "mcpx_call")
+GATEWAY_TOOLS = ("mcpx_search", "mcpx_call", "mcpx_exec")
 
 
 def log(*parts):
