@@ -375,19 +375,26 @@ pub(crate) mod duration {
 
     use serde::{Deserialize, Deserializer, de::Error};
 
+    /// The longest duration accepted: 366 days.
+    pub const MAX_MS: u64 = 366 * 24 * 3_600_000;
+
     pub fn parse(text: &str) -> Result<Duration, String> {
         let text = text.trim();
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
         let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like \"30s\" or \"5m\""))?;
-        let ms = match unit.trim() {
-            "ms" | "" => n,
-            "s" => n * 1000,
-            "m" => n * 60_000,
-            "h" => n * 3_600_000,
+        let per = match unit.trim() {
+            "ms" | "" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
             other => return Err(format!("unknown duration unit {other:?} in {text:?} (use ms, s, m or h)")),
         };
-        Ok(Duration::from_millis(ms))
+        // A year is plenty for any timeout; far beyond it, deadlines overflow the clock.
+        match n.checked_mul(per).filter(|ms| *ms <= MAX_MS) {
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => Err(format!("{text:?} is too long (at most a year)")),
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -398,6 +405,7 @@ pub(crate) mod duration {
             Text(String),
         }
         match Raw::deserialize(d)? {
+            Raw::Millis(ms) if ms > MAX_MS => Err(D::Error::custom(format!("{ms} ms is too long (at most a year)"))),
             Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
             Raw::Text(t) => parse(&t).map_err(D::Error::custom),
         }
@@ -461,6 +469,9 @@ mod tests {
         assert_eq!(duration::parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(duration::parse("5m"), Ok(Duration::from_secs(300)));
         assert!(duration::parse("5 parsecs").is_err());
+        // Found by fuzz/config: an hour count this large overflowed the millisecond count.
+        assert!(duration::parse("18446744073709551615h").is_err());
+        assert!(parse(r#"{"timeouts": {"request": 18446744073709551615}}"#).is_err());
         let c = parse(r#"{"pool": {"idleTimeout": "2s"}, "timeouts": {"probe": 250}}"#).unwrap();
         assert_eq!(c.pool.idle_timeout, Duration::from_secs(2));
         assert_eq!(c.timeouts.probe, Duration::from_millis(250));

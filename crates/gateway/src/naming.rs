@@ -91,25 +91,53 @@ pub fn own_name_servers(config: &Config) -> Vec<String> {
 
 /// Whether `uri` is an instance of an RFC 6570 template (simple `{var}` expressions; a
 /// variable matches one or more characters other than `/`, a reserved `{+var}` anything).
+///
+/// The URI comes from a caller, so the work is linear in it for each part of the template:
+/// the set of positions in `uri` reachable after each part, never a search over every way
+/// to split it (which is exponential in the number of variables).
 pub fn matches_template(template: &str, uri: &str) -> bool {
-    fn go(t: &str, u: &str) -> bool {
-        match t.find('{') {
-            None => t == u,
-            Some(open) => {
-                let Some(close) = t[open..].find('}').map(|c| open + c) else { return t == u };
-                if !u.starts_with(&t[..open]) {
-                    return false;
+    let bytes = uri.as_bytes();
+    // reachable[i]: the template parts so far match exactly `uri[..i]`.
+    let mut reachable = vec![false; bytes.len() + 1];
+    reachable[0] = true;
+    let mut rest = template;
+    while !rest.is_empty() {
+        let (literal, variable, after) = match rest.find('{') {
+            Some(open) => match rest[open..].find('}') {
+                Some(close) => (&rest[..open], Some(&rest[open + 1..open + close]), &rest[open + close + 1..]),
+                None => (rest, None, ""),
+            },
+            None => (rest, None, ""),
+        };
+        if !literal.is_empty() {
+            let mut next = vec![false; bytes.len() + 1];
+            for i in (0..=bytes.len()).filter(|&i| reachable[i]) {
+                if bytes[i..].starts_with(literal.as_bytes()) {
+                    next[i + literal.len()] = true;
                 }
-                let (rest_t, rest_u) = (&t[close + 1..], &u[open..]);
-                let reserved = t[open + 1..close].starts_with('+');
-                (1..=rest_u.len())
-                    .filter(|&n| rest_u.is_char_boundary(n))
-                    .take_while(|&n| reserved || !rest_u[..n].contains('/'))
-                    .any(|n| go(rest_t, &rest_u[n..]))
             }
+            reachable = next;
+        }
+        if let Some(variable) = variable {
+            let reserved = variable.starts_with('+');
+            let mut next = vec![false; bytes.len() + 1];
+            // Whether some reachable start lies before `i` with only allowed bytes between.
+            let mut open = false;
+            for i in 0..bytes.len() {
+                open |= reachable[i];
+                if !reserved && bytes[i] == b'/' {
+                    open = false;
+                }
+                next[i + 1] = open && uri.is_char_boundary(i + 1);
+            }
+            reachable = next;
+        }
+        rest = after;
+        if !reachable.contains(&true) {
+            return false;
         }
     }
-    go(template, uri)
+    reachable[bytes.len()]
 }
 
 #[cfg(test)]
@@ -176,5 +204,17 @@ mod tests {
         assert!(!matches_template("test://template/{id}/data", "test://template//data"));
         assert!(matches_template("file:///{+path}", "file:///a/b/c"));
         assert!(!matches_template("test://static", "test://other"));
+        assert!(!matches_template("x://{a}{b}", "x://é"));
+        assert!(matches_template("x://{a}{b}", "x://éa"));
+        assert!(matches_template("x://{a", "x://{a"));
+    }
+
+    #[test]
+    fn matching_a_long_uri_against_many_variables_is_quick() {
+        // Found by fuzz/uri: trying every split of the URI for every variable took
+        // exponential time, so one caller's long URI could stall a resource read.
+        let uri = format!("x://{}y", "a".repeat(20_000));
+        assert!(!matches_template("x://{a}{b}{c}{d}{e}{f}z", &uri));
+        assert!(matches_template("x://{+a}{+b}{+c}{d}y", &uri));
     }
 }

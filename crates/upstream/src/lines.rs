@@ -59,7 +59,8 @@ impl Decoder for Lines {
                 }
                 Ok(Some(self.line(&raw[..end])))
             }
-            None if buf.len() > self.max => {
+            // A line of `max` bytes may still end in "\r\n": the CR is not part of it.
+            None if buf.len() > self.max + 1 => {
                 // Too long already: drop it as it comes, and say so at its end.
                 buf.advance(buf.len());
                 self.searched = 0;
@@ -114,6 +115,20 @@ mod tests {
             ]
         );
         assert_eq!(read(b"a\nlast", 10).await, vec![Line::Text("a".into()), Line::Text("last".into())]);
+    }
+
+    #[tokio::test]
+    async fn a_line_of_the_limit_ending_in_crlf_is_read_however_the_reads_are_cut() {
+        // Found by fuzz/lines: a read ending between the CR and the LF of a line of exactly
+        // `max` bytes made the decoder drop the line as too long.
+        for cut in 1..10 {
+            let input = b"okJanc\r\nend\n";
+            let reader = tokio_util::io::StreamReader::new(futures::stream::iter(
+                input.chunks(cut).map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c))).collect::<Vec<_>>(),
+            ));
+            let lines: Vec<Line> = FramedRead::new(reader, Lines::new(6)).map(|l| l.unwrap()).collect().await;
+            assert_eq!(lines, vec![Line::Text("okJanc".into()), Line::Text("end".into())], "reads of {cut} bytes");
+        }
     }
 
     #[tokio::test]
