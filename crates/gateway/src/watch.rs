@@ -1,23 +1,36 @@
 //! `subscriptions/listen`: which changes a 2026-07-28 caller hears about, fanned in from
 //! every upstream instance its identity reaches.
 //!
-//! A caller asks for kinds of change (tools, prompts, resources lists); mcpx acknowledges
-//! the kinds it can deliver and relays each upstream's change notifications of those
-//! kinds until the caller stops listening. The caller's instances are held (not reaped)
-//! while it listens. Resource subscriptions are not relayed yet, so they are not
-//! acknowledged.
+//! A caller asks for kinds of change (tools, prompts, resources lists) and for updates to
+//! resources by URI; mcpx acknowledges what it can deliver and relays each upstream's
+//! notifications of those kinds until the caller stops listening. The caller's instances
+//! are held (not reaped) while it listens. When one of them exits, nothing of its
+//! connection survives: mcpx starts the caller's instance again (after a pause that
+//! grows while it keeps exiting) and opens the same subscriptions on it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mcpx_protocol::RpcError;
+use mcpx_upstream::Upstream;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::{CallContext, Gateway, Lease};
+use crate::{CallContext, Gateway, Lease, naming};
 
 const KINDS: [(&str, &str); 3] = [
     ("toolsListChanged", "notifications/tools/list_changed"),
     ("promptsListChanged", "notifications/prompts/list_changed"),
     ("resourcesListChanged", "notifications/resources/list_changed"),
 ];
+
+const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+
+/// The first pause before reopening a watched instance that exited, doubled (up to
+/// [`REOPEN_MAX`]) each time it exits again soon after starting.
+const REOPEN_FIRST: Duration = Duration::from_millis(250);
+const REOPEN_MAX: Duration = Duration::from_secs(30);
 
 /// One open listen. Dropping it stops relaying and releases the instances.
 pub struct Watch {
@@ -28,65 +41,213 @@ pub struct Watch {
     _relays: Vec<Relay>,
 }
 
-struct Relay {
-    task: tokio::task::JoinHandle<()>,
-    _lease: Lease,
-}
+struct Relay(tokio::task::JoinHandle<()>);
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.abort();
     }
 }
 
+/// What one server's relay delivers: the change kinds, and its resources by their own
+/// URI with the public URI the caller subscribed to.
+#[derive(Clone)]
+struct Wanted {
+    kinds: Vec<&'static str>,
+    resources: BTreeMap<String, String>,
+}
+
 impl Gateway {
-    pub async fn watch(&self, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
+    pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
             Some(_) => return Err(RpcError::invalid_params("subscriptions/listen: \"notifications\" must be an object")),
         };
-        let wanted: Vec<&str> =
+        let resource_uris: Vec<String> = match filter.get("resourceSubscriptions") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(uris)) if uris.iter().all(Value::is_string) => {
+                uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+            }
+            Some(_) => {
+                return Err(RpcError::invalid_params("subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs"));
+            }
+        };
+        let wanted_kinds: Vec<&'static str> =
             KINDS.iter().filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true))).map(|(_, method)| *method).collect();
-        let honored: Map<String, Value> =
-            KINDS.iter().filter(|(_, m)| wanted.contains(m)).map(|(flag, _)| (flag.to_string(), json!(true))).collect();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut relays = Vec::new();
+        let mut honored: Map<String, Value> =
+            KINDS.iter().filter(|(_, m)| wanted_kinds.contains(m)).map(|(flag, _)| (flag.to_string(), json!(true))).collect();
+
         let config = self.settings.config();
+        let mut by_server: BTreeMap<String, Wanted> = BTreeMap::new();
         for server in config.mcp_servers.keys() {
             // Only exposed servers' tools are listed by mcpx, so only their tool changes matter.
-            let kinds: Vec<&str> = wanted
+            let kinds = wanted_kinds
                 .iter()
                 .copied()
                 .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
                 .collect();
-            if kinds.is_empty() {
+            by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new() });
+        }
+        for uri in &resource_uris {
+            if let Some((server, original)) = self.resource_owner(ctx, uri).await
+                && let Some(wanted) = by_server.get_mut(&server)
+            {
+                wanted.resources.insert(original, uri.clone());
+            }
+        }
+
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut relays = Vec::new();
+        let mut subscribed = Vec::new();
+        for (server, wanted) in by_server {
+            if wanted.kinds.is_empty() && wanted.resources.is_empty() {
                 continue;
             }
-            let lease = match self.lease(ctx, server).await {
+            let lease = match self.lease(ctx, &server).await {
                 Ok(lease) => lease,
                 Err(e) => {
                     tracing::warn!(server, "not watched for changes: {}", e.message);
                     continue;
                 }
             };
-            let Some(mut changes) = lease.upstream().changes() else { continue };
-            let tx = tx.clone();
-            let task = tokio::spawn(async move {
-                loop {
-                    match changes.recv().await {
-                        Ok(change) if change["method"].as_str().is_some_and(|m| kinds.contains(&m)) => {
-                            if tx.send(change).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            });
-            relays.push(Relay { task, _lease: lease });
+            let Some(opened) = open(&lease, &server, &wanted).await else { continue };
+            subscribed.extend(opened.subscribed.iter().cloned());
+            let relay = relay(self.clone(), ctx.clone(), server, wanted, lease, opened, tx.clone());
+            relays.push(Relay(tokio::spawn(relay)));
+        }
+        if !resource_uris.is_empty() {
+            // Acknowledged in the order asked, only those an upstream took.
+            let taken: Vec<Value> = resource_uris.iter().filter(|u| subscribed.contains(u)).map(|u| json!(u)).collect();
+            honored.insert("resourceSubscriptions".into(), taken.into());
         }
         Ok(Watch { honored: Value::Object(honored), changes: rx, _relays: relays })
+    }
+}
+
+/// What is open on one instance for one listen.
+struct Opened {
+    changes: tokio::sync::broadcast::Receiver<Value>,
+    _resources: Option<mcpx_upstream::ResourceWatch>,
+    /// The public URIs the instance took subscriptions for.
+    subscribed: Vec<String>,
+}
+
+/// Opens what `wanted` asks on the leased instance. `None` when it can deliver nothing.
+async fn open(lease: &Lease, server: &str, wanted: &Wanted) -> Option<Opened> {
+    let upstream: &Upstream = lease.upstream();
+    let changes = upstream.changes()?;
+    let originals: Vec<String> = wanted.resources.keys().cloned().collect();
+    let resources = match upstream.watch_resources(&originals).await {
+        Ok(watch) => watch,
+        Err(e) => {
+            tracing::warn!(server, "resource subscriptions refused: {e}");
+            None
+        }
+    };
+    let subscribed = if resources.is_some() { wanted.resources.values().cloned().collect() } else { Vec::new() };
+    if wanted.kinds.is_empty() && subscribed.is_empty() {
+        return None;
+    }
+    Some(Opened { changes, _resources: resources, subscribed })
+}
+
+/// Relays one server's changes to the listen until it ends; when the instance exits,
+/// starts the caller's instance again and opens the same subscriptions on it.
+async fn relay(
+    gateway: Arc<Gateway>,
+    ctx: CallContext,
+    server: String,
+    wanted: Wanted,
+    mut lease: Lease,
+    mut opened: Opened,
+    tx: mpsc::UnboundedSender<Value>,
+) {
+    let mut pause = REOPEN_FIRST;
+    loop {
+        let started = Instant::now();
+        let upstream = lease.upstream().clone();
+        let ended = upstream.ended();
+        tokio::pin!(ended);
+        loop {
+            tokio::select! {
+                change = opened.changes.recv() => match change {
+                    Ok(change) => {
+                        if let Some(change) = deliverable(&gateway, &server, &wanted, change)
+                            && tx.send(change).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                },
+                _ = &mut ended => break,
+                _ = tx.closed() => return,
+            }
+        }
+        drop(opened);
+        drop(lease);
+        if started.elapsed() > REOPEN_MAX {
+            pause = REOPEN_FIRST;
+        }
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = tx.closed() => return,
+                _ = gateway.closing() => return,
+            }
+            pause = (pause * 2).min(REOPEN_MAX);
+            let reopened = match gateway.lease(&ctx, &server).await {
+                Ok(l) => open(&l, &server, &wanted).await.map(|o| (l, o)),
+                Err(e) => {
+                    tracing::warn!(server, "cannot reopen a watched instance: {}", e.message);
+                    None
+                }
+            };
+            if let Some((l, o)) = reopened {
+                tracing::info!(server, "a watched instance exited; its subscriptions are open again on a new one");
+                (lease, opened) = (l, o);
+                break;
+            }
+        }
+    }
+}
+
+/// A change as the caller asked for it, or `None`: list changes of the kinds wanted, and
+/// resource updates for a watched URI (or a resource under it), renamed to its public URI.
+fn deliverable(gateway: &Gateway, server: &str, wanted: &Wanted, mut change: Value) -> Option<Value> {
+    let method = change["method"].as_str()?;
+    if method != RESOURCE_UPDATED {
+        return wanted.kinds.contains(&method).then_some(change);
+    }
+    let uri = change["params"]["uri"].as_str()?;
+    if !wanted.resources.keys().any(|watched| is_under(watched, uri)) {
+        return None;
+    }
+    change["params"]["uri"] = naming::public_uri(&gateway.settings.config(), server, uri).into();
+    Some(change)
+}
+
+/// Whether `uri` is the watched resource or one under it (an update may name a part).
+fn is_under(watched: &str, uri: &str) -> bool {
+    match uri.strip_prefix(watched) {
+        Some("") => true,
+        Some(rest) => watched.ends_with('/') || rest.starts_with(['/', '#', '?']),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_under;
+
+    #[test]
+    fn an_update_may_name_a_part_of_the_watched_resource() {
+        assert!(is_under("file:///a/b", "file:///a/b"));
+        assert!(is_under("file:///a/b", "file:///a/b/c.txt"));
+        assert!(is_under("file:///a/", "file:///a/c.txt"));
+        assert!(!is_under("file:///a/b", "file:///a/bc"));
+        assert!(!is_under("file:///a/b", "file:///a"));
     }
 }

@@ -15,6 +15,11 @@ use crate::http::HttpConn;
 use crate::pipe::Inner as Pipe;
 use crate::{Listener, ServerFacts, Spec, UpstreamError, handshake};
 
+/// Resource subscriptions on one instance, open while this lives.
+pub struct ResourceWatch {
+    _listen: Option<crate::pipe::Waiting>,
+}
+
 /// A connection to one running upstream instance. Cheap to clone; all clones share it.
 #[derive(Clone)]
 pub struct Upstream {
@@ -128,6 +133,40 @@ impl Upstream {
             }
             Link::Http(conn) if self.facts.era == Era::Legacy => Some(conn.changes.subscribe()),
             Link::Http(_) => None,
+        }
+    }
+
+    /// Resolves once this connection is gone (a stdio instance exited or was stopped);
+    /// never for an HTTP server, which is reached anew per request.
+    pub async fn ended(&self) {
+        match &self.link {
+            Link::Stdio(pipe) => pipe.ended().await,
+            Link::Http(_) => std::future::pending().await,
+        }
+    }
+
+    /// Asks the server to report changes to `uris` (its own URIs) on [`Upstream::changes`]
+    /// as `notifications/resources/updated`, for as long as the returned watch lives.
+    /// `Ok(None)` when the server does not offer subscriptions, or cannot deliver them over
+    /// this connection (a 2026 HTTP server would need a listen stream of its own). A
+    /// handshake-era subscription stays for the instance's life: another watcher on the
+    /// same instance may share it, and unwanted updates are only filtered out.
+    pub async fn watch_resources(&self, uris: &[String]) -> Result<Option<ResourceWatch>, UpstreamError> {
+        if uris.is_empty() || self.facts.capabilities["resources"]["subscribe"] != Value::Bool(true) {
+            return Ok(None);
+        }
+        match (&self.link, self.facts.era) {
+            (Link::Stdio(pipe), Era::Modern) => {
+                let listen = pipe.listen_to_resources(handshake::modern_envelope(), uris).await?;
+                Ok(Some(ResourceWatch { _listen: Some(listen) }))
+            }
+            (_, Era::Legacy) => {
+                for uri in uris {
+                    self.request("resources/subscribe", serde_json::json!({ "uri": uri }), &Value::Null).await?;
+                }
+                Ok(Some(ResourceWatch { _listen: None }))
+            }
+            (Link::Http(_), Era::Modern) => Ok(None),
         }
     }
 

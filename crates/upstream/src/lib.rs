@@ -19,7 +19,7 @@ use std::time::Duration;
 use mcpx_protocol::{Era, Revision, RpcError};
 use serde_json::Value;
 
-pub use connection::Upstream;
+pub use connection::{ResourceWatch, Upstream};
 
 /// How to reach one upstream instance.
 #[derive(Clone, Debug)]

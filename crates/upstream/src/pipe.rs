@@ -50,6 +50,8 @@ pub(crate) struct Inner {
     pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
     /// Whether mcpx has asked a stateless server for its changes (one listen per instance).
     listening: AtomicBool,
+    /// Becomes true when the connection is gone (the process exited or was stopped).
+    gone: tokio::sync::watch::Sender<bool>,
 }
 
 impl Inner {
@@ -71,6 +73,7 @@ impl Inner {
             stopping: AtomicBool::new(false),
             changes: tokio::sync::broadcast::channel(CHANGE_BACKLOG).0,
             listening: AtomicBool::new(false),
+            gone: tokio::sync::watch::channel(false).0,
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
@@ -85,6 +88,20 @@ impl Inner {
 
     pub(crate) fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Resolves once the connection is gone: the process exited, or was stopped.
+    pub(crate) async fn ended(&self) {
+        let mut gone = self.gone.subscribe();
+        let _ = gone.wait_for(|g| *g).await;
+    }
+
+    /// Asks a stateless server for updates to `uris` on a listen of their own, open until
+    /// the returned request is dropped (which cancels it).
+    pub(crate) async fn listen_to_resources(self: &Arc<Self>, envelope: Value, uris: &[String]) -> Result<Waiting, UpstreamError> {
+        let mut params = serde_json::json!({ "notifications": { "resourceSubscriptions": uris } });
+        params["_meta"] = envelope;
+        self.start("subscriptions/listen", params, None).await
     }
 
     /// False once the process has exited or its stdout closed.
@@ -191,6 +208,7 @@ impl Inner {
     /// Marks the connection dead and fails every request still waiting on it.
     fn fail_all(&self, status: Option<String>) {
         self.alive.store(false, Ordering::Release);
+        self.gone.send_replace(true);
         let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
         for (_, tx) in pending {
             let _ = tx.send(Err(UpstreamError::Exited { server: self.server.clone(), status: status.clone() }));

@@ -8,4 +8,5 @@ mod everything;
 mod faults;
 mod git;
 mod session_resources;
+mod subscriptions;
 mod verbatim;
