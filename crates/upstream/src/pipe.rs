@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     listening: AtomicBool,
     /// Becomes true when the connection is gone (the process exited or was stopped).
     gone: tokio::sync::watch::Sender<bool>,
+    /// How the process ended, once it has.
+    exit: Mutex<Option<String>>,
 }
 
 impl Inner {
@@ -74,6 +76,7 @@ impl Inner {
             changes: tokio::sync::broadcast::channel(CHANGE_BACKLOG).0,
             listening: AtomicBool::new(false),
             gone: tokio::sync::watch::channel(false).0,
+            exit: Mutex::new(None),
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
@@ -152,7 +155,7 @@ impl Inner {
                 waiting.done = true;
                 reply
             }
-            Ok(Err(_)) => Err(self.exited()),
+            Ok(Err(_)) => Err(self.exited().await),
             Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: within }),
         }
     }
@@ -166,7 +169,7 @@ impl Inner {
         listener: Option<Listener>,
     ) -> Result<Waiting, UpstreamError> {
         if !self.alive.load(Ordering::Acquire) {
-            return Err(self.exited());
+            return Err(self.exited().await);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         // A token the caller sent belongs to the caller's connection, not this one.
@@ -193,21 +196,27 @@ impl Inner {
     async fn write(&self, frame: &Value) -> Result<(), UpstreamError> {
         let mut line = serde_json::to_vec(frame).expect("a JSON value always serializes");
         line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        let Some(pipe) = stdin.as_mut() else { return Err(self.exited()) };
-        if pipe.write_all(&line).await.is_err() || pipe.flush().await.is_err() {
-            return Err(self.exited());
+        let written = match self.stdin.lock().await.as_mut() {
+            Some(pipe) => pipe.write_all(&line).await.is_ok() && pipe.flush().await.is_ok(),
+            None => false,
+        };
+        if !written {
+            return Err(self.exited().await);
         }
         Ok(())
     }
 
-    fn exited(&self) -> UpstreamError {
-        UpstreamError::Exited { server: self.server.clone(), status: None }
+    /// The error for a connection found dead, with how the process ended: a write can
+    /// fail a moment before the reader sees the end, so this waits for it (briefly).
+    async fn exited(&self) -> UpstreamError {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), self.ended()).await;
+        UpstreamError::Exited { server: self.server.clone(), status: self.exit.lock().expect("exit lock").clone() }
     }
 
     /// Marks the connection dead and fails every request still waiting on it.
     fn fail_all(&self, status: Option<String>) {
         self.alive.store(false, Ordering::Release);
+        *self.exit.lock().expect("exit lock") = status.clone();
         self.gone.send_replace(true);
         let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
         for (_, tx) in pending {
@@ -355,13 +364,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         }
     }
     if let Some(inner) = inner.upgrade() {
-        let status = match inner.child.try_lock() {
-            Ok(mut child) => match child.as_mut().map(|c| c.try_wait()) {
-                Some(Ok(Some(status))) => Some(status.to_string()),
-                _ => None,
-            },
-            Err(_) => None,
-        };
+        let status = exit_status(&inner).await;
         if inner.stopping.load(Ordering::Acquire) {
             tracing::debug!(server, pid = inner.pid, "upstream stopped");
         } else {
@@ -369,6 +372,25 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         }
         inner.fail_all(status);
     }
+}
+
+/// How the process ended, once its stdout closed. The kernel may close the pipe a moment
+/// before the exit can be collected, so this waits that moment (at most 200 ms); a
+/// process that closed its stdout and lives on has no status yet.
+async fn exit_status(inner: &Inner) -> Option<String> {
+    for _ in 0..20 {
+        match inner.child.try_lock() {
+            Ok(mut child) => match child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(Some(status))) => return Some(status.to_string()),
+                Some(Ok(None)) => {}
+                _ => return None,
+            },
+            // Being stopped by mcpx, which reports that itself.
+            Err(_) => return None,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
 }
 
 async fn read_stderr(server: String, stderr: tokio::process::ChildStderr, max_line: usize) {

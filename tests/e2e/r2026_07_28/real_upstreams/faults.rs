@@ -201,6 +201,8 @@ fn an_upstream_that_exits_at_start_fails_calls_with_an_error_naming_it() {
             message.starts_with(&format!("server \"{server}\" ")) && message.contains("exited"),
             "the error must name the server and say it exited: {message}"
         );
+        let status = if server == "dead" { "(exit status: 3)" } else { "(exit status: 1)" };
+        assert!(message.contains(status), "the error must say how the server exited: {message}");
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "a dead server is noticed at once, not at a timeout: {:?}",
