@@ -331,3 +331,30 @@ pub(crate) fn percent_encode(text: &str) -> String {
         })
         .collect()
 }
+
+/// `mcpx config check --connect`: starts every server once, in this process (not the
+/// daemon), lists what it offers as an unnamed caller would see it, and reports servers
+/// that fail and names that clash. Every instance is stopped before it returns.
+pub async fn check_servers(path: PathBuf) -> anyhow::Result<Outcome> {
+    use mcpx_gateway::{CallContext, Gateway, Identity, Settings, Transport};
+    let settings = Settings::load(Some(path))?;
+    let gateway = Gateway::new(settings);
+    let ctx = CallContext::new(Identity::resolve(None, &[], &Transport::default()), mcpx_protocol::Revision::LATEST_MODERN, json!({}));
+    let mut problems = 0;
+    // The search lists every server's tools, and names those that would not start.
+    let search = gateway.handle(&ctx, "tools/call", json!({ "name": "mcpx_search", "arguments": { "query": "" } })).await;
+    let found = search.map(|a| a.result["structuredContent"].clone()).unwrap_or_default();
+    for failure in found["unavailable"].as_array().into_iter().flatten() {
+        println!("{}: does not start: {}", failure["server"].as_str().unwrap_or("?"), failure["error"].as_str().unwrap_or("?"));
+        problems += 1;
+    }
+    println!("{} tool(s) found", found["tools"].as_array().map_or(0, Vec::len));
+    for method in ["tools/list", "prompts/list", "resources/list", "resources/templates/list"] {
+        if let Err(e) = gateway.handle(&ctx, method, json!({})).await {
+            println!("{method}: {}", e.message);
+            problems += 1;
+        }
+    }
+    gateway.shutdown().await;
+    Ok(if problems == 0 { Outcome::Ok } else { Outcome::Failed })
+}

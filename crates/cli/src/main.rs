@@ -161,6 +161,11 @@ enum ConfigCommand {
         /// parent, else $XDG_CONFIG_HOME/mcpx/config.json.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also start every server once and list what it offers: reports servers that do
+        /// not start and names that clash between exposed servers (which only their
+        /// listings can show). Stops them all before it exits.
+        #[arg(long)]
+        connect: bool,
     },
 }
 
@@ -194,11 +199,11 @@ fn main() -> ExitCode {
             commands::run(async || commands::ask_answer(common, &id, &answer).await)
         }
         Command::Ask(AskCommand::Decline { id, common }) => commands::run(async || commands::ask_decline(common, &id).await),
-        Command::Config(ConfigCommand::Check { config }) => check_config(config),
+        Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
     }
 }
 
-fn check_config(flag: Option<PathBuf>) -> ExitCode {
+fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
     let Some(path) = mcpx_gateway::settings::find_config(flag, &cwd) else {
         eprintln!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
@@ -207,6 +212,9 @@ fn check_config(flag: Option<PathBuf>) -> ExitCode {
     match mcpx_gateway::Config::load(&path) {
         Ok(config) => {
             println!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
+            if connect {
+                return commands::run(async || commands::check_servers(path).await);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
