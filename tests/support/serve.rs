@@ -143,7 +143,8 @@ pub struct Serve {
     stdout_closed: bool,
     stderr_path: PathBuf,
     /// Requests sent and not answered yet: id (as JSON text) → (revision, method).
-    pending: HashMap<String, (String, String)>,
+    /// Requests sent and not yet answered, by id; a test may send one id twice.
+    pending: HashMap<String, Vec<(String, String)>>,
     /// The revision `initialize` settled, once it did.
     legacy: Option<String>,
     /// Frames read (and checked) while waiting for another answer.
@@ -244,7 +245,9 @@ impl Serve {
                 self.legacy.clone().unwrap_or_else(|| LEGACY.to_owned())
             };
             self.pending
-                .insert(id.to_string(), (revision, method.to_owned()));
+                .entry(id.to_string())
+                .or_default()
+                .push((revision, method.to_owned()));
         }
         self.send_line(&frame.to_string());
     }
@@ -300,7 +303,11 @@ impl Serve {
         let is_response = frame.get("result").is_some() || frame.get("error").is_some();
         if is_response {
             let key = frame.get("id").map(Value::to_string).unwrap_or_default();
-            match self.pending.remove(&key) {
+            let sent = self.pending.get_mut(&key).and_then(|sent| sent.pop());
+            if self.pending.get(&key).is_some_and(Vec::is_empty) {
+                self.pending.remove(&key);
+            }
+            match sent {
                 Some((revision, method)) => {
                     schema::assert_frame(schema_revision(&revision), Some(&method), frame);
                     if method == "initialize" {
@@ -327,7 +334,7 @@ impl Serve {
         } else {
             // A notification belongs to a request still in flight; check it against the
             // newest revision in use.
-            let revision = if self.pending.values().any(|(r, _)| r == MODERN) {
+            let revision = if self.pending.values().flatten().any(|(r, _)| r == MODERN) {
                 MODERN.to_owned()
             } else {
                 self.legacy.clone().unwrap_or_else(|| MODERN.to_owned())

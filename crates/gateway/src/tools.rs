@@ -123,7 +123,11 @@ impl Gateway {
         let caller_meta = invocation::forwarded_meta(&params);
         match name.as_str() {
             SEARCH => {
-                let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+                let query = match arguments.get("query") {
+                    None | Some(Value::Null) => "",
+                    Some(Value::String(query)) => query.as_str(),
+                    Some(_) => return Err(RpcError::invalid_params("mcpx_search: \"query\" must be a string")),
+                };
                 Ok(self.search(ctx, query).await)
             }
             CALL => {

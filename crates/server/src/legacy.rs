@@ -36,15 +36,19 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Resolves when the request with this id is cancelled.
-    fn register(&self, id: &Value) -> impl Future<Output = ()> + use<> {
+    /// Resolves when the request with this id is cancelled. `None` when a request with
+    /// this id is in flight already: answers and cancellation would be ambiguous.
+    fn register(&self, id: &Value) -> Option<impl Future<Output = ()> + use<>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.requests.lock().expect("in-flight lock").insert(id.to_string(), tx);
-        async move {
+        match self.requests.lock().expect("in-flight lock").entry(id.to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => return None,
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(tx),
+        };
+        Some(async move {
             if rx.await.is_err() {
                 std::future::pending::<()>().await;
             }
-        }
+        })
     }
 
     fn done(&self, id: &Value) {
@@ -143,7 +147,10 @@ pub async fn answer(
                     // The caller may cancel this request with notifications/cancelled: then
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.
-                    let cancelled = negotiated.in_flight.register(&id);
+                    let Some(cancelled) = negotiated.in_flight.register(&id) else {
+                        let e = RpcError::invalid_request(format!("request id {id} is already in flight in this session"));
+                        return Reply::Frame(error_response(Some(&id), &e));
+                    };
                     tokio::select! {
                         outcome = dispatch::answer(gateway, &ctx, &method, params) => {
                             negotiated.in_flight.done(&id);

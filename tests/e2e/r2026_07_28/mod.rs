@@ -9,6 +9,7 @@ mod eras;
 mod exec;
 mod fakemcp_http;
 mod gateway_tools;
+mod hostile_input;
 mod http_upstream;
 mod git_scopes;
 mod interop;
