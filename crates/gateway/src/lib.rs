@@ -7,6 +7,7 @@
 //! HTTP or stdio framing.
 
 mod artifacts;
+mod admission;
 mod ask;
 pub mod config;
 pub mod context;
@@ -45,7 +46,7 @@ pub use mcpx_upstream::lines::{Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use artifacts::Artifact;
 pub use settings::Settings;
-pub use watch::Watch;
+pub use watch::{Interest, Watch};
 
 use config::{Launch, ServerConfig};
 
@@ -70,6 +71,7 @@ pub struct Gateway {
     pool: Pool,
     scoper: scope::Scoper,
     asks: ask::Asks,
+    admission: admission::Admission,
     parking: held::Parking,
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
@@ -98,7 +100,7 @@ impl Gateway {
                     tick_count += 1;
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
@@ -155,6 +157,7 @@ impl Gateway {
 
     /// Answers one request for the caller described by `ctx`.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+        let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
         if page::field(method).is_some() {
             let from = page::start(method, &params)?;
             let mut answer = self.list(ctx, method).await?;
@@ -188,6 +191,11 @@ impl Gateway {
 
     pub fn instances(&self) -> Vec<InstanceInfo> {
         self.pool.instances()
+    }
+
+    /// Servers that keep failing to start (`mcpx status`).
+    pub fn failing(&self) -> Vec<pool::Failing> {
+        self.pool.failing()
     }
 
     /// Resolves when the gateway begins to shut down.
@@ -494,7 +502,7 @@ impl Gateway {
         };
         let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
         self.pool
-            .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server)
+            .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server, config.pool.max_instances)
             .await
             .map_err(|e| match e {
                 PoolError::Upstream(e) => e.to_rpc(),

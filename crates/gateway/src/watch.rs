@@ -49,16 +49,36 @@ impl Drop for Relay {
     }
 }
 
+/// The public URIs a handshake-era session subscribed to with `resources/subscribe`, as
+/// they are now: its change stream delivers updates to these.
+pub type Interest = Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
+
 /// What one server's relay delivers: the change kinds, and its resources by their own
-/// URI with the public URI the caller subscribed to.
+/// URI with the public URI the caller subscribed to (or, for a handshake-era session,
+/// whatever its [`Interest`] names when an update arrives).
 #[derive(Clone)]
 struct Wanted {
     kinds: Vec<&'static str>,
     resources: BTreeMap<String, String>,
+    interest: Option<Interest>,
 }
 
 impl Gateway {
+    /// The change stream of a handshake-era session: every list change of the instances
+    /// it reaches, and updates to the resources it subscribed to (as `interest` says).
+    pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, RpcError> {
+        let all = json!({ "notifications": {
+            "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+        }});
+        self.open_watch(ctx, &all, Some(interest)).await
+    }
+
+    /// A 2026-07-28 `subscriptions/listen`.
     pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
+        self.open_watch(ctx, params, None).await
+    }
+
+    async fn open_watch(self: &Arc<Self>, ctx: &CallContext, params: &Value, interest: Option<Interest>) -> Result<Watch, RpcError> {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
@@ -87,7 +107,7 @@ impl Gateway {
                 .copied()
                 .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
                 .collect();
-            by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new() });
+            by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: interest.clone() });
         }
         for uri in &resource_uris {
             if let Some((server, original)) = self.resource_owner(ctx, uri).await
@@ -101,7 +121,7 @@ impl Gateway {
         let mut relays = Vec::new();
         let mut subscribed = Vec::new();
         for (server, wanted) in by_server {
-            if wanted.kinds.is_empty() && wanted.resources.is_empty() {
+            if wanted.kinds.is_empty() && wanted.resources.is_empty() && wanted.interest.is_none() {
                 continue;
             }
             let lease = match self.lease(ctx, &server).await {
@@ -146,7 +166,7 @@ async fn open(lease: &Lease, server: &str, wanted: &Wanted) -> Option<Opened> {
         }
     };
     let subscribed = if resources.is_some() { wanted.resources.values().cloned().collect() } else { Vec::new() };
-    if wanted.kinds.is_empty() && subscribed.is_empty() {
+    if wanted.kinds.is_empty() && subscribed.is_empty() && wanted.interest.is_none() {
         return None;
     }
     Some(Opened { changes, _resources: resources, subscribed })
@@ -222,10 +242,13 @@ fn deliverable(gateway: &Gateway, server: &str, wanted: &Wanted, mut change: Val
         return wanted.kinds.contains(&method).then_some(change);
     }
     let uri = change["params"]["uri"].as_str()?;
-    if !wanted.resources.keys().any(|watched| is_under(watched, uri)) {
+    let public = naming::public_uri(&gateway.settings.config(), server, uri);
+    let watched = wanted.resources.keys().any(|watched| is_under(watched, uri))
+        || wanted.interest.as_ref().is_some_and(|i| i.lock().expect("interest lock").iter().any(|w| is_under(w, &public)));
+    if !watched {
         return None;
     }
-    change["params"]["uri"] = naming::public_uri(&gateway.settings.config(), server, uri).into();
+    change["params"]["uri"] = public.into();
     Some(change)
 }
 

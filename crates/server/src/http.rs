@@ -97,18 +97,15 @@ async fn mcp(
 }
 
 /// The standalone stream of a handshake-era session (GET): the list changes of every
-/// upstream instance the session reaches, as they happen, until the client closes it or
-/// the daemon stops.
+/// upstream instance the session reaches, and updates to the resources it subscribed to,
+/// as they happen, until the client closes it or the daemon stops.
 async fn standalone(front: &Front, base: &Transport, session: crate::session::Session) -> Response {
     let gateway = front.gateway.clone();
     let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
     let identity = gateway.identity(&Value::Null, &transport);
     let negotiated = &session.negotiated;
     let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
-    let everything = serde_json::json!({ "notifications": {
-        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
-    }});
-    let watch = match gateway.watch(&ctx, &everything).await {
+    let watch = match gateway.watch_session(&ctx, negotiated.interest.clone()).await {
         Ok(watch) => watch,
         Err(e) => return reply::error(StatusCode::INTERNAL_SERVER_ERROR, Format::Json, None, &e),
     };

@@ -27,6 +27,8 @@ pub struct Negotiated {
     pub questions: std::sync::Arc<Questions>,
     /// This caller's requests in flight, so `notifications/cancelled` can stop them.
     pub in_flight: std::sync::Arc<InFlight>,
+    /// The resources this caller subscribed to: its change stream delivers their updates.
+    pub interest: mcpx_gateway::Interest,
 }
 
 /// Requests of one handshake-era session in flight, by id.
@@ -70,7 +72,7 @@ impl Negotiated {
         let revision =
             asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
         let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
-        Negotiated { revision, capabilities, questions: Default::default(), in_flight: Default::default() }
+        Negotiated { revision, capabilities, questions: Default::default(), in_flight: Default::default(), interest: Default::default() }
     }
 }
 
@@ -128,6 +130,7 @@ pub async fn answer(
         }
         Err(invalid) => return Reply::Invalid(error_response(invalid.id.as_ref(), &invalid.error)),
     };
+    let params_uri = params.get("uri").and_then(Value::as_str).map(str::to_owned);
     let outcome = match method.as_str() {
         "initialize" => Err(RpcError::invalid_request("already initialized")),
         "ping" => Ok(json!({})),
@@ -163,6 +166,12 @@ pub async fn answer(
             }
         }
     };
+    if outcome.is_ok()
+        && let Some(uri) = params_uri.filter(|_| matches!(method.as_str(), "resources/subscribe" | "resources/unsubscribe"))
+    {
+        let mut interest = negotiated.interest.lock().expect("interest lock");
+        if method == "resources/subscribe" { interest.insert(uri) } else { interest.remove(&uri) };
+    }
     Reply::Frame(match outcome {
         Ok(result) => result_response(&id, result),
         Err(e) => error_response(Some(&id), &e),
