@@ -105,6 +105,15 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
     println!("servers  {}", body["servers"].as_array().map_or(0, Vec::len));
     for s in body["servers"].as_array().into_iter().flatten() {
         println!("  {:<20} scope {}", s["name"].as_str().unwrap_or("?"), s["scope"].as_str().unwrap_or("?"));
+        if let Some(f) = s.get("failing") {
+            println!(
+                "  {:<20} FAILING to start: {} times in a row, next try in {}ms; last error: {}",
+                "",
+                f["failures"],
+                f["retryInMs"],
+                f["lastError"].as_str().unwrap_or("?")
+            );
+        }
     }
     let instances = body["instances"].as_array().cloned().unwrap_or_default();
     println!("instances {}", instances.len());

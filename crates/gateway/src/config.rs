@@ -124,11 +124,13 @@ pub struct PoolConfig {
     pub idle_timeout: Duration,
     /// Most live instances of one server. Default 16.
     pub max_instances_per_server: usize,
+    /// Most live instances of all servers together. Default 256.
+    pub max_instances: usize,
 }
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig { idle_timeout: Duration::from_secs(300), max_instances_per_server: 16 }
+        PoolConfig { idle_timeout: Duration::from_secs(300), max_instances_per_server: 16, max_instances: 256 }
     }
 }
 
@@ -207,11 +209,14 @@ pub struct LimitConfig {
     pub page_size: usize,
     /// Most questions waiting for `/v1` callers (the CLI) to answer. Default 256.
     pub pending_questions: usize,
+    /// Most requests one client (a token's name, else a session, else a stdio process)
+    /// may have in flight at once; more are refused at once. Default 64.
+    pub max_calls_per_client: usize,
 }
 
 impl Default for LimitConfig {
     fn default() -> Self {
-        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500, pending_questions: 256 }
+        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500, pending_questions: 256, max_calls_per_client: 64 }
     }
 }
 
@@ -338,6 +343,12 @@ impl Config {
         }
         if self.pool.max_instances_per_server == 0 {
             return Err(("\"pool.maxInstancesPerServer\" must be at least 1".into(), "maxInstancesPerServer".into()));
+        }
+        if self.pool.max_instances == 0 {
+            return Err(("\"pool.maxInstances\" must be at least 1".into(), "maxInstances".into()));
+        }
+        if self.limits.max_calls_per_client == 0 {
+            return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
         }
         Ok(())
     }

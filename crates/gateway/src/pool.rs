@@ -22,6 +22,13 @@ pub enum PoolError {
         "server {server:?} already runs {limit} instances (pool.maxInstancesPerServer); wait for one to go idle or raise the limit"
     )]
     Full { server: String, limit: usize },
+    #[error("mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit")]
+    FullTotal { limit: usize },
+    #[error(
+        "server {server:?} failed to start {failures} times in a row (last: {last_error}); mcpx tries again in {}ms",
+        retry_in.as_millis()
+    )]
+    BackingOff { server: String, failures: u32, retry_in: Duration, last_error: String },
     #[error("mcpx is shutting down")]
     ShuttingDown,
     #[error("{0}")]
@@ -42,6 +49,28 @@ struct Inner {
     eras: crate::eras::Eras,
     stopping: TaskTracker,
     closed: AtomicBool,
+    /// Servers whose last starts failed, by definition: no new start before `next`.
+    failing: Mutex<HashMap<String, Failing>>,
+}
+
+/// A server definition that keeps failing to start: starts are spaced out exponentially
+/// (`BACKOFF_FIRST`, doubling up to `BACKOFF_MAX`) so a server that crashes at start
+/// costs one spawn per interval, never a busy loop; a successful start forgets it.
+#[derive(Clone, Debug)]
+pub struct Failing {
+    pub server: String,
+    pub failures: u32,
+    pub last_error: String,
+    next: Instant,
+}
+
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+impl Failing {
+    pub fn retry_in(&self) -> Duration {
+        self.next.saturating_duration_since(Instant::now())
+    }
 }
 
 struct Slot {
@@ -82,14 +111,16 @@ impl Pool {
         definition: &str,
         spec: impl Fn() -> Result<Spec, PoolError>,
         max_per_server: usize,
+        max_total: usize,
     ) -> Result<Lease, PoolError> {
         // One retry: an instance found dead is replaced once, then the error stands.
         for _ in 0..2 {
-            let lease = self.inner.lease(key, definition, max_per_server)?;
+            let lease = self.inner.lease(key, definition, max_per_server, max_total)?;
             let started = lease
                 .slot
                 .upstream
                 .get_or_try_init(|| async {
+                    self.inner.check_backoff(definition)?;
                     let spec = spec()?;
                     let hint = self.inner.eras.get(definition);
                     tracing::info!(instance = %key, "starting instance");
@@ -103,6 +134,8 @@ impl Pool {
                         outcome => outcome,
                     }
                     .map_err(PoolError::from)
+                    .inspect(|_| self.inner.started(definition))
+                    .inspect_err(|e| self.inner.failed(&key.server, definition, e))
                 })
                 .await;
             match started {
@@ -148,6 +181,13 @@ impl Pool {
         }
     }
 
+    /// Servers that keep failing to start, and when mcpx tries each again.
+    pub fn failing(&self) -> Vec<Failing> {
+        let mut list: Vec<Failing> = self.inner.failing.lock().expect("pool lock").values().cloned().collect();
+        list.sort_by(|a, b| a.server.cmp(&b.server));
+        list
+    }
+
     pub fn instances(&self) -> Vec<InstanceInfo> {
         let slots = self.inner.slots.lock().expect("pool lock");
         let mut list: Vec<_> = slots
@@ -183,7 +223,41 @@ fn owner_gone(key: &InstanceKey) -> bool {
 }
 
 impl Inner {
-    fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize) -> Result<Lease, PoolError> {
+    fn check_backoff(&self, definition: &str) -> Result<(), PoolError> {
+        match self.failing.lock().expect("pool lock").get(definition) {
+            Some(f) if f.retry_in() > Duration::ZERO => Err(PoolError::BackingOff {
+                server: f.server.clone(),
+                failures: f.failures,
+                retry_in: f.retry_in(),
+                last_error: f.last_error.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn started(&self, definition: &str) {
+        self.failing.lock().expect("pool lock").remove(definition);
+    }
+
+    fn failed(&self, server: &str, definition: &str, error: &PoolError) {
+        if matches!(error, PoolError::BackingOff { .. } | PoolError::ShuttingDown) {
+            return;
+        }
+        let mut failing = self.failing.lock().expect("pool lock");
+        let entry = failing.entry(definition.to_owned()).or_insert_with(|| Failing {
+            server: server.to_owned(),
+            failures: 0,
+            last_error: String::new(),
+            next: Instant::now(),
+        });
+        entry.failures += 1;
+        entry.last_error = error.to_string();
+        let backoff = BACKOFF_FIRST.saturating_mul(1 << (entry.failures - 1).min(16)).min(BACKOFF_MAX);
+        entry.next = Instant::now() + backoff;
+        tracing::warn!(server, failures = entry.failures, "start failed ({error}); next try in {}ms", backoff.as_millis());
+    }
+
+    fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize, max_total: usize) -> Result<Lease, PoolError> {
         let mut slots = self.slots.lock().expect("pool lock");
         if self.closed.load(Ordering::Acquire) {
             return Err(PoolError::ShuttingDown);
@@ -200,6 +274,9 @@ impl Inner {
                 let live = slots.keys().filter(|k| k.server == key.server).count();
                 if live >= max {
                     return Err(PoolError::Full { server: key.server.clone(), limit: max });
+                }
+                if slots.len() >= max_total {
+                    return Err(PoolError::FullTotal { limit: max_total });
                 }
                 let slot = Arc::new(Slot {
                     key: key.clone(),

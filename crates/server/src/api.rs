@@ -97,10 +97,20 @@ async fn status(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<
         return refusal;
     }
     let config = front.gateway.settings().config();
+    let failing = front.gateway.failing();
     let servers: Vec<Value> = config
         .mcp_servers
         .iter()
-        .map(|(name, s)| json!({ "name": name, "scope": s.scope.as_str() }))
+        .map(|(name, s)| {
+            let mut server = json!({ "name": name, "scope": s.scope.as_str() });
+            // A server that keeps failing to start: how often, why, and when mcpx tries again.
+            if let Some(f) = failing.iter().find(|f| &f.server == name) {
+                server["failing"] = json!({
+                    "failures": f.failures, "lastError": f.last_error, "retryInMs": f.retry_in().as_millis() as u64,
+                });
+            }
+            server
+        })
         .collect();
     let instances: Vec<Value> = front
         .gateway
