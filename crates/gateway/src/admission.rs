@@ -20,6 +20,7 @@ pub struct Admission {
 }
 
 /// One admitted request; the count goes down when it is dropped.
+#[derive(Debug)]
 pub struct Ticket {
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
     client: String,
