@@ -161,7 +161,7 @@ fn http_panel(area: &Area<'_>, runs: &[&Value], title: &str, value: impl Fn(&Val
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .label_font((FONT, 17))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
@@ -228,7 +228,7 @@ fn sessions_and_cold_start(runs: &[Value]) -> (Vec<Bar>, Option<String>) {
             let rss = &facts["rssKiB"];
             let mib = |v: &Value| v.as_f64().map_or("?".to_owned(), |k| format!("{:.1}", k / 1024.0));
             note = Some(format!(
-                "{} of {} instances · daemon RSS {} MiB → {} MiB with all up → {} MiB after the reap · {} KiB per idle instance",
+                "{}/{} instances · daemon RSS {} → {} MiB all up → {} MiB reaped · {} KiB/idle instance",
                 facts["instancesCreated"],
                 facts["instancesExpected"],
                 mib(&rss["baseline"]),

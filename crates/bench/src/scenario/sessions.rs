@@ -9,6 +9,8 @@
 //! all. Recorded: the daemon's resident memory at start, at the baseline (after one
 //! session-less warm-up call, whose instance lives only for that call), with every
 //! instance up, and after the reap; so also the daemon memory each idle instance costs.
+//! A second round of as many new names follows, and its reap, to tell memory the daemon
+//! keeps for reuse from memory it leaks. Both rounds' first calls are `new-session` samples.
 
 use std::time::{Duration, Instant};
 
@@ -135,6 +137,19 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after_reap = rss()?;
 
+    // The same again with new names: memory the first reap did not give back to the
+    // system is either reused now (the allocator keeps it) or added to (a leak).
+    let again: Vec<EchoCall> = (0..sessions)
+        .map(|i| warm.clone().with_meta(SESSION_META_KEY, json!(format!("bench-again-{i:05}"))))
+        .collect();
+    let second = pass(&mut client, &again, 2_000_000, timeout).await.context("a second round of new sessions")?;
+    let with_all_again = rss()?;
+    wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the second reap")?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after_second_reap = rss()?;
+    let mut new = new;
+    new.absorb(second);
+
     let per_instance = with_all.saturating_sub(baseline) as f64 / sessions as f64;
     let facts = json!({
         "instancesCreated": listed,
@@ -142,7 +157,14 @@ async fn measure(
         "upstreamProcessesWithAll": processes,
         "createSeconds": round2(creation.as_secs_f64()),
         "reapedSecondsAfterLastUse": round2(reaped_after.as_secs_f64()),
-        "rssKiB": {"atStart": at_start, "baseline": baseline, "withAllInstances": with_all, "afterReap": after_reap},
+        "rssKiB": {
+            "atStart": at_start,
+            "baseline": baseline,
+            "withAllInstances": with_all,
+            "afterReap": after_reap,
+            "withAllInstancesSecondRound": with_all_again,
+            "afterSecondReap": after_second_reap,
+        },
         "daemonKiBPerIdleInstance": round2(per_instance),
         "afterReapToBaseline": round2(after_reap as f64 / baseline as f64),
         "targets": {
