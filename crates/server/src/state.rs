@@ -25,8 +25,26 @@ pub fn state_dir() -> PathBuf {
     state_home.join("mcpx")
 }
 
-/// Creates the state dir readable by its owner only.
+/// Creates the state dir readable by its owner only. An existing dir that another user
+/// owns, or that others may write to (a shared dir such as `/tmp` named as the state dir),
+/// is refused rather than taken over: its socket and records could be replaced by anyone.
 pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(meta) = std::fs::metadata(dir) {
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+        if meta.uid() != uid {
+            return refuse(format!("{} belongs to uid {}, not to this user ({uid}); use a private state dir", dir.display(), meta.uid()));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return refuse(format!(
+                "{} is writable by others (mode {:o}); name a private directory (mcpx makes it 0700), not a shared one",
+                dir.display(),
+                meta.mode() & 0o7777
+            ));
+        }
+    }
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
@@ -153,4 +171,25 @@ pub fn reap_orphans(dir: &Path) -> usize {
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_dir_others_may_write_to_is_refused_and_a_new_one_is_private() {
+        let base = std::env::temp_dir().join(format!("mcpx-state-test-{}", std::process::id()));
+        let shared = base.join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = ensure_private_dir(&shared).unwrap_err();
+        assert!(e.to_string().contains("writable by others"), "{e}");
+        assert_eq!(std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777, 0o1777, "left as it was");
+        let private = base.join("private/mcpx");
+        ensure_private_dir(&private).unwrap();
+        assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o700);
+        ensure_private_dir(&private).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

@@ -212,3 +212,18 @@ fn a_non_loopback_host_needs_tokens_and_binding_one_is_warned_about() {
         "binding a non-loopback address must be warned about:\n{log}"
     );
 }
+
+/// A state dir anyone may write to (say `MCPX_STATE_DIR=/tmp`) is refused, not made 0700
+/// under everyone's feet nor used with a socket others could replace.
+#[test]
+fn a_world_writable_state_dir_is_refused_with_a_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new(&config(&[]));
+    std::fs::create_dir_all(home.state_dir()).expect("the state dir");
+    std::fs::set_permissions(home.state_dir(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let run = home.cli(&["daemon", "--port", "0"]);
+    assert_ne!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stderr.contains("writable by others"), "{}", run.stderr);
+    assert_eq!(mode(home.state_dir()), 0o777, "the shared dir is left as it was");
+    assert!(!home.socket().exists());
+}
