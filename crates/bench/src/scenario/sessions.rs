@@ -53,7 +53,11 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let idle_timeout = Duration::from_secs(options.idle_timeout.max(1));
     let config = json!({
         "mcpServers": {UPSTREAM: {"command": binaries.fakemcp, "scope": "session"}},
-        "pool": {"idleTimeout": format!("{}s", idle_timeout.as_secs()), "maxInstancesPerServer": sessions + 16},
+        "pool": {
+            "idleTimeout": format!("{}s", idle_timeout.as_secs()),
+            "maxInstancesPerServer": sessions + 16,
+            "maxInstances": sessions + 16,
+        },
     });
     let daemon = Daemon::start(binaries, &scratch, &config)?;
     let outcome = runtime.block_on(measure(&daemon, sessions, idle_timeout, REQUEST_TIMEOUT));
