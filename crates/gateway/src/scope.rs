@@ -214,4 +214,71 @@ mod tests {
         assert_eq!(from_main.common_dir, from_linked.common_dir);
         std::fs::remove_dir_all(&root).unwrap();
     }
+
+    /// Isolation as an invariant, over random interleavings: many requests from random
+    /// identities (sessions, cwds and pids that may be absent, clients, call ids) against
+    /// servers of every scope; each instance key stands for one instance, as in the pool.
+    /// No instance may ever serve two requests that its scope says must not share one.
+    #[test]
+    fn no_two_identities_that_must_not_share_an_instance_ever_do() {
+        // xorshift64*: seeded, so a failure names a case that can be replayed.
+        struct Rng(u64);
+        impl Rng {
+            fn next(&mut self) -> u64 {
+                self.0 ^= self.0 >> 12;
+                self.0 ^= self.0 << 25;
+                self.0 ^= self.0 >> 27;
+                self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+            }
+            fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+                &items[(self.next() % items.len() as u64) as usize]
+            }
+        }
+        // Names chosen to tempt collisions: prefixes of each other, separators, the
+        // words the keys are built from. Cwds are outside any git repository, so `repo`
+        // and `worktree` must degrade to the call.
+        let sessions = [None, Some("a"), Some("a:b"), Some("session:a"), Some("call:1"), Some("global"), Some(" a")];
+        let cwds = [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
+        let pids = [None, Some(1u32), Some(11), Some(111)];
+        let clients = [None, Some("ci"), Some("bot")];
+        let scopes = [Scope::Global, Scope::Session, Scope::Cwd, Scope::Repo, Scope::Worktree, Scope::Pid, Scope::Call];
+        for seed in 1..=200u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let scoper = Scoper::default();
+            // instance key → the requests it served: (identity, call id).
+            let mut served: std::collections::HashMap<InstanceKey, Vec<(Identity, String)>> = Default::default();
+            for call in 0..300 {
+                let transport = Transport {
+                    session: rng.pick(&sessions).map(str::to_owned),
+                    cwd: rng.pick(&cwds).map(PathBuf::from),
+                    pid: *rng.pick(&pids),
+                    client: rng.pick(&clients).map(str::to_owned),
+                    stdio: false,
+                };
+                let who = Identity::resolve(None, &[], &transport);
+                let scope = *rng.pick(&scopes);
+                let server = format!("s-{}", scope.as_str());
+                // Call ids repeat only within a call (a call may reach one server twice).
+                let call_id = format!("{seed}-{}", call - call % (1 + rng.next() % 2) as usize);
+                let key = scoper.key(&server, scope, &who, &call_id);
+                let others = served.entry(key.clone()).or_default();
+                for (other, other_call) in others.iter() {
+                    let may_share = match scope {
+                        Scope::Global => true,
+                        Scope::Session => who.session.is_some() && who.session == other.session || call_id == *other_call,
+                        Scope::Cwd => who.cwd.is_some() && who.cwd == other.cwd || call_id == *other_call,
+                        Scope::Pid => who.pid.is_some() && who.pid == other.pid || call_id == *other_call,
+                        Scope::Repo | Scope::Worktree | Scope::Call => call_id == *other_call,
+                    };
+                    assert!(
+                        may_share,
+                        "seed {seed}: {key} served {:?}/{other_call} and {:?}/{call_id}",
+                        (&other.session, &other.cwd, other.pid),
+                        (&who.session, &who.cwd, who.pid)
+                    );
+                }
+                others.push((who, call_id));
+            }
+        }
+    }
 }
