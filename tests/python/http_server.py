@@ -5,7 +5,8 @@ end-to-end tests as an HTTP upstream of mcpx.
 
 Tools reveal what reached the server: `whoami` (this process and a call counter),
 `headers` (the HTTP headers of the request), `meta` (the request's _meta), `progress`
-(reports progress three times, then answers). One resource and one prompt.
+(reports progress three times, then answers), `touch` (announces a tools list change and
+an update of the resource to `subscriptions/listen` streams). One resource and one prompt.
 """
 
 import itertools
@@ -54,7 +55,18 @@ async def progress(ctx: Context) -> str:
     return "done"
 
 
-@server.resource("note://greeting/hello world", mime_type="text/plain")
+@server.tool()
+async def touch(ctx: Context) -> str:
+    """Announce a tools list change and an update of the greeting resource."""
+    await ctx.notify_tools_changed()
+    await ctx.notify_resource_updated(GREETING)
+    return "touched"
+
+
+GREETING = "note://greeting/hello world"
+
+
+@server.resource(GREETING, mime_type="text/plain")
 def greeting() -> str:
     """A text resource whose URI has a space in it."""
     return "hello from pyhttp"

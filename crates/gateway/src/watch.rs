@@ -156,7 +156,7 @@ struct Opened {
 /// Opens what `wanted` asks on the leased instance. `None` when it can deliver nothing.
 async fn open(lease: &Lease, server: &str, wanted: &Wanted) -> Option<Opened> {
     let upstream: &Upstream = lease.upstream();
-    let changes = upstream.changes()?;
+    let changes = upstream.changes().await;
     let originals: Vec<String> = wanted.resources.keys().cloned().collect();
     let resources = match upstream.watch_resources(&originals).await {
         Ok(watch) => watch,

@@ -16,8 +16,15 @@ use crate::pipe::Inner as Pipe;
 use crate::{Listener, ServerFacts, Spec, UpstreamError, handshake};
 
 /// Resource subscriptions on one instance, open while this lives.
-pub struct ResourceWatch {
-    _listen: Option<crate::pipe::Waiting>,
+pub struct ResourceWatch(#[allow(dead_code)] Held);
+
+/// Kept for what dropping them does.
+#[allow(dead_code)]
+enum Held {
+    Stdio(crate::pipe::Waiting),
+    Http(crate::http::Listening),
+    /// Handshake-era subscriptions, which stay for the instance's life.
+    Subscribed,
 }
 
 /// A connection to one running upstream instance. Cheap to clone; all clones share it.
@@ -120,19 +127,24 @@ impl Upstream {
     }
 
     /// What the server says changed from now on (list_changed, resources/updated), as
-    /// notification frames. `None` when this connection cannot watch yet (a 2026 HTTP
-    /// server, which would need a listen stream of its own).
-    pub fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
+    /// notification frames. A 2026 server is asked with a listen of its own, kept open
+    /// for the connection's life.
+    pub async fn changes(&self) -> tokio::sync::broadcast::Receiver<Value> {
         match &self.link {
             Link::Stdio(pipe) => {
                 let receiver = pipe.changes.subscribe();
                 if self.facts.era == Era::Modern {
                     pipe.listen_once(handshake::modern_envelope());
                 }
-                Some(receiver)
+                receiver
             }
-            Link::Http(conn) if self.facts.era == Era::Legacy => Some(conn.changes.subscribe()),
-            Link::Http(_) => None,
+            Link::Http(conn) => {
+                let receiver = conn.changes.subscribe();
+                if self.facts.era == Era::Modern {
+                    conn.listen_once().await;
+                }
+                receiver
+            }
         }
     }
 
@@ -147,9 +159,7 @@ impl Upstream {
 
     /// Asks the server to report changes to `uris` (its own URIs) on [`Upstream::changes`]
     /// as `notifications/resources/updated`, for as long as the returned watch lives.
-    /// `Ok(None)` when the server does not offer subscriptions, or cannot deliver them over
-    /// this connection (a 2026 HTTP server would need a listen stream of its own). A
-    /// handshake-era subscription stays for the instance's life: another watcher on the
+    /// `Ok(None)` when the server does not offer subscriptions. A handshake-era subscription stays for the instance's life: another watcher on the
     /// same instance may share it, and unwanted updates are only filtered out.
     pub async fn watch_resources(&self, uris: &[String]) -> Result<Option<ResourceWatch>, UpstreamError> {
         if uris.is_empty() || self.facts.capabilities["resources"]["subscribe"] != Value::Bool(true) {
@@ -158,15 +168,18 @@ impl Upstream {
         match (&self.link, self.facts.era) {
             (Link::Stdio(pipe), Era::Modern) => {
                 let listen = pipe.listen_to_resources(handshake::modern_envelope(), uris).await?;
-                Ok(Some(ResourceWatch { _listen: Some(listen) }))
+                Ok(Some(ResourceWatch(Held::Stdio(listen))))
+            }
+            (Link::Http(conn), Era::Modern) => {
+                let listening = conn.listen(serde_json::json!({ "resourceSubscriptions": uris })).await;
+                Ok(Some(ResourceWatch(Held::Http(listening))))
             }
             (_, Era::Legacy) => {
                 for uri in uris {
                     self.request("resources/subscribe", serde_json::json!({ "uri": uri }), &Value::Null).await?;
                 }
-                Ok(Some(ResourceWatch { _listen: None }))
+                Ok(Some(ResourceWatch(Held::Subscribed)))
             }
-            (Link::Http(_), Era::Modern) => Ok(None),
         }
     }
 

@@ -43,7 +43,26 @@ pub(crate) struct HttpConn {
     pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
     /// Longest event-stream line accepted: a server cannot make mcpx buffer without bound.
     max_line: usize,
+    /// The listen that feeds `changes` from a 2026 server, once something watches.
+    listening: tokio::sync::Mutex<Option<Listening>>,
+    /// Our listens waiting for the server's acknowledgement, by request id.
+    acks: std::sync::Mutex<HashMap<i64, tokio::sync::oneshot::Sender<()>>>,
 }
+
+/// A `subscriptions/listen` request kept open (and opened again when the server ends it)
+/// until dropped.
+pub(crate) struct Listening(tokio::task::JoinHandle<()>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How long a 2026 server's listen that ended waits before it is opened again.
+const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long opening a listen waits for the server to acknowledge it.
+const ACK_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// One reply, read to the end of the answer to our request.
 enum Outcome {
@@ -85,6 +104,8 @@ impl HttpConn {
             askers: Default::default(),
             changes: tokio::sync::broadcast::channel(64).0,
             max_line: spec.max_line_bytes,
+            listening: Default::default(),
+            acks: Default::default(),
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
@@ -141,8 +162,12 @@ impl HttpConn {
 
     /// Sends a request on a caller's behalf and reads its answer, starting a new session
     /// once if the server forgot ours.
-    pub(crate) async fn call(&self, method: &str, mut params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
+    pub(crate) async fn call(&self, method: &str, params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.call_as(id, method, params, listener).await
+    }
+
+    async fn call_as(&self, id: i64, method: &str, mut params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
         if let Some(Value::Object(m)) = params.get_mut("_meta") {
             m.remove(meta::PROGRESS_TOKEN);
         }
@@ -167,8 +192,45 @@ impl HttpConn {
         Err(self.broken("the server answered 404 for its own session twice"))
     }
 
+    /// Keeps a `subscriptions/listen` with `notifications` open on a 2026 server; what it
+    /// delivers goes to `changes`. The server may end it at any time: it is opened again.
+    /// Returns once the server acknowledged the listen (or did not within a few seconds),
+    /// so what happens after it is heard.
+    pub(crate) async fn listen(self: &Arc<Self>, notifications: Value) -> Listening {
+        let conn = Arc::downgrade(self);
+        let first = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (acked_tx, acked) = tokio::sync::oneshot::channel();
+        self.acks.lock().expect("acks lock").insert(first, acked_tx);
+        let listening = Listening(tokio::spawn(async move {
+            let mut id = first;
+            loop {
+                let Some(live) = conn.upgrade() else { return };
+                let params = json!({ "notifications": notifications, "_meta": handshake::modern_envelope() });
+                if let Err(e) = live.call_as(id, "subscriptions/listen", params, None).await {
+                    tracing::debug!(server = live.server, "listen ended: {e}");
+                }
+                live.acks.lock().expect("acks lock").remove(&id);
+                id = live.next_id.fetch_add(1, Ordering::Relaxed);
+                drop(live);
+                tokio::time::sleep(RELISTEN_AFTER).await;
+            }
+        }));
+        let _ = tokio::time::timeout(ACK_WITHIN, acked).await;
+        listening
+    }
+
+    /// Asks a 2026 server for every kind of list change, once per connection.
+    pub(crate) async fn listen_once(self: &Arc<Self>) {
+        let mut listening = self.listening.lock().await;
+        if listening.is_none() {
+            let all = json!({ "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true });
+            *listening = Some(self.listen(all).await);
+        }
+    }
+
     /// Ends a handshake-era session politely.
     pub(crate) async fn shutdown(&self) {
+        self.listening.lock().await.take();
         let Some(session) = self.session.lock().await.take() else { return };
         let request = self.client.delete(&self.url).headers(self.headers.clone()).header("mcp-session-id", session);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
@@ -347,6 +409,18 @@ impl HttpConn {
         let frame = Message::parse(data.as_bytes()).and_then(Message::classify).ok()?;
         match frame {
             Message::Response { id: RequestId::Number(n), outcome } if n == id => Some(outcome),
+            Message::Notification { method, params } if method == "notifications/subscriptions/acknowledged" => {
+                let listen = params["_meta"][meta::SUBSCRIPTION_ID].as_i64();
+                if let Some(acked) = listen.and_then(|id| self.acks.lock().expect("acks lock").remove(&id)) {
+                    let _ = acked.send(());
+                }
+                None
+            }
+            // A change on a listen's stream (or any other): whoever watches hears of it.
+            Message::Notification { method, params } if crate::is_change(&method) => {
+                let _ = self.changes.send(crate::untagged_change(&method, params));
+                None
+            }
             Message::Notification { method, mut params } => {
                 let listener = listener?;
                 match method.as_str() {

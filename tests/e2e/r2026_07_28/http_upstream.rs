@@ -6,7 +6,7 @@ use mcpx_e2e::{Daemon, LegacySession, Modern};
 use serde_json::{Map, Value, json};
 
 const TOKEN: &str = "ci-token-0123456789abcdef";
-const PY_TOOLS: [&str; 5] = ["echo", "whoami", "headers", "meta", "progress"];
+const PY_TOOLS: [&str; 6] = ["echo", "whoami", "headers", "meta", "progress", "touch"];
 
 /// A config with the Python server as `py`, exposed (so its tools are listed as `py__*`).
 fn py_config(python: &HttpServer, extra: Value) -> Value {

@@ -102,3 +102,29 @@ fn list_changes_keep_coming_after_a_watched_instance_restarts() {
     changed();
     stream.read_until(Duration::from_secs(10), |f| f["method"] == "notifications/tools/list_changed");
 }
+
+#[test]
+fn a_stateless_http_servers_changes_reach_a_listen_through_a_listen_of_mcpx_own() {
+    let python = mcpx_e2e::python::HttpServer::python_sdk();
+    let daemon = Daemon::start(&json!({"mcpServers": {"py": {"url": python.url()}}, "expose": ["py"]}));
+    let url = daemon.url();
+    let uri = "mcpx://py/note://greeting/hello world";
+    let (mut stream, ack, id) = listen(url, json!({ "toolsListChanged": true, "resourceSubscriptions": [uri] }));
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
+
+    assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!([uri]), "{ack}");
+
+    // mcpx acknowledged once its own listens on the server were acknowledged: what the
+    // server announces from now on reaches this listen.
+    let touched = Modern::tools_call("py__touch", json!({})).send(url);
+    assert_eq!(touched.result()["content"][0]["text"], "touched", "{touched}");
+    // Both, in whichever order the server sent them.
+    let wanted = |f: &Value| f["method"] == "notifications/tools/list_changed" || f["method"] == UPDATED;
+    let frames = [stream.read_until(Duration::from_secs(10), wanted), stream.read_until(Duration::from_secs(10), wanted)];
+    let update = frames.iter().find(|f| f["method"] == UPDATED).unwrap_or_else(|| panic!("no update: {frames:?}"));
+    assert!(frames.iter().any(|f| f["method"] == "notifications/tools/list_changed"), "no list change: {frames:?}");
+    assert_eq!(update["params"]["uri"], uri, "the update names the public URI: {update}");
+    for frame in &frames {
+        assert_eq!(frame["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id, "{frame}");
+    }
+}
