@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ struct Host {
     logs: Vec<String>,
 }
 
-pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender<HostRequest>, stop: &AtomicBool) -> Outcome {
+pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender<HostRequest>, stop: &Arc<AtomicBool>) -> Outcome {
     let (replies_tx, replies) = std_mpsc::channel();
     let host = Rc::new(RefCell::new(Host {
         requests,
@@ -62,7 +63,7 @@ pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender
         logs: Vec::new(),
     }));
     let tripped = Rc::new(Cell::new(None));
-    let ended = match Engine::new(limits, &host, &tripped) {
+    let ended = match Engine::new(limits, &host, &tripped, stop) {
         Ok(engine) => {
             let ended = engine.drive(script, limits, &host, &tripped, &replies, stop);
             // Promise resolvers must go before the runtime they belong to.
@@ -82,17 +83,19 @@ struct Engine {
 }
 
 impl Engine {
-    fn new(limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<Engine> {
+    fn new(limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>, stop: &Arc<AtomicBool>) -> rquickjs::Result<Engine> {
         let runtime = Runtime::new()?;
         runtime.set_memory_limit(limits.memory_bytes);
         runtime.set_max_stack_size(limits.stack_bytes);
         let deadline = Instant::now() + limits.timeout;
         let flag = tripped.clone();
+        let stop = stop.clone();
+        // Also stops a script whose caller went away, busy or not.
         runtime.set_interrupt_handler(Some(Box::new(move || {
             if flag.get().is_none() && Instant::now() >= deadline {
                 flag.set(Some(Limit::Timeout));
             }
-            flag.get().is_some()
+            flag.get().is_some() || stop.load(Ordering::Relaxed)
         })));
         let context = Context::full(&runtime)?;
         context.with(|ctx| install(&ctx, limits, host, tripped))?;
