@@ -25,7 +25,7 @@ pub enum PoolError {
     #[error("mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit")]
     FullTotal { limit: usize },
     #[error(
-        "server {server:?} failed to start {failures} times in a row (last: {last_error}); mcpx tries again in {}ms",
+        "{last_error} (server {server:?} failed to start {failures} times in a row; mcpx tries again in {}ms)",
         retry_in.as_millis()
     )]
     BackingOff { server: String, failures: u32, retry_in: Duration, last_error: String },
