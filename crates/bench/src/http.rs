@@ -26,12 +26,11 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct HttpClient {
     sender: SendRequest<Full<Bytes>>,
     host: HeaderValue,
-    name: HeaderValue,
 }
 
 impl HttpClient {
-    /// Opens the client's one connection to `addr`; `tool` goes in `Mcp-Name` of its calls.
-    pub async fn connect(addr: SocketAddr, tool: &'static str) -> anyhow::Result<HttpClient> {
+    /// Opens the client's one connection to `addr`.
+    pub async fn connect(addr: SocketAddr) -> anyhow::Result<HttpClient> {
         let stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
         // Requests are small and sequential per connection: send each at once.
         stream.set_nodelay(true)?;
@@ -42,11 +41,7 @@ impl HttpClient {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(HttpClient {
-            sender,
-            host: HeaderValue::from_str(&addr.to_string())?,
-            name: HeaderValue::from_static(tool),
-        })
+        Ok(HttpClient { sender, host: HeaderValue::from_str(&addr.to_string())? })
     }
 
     /// Sends `call` as request `id` and waits for its answer. Err when the connection
@@ -60,7 +55,7 @@ impl HttpClient {
             Era::Modern => request
                 .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
                 .header("Mcp-Method", HeaderValue::from_static("tools/call"))
-                .header("Mcp-Name", self.name.clone()),
+                .header("Mcp-Name", HeaderValue::from_static(call.name)),
             Era::Legacy => request.header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION)),
         };
         let (status, json, body) = self.exchange(request.body(Full::new(Bytes::from(call.request(id))))?).await?;

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::Era;
 use crate::processes::Binaries;
 use crate::report::Run;
-use crate::scenario::{Load, cold_start, http as http_scenario, sessions, stdio_relay};
+use crate::scenario::{Load, cold_start, exec, http as http_scenario, sessions, stdio_relay};
 
 #[derive(Parser)]
 #[command(
@@ -73,7 +73,10 @@ enum Scenario {
     Sessions(sessions::Options),
     /// Launch to first answer: the daemon, `mcpx serve`, fakemcp.
     ColdStart(cold_start::Options),
-    /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions, cold-start.
+    /// Code mode: an `mcpx_exec` script with one tool call, and with none, against the
+    /// same call through `mcpx_call`, interleaved in rounds.
+    Exec(exec::Options),
+    /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions, cold-start, exec.
     All {
         /// Rounds of the stdio-relay and http scenarios.
         #[arg(long, default_value_t = 10)]
@@ -153,7 +156,10 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Scenario::Http(options) => http_scenario::run(&binaries, &options)?.into_iter().for_each(&mut record),
         Scenario::Sessions(options) => record(sessions::run(&binaries, &options)?),
         Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
+        Scenario::Exec(options) => record(exec::run(&binaries, &options)?),
         Scenario::All { rounds, clients, threads, peer_requests, load, sessions: session_options, cold_start: cold } => {
+            // Scripts are slower than plain calls: fewer of them say as much.
+            let load_for_exec = Load { requests: 2_000, warmup: 200, ..load.clone() };
             for era in [Era::Modern, Era::Legacy] {
                 let options = stdio_relay::Options { era, clients: 1, rounds, load: load.clone() };
                 record(
@@ -165,6 +171,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             http_scenario::run(&binaries, &options).context("http")?.into_iter().for_each(&mut record);
             record(sessions::run(&binaries, &session_options).context("sessions")?);
             record(cold_start::run(&binaries, &cold).context("cold-start")?);
+            let options = exec::Options { rounds, load: load_for_exec };
+            record(exec::run(&binaries, &options).context("exec")?);
         }
         Scenario::Plot { .. } => unreachable!("handled above"),
     }

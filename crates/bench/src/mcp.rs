@@ -53,11 +53,15 @@ impl Era {
     }
 }
 
-/// Who answers the call: the upstream itself, or mcpx relaying to the named server.
+/// Who answers the call: the upstream itself, or mcpx relaying to the named server
+/// (with `mcpx_call`, or from an `mcpx_exec` script), or an `mcpx_exec` script that
+/// returns the arguments itself (what starting the engine costs).
 #[derive(Debug, Clone, Copy)]
 pub enum Route<'a> {
     Direct,
     Gateway { server: &'a str },
+    Script { server: &'a str },
+    ScriptAlone,
 }
 
 /// The arguments every call sends and expects back. Small, like most tool calls, so the
@@ -87,6 +91,14 @@ impl EchoCall {
                 "mcpx_call",
                 json!({"name": "mcpx_call", "arguments": {"server": server, "tool": "echo", "arguments": arguments}}),
             ),
+            Route::Script { server } => {
+                let script = format!("return await call({}, \"echo\", {arguments});", json!(server));
+                ("mcpx_exec", json!({"name": "mcpx_exec", "arguments": {"script": script}}))
+            }
+            Route::ScriptAlone => {
+                let script = format!("return {arguments};");
+                ("mcpx_exec", json!({"name": "mcpx_exec", "arguments": {"script": script}}))
+            }
         };
         if era == Era::Modern {
             params["_meta"] = json!({

@@ -202,11 +202,10 @@ async fn exec(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Pe
 
 /// The artifacts of the caller's session.
 async fn artifact_list(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
+    let identity = match artifact_owner(&front, &peer, &headers) {
+        Ok(identity) => identity,
         Err(refusal) => return refusal,
     };
-    let identity = front.gateway.identity(&Value::Null, &transport);
     let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
@@ -218,11 +217,10 @@ async fn artifact_get(
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
+    let identity = match artifact_owner(&front, &peer, &headers) {
+        Ok(identity) => identity,
         Err(refusal) => return refusal,
     };
-    let identity = front.gateway.identity(&Value::Null, &transport);
     match front.gateway.artifact(&identity, &id).await {
         Some((artifact, data)) => {
             let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
@@ -238,12 +236,17 @@ async fn artifact_remove(
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
+    let identity = match artifact_owner(&front, &peer, &headers) {
+        Ok(identity) => identity,
         Err(refusal) => return refusal,
     };
-    let identity = front.gateway.identity(&Value::Null, &transport);
     if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
+}
+
+/// Whose artifacts a `/v1` caller reaches: its session's.
+fn artifact_owner(front: &Front, peer: &Peer, headers: &HeaderMap) -> Result<mcpx_gateway::Identity, Response> {
+    let transport = caller(front, peer, headers)?;
+    Ok(front.gateway.identity(&Value::Null, &transport))
 }
 
 fn no_artifact(id: &str) -> Response {

@@ -22,24 +22,7 @@ fn a_sessions_standalone_stream_carries_an_upstreams_list_changes() {
     let daemon = Daemon::start(&cfg);
     let session = LegacySession::open(daemon.url());
 
-    let response = mcpx_e2e::client::http()
-        .get(daemon.url())
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", session.id())
-        .header("MCP-Protocol-Version", session.revision())
-        .send()
-        .expect("GET the standalone stream");
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let (events, arrived) = mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(response).lines() {
-            let Ok(line) = line else { return };
-            if let Some(data) = line.strip_prefix("data:") {
-                let _ = events.send(serde_json::from_str(data.trim()).expect("an event is JSON"));
-            }
-        }
-    });
+    let arrived = standalone_events(daemon.url(), &session);
 
     // The upstream announces a change while serving this session's call.
     let reply = session.mcpx_call("f", "changed", json!({}));
@@ -59,6 +42,7 @@ fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value
         .send()
         .expect("GET the standalone stream");
     assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let (events, arrived) = mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in BufReader::new(response).lines() {

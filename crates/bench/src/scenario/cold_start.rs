@@ -105,7 +105,7 @@ fn launch_daemon(
     let answered = runtime.block_on(async {
         let deadline = started + LAUNCH_TIMEOUT;
         let mut client = loop {
-            match HttpClient::connect(daemon.addr, "").await {
+            match HttpClient::connect(daemon.addr).await {
                 Ok(client) => break client,
                 Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_micros(250)).await,
                 Err(e) => return Err(e.context("the daemon never accepted a connection")),

@@ -336,7 +336,7 @@ async fn drive(
 ) -> anyhow::Result<Tally> {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
-        connections.push(HttpClient::connect(addr, call.name).await?);
+        connections.push(HttpClient::connect(addr).await?);
     }
     let issued = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();

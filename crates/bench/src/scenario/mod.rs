@@ -7,8 +7,10 @@
 //!   and over stdio), and the peer gateways.
 //! - `sessions`: a thousand session names, a thousand instances, and their reap.
 //! - `cold_start`: launch to first answer, for the daemon and for `mcpx serve`.
+//! - `exec`: an `mcpx_exec` script with one tool call, and with none, against `mcpx_call`.
 
 pub mod cold_start;
+pub mod exec;
 pub mod http;
 pub mod sessions;
 pub mod stdio_relay;

@@ -105,7 +105,7 @@ async fn measure(
     let addr = daemon.addr;
     let pid = daemon.pid();
     let rss = || memory::rss_kib(pid).context("reading the daemon's VmRSS");
-    let mut client = HttpClient::connect(addr, "mcpx_call").await?;
+    let mut client = HttpClient::connect(addr).await?;
     // The first request sets up what every request needs (connection, listings).
     status(&mut client).await?;
     let at_start = rss()?;
