@@ -16,7 +16,7 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue};
 use rquickjs::promise::PromiseState;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::{Ended, HostCall, HostRequest, Limit, Limits, Outcome};
 
@@ -49,9 +49,58 @@ struct Host {
     tool_calls: usize,
     output_bytes: usize,
     logs: Vec<String>,
+    /// The script's limits, known once it is handed over.
+    max_tool_calls: usize,
+    max_output_bytes: usize,
 }
 
-pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender<HostRequest>, stop: &Arc<AtomicBool>) -> Outcome {
+/// A script for a prepared engine, with its limits.
+struct Go {
+    script: String,
+    limits: Limits,
+}
+
+/// An engine thread with its runtime, context and globals ready, waiting for a script.
+/// Dropped unused, its thread ends.
+pub(crate) struct Prepared {
+    go: std_mpsc::Sender<Go>,
+    pub(crate) requests: mpsc::UnboundedReceiver<HostRequest>,
+    pub(crate) done: oneshot::Receiver<Outcome>,
+    pub(crate) stop: Arc<AtomicBool>,
+    /// The most native stack a script on this thread may be allowed.
+    pub(crate) stack_room: usize,
+}
+
+impl Prepared {
+    /// Starts an engine thread with room for `stack_room` bytes of script stack; it
+    /// builds its engine at once and waits. `finished` runs on it after a script ended.
+    pub(crate) fn start(stack_room: usize, finished: Box<dyn FnOnce() + Send>) -> std::io::Result<Prepared> {
+        let (requests_tx, requests) = mpsc::unbounded_channel();
+        let (done_tx, done) = oneshot::channel();
+        let (go, go_rx) = std_mpsc::channel::<Go>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("mcpx-exec".into())
+            // QuickJS checks its own limit; the thread needs room above it for the host.
+            .stack_size(stack_room + 2 * 1024 * 1024)
+            .spawn(move || {
+                let Some(outcome) = serve(requests_tx, &go_rx, &engine_stop) else { return };
+                let _ = done_tx.send(outcome);
+                finished();
+            })?;
+        Ok(Prepared { go, requests, done, stop, stack_room })
+    }
+
+    /// Hands the engine its script.
+    pub(crate) fn run(self, script: String, limits: Limits) -> (mpsc::UnboundedReceiver<HostRequest>, oneshot::Receiver<Outcome>, Arc<AtomicBool>) {
+        let _ = self.go.send(Go { script, limits });
+        (self.requests, self.done, self.stop)
+    }
+}
+
+/// The engine thread: prepares, waits for a script (`None` if none comes), runs it.
+fn serve(requests: mpsc::UnboundedSender<HostRequest>, go: &std_mpsc::Receiver<Go>, stop: &Arc<AtomicBool>) -> Option<Outcome> {
     let (replies_tx, replies) = std_mpsc::channel();
     let host = Rc::new(RefCell::new(Host {
         requests,
@@ -61,11 +110,25 @@ pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender
         tool_calls: 0,
         output_bytes: 0,
         logs: Vec::new(),
+        max_tool_calls: 0,
+        max_output_bytes: 0,
     }));
     let tripped = Rc::new(Cell::new(None));
-    let ended = match Engine::new(limits, &host, &tripped, stop) {
+    // No deadline while the engine is built and waits: it starts with the script.
+    let deadline = Rc::new(Cell::new(None));
+    let engine = Engine::new(&host, &tripped, &deadline, stop);
+    let Go { script, limits } = go.recv().ok()?;
+    {
+        let mut h = host.borrow_mut();
+        h.max_tool_calls = limits.max_tool_calls;
+        h.max_output_bytes = limits.max_output_bytes;
+    }
+    deadline.set(Some(Instant::now() + limits.timeout));
+    let ended = match engine {
         Ok(engine) => {
-            let ended = engine.drive(script, limits, &host, &tripped, &replies, stop);
+            engine.runtime.set_memory_limit(limits.memory_bytes);
+            engine.runtime.set_max_stack_size(limits.stack_bytes);
+            let ended = engine.drive(&script, &limits, &host, &tripped, &replies, stop);
             // Promise resolvers must go before the runtime they belong to.
             host.borrow_mut().pending.clear();
             ended
@@ -73,7 +136,7 @@ pub(crate) fn run(script: &str, limits: &Limits, requests: mpsc::UnboundedSender
         Err(e) => Ended::Threw { message: format!("the script engine could not start: {e}"), stack: None },
     };
     let logs = std::mem::take(&mut host.borrow_mut().logs);
-    Outcome { ended, logs }
+    Some(Outcome { ended, logs })
 }
 
 struct Engine {
@@ -83,22 +146,24 @@ struct Engine {
 }
 
 impl Engine {
-    fn new(limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>, stop: &Arc<AtomicBool>) -> rquickjs::Result<Engine> {
+    /// A runtime with its context and the prelude's globals; limits come with the script.
+    fn new(
+        host: &Rc<RefCell<Host>>,
+        tripped: &Rc<Cell<Option<Limit>>>,
+        deadline: &Rc<Cell<Option<Instant>>>,
+        stop: &Arc<AtomicBool>,
+    ) -> rquickjs::Result<Engine> {
         let runtime = Runtime::new()?;
-        runtime.set_memory_limit(limits.memory_bytes);
-        runtime.set_max_stack_size(limits.stack_bytes);
-        let deadline = Instant::now() + limits.timeout;
-        let flag = tripped.clone();
-        let stop = stop.clone();
+        let (flag, deadline, stop) = (tripped.clone(), deadline.clone(), stop.clone());
         // Also stops a script whose caller went away, busy or not.
         runtime.set_interrupt_handler(Some(Box::new(move || {
-            if flag.get().is_none() && Instant::now() >= deadline {
+            if flag.get().is_none() && deadline.get().is_some_and(|d| Instant::now() >= d) {
                 flag.set(Some(Limit::Timeout));
             }
             flag.get().is_some() || stop.load(Ordering::Relaxed)
         })));
         let context = Context::full(&runtime)?;
-        context.with(|ctx| install(&ctx, limits, host, tripped))?;
+        context.with(|ctx| install(&ctx, host, tripped))?;
         Ok(Engine { context, runtime })
     }
 
@@ -185,12 +250,13 @@ impl Engine {
 }
 
 /// Runs the prelude with the two host functions; the script sees only what it defines.
-fn install<'js>(ctx: &Ctx<'js>, limits: &Limits, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<()> {
+fn install<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<()> {
     let object = Object::new(ctx.clone())?;
-    let (request_host, request_tripped, max_calls) = (host.clone(), tripped.clone(), limits.max_tool_calls);
+    let (request_host, request_tripped) = (host.clone(), tripped.clone());
     let request = move |ctx: Ctx<'js>, kind: String, payload: String| -> rquickjs::Result<Promise<'js>> {
         let call = host_call(&kind, &payload).map_err(|m| Exception::throw_type(&ctx, &m))?;
         let mut host = request_host.borrow_mut();
+        let max_calls = host.max_tool_calls;
         if matches!(call, HostCall::Tool { .. }) {
             host.tool_calls += 1;
             if host.tool_calls > max_calls {
@@ -208,9 +274,10 @@ fn install<'js>(ctx: &Ctx<'js>, limits: &Limits, host: &Rc<RefCell<Host>>, tripp
         host.pending.insert(id, (Persistent::save(&ctx, resolve), Persistent::save(&ctx, reject)));
         Ok(promise)
     };
-    let (log_host, log_tripped, max_output) = (host.clone(), tripped.clone(), limits.max_output_bytes);
+    let (log_host, log_tripped) = (host.clone(), tripped.clone());
     let log = move |ctx: Ctx<'js>, text: String| -> rquickjs::Result<()> {
         let mut host = log_host.borrow_mut();
+        let max_output = host.max_output_bytes;
         host.output_bytes += text.len() + 1;
         if host.output_bytes > max_output {
             log_tripped.set(Some(Limit::Output));

@@ -9,8 +9,8 @@
 
 mod engine;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -126,21 +126,16 @@ pub struct Run {
 }
 
 impl Run {
-    /// Starts `script` (the body of an async function) under `limits`.
+    /// Starts `script` (the body of an async function) under `limits`, on an engine
+    /// built for it. [`Engines::start`] does the same without waiting for the build.
     pub fn start(script: String, limits: Limits) -> std::io::Result<Run> {
-        let (requests_tx, requests) = mpsc::unbounded_channel();
-        let (done_tx, done) = oneshot::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let engine_stop = stop.clone();
-        std::thread::Builder::new()
-            .name("mcpx-exec".into())
-            // QuickJS checks its own limit; the thread needs room above it for the host.
-            .stack_size(limits.stack_bytes + 2 * 1024 * 1024)
-            .spawn(move || {
-                let outcome = engine::run(&script, &limits, requests_tx, &engine_stop);
-                let _ = done_tx.send(outcome);
-            })?;
-        Ok(Run { requests, done, stop })
+        let prepared = engine::Prepared::start(limits.stack_bytes, Box::new(|| {}))?;
+        Ok(Run::on(prepared, script, limits))
+    }
+
+    fn on(prepared: engine::Prepared, script: String, limits: Limits) -> Run {
+        let (requests, done, stop) = prepared.run(script, limits);
+        Run { requests, done, stop }
     }
 
     /// The next request of the script, or how it ended. Requests come before the end.
@@ -162,6 +157,38 @@ impl Drop for Run {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Where scripts get their engines: one engine is kept built and waiting, so a script
+/// does not wait for a runtime, a context and the prelude (and a thread) to be made.
+/// Every script still runs on a fresh engine of its own, used once; the next one is
+/// built on the finished script's thread, after its answer has gone.
+#[derive(Default)]
+pub struct Engines {
+    spare: Arc<Mutex<Option<engine::Prepared>>>,
+}
+
+impl Engines {
+    /// As [`Run::start`], on the waiting engine when it has room for `limits`.
+    pub fn start(&self, script: String, limits: Limits) -> std::io::Result<Run> {
+        let spare = self.spare.lock().expect("spare engine lock").take().filter(|p| p.stack_room >= limits.stack_bytes);
+        let prepared = match spare {
+            Some(prepared) => prepared,
+            None => engine::Prepared::start(limits.stack_bytes, refill(Arc::downgrade(&self.spare), limits.stack_bytes))?,
+        };
+        Ok(Run::on(prepared, script, limits))
+    }
+}
+
+/// Builds the next waiting engine once a script ended, unless one is waiting already.
+fn refill(slot: Weak<Mutex<Option<engine::Prepared>>>, stack_room: usize) -> Box<dyn FnOnce() + Send> {
+    Box::new(move || {
+        let Some(spare) = slot.upgrade() else { return };
+        let mut spare = spare.lock().expect("spare engine lock");
+        if spare.is_none() {
+            *spare = engine::Prepared::start(stack_room, refill(slot, stack_room)).ok();
+        }
+    })
 }
 
 /// The JavaScript identifier a server or tool name is reachable by as
@@ -206,7 +233,10 @@ mod tests {
     /// Runs a script whose tool `echo` returns its arguments as structured content, `text`
     /// returns them as JSON text and `fail` is an error result.
     async fn run(script: &str, limits: Limits) -> Outcome {
-        let mut run = Run::start(script.into(), limits).unwrap();
+        drive(Run::start(script.into(), limits).unwrap()).await
+    }
+
+    async fn drive(mut run: Run) -> Outcome {
         loop {
             match run.next().await {
                 Event::Done(outcome) => return outcome,
@@ -317,6 +347,21 @@ mod tests {
         }
         assert_ne!(v["imported"], "loaded");
         assert_eq!(v["reassigned"], "TypeError");
+    }
+
+    #[tokio::test]
+    async fn every_script_gets_a_fresh_engine_even_a_waiting_one() {
+        let engines = Engines::default();
+        for round in 0..4 {
+            let script = "const seen = typeof globalThis.leftover; globalThis.leftover = 1; return seen;";
+            let out = drive(engines.start(script.into(), limits()).unwrap()).await;
+            assert_eq!(returned(&out), &json!("undefined"), "round {round} saw a global of an earlier script");
+            // The next engine is built after the answer: give it the moment it takes.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let tight = Limits { timeout: Duration::from_millis(200), ..limits() };
+        let out = drive(engines.start("while (true) {}".into(), tight).unwrap()).await;
+        assert!(matches!(out.ended, Ended::Stopped { limit: Limit::Timeout, .. }), "a waiting engine takes the script's own limits: {out:?}");
     }
 
     #[tokio::test]

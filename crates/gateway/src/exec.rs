@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use mcpx_exec::{Ended, Event, HostCall, Limits, Outcome, Run};
+use mcpx_exec::{Ended, Event, HostCall, Limits, Outcome};
 use mcpx_protocol::RpcError;
 use serde_json::{Map, Value, json};
 
@@ -95,7 +95,7 @@ impl Gateway {
             max_tool_calls: config.exec.max_tool_calls,
             max_output_bytes: config.exec.max_output_bytes,
         };
-        let mut run = Run::start(script, limits).map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
+        let mut run = self.engines.start(script, limits).map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
         let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };

@@ -75,6 +75,7 @@ pub struct Gateway {
     parking: held::Parking,
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
+    engines: mcpx_exec::Engines,
     reaper: tokio::task::JoinHandle<()>,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
@@ -100,7 +101,7 @@ impl Gateway {
                     tick_count += 1;
                 }
             });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
