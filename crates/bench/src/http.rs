@@ -64,13 +64,27 @@ impl HttpClient {
 
     /// A 2026-07-28 request `body` (one JSON-RPC request for `method`) to `/mcp`; its JSON answer.
     pub async fn modern(&mut self, method: &'static str, body: String) -> anyhow::Result<serde_json::Value> {
-        let request = Request::post(MCP_PATH)
+        self.modern_named(method, None, body).await
+    }
+
+    /// As [`HttpClient::modern`], with the `Mcp-Name` header the methods that name a tool,
+    /// prompt or resource need (plain text: the bench only names ASCII things).
+    pub async fn modern_named(
+        &mut self,
+        method: &'static str,
+        name: Option<&str>,
+        body: String,
+    ) -> anyhow::Result<serde_json::Value> {
+        let mut request = Request::post(MCP_PATH)
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
             .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
-            .header("Mcp-Method", HeaderValue::from_static(method))
-            .body(Full::new(Bytes::from(body)))?;
+            .header("Mcp-Method", HeaderValue::from_static(method));
+        if let Some(name) = name {
+            request = request.header("Mcp-Name", HeaderValue::from_str(name)?);
+        }
+        let request = request.body(Full::new(Bytes::from(body)))?;
         let (status, json, body) = self.exchange(request).await?;
         check(status, json, &body)
     }

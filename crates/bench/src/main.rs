@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::Era;
 use crate::processes::Binaries;
 use crate::report::Run;
-use crate::scenario::{Load, cold_start, exec, http as http_scenario, sessions, stdio_relay};
+use crate::scenario::{Load, cold_start, exec, http as http_scenario, sessions, soak, stdio_relay};
 
 #[derive(Parser)]
 #[command(
@@ -76,6 +76,10 @@ enum Scenario {
     /// Code mode: an `mcpx_exec` script with one tool call, and with none, against the
     /// same call through `mcpx_call`, interleaved in rounds.
     Exec(exec::Options),
+    /// Reliability, not speed (not part of `all`): clients across sessions making mixed
+    /// calls for minutes while upstreams are crashed; errors by kind, daemon memory and
+    /// descriptors over time, processes left after the stop, answers that cross sessions.
+    Soak(soak::Options),
     /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions, cold-start, exec.
     All {
         /// Rounds of the stdio-relay and http scenarios.
@@ -157,6 +161,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Scenario::Sessions(options) => record(sessions::run(&binaries, &options)?),
         Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
         Scenario::Exec(options) => record(exec::run(&binaries, &options)?),
+        Scenario::Soak(options) => record(soak::run(&binaries, &options)?),
         Scenario::All { rounds, clients, threads, peer_requests, load, sessions: session_options, cold_start: cold } => {
             // Scripts are slower than plain calls: fewer of them say as much.
             let load_for_exec = Load { requests: 2_000, warmup: 200, ..load.clone() };

@@ -269,7 +269,19 @@ impl Daemon {
 
     /// SIGTERM and wait; then checks that no upstream it started, and no second daemon an
     /// `mcpx serve` may have started in its state dir, outlived it.
-    pub fn stop(mut self) -> anyhow::Result<()> {
+    pub fn stop(self) -> anyhow::Result<()> {
+        let stopped = self.halt();
+        if let Some(log) = stopped.needed_sigkill {
+            bail!("mcpx daemon needed SIGKILL:\n{log}");
+        }
+        if !stopped.outlived.is_empty() {
+            bail!("processes outlived the daemon and were killed: {:?}", stopped.outlived);
+        }
+        Ok(())
+    }
+
+    /// As [`Daemon::stop`], reporting instead of failing: what needed killing.
+    pub fn halt(mut self) -> Stopped {
         let upstreams = self.upstreams();
         let clean = self.process.terminate();
         let mut left = Vec::new();
@@ -284,14 +296,16 @@ impl Daemon {
             signal(pid, libc::SIGTERM);
             left.push(pid);
         }
-        if !clean {
-            bail!("mcpx daemon needed SIGKILL:\n{}", self.process.log_tail());
-        }
-        if !left.is_empty() {
-            bail!("processes outlived the daemon and were killed: {left:?}");
-        }
-        Ok(())
+        Stopped { needed_sigkill: (!clean).then(|| self.process.log_tail()), outlived: left }
     }
+}
+
+/// What stopping a daemon took.
+pub struct Stopped {
+    /// The end of its log, when it had to be killed.
+    pub needed_sigkill: Option<String>,
+    /// Processes that outlived it (killed since).
+    pub outlived: Vec<u32>,
 }
 
 /// A contender that is an HTTP server process of its own (`fakemcp --http`, `mcp-proxy`,
@@ -394,6 +408,24 @@ fn recorded_daemon(state_dir: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(state_dir.join("daemon.json")).ok()?;
     let record: Value = serde_json::from_str(&text).ok()?;
     record["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok())
+}
+
+/// Live processes other than this one whose working directory is `dir` or below it:
+/// what a scenario started there (each runs its processes in its scratch directory, and
+/// their children inherit it) and is still running.
+pub fn processes_in(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me && alive(pid))
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
+        .collect()
+}
+
+/// How many files `pid` has open (entries of `/proc/<pid>/fd`), or None when it is gone.
+pub fn open_fds(pid: u32) -> Option<usize> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
 /// Pids whose parent is `parent`, from `/proc/<pid>/stat`.

@@ -224,7 +224,15 @@ impl Run {
         }
         if let Some(facts) = &self.facts {
             for (key, value) in facts.as_object().into_iter().flatten() {
-                let _ = writeln!(out, "  {key}: {value}");
+                match value.as_array() {
+                    // A series (samples over time) is for the JSON, not for a table line.
+                    Some(series) if series.len() > 12 => {
+                        let _ = writeln!(out, "  {key}: {} entries (in the JSON)", series.len());
+                    }
+                    _ => {
+                        let _ = writeln!(out, "  {key}: {value}");
+                    }
+                }
             }
         }
         out

@@ -8,11 +8,14 @@
 //! - `sessions`: a thousand session names, a thousand instances, and their reap.
 //! - `cold_start`: launch to first answer, for the daemon and for `mcpx serve`.
 //! - `exec`: an `mcpx_exec` script with one tool call, and with none, against `mcpx_call`.
+//! - `soak`: ten minutes of mixed calls across sessions with upstream crashes: errors by
+//!   kind, memory and descriptors over time, answers that cross sessions (not in `all`).
 
 pub mod cold_start;
 pub mod exec;
 pub mod http;
 pub mod sessions;
+pub mod soak;
 pub mod stdio_relay;
 
 use std::time::Duration;
