@@ -21,6 +21,7 @@ use mcpx_gateway::{Gateway, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, RpcError, meta};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::legacy::{self, SESSION_HEADER};
 use crate::reply::{self, Format};
@@ -213,8 +214,16 @@ pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim);
-            match presented.and_then(|p| tokens.iter().find(|(_, t)| constant_time_eq(t.as_bytes(), p.as_bytes()))) {
-                Some((name, _)) => Ok(Transport { client: Some(name.clone()), ..Transport::default() }),
+            // Every configured token is compared, so the time taken says nothing about which
+            // one (if any) matched.
+            let matched = presented.and_then(|p| {
+                tokens.iter().fold(None, |found, (name, t)| {
+                    let equal = secrets_equal(t.as_bytes(), p.as_bytes());
+                    found.or(equal.then_some(name))
+                })
+            });
+            match matched {
+                Some(name) => Ok(Transport { client: Some(name.clone()), ..Transport::default() }),
                 None => {
                     let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
                     response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
@@ -225,9 +234,12 @@ pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result
     }
 }
 
-/// Compares secrets without leaking, through timing, how much of a guess was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Compares secrets without leaking, through timing, how much of a guess was right or
+/// how long the secret is: both sides are hashed first, and the digests (always 32
+/// bytes) are compared whole, without stopping at the first difference.
+fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// DNS-rebinding protection: a browser page on another origin must not reach a local
@@ -295,6 +307,14 @@ mod tests {
         h.insert(header::ORIGIN, "http://localhost:5173".parse().unwrap());
         h.insert(header::HOST, "127.0.0.1:7750".parse().unwrap());
         assert!(check_origin(&h, true).is_ok());
+    }
+
+    #[test]
+    fn only_the_whole_secret_is_equal() {
+        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
+        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
+            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
+        }
     }
 }
 

@@ -227,3 +227,32 @@ fn a_world_writable_state_dir_is_refused_with_a_clear_error() {
     assert_eq!(mode(home.state_dir()), 0o777, "the shared dir is left as it was");
     assert!(!home.socket().exists());
 }
+
+/// A token is compared whole (both sides hashed first, so neither its length nor a right
+/// prefix shows in the time taken): a prefix, an extension, one byte off, another
+/// token's value padded to this one's length are all 401; each token admits its own name,
+/// whichever is longer.
+#[test]
+fn only_a_whole_configured_token_is_admitted_and_it_names_its_own_client() {
+    const SHORT: &str = "short-token-0123456";
+    let tag = tag();
+    let mut cfg = config(&[("shared", fakemcp("global", &tag, &[]))]);
+    cfg["http"] = json!({"tokens": {"long": TOKEN, "short": SHORT}});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let call = |token: &str| {
+        Modern::mcpx_call("shared", "meta", json!({})).header("Authorization", &format!("Bearer {token}")).send(url)
+    };
+
+    let one_off = format!("{}X", &TOKEN[..TOKEN.len() - 1]);
+    let padded = format!("{SHORT}{}", &TOKEN[SHORT.len()..]);
+    for guess in [&TOKEN[..TOKEN.len() - 1], &format!("{TOKEN}0"), &one_off, &padded, &SHORT[..4], "", "x"] {
+        let reply = call(guess);
+        assert_eq!(reply.status, 401, "{guess:?} must be refused:\n{reply}");
+    }
+    for (name, token) in [("long", TOKEN), ("short", SHORT)] {
+        let reply = call(token);
+        let client = &reply.structured()["meta"]["dev.mcpx/invocation"]["clientId"];
+        assert_eq!(client, name, "{reply}");
+    }
+}
