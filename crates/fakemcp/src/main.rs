@@ -56,6 +56,12 @@ struct Flags {
     #[arg(long)]
     list_changed_on_init: bool,
 
+    /// Write to stderr without pause (1 KiB lines, from a thread of its own) for as long
+    /// as the process lives, and a line before handling each message: a client that
+    /// stops draining stderr stalls the answers.
+    #[arg(long)]
+    flood_stderr: bool,
+
     /// Ignored; lets tests find their processes by command line.
     #[arg(long = "tag", value_name = "STRING")]
     _tag: Vec<String>,
@@ -108,7 +114,17 @@ fn main() -> ExitCode {
         era_mode: flags.era,
         silent_unknown: flags.silent_unknown,
         list_changed_on_init: flags.list_changed_on_init,
+        flood_stderr: flags.flood_stderr,
     };
+    if flags.flood_stderr {
+        let id = instance.id.clone();
+        std::thread::spawn(move || {
+            let filler = "x".repeat(1000);
+            for n in 0u64.. {
+                eprintln!("fakemcp {id}: flood {n} {filler}");
+            }
+        });
+    }
     if let Some(addr) = flags.http {
         return match http::serve(addr, behaviour, instance) {
             Ok(()) => ExitCode::SUCCESS,

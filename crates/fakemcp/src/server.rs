@@ -30,6 +30,8 @@ pub struct Behaviour {
     pub silent_unknown: bool,
     /// Send `notifications/tools/list_changed` right after answering `initialize`.
     pub list_changed_on_init: bool,
+    /// Write a stderr line before handling each message (`--flood-stderr`).
+    pub flood_stderr: bool,
 }
 
 pub struct Server {
@@ -124,6 +126,9 @@ impl Server {
     }
 
     fn handle_line(&mut self, line: &[u8]) {
+        if self.behaviour.flood_stderr {
+            eprintln!("fakemcp {}: handling a {}-byte message", self.instance.id, line.len());
+        }
         match wire::parse(line) {
             Ok(incoming) => self.handle(incoming),
             Err(rejected) => {
