@@ -293,3 +293,43 @@ fn an_http_upstream_that_closes_its_stream_mid_reply_fails_the_call_precisely() 
         );
     }
 }
+
+/// Bytes the process `pid` has written (`wchar` of `/proc/<pid>/io`).
+fn bytes_written(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// An upstream that writes to its stderr without pause, and a line before each answer,
+/// keeps serving: mcpx drains its stderr as fast as it comes, far beyond what a pipe
+/// holds (64 KiB), so the server never blocks on a full pipe and its answers flow.
+#[test]
+fn an_upstream_that_floods_its_stderr_keeps_serving() {
+    let flood_tag = tag();
+    let flood = fakemcp("global", &flood_tag, &["--flood-stderr"]);
+    let (cfg, _) = with_healthy(&[("flood", flood)], "30s");
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+
+    let first = Whoami::of(&Modern::mcpx_call("flood", "whoami", json!({})).send(url));
+    const DRAINED: u64 = 8 << 20;
+    let written = poll(Duration::from_secs(60), || {
+        let written = bytes_written(first.pid);
+        (written > DRAINED).then_some(written)
+    });
+    assert!(
+        written.is_some(),
+        "the flood stalled at {} bytes: mcpx stopped reading the server's stderr",
+        bytes_written(first.pid)
+    );
+    for n in 0..20 {
+        let echo = Modern::mcpx_call("flood", "echo", json!({"n": n})).send(url);
+        assert_eq!(echo.structured(), &json!({"n": n}), "{echo}");
+    }
+    let last = Whoami::of(&Modern::mcpx_call("flood", "whoami", json!({})).send(url));
+    assert_eq!((last.instance.as_str(), last.calls), (first.instance.as_str(), 22), "one instance served all");
+    assert_healthy_answers(url);
+}
