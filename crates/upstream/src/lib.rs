@@ -164,6 +164,13 @@ pub enum UpstreamError {
     Unreachable { server: String, url: String, reason: String },
     #[error("server {server:?} at {url} answered with something that is not MCP: {detail}")]
     Protocol { server: String, url: String, detail: String },
+    #[error(
+        "server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {}",
+        if *in_flight == 1 { "it was most likely the answer to this request".to_owned() } else {
+            format!("it may have held the answer to this request or to one of the {} others in flight on the instance, which all fail", in_flight - 1)
+        }
+    )]
+    LineTooLong { server: String, limit: usize, in_flight: usize },
     #[error("server {server:?} did not answer {method} within {after:?}")]
     Timeout { server: String, method: String, after: Duration },
     /// The upstream answered with a JSON-RPC error: relayed to the caller as is.

@@ -38,7 +38,7 @@ pub(crate) struct Inner {
     pgid: i32,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: tokio::sync::Mutex<Option<Child>>,
-    pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    pending: Mutex<HashMap<i64, Pending>>,
     /// Who hears about each request in flight, by request id. mcpx's progress token for
     /// request `id` is `mcpx-<id>`.
     listeners: Mutex<HashMap<i64, Listener>>,
@@ -54,6 +54,14 @@ pub(crate) struct Inner {
     gone: tokio::sync::watch::Sender<bool>,
     /// How the process ended, once it has.
     exit: Mutex<Option<String>>,
+}
+
+/// A request waiting for its answer.
+struct Pending {
+    reply: oneshot::Sender<Reply>,
+    /// A `subscriptions/listen`, which stays open for the instance's life and is never
+    /// answered with a large result: not a candidate owner of a line lost for its length.
+    listen: bool,
 }
 
 impl Inner {
@@ -183,7 +191,8 @@ impl Inner {
             self.listeners.lock().expect("listeners lock").insert(id, listener);
         }
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().expect("pending lock").insert(id, tx);
+        let pending = Pending { reply: tx, listen: method == "subscriptions/listen" };
+        self.pending.lock().expect("pending lock").insert(id, pending);
         let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
         self.write(&message::request(&RequestId::Number(id), method, params)).await?;
         Ok(waiting)
@@ -219,8 +228,29 @@ impl Inner {
         *self.exit.lock().expect("exit lock") = status.clone();
         self.gone.send_replace(true);
         let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(UpstreamError::Exited { server: self.server.clone(), status: status.clone() }));
+        for (_, p) in pending {
+            let _ = p.reply.send(Err(UpstreamError::Exited { server: self.server.clone(), status: status.clone() }));
+        }
+    }
+
+    /// A line longer than `limit` was dropped as it arrived, so whatever it held is lost;
+    /// its id was never read. If it was an answer, it belongs to one of the requests in
+    /// flight, and which one cannot be known: rather than leave one of them waiting out
+    /// `timeouts.request` for an answer that will never come, every one of them fails now
+    /// with an error naming the limit (a later answer to any of them is then dropped as
+    /// an answer to no request). Listens stay: they are never answered with a large result.
+    fn lost_a_line(&self, limit: usize) {
+        let lost: Vec<_> = {
+            let mut pending = self.pending.lock().expect("pending lock");
+            let ids: Vec<i64> = pending.iter().filter(|(_, p)| !p.listen).map(|(id, _)| *id).collect();
+            ids.into_iter().filter_map(|id| pending.remove(&id)).collect()
+        };
+        let in_flight = lost.len();
+        if in_flight > 0 {
+            tracing::warn!(server = self.server, in_flight, "a line over limits.maxLineBytes was dropped; the requests in flight fail");
+        }
+        for p in lost {
+            let _ = p.reply.send(Err(UpstreamError::LineTooLong { server: self.server.clone(), limit, in_flight }));
         }
     }
 
@@ -327,8 +357,13 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         let Some(inner) = inner.upgrade() else { return };
         let line = match line {
             Ok(Line::Text(line)) => line,
+            Ok(Line::TooLong) => {
+                tracing::warn!(server, "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)");
+                inner.lost_a_line(max_line);
+                continue;
+            }
             Ok(bad) => {
-                tracing::warn!(server, "skipping a line from the upstream: {bad:?} (limits.maxLineBytes is {max_line})");
+                tracing::warn!(server, "skipping a line from the upstream: {bad:?}");
                 continue;
             }
             Err(e) => {
@@ -348,9 +383,9 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         };
         match frame {
             Message::Response { id: RequestId::Number(id), outcome } => {
-                let tx = inner.pending.lock().expect("pending lock").remove(&id);
-                if let Some(tx) = tx {
-                    let _ = tx.send(outcome.map_err(UpstreamError::Rpc));
+                let pending = inner.pending.lock().expect("pending lock").remove(&id);
+                if let Some(pending) = pending {
+                    let _ = pending.reply.send(outcome.map_err(UpstreamError::Rpc));
                 }
             }
             Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),

@@ -333,3 +333,46 @@ fn an_upstream_that_floods_its_stderr_keeps_serving() {
     assert_eq!((last.instance.as_str(), last.calls), (first.instance.as_str(), 22), "one instance served all");
     assert_healthy_answers(url);
 }
+
+/// An answer on a line over `limits.maxLineBytes` is dropped unread (never buffered
+/// whole), so its id is never known: the requests in flight on that instance fail at
+/// once, naming the setting, instead of one of them waiting out `timeouts.request` for
+/// an answer that will never come. The instance serves on.
+#[test]
+fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_setting() {
+    let big_tag = tag();
+    let (mut cfg, _) = with_healthy(&[("big", fakemcp("global", &big_tag, &[]))], "120s");
+    cfg["limits"] = json!({"maxLineBytes": 65536});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let before = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
+
+    // Alone in flight: the lost line was its answer.
+    let huge = "x".repeat(100_000);
+    let reply = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
+    let message = internal_error(&reply);
+    assert!(
+        message.starts_with(r#"server "big" wrote a line longer than limits.maxLineBytes (65536 bytes)"#)
+            && message.contains("most likely the answer to this request"),
+        "{message}"
+    );
+
+    // With a slow call in flight too, which answer was lost cannot be known: both fail
+    // (the slow one would otherwise have been answered after 5 s).
+    let (slow, echo) = std::thread::scope(|s| {
+        let slow = s.spawn(|| Modern::mcpx_call("big", "slow", json!({"ms": 5000})).send(url));
+        std::thread::sleep(Duration::from_millis(500));
+        let echo = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
+        (slow.join().unwrap(), echo)
+    });
+    for reply in [&slow, &echo] {
+        let message = internal_error(reply);
+        assert!(message.contains("limits.maxLineBytes") && message.contains("one of the 1 others in flight"), "{message}");
+    }
+
+    let after = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
+    assert_eq!(after.instance, before.instance, "the instance serves on");
+    let small = Modern::mcpx_call("big", "echo", json!({"text": "small"})).send(url);
+    assert_eq!(small.structured()["text"], "small", "{small}");
+    assert_healthy_answers(url);
+}
