@@ -106,8 +106,9 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
     for s in body["servers"].as_array().into_iter().flatten() {
         println!("  {:<20} scope {}", s["name"].as_str().unwrap_or("?"), s["scope"].as_str().unwrap_or("?"));
         if let Some(f) = s.get("failing") {
+            let what = if f["crashLoop"] == true { "CRASHING soon after start" } else { "FAILING to start" };
             println!(
-                "  {:<20} FAILING to start: {} times in a row, next try in {}ms; last error: {}",
+                "  {:<20} {what}: {} times in a row, next try in {}ms; last error: {}",
                 "",
                 f["failures"],
                 f["retryInMs"],

@@ -3,6 +3,7 @@
 //! It starts instances lazily, never two for one key (concurrent first callers wait for
 //! the same start), reuses them, replaces one that died, stops idle ones, stops a
 //! per-call instance when its call ends, caps instances per server with a clear error,
+//! backs off a server that keeps failing to start or crashing soon after it started,
 //! and on shutdown stops every instance it ever started and waits until they are gone.
 
 use std::collections::HashMap;
@@ -25,10 +26,11 @@ pub enum PoolError {
     #[error("mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit")]
     FullTotal { limit: usize },
     #[error(
-        "{last_error} (server {server:?} failed to start {failures} times in a row; mcpx tries again in {}ms)",
+        "{last_error} (server {server:?} {} {failures} times in a row; mcpx tries again in {}ms)",
+        if *after_start { "exited soon after starting" } else { "failed to start" },
         retry_in.as_millis()
     )]
-    BackingOff { server: String, failures: u32, retry_in: Duration, last_error: String },
+    BackingOff { server: String, failures: u32, retry_in: Duration, last_error: String, after_start: bool },
     #[error("mcpx is shutting down")]
     ShuttingDown,
     #[error("{0}")]
@@ -53,19 +55,27 @@ struct Inner {
     failing: Mutex<HashMap<String, Failing>>,
 }
 
-/// A server definition that keeps failing to start: starts are spaced out exponentially
-/// (`BACKOFF_FIRST`, doubling up to `BACKOFF_MAX`) so a server that crashes at start
-/// costs one spawn per interval, never a busy loop; a successful start forgets it.
+/// A server definition that keeps failing to start, or keeps exiting on its own within
+/// `STABLE_AFTER` of a start that worked (a crash loop): starts are spaced out
+/// exponentially (`BACKOFF_FIRST`, doubling up to `BACKOFF_MAX`; for a crash loop from
+/// its second exit on) so such a server costs one spawn per interval, never a busy loop.
+/// A successful start forgets failed starts; only an instance that stays up
+/// `STABLE_AFTER` forgets early exits.
 #[derive(Clone, Debug)]
 pub struct Failing {
     pub server: String,
     pub failures: u32,
     pub last_error: String,
+    /// The last failure was an exit soon after a start that worked.
+    pub after_start: bool,
     next: Instant,
 }
 
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// An instance that exits on its own sooner than this after it started counts as a
+/// failed start; one that lives longer shows its server can run.
+const STABLE_AFTER: Duration = Duration::from_secs(5);
 
 impl Failing {
     pub fn retry_in(&self) -> Duration {
@@ -134,7 +144,10 @@ impl Pool {
                         outcome => outcome,
                     }
                     .map_err(PoolError::from)
-                    .inspect(|_| self.inner.started(definition))
+                    .inspect(|upstream| {
+                        self.inner.started(definition);
+                        self.inner.watch_early_exit(&key.server, definition, upstream.clone());
+                    })
                     .inspect_err(|e| self.inner.failed(&key.server, definition, e))
                 })
                 .await;
@@ -181,9 +194,13 @@ impl Pool {
         }
     }
 
-    /// Servers that keep failing to start, and when mcpx tries each again.
+    /// Servers that keep failing to start (or crashing soon after, twice in a row or more),
+    /// and when mcpx tries each again.
     pub fn failing(&self) -> Vec<Failing> {
-        let mut list: Vec<Failing> = self.inner.failing.lock().expect("pool lock").values().cloned().collect();
+        let failing = self.inner.failing.lock().expect("pool lock");
+        let mut list: Vec<Failing> =
+            failing.values().filter(|f| !f.after_start || f.failures > 1).cloned().collect();
+        drop(failing);
         list.sort_by(|a, b| a.server.cmp(&b.server));
         list
     }
@@ -230,31 +247,77 @@ impl Inner {
                 failures: f.failures,
                 retry_in: f.retry_in(),
                 last_error: f.last_error.clone(),
+                after_start: f.after_start,
             }),
             _ => Ok(()),
         }
     }
 
+    /// A start worked: failed starts are forgotten, a crash loop only once an instance
+    /// stays up (see `watch_early_exit`).
     fn started(&self, definition: &str) {
-        self.failing.lock().expect("pool lock").remove(definition);
+        let mut failing = self.failing.lock().expect("pool lock");
+        if failing.get(definition).is_some_and(|f| !f.after_start) {
+            failing.remove(definition);
+        }
     }
 
     fn failed(&self, server: &str, definition: &str, error: &PoolError) {
         if matches!(error, PoolError::BackingOff { .. } | PoolError::ShuttingDown) {
             return;
         }
+        self.count_failure(server, definition, error.to_string(), false);
+    }
+
+    fn count_failure(&self, server: &str, definition: &str, error: String, after_start: bool) {
         let mut failing = self.failing.lock().expect("pool lock");
         let entry = failing.entry(definition.to_owned()).or_insert_with(|| Failing {
             server: server.to_owned(),
             failures: 0,
             last_error: String::new(),
+            after_start,
             next: Instant::now(),
         });
         entry.failures += 1;
-        entry.last_error = error.to_string();
-        let backoff = BACKOFF_FIRST.saturating_mul(1 << (entry.failures - 1).min(16)).min(BACKOFF_MAX);
+        entry.after_start = after_start;
+        // One early exit may be bad luck (or a caller's doing): the next start is at once.
+        // From the second in a row on, it is a crash loop, spaced out like failed starts.
+        let steps = if after_start { entry.failures - 1 } else { entry.failures };
+        let backoff = match steps {
+            0 => Duration::ZERO,
+            n => BACKOFF_FIRST.saturating_mul(1 << (n - 1).min(16)).min(BACKOFF_MAX),
+        };
         entry.next = Instant::now() + backoff;
-        tracing::warn!(server, failures = entry.failures, "start failed ({error}); next try in {}ms", backoff.as_millis());
+        tracing::warn!(server, failures = entry.failures, "{error}; next start in {}ms at the earliest", backoff.as_millis());
+        entry.last_error = error;
+    }
+
+    /// Watches a freshly started instance for `STABLE_AFTER`: exiting on its own within
+    /// that time counts as a failed start of its server (so a server that starts and
+    /// then crashes, again and again, is backed off like one that cannot start); staying
+    /// up ends a crash loop. Stopped by mcpx meanwhile, it counts for neither.
+    fn watch_early_exit(self: &Arc<Self>, server: &str, definition: &str, upstream: Upstream) {
+        let (pool, server, definition) = (Arc::downgrade(self), server.to_owned(), definition.to_owned());
+        let started = Instant::now();
+        tokio::spawn(async move {
+            let ended = tokio::time::timeout(STABLE_AFTER, upstream.ended()).await.is_ok();
+            let Some(pool) = pool.upgrade() else { return };
+            match (ended, upstream.crash()) {
+                (true, Some(how)) => {
+                    let after = started.elapsed().as_millis();
+                    let error = format!("server {server:?} exited {after}ms after it started ({how})");
+                    pool.count_failure(&server, &definition, error, true);
+                }
+                (true, None) => {}
+                (false, _) => {
+                    let mut failing = pool.failing.lock().expect("pool lock");
+                    if failing.get(&definition).is_some_and(|f| f.after_start) {
+                        tracing::info!(server, "an instance stayed up {}s: the crash loop is over", STABLE_AFTER.as_secs());
+                        failing.remove(&definition);
+                    }
+                }
+            }
+        });
     }
 
     fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize, max_total: usize) -> Result<Lease, PoolError> {

@@ -103,10 +103,12 @@ async fn status(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<
         .iter()
         .map(|(name, s)| {
             let mut server = json!({ "name": name, "scope": s.scope.as_str() });
-            // A server that keeps failing to start: how often, why, and when mcpx tries again.
+            // A server that keeps failing to start, or crashing soon after it started: how
+            // often, why, and when mcpx starts it again.
             if let Some(f) = failing.iter().find(|f| &f.server == name) {
                 server["failing"] = json!({
                     "failures": f.failures, "lastError": f.last_error, "retryInMs": f.retry_in().as_millis() as u64,
+                    "crashLoop": f.after_start,
                 });
             }
             server

@@ -80,6 +80,15 @@ impl Upstream {
         }
     }
 
+    /// How a stdio instance ended on its own (not stopped by mcpx): its exit status, if
+    /// known. None while it runs, once mcpx stopped it, and for an HTTP server.
+    pub fn crash(&self) -> Option<String> {
+        match &self.link {
+            Link::Stdio(pipe) => pipe.crash(),
+            Link::Http(_) => None,
+        }
+    }
+
     /// Sends a request on a caller's behalf, in the era this upstream speaks.
     /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
     /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.

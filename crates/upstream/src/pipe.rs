@@ -115,6 +115,15 @@ impl Inner {
         self.start("subscriptions/listen", params, None).await
     }
 
+    /// How the process ended, when it ended on its own rather than being stopped by mcpx:
+    /// its exit status, if known. None while it runs.
+    pub(crate) fn crash(&self) -> Option<String> {
+        if self.is_alive() || self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.exit.lock().expect("exit lock").clone().unwrap_or_else(|| "no exit status".into()))
+    }
+
     /// False once the process has exited or its stdout closed.
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
