@@ -237,3 +237,32 @@ fn mcpx_exec_runs_scripts_from_the_shell_and_mcpx_artifact_manages_what_they_kee
     home.cli(&["artifact", "rm", &uri, "--session", "shell-1"]).assert_code(0);
     home.cli(&["artifact", "get", &uri, "--session", "shell-1"]).assert_code(1);
 }
+
+#[test]
+fn scripts_over_exec_max_concurrent_or_max_tool_calls_are_refused_naming_the_setting() {
+    let t = tag();
+    let mut c = config(&[("a", fakemcp("global", &t, &[]))]);
+    c["exec"] = json!({ "maxConcurrent": 1, "maxToolCalls": 3 });
+    let daemon = Daemon::start(&c);
+    let url = daemon.url().to_owned();
+
+    // One script holds the only slot while its tool call sleeps; a second is refused.
+    let holder = {
+        let url = url.clone();
+        std::thread::spawn(move || exec("return await tools.a.slow({ ms: 3000 });").send(&url))
+    };
+    // Its tool call is in flight: the script holds the slot.
+    assert!(daemon.home().wait_in_use("a", 1, std::time::Duration::from_secs(10)), "the first script's call never started");
+    let refused = exec("return 1;").send(&url);
+    let error = refused.assert_error(200, -32603);
+    assert!(error["message"].as_str().unwrap().contains("exec.maxConcurrent"), "{refused}");
+    let held = holder.join().unwrap();
+    assert_eq!(held.result()["structuredContent"], json!({ "sleptMs": 3000 }), "{held}");
+    assert_eq!(text(exec("return 2;").send(&url).result()), "2", "the slot is free again");
+
+    // The fourth call stops the script, even one that catches what each call throws.
+    let greedy = exec("for (let i = 0; i < 10; i++) { try { await tools.a.echo({ i }); } catch {} } return 'went on';").send(&url);
+    assert_eq!(greedy.result()["isError"], true, "{greedy}");
+    assert_eq!(greedy.result()["structuredContent"]["error"]["limit"], "maxToolCalls", "{greedy}");
+    assert!(text(greedy.result()).contains("exec.maxToolCalls"), "{greedy}");
+}
