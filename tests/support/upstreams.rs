@@ -106,8 +106,9 @@ pub fn fakemcp_with_junk(tag: &str, non_utf8: bool) -> Value {
     json!({"command": python::venv_bin("python"), "args": args})
 }
 
-/// A Python script serving HTTP on a free loopback port (`script PORT args...`), killed
-/// on drop; its stdout and stderr go to a log shown when the test fails.
+/// A server over HTTP on a free loopback port (a Python script, `script PORT args...`, or
+/// server-everything), killed on drop; its stdout and stderr go to a log shown when the
+/// test fails.
 pub struct ScriptServer {
     child: Child,
     port: u16,
@@ -133,19 +134,32 @@ impl ScriptServer {
     #[track_caller]
     pub fn start(script: &str, args: &[&str]) -> ScriptServer {
         let script = python_script(script);
+        let port = free_port();
+        let mut command = Command::new(python::venv_bin("python"));
+        command.arg(&script).arg(port.to_string()).args(args);
+        ScriptServer::launch(command, port, &script.display().to_string())
+    }
+
+    /// `server-everything streamableHttp` (2025-11-25 only) on Node 22, on a free port.
+    #[track_caller]
+    pub fn everything_http() -> ScriptServer {
+        let port = free_port();
+        let mut command = Command::new(node::node());
+        command.arg(everything_index()).arg("streamableHttp").env("PORT", port.to_string());
+        ScriptServer::launch(command, port, "server-everything streamableHttp")
+    }
+
+    #[track_caller]
+    fn launch(mut command: Command, port: u16, what: &str) -> ScriptServer {
         let dir = TempDir::new();
         let log = dir.path().join("server.log");
-        let port = free_port();
         let file = std::fs::File::create(&log).expect("create the server log");
-        let child = Command::new(python::venv_bin("python"))
-            .arg(&script)
-            .arg(port.to_string())
-            .args(args)
+        let child = command
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("clone the log file"))
             .stderr(file)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", script.display()));
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         let mut server = ScriptServer {
             child,
             port,
@@ -154,18 +168,13 @@ impl ScriptServer {
         };
         let up = poll(Duration::from_secs(30), || {
             if let Ok(Some(status)) = server.child.try_wait() {
-                panic!(
-                    "{} exited with {status}:\n{}",
-                    script.display(),
-                    server.log()
-                );
+                panic!("{what} exited with {status}:\n{}", server.log());
             }
             TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
         });
         assert!(
             up.is_some(),
-            "{} did not listen on {port} within 30 s:\n{}",
-            script.display(),
+            "{what} did not listen on {port} within 30 s:\n{}",
             server.log()
         );
         server
