@@ -75,7 +75,8 @@ enum Command {
     },
     /// Run a script that calls tools, as the mcpx_exec tool does: the body of an async
     /// function, e.g. `mcpx exec 'return await tools.time.get_current_time({timezone: "UTC"})'`.
-    /// Exit 124 when it runs past its time limit.
+    /// Exit 124 when it runs past its time limit. Artifacts it keeps belong to the session:
+    /// name one (--session or $MCPX_SESSION_ID) to find them again with `mcpx artifact`.
     Exec {
         /// The script; `-` reads it from stdin.
         script: Option<String>,
@@ -88,7 +89,8 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// What this session's scripts kept with artifact().
+    /// What this session's scripts kept with artifact() (name the session with --session or
+    /// $MCPX_SESSION_ID, as the script's `mcpx exec` did).
     #[command(subcommand)]
     Artifact(ArtifactCommand),
     /// Questions an upstream asked during an `mcpx call`, waiting for this session's answer.
