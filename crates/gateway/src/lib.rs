@@ -16,6 +16,7 @@ pub mod exec;
 mod held;
 pub mod identity;
 pub mod invocation;
+mod memory;
 pub mod naming;
 mod page;
 pub mod pool;
@@ -89,11 +90,18 @@ impl Gateway {
             let reaper = tokio::spawn(async move {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 let mut tick_count: u64 = 0;
+                let mut stopped_since_trim = 0;
                 loop {
                     tick.tick().await;
                     let Some(gateway) = this.upgrade() else { return };
                     let config = gateway.settings.config();
-                    gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
+                    stopped_since_trim +=
+                        gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
+                    // Once a large reap's instances are all gone, their memory goes back to the system.
+                    if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.pool.stopping() == 0 {
+                        let stopped = std::mem::take(&mut stopped_since_trim);
+                        tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
+                    }
                     gateway.parking.sweep();
                     if tick_count % 60 == 0 {
                         gateway.sweep_artifacts();

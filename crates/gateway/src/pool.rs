@@ -173,9 +173,15 @@ impl Pool {
 
     /// Stops instances idle longer than `idle_timeout`, dead ones, and those whose server
     /// definition is no longer current (`current(server)` gives the definition in force).
-    pub fn reap(&self, idle_timeout: Duration, current: impl Fn(&str) -> Option<String>) {
+    /// Returns how many it took out of service.
+    pub fn reap(&self, idle_timeout: Duration, current: impl Fn(&str) -> Option<String>) -> usize {
         let stale: Vec<Arc<Slot>> = {
-            let slots = self.inner.slots.lock().expect("pool lock");
+            let mut slots = self.inner.slots.lock().expect("pool lock");
+            // A map keyed by instance keeps the room its busiest moment needed (1,000
+            // sessions: 1,000 entries); give it back once most of it stands empty.
+            if slots.capacity() > 64 && slots.capacity() > 4 * slots.len() {
+                slots.shrink_to_fit();
+            }
             slots
                 .values()
                 .filter(|s| {
@@ -188,10 +194,17 @@ impl Pool {
                 .cloned()
                 .collect()
         };
+        let count = stale.len();
         for slot in stale {
             tracing::info!(instance = %slot.key, "stopping an idle, exited, orphaned or reconfigured instance");
             self.inner.retire(&slot);
         }
+        count
+    }
+
+    /// Instances still stopping (their process groups not yet gone).
+    pub fn stopping(&self) -> usize {
+        self.inner.stopping.len()
     }
 
     /// Servers that keep failing to start (or crashing soon after, twice in a row or more),
