@@ -3,7 +3,7 @@
 
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code};
+use mcpx_protocol::{RpcError, code, param_headers};
 use serde_json::{Map, Value, json};
 
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming};
@@ -136,12 +136,27 @@ impl Gateway {
             }
             exec::EXEC => self.exec(ctx, &arguments).await,
             _ => match self.exposed_owner(ctx, &name).await? {
-                Some((server, tool)) => self.forward_call(ctx, &server, &tool, arguments, &params, caller_meta).await,
+                Some((server, tool)) => {
+                    self.check_param_headers(ctx, &server, &tool, &arguments).await?;
+                    self.forward_call(ctx, &server, &tool, arguments, &params, caller_meta).await
+                }
                 None => Err(RpcError::invalid_params(format!(
                     "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
                 ))),
             },
         }
+    }
+
+    /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
+    /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
+    async fn check_param_headers(&self, ctx: &CallContext, server: &str, tool: &str, arguments: &Value) -> Result<(), RpcError> {
+        let Some(received) = &ctx.param_headers else { return Ok(()) };
+        let listed = self.server_tools(ctx, server).await?;
+        let Some(schema) = listed.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(tool)).map(|t| &t["inputSchema"]) else {
+            return Ok(()); // the upstream says what it lacks
+        };
+        let mirrored = param_headers::of_tool(schema).unwrap_or_default();
+        param_headers::verify(&mirrored, arguments, received).map_err(RpcError::header_mismatch)
     }
 
     /// Which exposed server and tool a listed tool name stands for.
@@ -210,13 +225,16 @@ impl Gateway {
     ) -> Result<Value, RpcError> {
         // The caller's other params travel too (a retry's inputResponses and requestState,
         // fields mcpx does not know); the name and arguments are the upstream tool's.
-        let mut params = caller_params.clone();
-        if let Some(p) = params.as_object_mut() {
-            p.remove("_meta");
-            p.insert("name".into(), tool.into());
-            p.insert("arguments".into(), arguments);
+        // Built field by field: the caller's own arguments are not copied only to be replaced.
+        let mut params = Map::new();
+        for (key, value) in caller_params.as_object().into_iter().flatten() {
+            if !matches!(key.as_str(), "_meta" | "name" | "arguments") {
+                params.insert(key.clone(), value.clone());
+            }
         }
-        match self.forward(ctx, server, "tools/call", params, caller_meta).await {
+        params.insert("name".into(), tool.into());
+        params.insert("arguments".into(), arguments);
+        match self.forward(ctx, server, "tools/call", Value::Object(params), caller_meta).await {
             Ok(mut result) => {
                 naming::link_resources(&self.settings.config(), server, &mut result);
                 Ok(result)

@@ -76,23 +76,81 @@ fn mentions_annotation(v: &Value) -> bool {
 
 /// The header value for an argument at `path`, or `None` when it is absent or null.
 pub fn value(arguments: &Value, path: &[String]) -> Option<String> {
+    text(arguments, path).map(|t| crate::header::encode(&t))
+}
+
+/// The argument at `path` as header text, before encoding; `None` when absent or null.
+pub fn text(arguments: &Value, path: &[String]) -> Option<String> {
     let mut v = arguments;
     for key in path {
         v = v.get(key)?;
     }
-    let text = match v {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.as_i64().filter(|i| i.unsigned_abs() < (1 << 53))?.to_string(),
-        _ => return None,
-    };
-    Some(crate::header::encode(&text))
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.as_i64().filter(|i| i.unsigned_abs() < (1 << 53))?.to_string()),
+        _ => None,
+    }
+}
+
+/// Checks the `Mcp-Param-*` headers a request came with (`received`: the name after the
+/// prefix, lowercased, and the raw value) against the arguments they mirror: each
+/// argument present must have its header, decoded equal to it (integers compared as
+/// numbers). The error says which header and why.
+pub fn verify(mirrored: &[ParamHeader], arguments: &Value, received: &[(String, String)]) -> Result<(), String> {
+    for param in mirrored {
+        let Some(body) = text(arguments, &param.path) else { continue };
+        let at = param.path.join(".");
+        let header = format!("Mcp-Param-{}", param.name);
+        let Some((_, raw)) = received.iter().find(|(name, _)| name.eq_ignore_ascii_case(&param.name)) else {
+            return Err(format!("the {header} header is required: arguments.{at} is present"));
+        };
+        let decoded = crate::header::decode(raw.trim()).ok_or_else(|| format!("{header} is not valid base64 of UTF-8"))?;
+        let same = match (body.parse::<i64>(), decoded.parse::<i64>()) {
+            (Ok(a), Ok(b)) if arguments_is_integer(arguments, &param.path) => a == b,
+            _ => decoded == body,
+        };
+        if !same {
+            return Err(format!("{header} {decoded:?} does not match arguments.{at} {body:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn arguments_is_integer(arguments: &Value, path: &[String]) -> bool {
+    let mut v = arguments;
+    for key in path {
+        match v.get(key) {
+            Some(next) => v = next,
+            None => return false,
+        }
+    }
+    v.is_i64() || v.is_u64()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn received_headers_must_mirror_the_arguments() {
+        let mirrored = of_tool(&json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+        }}))
+        .unwrap();
+        let arguments = json!({"region": "Hello", "count": 42});
+        let headers = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "Hello"), ("count", "42")])).is_ok());
+        assert!(verify(&mirrored, &arguments, &headers(&[("REGION", "=?base64?SGVsbG8=?="), ("count", "042")])).is_ok());
+        assert!(verify(&mirrored, &arguments, &headers(&[("count", "42")])).unwrap_err().contains("Mcp-Param-Region header is required"));
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVsbG8?="), ("count", "42")])).unwrap_err().contains("not valid base64"));
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVs!!!bG8=?="), ("count", "42")])).is_err());
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "SGVsbG8="), ("count", "42")])).unwrap_err().contains("does not match"));
+        // An argument that is absent needs no header.
+        assert!(verify(&mirrored, &json!({"region": "Hello"}), &headers(&[("region", "Hello")])).is_ok());
+    }
 
     #[test]
     fn annotated_properties_reachable_by_properties_alone_are_mirrored() {

@@ -73,6 +73,7 @@ pub fn admit(
 }
 
 /// Answers an admitted request for the caller that `transport` describes.
+/// `param_headers` are the `Mcp-Param-*` headers of an HTTP request.
 pub async fn answer(
     gateway: &Gateway,
     transport: &Transport,
@@ -80,10 +81,13 @@ pub async fn answer(
     method: &str,
     params: Value,
     notify: Option<&Notify>,
+    param_headers: Option<Vec<(String, String)>>,
 ) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
     let listener = dispatch::listener(&params, notify, None)?;
-    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities).with_listener(listener);
+    let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities)
+        .with_listener(listener)
+        .with_param_headers(param_headers);
     if method == "server/discover" {
         dispatch::shaped(Ok(gateway.discover(&supported_versions())), &ctx, method)
     } else {
@@ -122,17 +126,19 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
     if method == "subscriptions/listen" {
         return crate::http::listen(front, transport, admitted, id, params).await;
     }
+    let param_headers = Some(param_headers(headers));
     // A caller that takes an event stream gets the request's notifications there, before
-    // the response; closing that stream cancels the request.
-    if format.allows_stream() {
+    // the response; closing that stream cancels the request. (A request with nothing to
+    // report is answered inline: closing its connection drops, so cancels, it too.)
+    if format.allows_stream() && dispatch::may_notify(&params) {
         let gateway = front.gateway.clone();
         let transport = transport.clone();
         return reply::streamed(true, format, move |notify| async move {
-            frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await)
+            frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify), param_headers).await)
         })
         .await;
     }
-    let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None).await);
+    let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None, param_headers).await);
     reply::frame(reply::status_for(&frame), format, &frame)
 }
 
@@ -160,6 +166,17 @@ fn check_mirrored_headers(headers: &HeaderMap, method: &str, params: &Value) -> 
         )));
     }
     Ok(())
+}
+
+/// The `Mcp-Param-*` headers: the name after the prefix, and the value as sent.
+fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let suffix = name.as_str().strip_prefix("mcp-param-")?;
+            Some((suffix.to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
 }
 
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

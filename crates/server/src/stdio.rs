@@ -145,7 +145,7 @@ impl Stream {
             }
             let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
             return self.spawn(id, async move {
-                match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify)).await {
+                match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify), None).await {
                     Ok(result) => result_response(&id_value, result),
                     Err(e) => error_response(Some(&id_value), &e),
                 }

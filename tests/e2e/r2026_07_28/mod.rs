@@ -20,6 +20,7 @@ mod invocation_paths;
 mod lifecycle;
 mod limits;
 mod pages;
+mod param_headers;
 mod roots;
 mod scopes;
 mod serve;

@@ -72,7 +72,7 @@ const BOTH_ERAS: [(&str, &str); 14] = [
 ];
 
 /// Diagnostic tools for 2026-07-28 requests only.
-const MODERN_ONLY: [(&str, &str); 13] = [
+const MODERN_ONLY: [(&str, &str); 14] = [
     (
         "test_missing_capability",
         "Needs the sampling client capability; without it, error -32021.",
@@ -125,6 +125,10 @@ const MODERN_ONLY: [(&str, &str); 13] = [
         "test_input_required_result_capabilities",
         "Asks only through the capabilities the request declared.",
     ),
+    (
+        "test_header_param",
+        "Echoes region, an argument mirrored into the Mcp-Param-Region header.",
+    ),
 ];
 
 /// The fixture's tools as listed in `era`.
@@ -159,6 +163,11 @@ fn input_schema(name: &str) -> Value {
     match name {
         "test_sampling" => one_string("prompt", "What to ask the model"),
         "test_elicitation" => one_string("message", "What to ask the user"),
+        "test_header_param" => json!({
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region", "description": "Where"}},
+            "required": ["region"],
+        }),
         "json_schema_2020_12_tool" => json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -220,6 +229,7 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
             "This is a simple text response for testing.",
         )])),
         "test_image_content" => done(tool_result(vec![png()])),
+        "test_header_param" => done(tool_result(vec![text(&format!("Region: {}", string_argument("region")?))])),
         "test_audio_content" => done(tool_result(vec![wav()])),
         "test_embedded_resource" => done(tool_result(vec![embedded(
             "test://embedded-resource",
