@@ -23,6 +23,7 @@ mod pages;
 mod param_headers;
 mod roots;
 mod scopes;
+mod secrets;
 mod serve;
 mod stdio_lines;
 mod transport;
