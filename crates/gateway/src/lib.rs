@@ -233,7 +233,12 @@ impl Gateway {
         // A retry after `input_required` goes back to the instance (or the call) that asked,
         // as the same logical call: the first round's call id.
         let may_ask = ask::METHODS.contains(&method);
-        let original = may_ask.then(|| params.clone());
+        let modern_caller = ctx.revision.era() == mcpx_protocol::Era::Modern;
+        // A copy for a later round, only where one can follow: a 2026 caller's retry is
+        // sealed over the request as it came (or a resumed one goes on under it); a
+        // handshake-era caller's questions are answered here and the request sent again.
+        let resuming = params.get("requestState").is_some();
+        let original = (may_ask && (modern_caller || resuming)).then(|| params.clone());
         let resumed_ctx;
         let mut ctx = ctx;
         let mut resume_at = None;
@@ -282,7 +287,6 @@ impl Gateway {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         let upstream = lease.upstream().clone();
-        let modern_caller = ctx.revision.era() == mcpx_protocol::Era::Modern;
         if modern_caller && may_ask && upstream.facts().era == mcpx_protocol::Era::Legacy {
             // A handshake-era upstream asks inside the call: run it so it can be held open.
             let (ask, questions) = held::Held::asker(ctx.client_capabilities.clone());
@@ -295,7 +299,7 @@ impl Gateway {
             let held = held::Held::new(call, questions, lease);
             return self.follow(ctx, method, original.unwrap_or_default(), held).await;
         }
-        let sent = may_ask.then(|| params.clone());
+        let sent = (may_ask && !modern_caller).then(|| params.clone());
         let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
             Ok(result) => result,
             Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),

@@ -29,6 +29,13 @@ pub fn progress_token(params: &Value) -> Option<Value> {
     RequestId::from_value(token).map(|_| token.clone())
 }
 
+/// Whether a 2026 request can have anything to say before its response: a progress
+/// token or a log level in its `_meta`. Without either it is answered as one frame,
+/// without the machinery of a stream.
+pub fn may_notify(params: &Value) -> bool {
+    meta::of(params).is_some_and(|m| m.contains_key(meta::PROGRESS_TOKEN) || m.contains_key(meta::LOG_LEVEL))
+}
+
 /// Who hears about a request while it runs, when its caller can receive notifications
 /// through `notify`: progress if it sent a token; log messages at the level a 2026 caller
 /// names in `_meta` (none without it), or all that an upstream sends to a handshake-era

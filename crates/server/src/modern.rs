@@ -128,8 +128,9 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
     }
     let param_headers = Some(param_headers(headers));
     // A caller that takes an event stream gets the request's notifications there, before
-    // the response; closing that stream cancels the request.
-    if format.allows_stream() {
+    // the response; closing that stream cancels the request. (A request with nothing to
+    // report is answered inline: closing its connection drops, so cancels, it too.)
+    if format.allows_stream() && dispatch::may_notify(&params) {
         let gateway = front.gateway.clone();
         let transport = transport.clone();
         return reply::streamed(true, format, move |notify| async move {
