@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::http::HttpClient;
 use crate::mcp::{self, Era};
 use crate::processes::{Binaries, Daemon, Process, Scratch, free_port};
-use crate::report::{Measured, Run, Target};
+use crate::report::{Run, Target};
 use crate::scenario::Tally;
 use crate::stdio::StdioClient;
 
@@ -64,15 +64,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     running.stop()?;
     drop(scratch);
 
-    let measured = |name, path, tally: Tally, peak_rss| Measured {
-        name,
-        path,
-        elapsed: tally.elapsed,
-        samples: tally.samples,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        peak_rss,
-    };
+    let measured = |name, path, tally: Tally, peak_rss| tally.measured(name, path, peak_rss);
     Ok(Run {
         scenario: "cold-start",
         heading: format!("cold-start · {launches} launches each · time to first answer (calls/s: launches/s)"),

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::http::HttpClient;
 use crate::mcp::{EchoCall, Era, Route};
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
-use crate::report::{Comparison, Measured, Run};
+use crate::report::{Comparison, Run};
 use crate::scenario::{Load, Tally};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -77,15 +77,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let contenders = calls
         .iter()
         .zip(tallies)
-        .map(|((name, path, _), tally)| Measured {
-            name,
-            path,
-            elapsed: tally.elapsed,
-            samples: tally.samples,
-            errors: tally.errors,
-            first_error: tally.first_error,
-            peak_rss: peak.clone(),
-        })
+        .map(|((name, path, _), tally)| tally.measured(name, path, peak.clone()))
         .collect::<Vec<_>>();
     let requests: usize = contenders.iter().map(|c| c.samples.len()).sum();
     Ok(Run {

@@ -301,15 +301,7 @@ fn measure_level(
     for side in sides {
         let peak_rss = side.running.peak_rss();
         side.running.stop().with_context(|| format!("stopping {}", side.contender.name()))?;
-        measured.push(Measured {
-            name: side.contender.name(),
-            path: side.contender.path(),
-            samples: side.tally.samples,
-            errors: side.tally.errors,
-            first_error: side.tally.first_error,
-            elapsed: side.tally.elapsed,
-            peak_rss,
-        });
+        measured.push(side.tally.measured(side.contender.name(), side.contender.path(), peak_rss));
     }
     drop(scratches);
     Ok(measured)

@@ -21,6 +21,7 @@ pub mod stdio_relay;
 use std::time::Duration;
 
 use crate::latency::Samples;
+use crate::report::Measured;
 
 /// How much load each contender gets, and the bounds that stop a run.
 #[derive(clap::Args, Debug, Clone)]
@@ -71,6 +72,19 @@ impl Tally {
                 self.errors += 1;
                 self.first_error.get_or_insert_with(|| format!("{e:#}"));
             }
+        }
+    }
+
+    /// What a contender measured, as the report shows it.
+    pub fn measured(self, name: &'static str, path: &'static str, peak_rss: Vec<(String, Option<u64>)>) -> Measured {
+        Measured {
+            name,
+            path,
+            samples: self.samples,
+            errors: self.errors,
+            first_error: self.first_error,
+            elapsed: self.elapsed,
+            peak_rss,
         }
     }
 

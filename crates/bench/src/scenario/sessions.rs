@@ -21,7 +21,7 @@ use crate::http::HttpClient;
 use crate::memory;
 use crate::mcp::{EchoCall, Era, Route};
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
-use crate::report::{Measured, Run};
+use crate::report::Run;
 use crate::scenario::Tally;
 
 /// The `_meta` key the sessions are named by (first of the default `sessionMetaKeys`).
@@ -65,15 +65,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     daemon.stop()?;
     drop(scratch);
     let (new, existing, facts) = outcome?;
-    let measured = |name, path, tally: Tally| Measured {
-        name,
-        path,
-        samples: tally.samples,
-        errors: tally.errors,
-        first_error: tally.first_error,
-        elapsed: tally.elapsed,
-        peak_rss: peak_rss.clone(),
-    };
+    let measured = |name, path, tally: Tally| tally.measured(name, path, peak_rss.clone());
     Ok(Run {
         scenario: "sessions",
         heading: format!(

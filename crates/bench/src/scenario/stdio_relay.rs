@@ -174,15 +174,7 @@ impl Side {
                 anyhow::bail!("{} did not exit when its stdin closed, nor on SIGTERM", process.role);
             }
         }
-        Ok(Measured {
-            name: self.name,
-            path: self.path,
-            samples: self.tally.samples,
-            errors: self.tally.errors,
-            first_error: self.tally.first_error,
-            elapsed: self.tally.elapsed,
-            peak_rss,
-        })
+        Ok(self.tally.measured(self.name, self.path, peak_rss))
     }
 }
 
