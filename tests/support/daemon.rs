@@ -45,7 +45,13 @@ impl Daemon {
     /// As [`Daemon::start`], with extra environment variables for the daemon.
     #[track_caller]
     pub fn start_with_env(config: &Value, env: &[(&str, &str)]) -> Daemon {
-        let home = Home::new(config);
+        Daemon::start_in(Home::new(config), env)
+    }
+
+    /// As [`Daemon::start_with_env`], in a home the test prepared (its state dir on a
+    /// file system of its own, say).
+    #[track_caller]
+    pub fn start_in(home: Home, env: &[(&str, &str)]) -> Daemon {
         let stderr_path = home.root().join("daemon.stderr");
         let mut daemon = Daemon {
             child: None,

@@ -231,14 +231,23 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Writes a file readable by its owner only, atomically (a reader sees all or nothing).
+/// Writes a file readable by its owner only, atomically (a reader sees all or nothing);
+/// a write that fails (a full disk) leaves nothing behind.
 fn write_private(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let temporary = dir.join(format!(".{name}.{}", std::process::id()));
-    let mut file = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
-    file.write_all(data)?;
-    file.sync_data()?;
-    fs::rename(&temporary, dir.join(name))
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .and_then(|mut file| file.write_all(data).and_then(|_| file.sync_data()))
+        .and_then(|_| fs::rename(&temporary, dir.join(name)));
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod roots;
 mod scopes;
 mod secrets;
 mod serve;
+mod state_disk;
 mod stdio_lines;
 mod transport;
 mod upstream;
