@@ -13,7 +13,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -83,19 +84,25 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/stdio", get(stdio_upgrade))
 }
 
-/// Admits a `/v1` caller: token on TCP, pid and cwd over the socket, session label.
-fn caller(front: &Front, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Response> {
-    front.daemon.touch();
-    let mut transport = admit_peer(&front.gateway, peer, headers)?;
-    let named = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
-    transport.session = named.map(str::to_owned).or_else(|| transport.pid.map(|pid| format!("mcp-{pid}")));
-    Ok(transport)
+/// A `/v1` caller, admitted: token on TCP, pid and cwd over the socket, session label.
+/// Taking one as a handler argument refuses whoever may not in (with its 401 or 403).
+struct Caller(Transport);
+
+impl FromRequestParts<Arc<Front>> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Caller, Response> {
+        let ConnectInfo(peer) =
+            ConnectInfo::<Peer>::from_request_parts(parts, front).await.map_err(IntoResponse::into_response)?;
+        front.daemon.touch();
+        let mut transport = admit_peer(&front.gateway, &peer, &parts.headers)?;
+        let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
+        transport.session = named.map(str::to_owned).or_else(|| transport.pid.map(|pid| format!("mcp-{pid}")));
+        Ok(Caller(transport))
+    }
 }
 
-async fn status(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = caller(&front, &peer, &headers) {
-        return refusal;
-    }
+async fn status(State(front): State<Arc<Front>>, _: Caller) -> Response {
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
     let servers: Vec<Value> = config
@@ -148,14 +155,9 @@ struct ToolsQuery {
 
 async fn tools(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     Query(q): Query<ToolsQuery>,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(result) => Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response(),
@@ -165,14 +167,9 @@ async fn tools(
 
 async fn call(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     body: axum::body::Bytes,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
@@ -182,11 +179,7 @@ async fn call(
 }
 
 /// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
-async fn exec(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
+async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {script, timeoutMs?}")),
@@ -203,11 +196,8 @@ async fn exec(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Pe
 }
 
 /// The artifacts of the caller's session.
-async fn artifact_list(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
-    let identity = match artifact_owner(&front, &peer, &headers) {
-        Ok(identity) => identity,
-        Err(refusal) => return refusal,
-    };
+async fn artifact_list(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
+    let identity = front.gateway.identity(&Value::Null, &transport);
     let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
@@ -215,14 +205,10 @@ async fn artifact_list(State(front): State<Arc<Front>>, ConnectInfo(peer): Conne
 /// One of the session's artifacts, as its bytes with its media type.
 async fn artifact_get(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = match artifact_owner(&front, &peer, &headers) {
-        Ok(identity) => identity,
-        Err(refusal) => return refusal,
-    };
+    let identity = front.gateway.identity(&Value::Null, &transport);
     match front.gateway.artifact(&identity, &id).await {
         Some((artifact, data)) => {
             let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
@@ -234,21 +220,11 @@ async fn artifact_get(
 
 async fn artifact_remove(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = match artifact_owner(&front, &peer, &headers) {
-        Ok(identity) => identity,
-        Err(refusal) => return refusal,
-    };
+    let identity = front.gateway.identity(&Value::Null, &transport);
     if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
-}
-
-/// Whose artifacts a `/v1` caller reaches: its session's.
-fn artifact_owner(front: &Front, peer: &Peer, headers: &HeaderMap) -> Result<mcpx_gateway::Identity, Response> {
-    let transport = caller(front, peer, headers)?;
-    Ok(front.gateway.identity(&Value::Null, &transport))
 }
 
 fn no_artifact(id: &str) -> Response {
@@ -289,11 +265,7 @@ async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Op
 
 /// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
 /// for its outcome rather than holding a request open.
-async fn ask_begin(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
+async fn ask_begin(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let call: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) if v.get("server").is_some() && v.get("tool").is_some() => v,
         _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
@@ -323,14 +295,9 @@ struct PollQuery {
 /// (200), a question (202, `input_required`), or still running (202, `running`).
 async fn ask_poll(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     Query(q): Query<PollQuery>,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
@@ -357,14 +324,9 @@ struct AskQuery {
 /// The questions waiting for this caller (`?id=` for one).
 async fn ask_list(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
+    Caller(transport): Caller,
     Query(q): Query<AskQuery>,
 ) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
     let mine = front.pending.of(transport.session.as_deref());
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
@@ -376,11 +338,7 @@ async fn ask_list(
 }
 
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
-async fn ask_answer(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
+async fn ask_answer(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object())) else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
@@ -392,11 +350,7 @@ async fn ask_answer(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectI
 }
 
 /// Gives up on a waiting question; the held upstream call is cancelled when it expires.
-async fn ask_abandon(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let transport = match caller(&front, &peer, &headers) {
-        Ok(t) => t,
-        Err(refusal) => return refusal,
-    };
+async fn ask_abandon(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let Some(id) = request["id"].as_str() else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
@@ -411,10 +365,7 @@ fn no_such_question(id: &str) -> RpcError {
     RpcError::invalid_params(format!("no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"))
 }
 
-async fn stop(State(front): State<Arc<Front>>, ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = caller(&front, &peer, &headers) {
-        return refusal;
-    }
+async fn stop(State(front): State<Arc<Front>>, _: Caller) -> Response {
     front.daemon.stop.notify_one();
     (StatusCode::ACCEPTED, Json(json!({ "stopping": true, "pid": std::process::id() }))).into_response()
 }
