@@ -75,6 +75,20 @@ pub(crate) async fn api_bytes(common: &Common, method: &str, path: &str, body: O
     Ok((status.as_u16(), body))
 }
 
+/// `GET path` as this command's caller: its JSON body, or, with `--json`, `None` once the
+/// body is printed as it came.
+pub(crate) async fn get_unless_printed(common: &Common, path: &str) -> anyhow::Result<Option<Value>> {
+    let (status, body) = api(common, "GET", path, None).await?;
+    if status != 200 {
+        return Err(api_error(status, &body));
+    }
+    if common.json {
+        println!("{}", serde_json::to_string_pretty(&body)?);
+        return Ok(None);
+    }
+    Ok(Some(body))
+}
+
 pub(crate) fn api_error(status: u16, body: &Value) -> anyhow::Error {
     match body["error"]["message"].as_str() {
         Some(message) => anyhow::anyhow!("{message}"),
@@ -259,14 +273,7 @@ fn print_question(question: &Value) {
 
 /// `mcpx ask ls`: the questions waiting for this session.
 pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
-    let (status, body) = api(&common, "GET", "/v1/ask", None).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&body)?);
-        return Ok(Outcome::Ok);
-    }
+    let Some(body) = get_unless_printed(&common, "/v1/ask").await? else { return Ok(Outcome::Ok) };
     let questions = body["questions"].as_array().cloned().unwrap_or_default();
     if questions.is_empty() {
         println!("no question is waiting for this session");
@@ -279,13 +286,7 @@ pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
 
 /// `mcpx ask show <id>`: one waiting question.
 pub async fn ask_show(common: Common, id: &str) -> anyhow::Result<Outcome> {
-    let (status, body) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&body)?);
-    } else {
+    if let Some(body) = get_unless_printed(&common, &format!("/v1/ask?id={}", percent_encode(id))).await? {
         print_question(&body);
     }
     Ok(Outcome::Ok)

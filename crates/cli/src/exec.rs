@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::commands::{Common, Outcome, api, api_bytes, api_error, percent_encode, print_call_outcome};
+use crate::commands::{Common, Outcome, api, api_bytes, api_error, get_unless_printed, percent_encode, print_call_outcome};
 
 /// `mcpx exec '<script>'` or `mcpx exec -f file.js`; `-` reads the script from stdin.
 pub async fn exec(common: Common, script: Option<String>, file: Option<&Path>, timeout_ms: Option<u64>) -> anyhow::Result<Outcome> {
@@ -34,14 +34,7 @@ pub async fn exec(common: Common, script: Option<String>, file: Option<&Path>, t
 
 /// `mcpx artifact ls`: this session's artifacts.
 pub async fn list(common: Common) -> anyhow::Result<Outcome> {
-    let (status, body) = api(&common, "GET", "/v1/artifacts", None).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&body)?);
-        return Ok(Outcome::Ok);
-    }
+    let Some(body) = get_unless_printed(&common, "/v1/artifacts").await? else { return Ok(Outcome::Ok) };
     let artifacts = body["artifacts"].as_array().cloned().unwrap_or_default();
     if artifacts.is_empty() {
         println!("this session has no artifacts");
