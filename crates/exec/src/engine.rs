@@ -123,12 +123,13 @@ fn serve(requests: mpsc::UnboundedSender<HostRequest>, go: &std_mpsc::Receiver<G
         h.max_tool_calls = limits.max_tool_calls;
         h.max_output_bytes = limits.max_output_bytes;
     }
-    deadline.set(Some(Instant::now() + limits.timeout));
+    let ends_at = Instant::now() + limits.timeout;
+    deadline.set(Some(ends_at));
     let ended = match engine {
         Ok(engine) => {
             engine.runtime.set_memory_limit(limits.memory_bytes);
             engine.runtime.set_max_stack_size(limits.stack_bytes);
-            let ended = engine.drive(&script, &limits, &host, &tripped, &replies, stop);
+            let ended = engine.drive(&script, &limits, ends_at, &host, &tripped, &replies, stop);
             // Promise resolvers must go before the runtime they belong to.
             host.borrow_mut().pending.clear();
             ended
@@ -167,16 +168,19 @@ impl Engine {
         Ok(Engine { context, runtime })
     }
 
+    /// Runs the script until it settles, trips a limit, passes `deadline` (the one the
+    /// interrupt handler also stops at) or its caller goes away.
+    #[allow(clippy::too_many_arguments)]
     fn drive(
         &self,
         script: &str,
         limits: &Limits,
+        deadline: Instant,
         host: &Rc<RefCell<Host>>,
         tripped: &Rc<Cell<Option<Limit>>>,
         replies: &std_mpsc::Receiver<(u64, Result<Value, String>)>,
         stop: &AtomicBool,
     ) -> Ended {
-        let deadline = Instant::now() + limits.timeout;
         let stopped = |limit: Limit| Ended::Stopped { limit, message: limit.describe(limits) };
         // Line 1 of the script stays line 1 in stack traces.
         let source = format!("(async function () {{ {script}\n}})()");

@@ -64,8 +64,12 @@ impl Artifact {
 
 /// The id in an artifact URI, if `uri` is one (and the id could be one of ours).
 pub fn id_of(uri: &str) -> Option<&str> {
-    let id = uri.strip_prefix(PREFIX)?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())).then_some(id)
+    uri.strip_prefix(PREFIX).filter(|id| is_id(id))
+}
+
+/// Whether `id` could name one of ours: 32 lowercase hex digits (so never a path).
+fn is_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 pub struct Store {
@@ -148,7 +152,7 @@ impl Store {
     }
 
     fn record(&self, session: &str, id: &str) -> Option<Artifact> {
-        if id_of(&format!("{PREFIX}{id}")).is_none() {
+        if !is_id(id) {
             return None;
         }
         let bytes = fs::read(self.session_dir(session).join(format!("{id}.json"))).ok()?;
