@@ -44,6 +44,14 @@ pub fn gateway_tools() -> Vec<Value> {
     ]
 }
 
+/// An exposed tool a listed name stands for, with its definition when finding it took the
+/// server's listing (so checking its headers need not list again).
+struct Exposed {
+    server: String,
+    tool: String,
+    definition: Option<Value>,
+}
+
 /// The arguments of an `mcpx_call`.
 pub struct CallArgs {
     pub server: String,
@@ -136,9 +144,9 @@ impl Gateway {
             }
             exec::EXEC => self.exec(ctx, &arguments).await,
             _ => match self.exposed_owner(ctx, &name).await? {
-                Some((server, tool)) => {
-                    self.check_param_headers(ctx, &server, &tool, &arguments).await?;
-                    self.forward_call(ctx, &server, &tool, arguments, &params, caller_meta).await
+                Some(exposed) => {
+                    self.check_param_headers(ctx, &exposed, &arguments).await?;
+                    self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
                 }
                 None => Err(RpcError::invalid_params(format!(
                     "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
@@ -149,26 +157,32 @@ impl Gateway {
 
     /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
-    async fn check_param_headers(&self, ctx: &CallContext, server: &str, tool: &str, arguments: &Value) -> Result<(), RpcError> {
+    async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), RpcError> {
         let Some(received) = &ctx.param_headers else { return Ok(()) };
-        let listed = self.server_tools(ctx, server).await?;
-        let Some(schema) = listed.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(tool)).map(|t| &t["inputSchema"]) else {
+        let definition = match &exposed.definition {
+            Some(definition) => Some(definition.clone()),
+            None => {
+                let listed = self.server_tools(ctx, &exposed.server).await?;
+                listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(exposed.tool.as_str()))
+            }
+        };
+        let Some(definition) = definition else {
             return Ok(()); // the upstream says what it lacks
         };
-        let mirrored = param_headers::of_tool(schema).unwrap_or_default();
+        let mirrored = param_headers::of_tool(&definition["inputSchema"]).unwrap_or_default();
         param_headers::verify(&mirrored, arguments, received).map_err(RpcError::header_mismatch)
     }
 
     /// Which exposed server and tool a listed tool name stands for.
-    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<(String, String)>, RpcError> {
+    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, RpcError> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {
-            return Ok(config.expose.contains(&server).then_some((server, tool)));
+            return Ok(config.expose.contains(&server).then_some(Exposed { server, tool, definition: None }));
         }
         for server in naming::own_name_servers(&config) {
             let listed = self.server_tools(ctx, &server).await?;
-            if listed.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
-                return Ok(Some((server, name.to_owned())));
+            if let Some(definition) = listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+                return Ok(Some(Exposed { server, tool: name.to_owned(), definition: Some(definition) }));
             }
         }
         Ok(None)
