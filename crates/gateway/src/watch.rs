@@ -63,22 +63,22 @@ struct Wanted {
     interest: Option<Interest>,
 }
 
+impl Wanted {
+    fn is_empty(&self) -> bool {
+        self.kinds.is_empty() && self.resources.is_empty() && self.interest.is_none()
+    }
+}
+
 impl Gateway {
     /// The change stream of a handshake-era session: every list change of the instances
     /// it reaches, and updates to the resources it subscribed to (as `interest` says).
     pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, RpcError> {
-        let all = json!({ "notifications": {
-            "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
-        }});
-        self.open_watch(ctx, &all, Some(interest)).await
+        let every_kind = KINDS.iter().map(|(_, method)| *method).collect();
+        self.open_watch(ctx, every_kind, Vec::new(), Some(interest)).await
     }
 
     /// A 2026-07-28 `subscriptions/listen`.
     pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
-        self.open_watch(ctx, params, None).await
-    }
-
-    async fn open_watch(self: &Arc<Self>, ctx: &CallContext, params: &Value, interest: Option<Interest>) -> Result<Watch, RpcError> {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
@@ -95,6 +95,18 @@ impl Gateway {
         };
         let wanted_kinds: Vec<&'static str> =
             KINDS.iter().filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true))).map(|(_, method)| *method).collect();
+        self.open_watch(ctx, wanted_kinds, resource_uris, None).await
+    }
+
+    /// Relays `wanted_kinds` of change and updates to `resource_uris` (and, for a session,
+    /// to what its `interest` names) from every instance the caller reaches.
+    async fn open_watch(
+        self: &Arc<Self>,
+        ctx: &CallContext,
+        wanted_kinds: Vec<&'static str>,
+        resource_uris: Vec<String>,
+        interest: Option<Interest>,
+    ) -> Result<Watch, RpcError> {
         let mut honored: Map<String, Value> =
             KINDS.iter().filter(|(_, m)| wanted_kinds.contains(m)).map(|(flag, _)| (flag.to_string(), json!(true))).collect();
 
@@ -121,7 +133,7 @@ impl Gateway {
         let mut relays = Vec::new();
         let mut subscribed = Vec::new();
         for (server, wanted) in by_server {
-            if wanted.kinds.is_empty() && wanted.resources.is_empty() && wanted.interest.is_none() {
+            if wanted.is_empty() {
                 continue;
             }
             let lease = match self.lease(ctx, &server).await {
