@@ -26,6 +26,25 @@ pub struct Measured {
     pub elapsed: Duration,
     /// Peak resident set of each process under test, by role, in KiB.
     pub peak_rss: Vec<(String, Option<u64>)>,
+    /// CPU time the processes under test used while measured (not the bench's own), when
+    /// the scenario records it.
+    pub cpu: Option<CpuTime>,
+}
+
+/// CPU time of the processes under test, while measured.
+#[derive(Clone, Copy, Default)]
+pub struct CpuTime {
+    /// The process the bench talks to (a gateway, or a server met directly).
+    pub front: Duration,
+    /// It and every process behind it.
+    pub all: Duration,
+}
+
+impl std::ops::AddAssign for CpuTime {
+    fn add_assign(&mut self, other: CpuTime) {
+        self.front += other.front;
+        self.all += other.all;
+    }
 }
 
 impl Measured {
@@ -35,6 +54,14 @@ impl Measured {
 
     fn throughput(&self) -> f64 {
         throughput(self.samples.len(), self.elapsed)
+    }
+
+    /// CPU time per answered call, in microseconds, of the front process and of all the
+    /// processes under test.
+    pub fn cpu_micros_per_call(&self) -> Option<(f64, f64)> {
+        let calls = self.samples.len() as f64;
+        let per_call = |time: Duration| (time.as_secs_f64() * 1e6 / calls).round();
+        self.cpu.filter(|_| calls > 0.0).map(|cpu| (per_call(cpu.front), per_call(cpu.all)))
     }
 
     fn to_json(&self) -> Value {
@@ -49,6 +76,7 @@ impl Measured {
             "callsPerSecond": self.throughput().round(),
             "latencyMicros": self.summary().to_json(),
             "peakRssKiB": rss,
+            "cpuMicrosPerCall": self.cpu_micros_per_call().map(|(front, all)| json!({"front": front, "all": all})),
         })
     }
 }
@@ -147,8 +175,8 @@ impl Run {
         let _ = writeln!(out, "{}", self.heading);
         let _ = writeln!(
             out,
-            "  {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}  {:<}",
-            "contender", "calls/s", "p50 µs", "p90 µs", "p99 µs", "max µs", "errors", "peak RSS"
+            "  {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>13}  {:<}",
+            "contender", "calls/s", "p50 µs", "p90 µs", "p99 µs", "max µs", "errors", "CPU µs/call", "peak RSS"
         );
         for c in &self.contenders {
             let s = c.summary();
@@ -162,7 +190,7 @@ impl Run {
                 .collect();
             let _ = writeln!(
                 out,
-                "  {:<12} {:>9.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7}  {}",
+                "  {:<12} {:>9.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7} {:>13}  {}",
                 c.name,
                 c.throughput(),
                 s.p50,
@@ -170,6 +198,7 @@ impl Run {
                 s.p99,
                 s.max,
                 c.errors,
+                c.cpu_micros_per_call().map_or_else(|| "-".to_owned(), |(front, all)| format!("{front:.0} of {all:.0}")),
                 rss.join(", ")
             );
         }
@@ -286,6 +315,7 @@ mod tests {
             first_error: None,
             elapsed: Duration::from_micros(micros * count as u64),
             peak_rss: vec![("fakemcp".into(), Some(2048))],
+            cpu: None,
         }
     }
 

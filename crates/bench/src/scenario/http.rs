@@ -27,8 +27,9 @@ use tokio::task::JoinSet;
 
 use crate::http::HttpClient;
 use crate::mcp::{EchoCall, Era, Route};
-use crate::processes::{Binaries, Daemon, HttpServer, Scratch, UPSTREAM, free_port};
-use crate::report::{Comparison, Measured, Run, Target};
+use crate::memory;
+use crate::processes::{Binaries, Daemon, HttpServer, Scratch, UPSTREAM, children_of, free_port};
+use crate::report::{Comparison, CpuTime, Measured, Run, Target};
 use crate::scenario::{Load, Tally};
 
 /// The concurrency level the HTTP targets are set at.
@@ -178,6 +179,21 @@ impl Running {
         }
     }
 
+    /// CPU time used so far by the front process and by every process under test: the
+    /// daemon or server, what it started and a separate upstream (counted while they
+    /// live, so read it before stopping them).
+    fn cpu_time(&self) -> CpuTime {
+        let (front, behind) = match self {
+            Running::Daemon(daemon, upstream) => (daemon.pid(), upstream.as_ref().map(HttpServer::pid)),
+            Running::Server(server) => (server.pid(), None),
+        };
+        let mut all: Vec<u32> = [front].into_iter().chain(behind).flat_map(|pid| children_of(pid).into_iter().chain([pid])).collect();
+        all.sort_unstable();
+        all.dedup();
+        let front = memory::cpu_time(front).unwrap_or_default();
+        CpuTime { front, all: all.into_iter().filter_map(memory::cpu_time).sum() }
+    }
+
     fn stop(self) -> anyhow::Result<()> {
         match self {
             Running::Daemon(daemon, upstream) => {
@@ -276,7 +292,7 @@ fn measure_level(
         let running = contender.start(binaries, scratch).with_context(|| format!("starting {}", contender.name()))?;
         let call = EchoCall::new(contender.era(), contender.route());
         let requests = if contender.is_peer() { options.peer_requests } else { load.requests };
-        sides.push(Side { contender, running, call, requests, tally: Tally::with_capacity(requests) });
+        sides.push(Side { contender, running, call, requests, tally: Tally::with_capacity(requests), cpu: CpuTime::default() });
     }
     for side in &sides {
         let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
@@ -291,9 +307,15 @@ fn measure_level(
         for k in 0..count {
             let side = &mut sides[(level + round + k) % count];
             let slice = side.requests.div_ceil(rounds);
+            let cpu_before = side.running.cpu_time();
             let tally = runtime
                 .block_on(drive(side.running.addr(), &side.call, clients, slice, budget, timeout))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
+            let cpu_after = side.running.cpu_time();
+            side.cpu += CpuTime {
+                front: cpu_after.front.saturating_sub(cpu_before.front),
+                all: cpu_after.all.saturating_sub(cpu_before.all),
+            };
             side.tally.absorb(tally);
         }
     }
@@ -301,7 +323,9 @@ fn measure_level(
     for side in sides {
         let peak_rss = side.running.peak_rss();
         side.running.stop().with_context(|| format!("stopping {}", side.contender.name()))?;
-        measured.push(side.tally.measured(side.contender.name(), side.contender.path(), peak_rss));
+        let mut figures = side.tally.measured(side.contender.name(), side.contender.path(), peak_rss);
+        figures.cpu = Some(side.cpu);
+        measured.push(figures);
     }
     drop(scratches);
     Ok(measured)
@@ -314,6 +338,8 @@ struct Side {
     call: EchoCall,
     requests: usize,
     tally: Tally,
+    /// CPU time its processes used while measured.
+    cpu: CpuTime,
 }
 
 /// `clients` connections to `addr` share `requests` calls, one in flight per connection,

@@ -85,6 +85,7 @@ impl Tally {
             first_error: self.first_error,
             elapsed: self.elapsed,
             peak_rss,
+            cpu: None,
         }
     }
 

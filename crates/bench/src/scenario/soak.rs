@@ -370,6 +370,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             first_error: tally.first_error,
             elapsed,
             peak_rss: peak_rss.clone(),
+            cpu: None,
         })
         .collect();
     // What was left behind, and answers that crossed sessions, fail the run.
