@@ -145,6 +145,8 @@ impl Pool {
                     }
                     .map_err(PoolError::from)
                     .inspect(|upstream| {
+                        // Learnt once per start, not per lease: the key is a SHA-256.
+                        self.inner.eras.learn(definition, upstream.facts().era);
                         self.inner.started(definition);
                         self.inner.watch_early_exit(&key.server, definition, upstream.clone());
                     })
@@ -152,10 +154,7 @@ impl Pool {
                 })
                 .await;
             match started {
-                Ok(upstream) if upstream.is_alive() => {
-                    self.inner.eras.learn(definition, upstream.facts().era);
-                    return Ok(lease);
-                }
+                Ok(upstream) if upstream.is_alive() => return Ok(lease),
                 Ok(_) => {
                     tracing::info!(instance = %key, "instance had exited; starting a fresh one");
                     self.inner.retire(&lease.slot);

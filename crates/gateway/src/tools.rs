@@ -60,17 +60,19 @@ pub struct CallArgs {
 }
 
 impl CallArgs {
-    pub fn read(arguments: &Value) -> Result<CallArgs, RpcError> {
+    /// Reads `mcpx_call`'s arguments, taking the tool's own out of them (not copied).
+    pub fn read(mut arguments: Value) -> Result<CallArgs, RpcError> {
         let field = |name: &str| match arguments.get(name) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
             _ => Err(RpcError::invalid_params(format!("{CALL}: \"{name}\" must be a non-empty string"))),
         };
-        let tool_arguments = match arguments.get("arguments") {
+        let (server, tool) = (field("server")?, field("tool")?);
+        let tool_arguments = match arguments.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => return Err(RpcError::invalid_params(format!("{CALL}: \"arguments\" must be an object"))),
         };
-        Ok(CallArgs { server: field("server")?, tool: field("tool")?, arguments: tool_arguments })
+        Ok(CallArgs { server, tool, arguments: tool_arguments })
     }
 }
 
@@ -118,14 +120,15 @@ impl Gateway {
         Ok(Answer { result: json!({ "tools": tools }), cache })
     }
 
-    pub(crate) async fn call_tool(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn call_tool(&self, ctx: &CallContext, mut params: Value) -> Result<Value, RpcError> {
         let name = match params.get("name") {
             Some(Value::String(name)) => name.clone(),
             _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
         };
-        let arguments = match params.get("arguments") {
+        // Taken, not copied: what is forwarded is built from the other params and these.
+        let arguments = match params.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
         };
         let caller_meta = invocation::forwarded_meta(&params);
@@ -139,7 +142,7 @@ impl Gateway {
                 Ok(self.search(ctx, query).await)
             }
             CALL => {
-                let call = CallArgs::read(&arguments)?;
+                let call = CallArgs::read(arguments)?;
                 self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
             exec::EXEC => self.exec(ctx, &arguments).await,
@@ -283,9 +286,9 @@ mod tests {
 
     #[test]
     fn call_arguments_are_checked() {
-        assert!(CallArgs::read(&json!({"server": "a"})).is_err());
-        assert!(CallArgs::read(&json!({"server": "a", "tool": "b", "arguments": [1]})).is_err());
-        let args = CallArgs::read(&json!({"server": "a", "tool": "b"})).unwrap();
+        assert!(CallArgs::read(json!({"server": "a"})).is_err());
+        assert!(CallArgs::read(json!({"server": "a", "tool": "b", "arguments": [1]})).is_err());
+        let args = CallArgs::read(json!({"server": "a", "tool": "b"})).unwrap();
         assert_eq!(args.arguments, json!({}));
     }
 }

@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 frames: telling a request from a notification from a response, without
 //! taking the frame apart. Unknown fields stay where they are.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::RpcError;
 
@@ -118,6 +118,21 @@ pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
     Value::Object(obj)
 }
 
+/// The same request as [`request`], serialized from borrowed parts: for a frame that is
+/// only written (and may be written again), without building a `Value` for it first.
+pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Frame<'a> {
+        jsonrpc: &'static str,
+        id: Value,
+        method: &'a str,
+        #[serde(skip_serializing_if = "Value::is_null")]
+        params: &'a Value,
+    }
+    let frame = Frame { jsonrpc: "2.0", id: id.to_value(), method, params };
+    serde_json::to_vec(&frame).expect("a JSON value always serializes")
+}
+
 pub fn notification(method: &str, params: Value) -> Value {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), "2.0".into());
@@ -129,7 +144,12 @@ pub fn notification(method: &str, params: Value) -> Value {
 }
 
 pub fn result_response(id: &Value, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    // Built by hand: `json!` would serialize `result` into a copy of itself.
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("id".into(), id.clone());
+    obj.insert("result".into(), result);
+    Value::Object(obj)
 }
 
 /// An error response. The spec wants the request's id echoed; when it could not be read,
@@ -147,6 +167,17 @@ pub fn error_response(id: Option<&Value>, error: &RpcError) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_request_written_from_borrowed_parts_is_the_request_frame() {
+        let params = json!({"name": "echo", "arguments": {"b": 1, "a": [true]}});
+        for (id, params) in [(RequestId::Number(7), params), (RequestId::String("x".into()), Value::Null)] {
+            let bytes = request_bytes(&id, "tools/call", &params);
+            let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(parsed, request(&id, "tools/call", params));
+        }
+    }
 
     #[test]
     fn frames_are_classified_by_their_fields() {

@@ -45,10 +45,14 @@ impl Format {
 
 /// A frame (or a batch of frames) with a status.
 pub fn frame(status: StatusCode, format: Format, body: &Value) -> Response {
-    let text = body.to_string();
+    // Bytes straight from the serializer: `to_string` goes through `fmt` for every piece.
+    let json = serde_json::to_vec(body).expect("a JSON value always serializes");
     match format.single() {
-        Format::Json | Format::Either => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], text).into_response(),
-        Format::EventStream => (status, event_stream_headers(), event(&text)).into_response(),
+        Format::Json | Format::Either => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response(),
+        Format::EventStream => {
+            let text = String::from_utf8(json).expect("serde_json writes UTF-8");
+            (status, event_stream_headers(), event(&text)).into_response()
+        }
     }
 }
 

@@ -26,6 +26,8 @@ use crate::{Ask, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
 pub(crate) struct HttpConn {
     server: String,
     url: String,
+    /// `url`, parsed once: each request would parse the text again.
+    endpoint: reqwest::Url,
     client: reqwest::Client,
     headers: HeaderMap,
     era: Era,
@@ -71,6 +73,10 @@ enum Outcome {
     SessionGone,
 }
 
+fn body_of(frame: &Value) -> Vec<u8> {
+    serde_json::to_vec(frame).expect("a JSON value always serializes")
+}
+
 fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
@@ -91,9 +97,12 @@ impl HttpConn {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
             headers.insert(name, HeaderValue::from_str(value).map_err(|_| bad("value"))?);
         }
+        let endpoint = reqwest::Url::parse(&spec.url)
+            .map_err(|e| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("url {:?}: {e}", spec.url) })?;
         let mut conn = HttpConn {
             server: spec.server.clone(),
             url: spec.url.clone(),
+            endpoint,
             client: client().clone(),
             headers,
             era: Era::Modern,
@@ -156,7 +165,7 @@ impl HttpConn {
         };
         let facts = handshake::legacy_facts(&self.server, &result)?;
         let note = message::notification("notifications/initialized", Value::Null);
-        self.send(&note, "notifications/initialized", None, Some(facts.revision)).await?;
+        self.send(body_of(&note), "notifications/initialized", None, Some(facts.revision)).await?;
         Ok(facts)
     }
 
@@ -180,7 +189,7 @@ impl HttpConn {
         }
         let _asking = listener.as_ref().and_then(|l| l.ask.clone()).map(|ask| AskerGuard::register(self, id, ask));
         for attempt in 0..2 {
-            match self.exchange(id, method, params.clone(), listener.as_ref()).await? {
+            match self.exchange(id, method, &params, listener.as_ref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
                 Outcome::SessionGone if attempt == 0 && self.era == Era::Legacy => {
                     tracing::info!(server = self.server, "the server ended our session; starting a new one");
@@ -232,19 +241,19 @@ impl HttpConn {
     pub(crate) async fn shutdown(&self) {
         self.listening.lock().await.take();
         let Some(session) = self.session.lock().await.take() else { return };
-        let request = self.client.delete(&self.url).headers(self.headers.clone()).header("mcp-session-id", session);
+        let request = self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
     }
 
     async fn post_once(&self, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.exchange(id, method, params, listener).await
+        self.exchange(id, method, &params, listener).await
     }
 
-    async fn exchange(&self, id: i64, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
-        let frame = message::request(&RequestId::Number(id), method, params);
+    async fn exchange(&self, id: i64, method: &str, params: &Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+        let body = message::request_bytes(&RequestId::Number(id), method, params);
         let revision = (self.era == Era::Legacy).then_some(self.revision);
-        let response = self.send(&frame, method, frame.get("params"), revision).await?;
+        let response = self.send(body, method, Some(params), revision).await?;
         let outcome = self.read_reply(id, method, response, listener).await?;
         match outcome {
             Outcome::Answer(Ok(mut result)) if method == "tools/list" && self.era == Era::Modern => {
@@ -306,10 +315,10 @@ impl HttpConn {
         }
     }
 
-    async fn send(&self, frame: &Value, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
+    async fn send(&self, body: Vec<u8>, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
         let mut request = self
             .client
-            .post(&self.url)
+            .post(self.endpoint.clone())
             .headers(self.headers.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
@@ -343,7 +352,7 @@ impl HttpConn {
                 }
             }
         }
-        request.body(frame.to_string()).send().await.map_err(|e| UpstreamError::Unreachable {
+        request.body(body).send().await.map_err(|e| UpstreamError::Unreachable {
             server: self.server.clone(),
             url: self.url.clone(),
             reason: e.to_string(),
@@ -448,7 +457,7 @@ impl HttpConn {
                     Err(e) => message::error_response(Some(&id.to_value()), &e),
                 };
                 let revision = (self.era == Era::Legacy).then_some(self.revision);
-                let _ = self.send(&reply, "", None, revision).await;
+                let _ = self.send(body_of(&reply), "", None, revision).await;
                 None
             }
             Message::Response { .. } => None,
@@ -459,7 +468,7 @@ impl HttpConn {
     fn stream_request(&self, session: Option<String>) -> reqwest::RequestBuilder {
         let request = self
             .client
-            .get(&self.url)
+            .get(self.endpoint.clone())
             .headers(self.headers.clone())
             .header("accept", "text/event-stream")
             .header("mcp-protocol-version", self.revision.as_str());
@@ -611,7 +620,7 @@ impl HttpConn {
                         Ok(result) => message::result_response(&id.to_value(), result),
                         Err(e) => message::error_response(Some(&id.to_value()), &e),
                     };
-                    let _ = conn.send(&reply, "", None, Some(conn.revision)).await;
+                    let _ = conn.send(body_of(&reply), "", None, Some(conn.revision)).await;
                 });
             }
             Ok(Message::Notification { method, params }) if crate::is_change(&method) => {
