@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use mcpx_protocol::param_headers::{self, ParamHeader};
 use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::{Ask, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
@@ -65,6 +65,9 @@ impl Drop for Listening {
 const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long opening a listen waits for the server to acknowledge it.
 const ACK_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 
 /// One reply, read to the end of the answer to our request.
 enum Outcome {
@@ -316,23 +319,28 @@ impl HttpConn {
     }
 
     async fn send(&self, body: Vec<u8>, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
+        // Names and fixed values as constants: each one given as text is parsed and checked.
         let mut request = self
             .client
             .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        if !self.headers.is_empty() {
+            request = request.headers(self.headers.clone());
+        }
         match legacy {
             Some(revision) => {
                 if method != "initialize" {
-                    request = request.header("mcp-protocol-version", revision.as_str());
+                    request = request.header(PROTOCOL_VERSION, HeaderValue::from_static(revision.as_str()));
                 }
                 if let Some(session) = self.session.lock().await.clone() {
                     request = request.header("mcp-session-id", session);
                 }
             }
             None => {
-                request = request.header("mcp-protocol-version", Revision::LATEST_MODERN.as_str()).header("mcp-method", method);
+                request = request
+                    .header(PROTOCOL_VERSION, HeaderValue::from_static(Revision::LATEST_MODERN.as_str()))
+                    .header(METHOD, method);
                 let named = match method {
                     "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
                     "resources/read" => params.and_then(|p| p.get("uri")),
