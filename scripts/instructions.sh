@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Instructions the mcpx daemon executes per relayed `tools/call`, counted by valgrind's
+# callgrind: a figure that, unlike time, does not move with the load on the machine, so it
+# shows what a change to the request path costs or saves (see docs/performance.md).
+#
+# For each upstream transport (stdio: mcpx's usual path; http: fakemcp --http), the daemon
+# runs under callgrind twice, answering WARM calls and then WARM + CALLS calls of the same
+# 2026-07-28 `mcpx_call` → fakemcp `echo` over one keep-alive HTTP connection; the
+# difference divided by CALLS is the cost of one call, start-up and shutdown excluded.
+# User-space instructions only (callgrind does not see the kernel).
+#
+#   scripts/instructions.sh              # 1000 calls per transport
+#   scripts/instructions.sh 3000 stdio   # CALLS, then which transports
+#
+# Needs valgrind and python3. The callgrind files stay in the directory it prints, for
+# `callgrind_annotate --inclusive=yes FILE`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+CALLS="${1:-1000}"
+shift || true
+TRANSPORTS=("${@:-stdio http}")
+WARM=200
+
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
+cargo build --locked --release -p mcpx -p fakemcp >&2
+MCPX="$PWD/target/release/mcpx"
+FAKEMCP="$PWD/target/release/fakemcp"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpx-instructions.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# The client: CALLS sequential calls on one connection, each answer checked.
+cat > "$WORK/client.py" <<'PY'
+import http.client, json, sys
+port, calls = int(sys.argv[1]), int(sys.argv[2])
+arguments = {"text": "mcpx-bench", "n": 42, "nested": {"ok": True, "list": [1, 2, 3]}}
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "mcpx_call", "arguments": {"server": "upstream", "tool": "echo", "arguments": arguments},
+    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {}}}})
+headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "mcpx_call"}
+connection = http.client.HTTPConnection("127.0.0.1", port)
+for _ in range(calls):
+    connection.request("POST", "/mcp", body, headers)
+    reply = connection.getresponse()
+    answer = json.loads(reply.read())
+    if reply.status != 200 or answer.get("result", {}).get("structuredContent") != arguments:
+        sys.exit(f"a wrong answer: HTTP {reply.status} {answer}")
+PY
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# count TRANSPORT CALLS: the daemon's instruction total for CALLS calls (plus start and stop).
+count() {
+    local transport=$1 calls=$2 dir="$WORK/$1-$2" port upstream
+    mkdir -p "$dir/state"
+    if [[ $transport == http ]]; then
+        "$FAKEMCP" --http 127.0.0.1:0 > "$dir/url" 2>/dev/null &
+        pids+=($!)
+        for _ in $(seq 50); do [[ -s "$dir/url" ]] && break; sleep 0.1; done
+        upstream="{\"url\": \"$(head -1 "$dir/url")\"}"
+    else
+        upstream="{\"command\": \"$FAKEMCP\"}"
+    fi
+    echo "{\"mcpServers\": {\"upstream\": $upstream}}" > "$dir/config.json"
+    port=$(free_port)
+    MCPX_STATE_DIR="$dir/state" valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+        "$MCPX" daemon --config "$dir/config.json" --port "$port" > /dev/null 2> "$dir/daemon.log" &
+    local daemon=$!
+    pids+=("$daemon")
+    for _ in $(seq 300); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/mcp" && break
+        sleep 0.1
+    done
+    python3 "$WORK/client.py" "$port" "$calls"
+    kill -TERM "$daemon"
+    wait "$daemon" || true
+    if [[ $transport == http ]]; then kill "${pids[-2]}" 2>/dev/null; wait "${pids[-2]}" 2>/dev/null || true; fi
+    sed -n 's/^summary: //p' "$dir/callgrind.out"
+}
+
+printf '%-10s %18s\n' upstream "instructions/call" >&2
+for transport in ${TRANSPORTS[*]}; do
+    base=$(count "$transport" "$WARM")
+    total=$(count "$transport" $((WARM + CALLS)))
+    printf '%-10s %18d\n' "$transport" $(((total - base) / CALLS))
+done
+echo "callgrind files: $WORK/<transport>-<calls>/callgrind.out" >&2
