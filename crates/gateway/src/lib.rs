@@ -169,7 +169,7 @@ impl Gateway {
         let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
         if page::field(method).is_some() {
             let from = page::start(method, &params)?;
-            let mut answer = self.list(ctx, method).await?;
+            let mut answer = Box::pin(self.list(ctx, method)).await?;
             page::cut(method, &mut answer.result, from, self.settings.config().limits.page_size)?;
             return Ok(answer);
         }

@@ -129,7 +129,9 @@ impl Pool {
             let started = lease
                 .slot
                 .upstream
-                .get_or_try_init(|| async {
+                // Boxed: starting an instance is a future of KiBs that every call's future
+                // would otherwise carry (and copy), though only the first call starts one.
+                .get_or_try_init(|| Box::pin(async {
                     self.inner.check_backoff(definition)?;
                     let spec = spec()?;
                     let hint = self.inner.eras.get(definition);
@@ -151,7 +153,7 @@ impl Pool {
                         self.inner.watch_early_exit(&key.server, definition, upstream.clone());
                     })
                     .inspect_err(|e| self.inner.failed(&key.server, definition, e))
-                })
+                }))
                 .await;
             match started {
                 Ok(upstream) if upstream.is_alive() => return Ok(lease),

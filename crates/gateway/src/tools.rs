@@ -146,9 +146,11 @@ impl Gateway {
                 self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
             exec::EXEC => self.exec(ctx, &arguments).await,
-            _ => match self.exposed_owner(ctx, &name).await? {
+            // The lookups that may list a server's tools are boxed: they would make every
+            // call's future KiBs larger (and it is moved, so copied, more than once).
+            _ => match Box::pin(self.exposed_owner(ctx, &name)).await? {
                 Some(exposed) => {
-                    self.check_param_headers(ctx, &exposed, &arguments).await?;
+                    Box::pin(self.check_param_headers(ctx, &exposed, &arguments)).await?;
                     self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
                 }
                 None => Err(RpcError::invalid_params(format!(
@@ -258,7 +260,8 @@ impl Gateway {
             }
             Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
-                let listed = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await.map(|l| l.0).unwrap_or_default();
+                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools"));
+                let listed = listing.await.map(|l| l.0).unwrap_or_default();
                 let names: Vec<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
                 if names.is_empty() || names.contains(&tool) {
                     Err(e)

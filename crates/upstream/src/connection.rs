@@ -128,7 +128,8 @@ impl Upstream {
         }
         match &self.link {
             Link::Stdio(pipe) => pipe.call(method, params, listener).await,
-            Link::Http(conn) => match tokio::time::timeout(self.request_timeout, conn.call(method, params, listener)).await {
+            // Boxed: reqwest's futures would make every call's future (stdio ones too) KiBs larger.
+            Link::Http(conn) => match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, listener))).await {
                 Ok(answer) => answer,
                 Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: self.request_timeout }),
             },
