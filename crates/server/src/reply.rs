@@ -75,55 +75,105 @@ pub fn event(json: &str) -> String {
 /// come, then the response, then the end.
 /// With `cancel_on_close`, a caller closing the stream cancels the work (2026-07-28); a
 /// handshake-era caller's disconnect is not a cancellation, so its work runs on.
+///
+/// The work runs inside the response, not as a task of its own: a spawn per request (the
+/// future moved into the task, a wake-up across tasks for the answer) was the largest cost
+/// of a handshake-era call. Only if the caller goes away before the answer, and the work is
+/// not to be cancelled, is what is left of it spawned to finish on its own.
 pub async fn streamed<F, Fut>(cancel_on_close: bool, format: Format, work: F) -> Response
 where
     F: FnOnce(Notify) -> Fut,
     Fut: Future<Output = Value> + Send + 'static,
 {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
-    let notes = tx.clone();
+    let (tx, notes) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let notify: Notify = std::sync::Arc::new(move |frame| {
-        let _ = notes.send(Item::Note(frame));
+        let _ = tx.send(frame);
     });
-    let fut = work(notify);
-    let task = tokio::spawn(async move {
-        let last = fut.await;
-        let _ = tx.send(Item::Last(last));
-    });
-    let mut guard = AbortOnDrop(cancel_on_close.then(|| task.abort_handle()));
-    let first = match rx.recv().await {
-        Some(Item::Last(frame)) => return frame_or_nothing(format, &frame),
-        Some(Item::Note(frame)) => frame,
+    let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close };
+    let mut progress = Progress { notes, notes_open: true, work, last: None };
+    // Until the first notification, the answer can still be a plain JSON reply.
+    let first = match progress.next().await {
+        Some(Item::Last(last)) => return frame_or_nothing(format, &last),
+        Some(Item::Note(note)) => note,
         None => return status(StatusCode::INTERNAL_SERVER_ERROR, "the request ended without a response\n"),
     };
-    let events = futures::stream::unfold((Some(first), rx, guard.take()), |(first, mut rx, mut guard)| async move {
-        let item = match first {
-            Some(frame) => Item::Note(frame),
-            None => rx.recv().await?,
+    let events = futures::stream::unfold((Some(first), progress), |(first, mut progress)| async move {
+        let text = match first {
+            Some(note) => event(&note.to_string()),
+            None => match progress.next().await? {
+                Item::Note(note) => event(&note.to_string()),
+                // A request cancelled by its caller ends its stream without an answer.
+                Item::Last(last) if last.is_null() => return None,
+                Item::Last(last) => event(&last.to_string()),
+            },
         };
-        let text = match item {
-            Item::Note(frame) => event(&frame.to_string()),
-            // A request cancelled by its caller ends its stream without an answer.
-            Item::Last(frame) if frame.is_null() => return None,
-            Item::Last(frame) => {
-                guard.disarm();
-                rx.close();
-                event(&frame.to_string())
-            }
-        };
-        Some((Ok::<_, std::convert::Infallible>(text), (None, rx, guard)))
+        Some((Ok::<_, std::convert::Infallible>(text), (None, progress)))
     });
     (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
-}
-
-/// A response that is an open-ended event stream.
-pub fn event_stream(body: axum::body::Body) -> Response {
-    (StatusCode::OK, event_stream_headers(), body).into_response()
 }
 
 enum Item {
     Note(Value),
     Last(Value),
+}
+
+/// A request being answered: its notifications so far, then its answer.
+struct Progress {
+    notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    /// False once the work has dropped its `Notify`.
+    notes_open: bool,
+    work: Work,
+    /// The answer, held until the notifications sent before it are out.
+    last: Option<Value>,
+}
+
+impl Progress {
+    /// The next notification, or the answer once every notification sent before it is
+    /// out; `None` after the answer.
+    async fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Ok(note) = self.notes.try_recv() {
+                return Some(Item::Note(note));
+            }
+            if let Some(last) = self.last.take() {
+                return Some(Item::Last(last));
+            }
+            let future = self.work.future.as_mut()?;
+            tokio::select! {
+                note = self.notes.recv(), if self.notes_open => match note {
+                    Some(note) => return Some(Item::Note(note)),
+                    None => self.notes_open = false,
+                },
+                last = future => {
+                    self.work.future = None;
+                    self.last = Some(last);
+                }
+            }
+        }
+    }
+}
+
+/// The work of a request until it has answered. Dropped before that (the caller went
+/// away): cancelled, or spawned to finish on its own.
+struct Work {
+    future: Option<std::pin::Pin<Box<dyn Future<Output = Value> + Send>>>,
+    cancel_on_close: bool,
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if let Some(future) = self.future.take().filter(|_| !self.cancel_on_close) {
+            // Not while the runtime itself is going away: then everything stops anyway.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(future);
+            }
+        }
+    }
+}
+
+/// A response that is an open-ended event stream.
+pub fn event_stream(body: axum::body::Body) -> Response {
+    (StatusCode::OK, event_stream_headers(), body).into_response()
 }
 
 fn frame_or_nothing(format: Format, frame: &Value) -> Response {
@@ -139,27 +189,6 @@ pub fn status_for(frame: &Value) -> StatusCode {
         | Some(mcpx_protocol::code::MISSING_REQUIRED_CLIENT_CAPABILITY)
         | Some(mcpx_protocol::code::UNSUPPORTED_PROTOCOL_VERSION) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
-    }
-}
-
-/// Aborts the request's task when the caller goes away first.
-struct AbortOnDrop(Option<tokio::task::AbortHandle>);
-
-impl AbortOnDrop {
-    fn take(&mut self) -> AbortOnDrop {
-        AbortOnDrop(self.0.take())
-    }
-
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
-            task.abort();
-        }
     }
 }
 

@@ -43,3 +43,37 @@ fn notifications_cancelled_stops_a_request_in_the_session() {
     // The session and the instance serve on.
     assert_eq!(session.mcpx_call("f", "echo", json!({"after": "cancel"})).structured()["after"], "cancel");
 }
+
+/// A handshake-era caller that takes an event stream and drops its connection before the
+/// answer has not cancelled anything: the call runs on at the upstream to its end, and
+/// no `notifications/cancelled` is sent for it. (A 2026 caller closing its stream does
+/// cancel: `a_modern_caller_closing_its_stream_cancels_the_call_at_server_everything`.)
+#[test]
+fn a_dropped_connection_does_not_cancel_a_handshake_era_request() {
+    let t = tag();
+    let tap = mcpx_e2e::tap::StdioTap::new();
+    let daemon = Daemon::start(&config(&[("f", mcpx_e2e::upstreams::tapped(&tap, &fakemcp("global", &t, &[])))]));
+    let session = LegacySession::open(daemon.url());
+    let impatient = reqwest::blocking::Client::builder().timeout(Duration::from_millis(400)).build().unwrap();
+    let slow = json!({"jsonrpc": "2.0", "id": "slow-2", "method": "tools/call", "params": {
+        "name": "mcpx_call", "arguments": {"server": "f", "tool": "slow", "arguments": {"ms": 1500}}}});
+    let gave_up = impatient
+        .post(daemon.url())
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", session.id())
+        .header("MCP-Protocol-Version", session.revision())
+        .body(slow.to_string())
+        .send();
+    assert!(gave_up.is_err(), "the slow call answered within 400 ms: {gave_up:?}");
+    let is_slow = |f: &serde_json::Value| f["params"]["name"] == "slow";
+    let answered = mcpx_e2e::process::poll(Duration::from_secs(10), || {
+        mcpx_e2e::upstreams::upstream_exchange(&tap, "tools/call", is_slow).and_then(|(request, response)| response.map(|r| (request, r)))
+    });
+    let (request, response) = answered.expect("the upstream never finished the call its caller walked away from");
+    assert!(response.get("result").is_some(), "{response}");
+    let cancelled = tap.sent().into_iter().any(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == request["id"]);
+    assert!(!cancelled, "a dropped connection cancelled a handshake-era request:\n{}", tap.transcript());
+    // The session serves on.
+    assert_eq!(session.mcpx_call("f", "echo", json!({"after": "drop"})).structured()["after"], "drop");
+}
