@@ -3,14 +3,15 @@
 # callgrind: a figure that, unlike time, does not move with the load on the machine, so it
 # shows what a change to the request path costs or saves (see docs/performance.md).
 #
-# For each upstream transport (stdio: mcpx's usual path; http: fakemcp --http), the daemon
-# runs under callgrind twice, answering WARM calls and then WARM + CALLS calls of the same
-# 2026-07-28 `mcpx_call` → fakemcp `echo` over one keep-alive HTTP connection; the
-# difference divided by CALLS is the cost of one call, start-up and shutdown excluded.
-# User-space instructions only (callgrind does not see the kernel).
+# For each path (stdio: a 2026-07-28 caller, fakemcp over stdio, mcpx's usual path; http:
+# the same caller, fakemcp --http upstream; legacy: a 2025-11-25 caller in an HTTP session,
+# fakemcp over stdio), the daemon runs under callgrind twice, answering WARM calls and then
+# WARM + CALLS calls of the same `mcpx_call` → fakemcp `echo` over one keep-alive HTTP
+# connection; the difference divided by CALLS is the cost of one call, start-up and
+# shutdown excluded. User-space instructions only (callgrind does not see the kernel).
 #
-#   scripts/instructions.sh              # 1000 calls per transport
-#   scripts/instructions.sh 3000 stdio   # CALLS, then which transports
+#   scripts/instructions.sh              # 1000 calls on each path
+#   scripts/instructions.sh 3000 stdio   # CALLS, then which paths
 #
 # Needs valgrind and python3. The callgrind files stay in the directory it prints, for
 # `callgrind_annotate --inclusive=yes FILE`.
@@ -19,7 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 CALLS="${1:-1000}"
 shift || true
-TRANSPORTS=("${@:-stdio http}")
+TRANSPORTS=("${@:-stdio http legacy}")
 WARM=200
 
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
@@ -31,18 +32,29 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# The client: CALLS sequential calls on one connection, each answer checked.
+# The client: CALLS sequential calls on one connection, each answer checked; a 2025-11-25
+# caller ("legacy") opens its session first.
 cat > "$WORK/client.py" <<'PY'
 import http.client, json, sys
-port, calls = int(sys.argv[1]), int(sys.argv[2])
+port, calls, era = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 arguments = {"text": "mcpx-bench", "n": 42, "nested": {"ok": True, "list": [1, 2, 3]}}
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "mcpx_call", "arguments": {"server": "upstream", "tool": "echo", "arguments": arguments},
-    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientCapabilities": {}}}})
-headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-           "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "mcpx_call"}
+params = {"name": "mcpx_call", "arguments": {"server": "upstream", "tool": "echo", "arguments": arguments}}
+headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 connection = http.client.HTTPConnection("127.0.0.1", port)
+def post(message):
+    connection.request("POST", "/mcp", json.dumps(message), headers)
+    reply = connection.getresponse()
+    return reply, reply.read()
+if era == "legacy":
+    reply, _ = post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "instructions", "version": "1"}}})
+    headers.update({"mcp-session-id": reply.getheader("mcp-session-id"), "mcp-protocol-version": "2025-11-25"})
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+else:
+    params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {}}
+    headers.update({"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "mcpx_call"})
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
 for _ in range(calls):
     connection.request("POST", "/mcp", body, headers)
     reply = connection.getresponse()
@@ -75,17 +87,17 @@ count() {
         curl -s -o /dev/null "http://127.0.0.1:$port/mcp" && break
         sleep 0.1
     done
-    python3 "$WORK/client.py" "$port" "$calls"
+    python3 "$WORK/client.py" "$port" "$calls" "$([[ $transport == legacy ]] && echo legacy || echo modern)"
     kill -TERM "$daemon"
     wait "$daemon" || true
     if [[ $transport == http ]]; then kill "${pids[-2]}" 2>/dev/null; wait "${pids[-2]}" 2>/dev/null || true; fi
     sed -n 's/^summary: //p' "$dir/callgrind.out"
 }
 
-printf '%-10s %18s\n' upstream "instructions/call" >&2
+printf '%-10s %18s\n' path "instructions/call" >&2
 for transport in ${TRANSPORTS[*]}; do
     base=$(count "$transport" "$WARM")
     total=$(count "$transport" $((WARM + CALLS)))
     printf '%-10s %18d\n' "$transport" $(((total - base) / CALLS))
 done
-echo "callgrind files: $WORK/<transport>-<calls>/callgrind.out" >&2
+echo "callgrind files: $WORK/<path>-<calls>/callgrind.out" >&2
