@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Settings, Transport};
-use mcpx_protocol::message::error_response;
+use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -196,7 +196,8 @@ async fn connect(daemon: &Daemon, args: &Args, client: &mut Client) -> anyhow::R
 
 impl Client {
     fn note_outgoing(&mut self, line: &str) {
-        let Ok(Message::Request { id, method, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) else {
+        // Peeked, not parsed: the daemon reads the message; the relay only keeps books.
+        let Some((id, Some(method))) = message::peek(line.as_bytes()) else {
             return;
         };
         if method == "initialize" {
@@ -207,7 +208,7 @@ impl Client {
 
     /// Whether a line from the daemon goes on to the client.
     fn note_incoming(&mut self, line: &str) -> bool {
-        if let Ok(Message::Response { id, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) {
+        if let Some((id, None)) = message::peek(line.as_bytes()) {
             if self.swallow.as_ref() == Some(&id) {
                 self.swallow = None;
                 return false;

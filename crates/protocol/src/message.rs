@@ -118,6 +118,22 @@ pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
     Value::Object(obj)
 }
 
+/// What a relay needs of a message to keep its books: the id, and whether it is a
+/// request (it names a method) or a response. Read without building the message: the rest
+/// of the line is checked as JSON and skipped. `None` for anything that is not a single
+/// JSON object, or whose id is neither a string nor an integer.
+pub fn peek(line: &[u8]) -> Option<(RequestId, Option<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Routing {
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        method: Option<String>,
+    }
+    let routing: Routing = serde_json::from_slice(line).ok()?;
+    Some((RequestId::from_value(routing.id.as_ref()?)?, routing.method))
+}
+
 /// The same request as [`request`], serialized from borrowed parts: for a frame that is
 /// only written (and may be written again), without building a `Value` for it first.
 pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
@@ -168,6 +184,18 @@ pub fn error_response(id: Option<&Value>, error: &RpcError) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn peeking_reads_the_id_and_method_and_nothing_else() {
+        let request = br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"x":[1,{"y":null}]}}"#;
+        assert_eq!(peek(request), Some((RequestId::String("a".into()), Some("tools/call".into()))));
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":7,"result":{}}"#), Some((RequestId::Number(7), None)));
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), None);
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":null,"error":{}}"#), None);
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#), None);
+        assert_eq!(peek(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#), None);
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":1,"method":"ping""#), None, "not JSON");
+    }
 
     #[test]
     fn a_request_written_from_borrowed_parts_is_the_request_frame() {

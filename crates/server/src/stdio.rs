@@ -238,6 +238,9 @@ impl Stream {
         let (outbox, in_flight) = (self.outbox.clone(), self.in_flight.clone());
         let mut registry = self.in_flight.lock().expect("in-flight lock");
         let key = id.clone();
+        // Boxed first: the request's future is KiBs, and spawning moves the task's future
+        // several times; moved as a box, that is a pointer each time.
+        let reply = Box::pin(reply);
         let task = self.tasks.spawn(async move {
             let frame = reply.await;
             in_flight.lock().expect("in-flight lock").remove(&key);
