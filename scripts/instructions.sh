@@ -5,10 +5,13 @@
 #
 # For each path (stdio: a 2026-07-28 caller, fakemcp over stdio, mcpx's usual path; http:
 # the same caller, fakemcp --http upstream; legacy: a 2025-11-25 caller in an HTTP session,
-# fakemcp over stdio), the daemon runs under callgrind twice, answering WARM calls and then
-# WARM + CALLS calls of the same `mcpx_call` → fakemcp `echo` over one keep-alive HTTP
-# connection; the difference divided by CALLS is the cost of one call, start-up and
-# shutdown excluded. User-space instructions only (callgrind does not see the kernel).
+# fakemcp over stdio; relay: a 2026-07-28 caller on the stdin of `mcpx serve`, which relays
+# to the daemon over its unix socket, as an agent host runs it), the daemon runs under
+# callgrind twice, answering WARM calls and then WARM + CALLS calls of the same `mcpx_call`
+# → fakemcp `echo`, one at a time (over one keep-alive HTTP connection, or one serve); the
+# difference divided by CALLS is the cost of one call, start-up and shutdown excluded. For
+# relay the figure is the daemon's and serve's together. User-space instructions only
+# (callgrind does not see the kernel).
 #
 #   scripts/instructions.sh              # 1000 calls on each path
 #   scripts/instructions.sh 3000 stdio   # CALLS, then which paths
@@ -20,7 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 CALLS="${1:-1000}"
 shift || true
-TRANSPORTS=("${@:-stdio http legacy}")
+TRANSPORTS=("${@:-stdio http legacy relay}")
 WARM=200
 
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
@@ -63,6 +66,28 @@ for _ in range(calls):
         sys.exit(f"a wrong answer: HTTP {reply.status} {answer}")
 PY
 
+# The relay client: CALLS sequential calls on the stdin of the command it is given.
+cat > "$WORK/serve_client.py" <<'PY'
+import json, os, subprocess, sys
+calls, command = int(sys.argv[1]), sys.argv[2:]
+arguments = {"text": "mcpx-bench", "n": 42, "nested": {"ok": True, "list": [1, 2, 3]}}
+params = {"name": "mcpx_call", "arguments": {"server": "upstream", "tool": "echo", "arguments": arguments},
+          "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}
+serve = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+for n in range(calls):
+    serve.stdin.write((json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}) + "\n").encode())
+    serve.stdin.flush()
+    while True:
+        answer = json.loads(serve.stdout.readline() or sys.exit("mcpx serve closed its stdout"))
+        if answer.get("id") == n and "method" not in answer:
+            break
+    if answer.get("result", {}).get("structuredContent") != arguments:
+        sys.exit(f"a wrong answer: {answer}")
+serve.stdin.close()
+serve.wait()
+PY
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # count TRANSPORT CALLS: the daemon's instruction total for CALLS calls (plus start and stop).
@@ -87,11 +112,18 @@ count() {
         curl -s -o /dev/null "http://127.0.0.1:$port/mcp" && break
         sleep 0.1
     done
-    python3 "$WORK/client.py" "$port" "$calls" "$([[ $transport == legacy ]] && echo legacy || echo modern)"
+    local serve=0
+    if [[ $transport == relay ]]; then
+        MCPX_STATE_DIR="$dir/state" python3 "$WORK/serve_client.py" "$calls" valgrind --tool=callgrind \
+            --callgrind-out-file="$dir/serve-callgrind.out" "$MCPX" serve 2> "$dir/serve.log"
+        serve=$(sed -n 's/^summary: //p' "$dir/serve-callgrind.out")
+    else
+        python3 "$WORK/client.py" "$port" "$calls" "$([[ $transport == legacy ]] && echo legacy || echo modern)"
+    fi
     kill -TERM "$daemon"
     wait "$daemon" || true
     if [[ $transport == http ]]; then kill "${pids[-2]}" 2>/dev/null; wait "${pids[-2]}" 2>/dev/null || true; fi
-    sed -n 's/^summary: //p' "$dir/callgrind.out"
+    echo $(( $(sed -n 's/^summary: //p' "$dir/callgrind.out") + serve ))
 }
 
 printf '%-10s %18s\n' path "instructions/call" >&2
