@@ -43,6 +43,23 @@ pub struct Options {
     pub idle_timeout: u64,
 }
 
+/// How long the daemon's memory is watched after a reap for it to settle: the reaper gives
+/// freed memory back a tick after the last instance has stopped, so one second (the old
+/// wait) could read it before or after, from run to run.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// The daemon's RSS once the reap has settled: read every 250 ms for `SETTLE`, the last
+/// reading.
+async fn settled(rss: &impl Fn() -> anyhow::Result<u64>) -> anyhow::Result<u64> {
+    let until = Instant::now() + SETTLE;
+    let mut last = rss()?;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        last = rss()?;
+    }
+    Ok(last)
+}
+
 /// How long one request may take before the run is abandoned.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -130,8 +147,7 @@ async fn measure(
     let bound = idle_timeout + Duration::from_secs(60);
     wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the reap")?;
     let reaped_after = last_use.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let after_reap = rss()?;
+    let after_reap = settled(&rss).await?;
 
     // The same again with new names: memory the first reap did not give back to the
     // system is either reused now (the allocator keeps it) or added to (a leak).
@@ -141,8 +157,7 @@ async fn measure(
     let second = pass(&mut client, &again, 2_000_000, timeout).await.context("a second round of new sessions")?;
     let with_all_again = rss()?;
     wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the second reap")?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let after_second_reap = rss()?;
+    let after_second_reap = settled(&rss).await?;
     let mut new = new;
     new.absorb(second);
 
