@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use mcpx_exec::{Ended, Event, HostCall, Limits, Outcome};
-use mcpx_protocol::RpcError;
+use mcpx_protocol::{RpcError, message};
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
@@ -139,7 +139,7 @@ impl Host<'_> {
                     .forward_call(self.ctx, &server, &tool, arguments.clone(), &json!({}), None)
                     .await
                     .map_err(|e| format!("{server}.{tool}: {}", e.message))?;
-                Ok(json!({ "server": server, "tool": tool, "result": result }))
+                Ok(message::object([("server", server.into()), ("tool", tool.into()), ("result", result)]))
             }
             HostCall::Search { query } => {
                 let found = self.gateway.search(self.ctx, query).await;

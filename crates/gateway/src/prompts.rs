@@ -2,7 +2,7 @@
 //! their public names (`<server>__<prompt>`), and completions routed to the server that
 //! owns the prompt or resource they complete.
 
-use mcpx_protocol::RpcError;
+use mcpx_protocol::{RpcError, message};
 use serde_json::{Value, json};
 
 use crate::{Answer, CallContext, Gateway, invocation, naming};
@@ -23,7 +23,7 @@ impl Gateway {
             .collect();
         naming::refuse_clashes("prompt", renamed.iter().map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())))?;
         let listed: Vec<Value> = renamed.into_iter().map(|(_, p)| p).collect();
-        Ok(Answer { result: json!({ "prompts": listed }), cache })
+        Ok(Answer { result: message::object([("prompts", Value::Array(listed))]), cache })
     }
 
     pub(crate) async fn get_prompt(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {

@@ -3,7 +3,7 @@
 //! instance the caller's identity selects.
 
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code};
+use mcpx_protocol::{RpcError, code, message};
 use serde_json::{Value, json};
 
 use base64::Engine as _;
@@ -35,7 +35,7 @@ impl Gateway {
             listed.extend(self.artifacts_of(&ctx.identity).await.iter().map(Artifact::listing));
             cache = Cacheability::PRIVATE_UNCACHED;
         }
-        Ok(Answer { result: json!({ field: listed }), cache })
+        Ok(Answer { result: message::object([(field, Value::Array(listed))]), cache })
     }
 
     pub(crate) async fn read_resource(&self, ctx: &CallContext, params: Value) -> Result<Answer, RpcError> {

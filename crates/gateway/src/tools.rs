@@ -3,7 +3,7 @@
 
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code, param_headers};
+use mcpx_protocol::{RpcError, code, message, param_headers};
 use serde_json::{Map, Value, json};
 
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming};
@@ -117,7 +117,7 @@ impl Gateway {
         let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
         naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
         let tools: Vec<Value> = gateway_tools.into_iter().chain(listed.into_iter().map(|(_, t)| t)).collect();
-        Ok(Answer { result: json!({ "tools": tools }), cache })
+        Ok(Answer { result: message::object([("tools", Value::Array(tools))]), cache })
     }
 
     pub(crate) async fn call_tool(&self, ctx: &CallContext, mut params: Value) -> Result<Value, RpcError> {

@@ -160,12 +160,14 @@ pub fn notification(method: &str, params: Value) -> Value {
 }
 
 pub fn result_response(id: &Value, result: Value) -> Value {
-    // Built by hand: `json!` would serialize `result` into a copy of itself.
-    let mut obj = Map::new();
-    obj.insert("jsonrpc".into(), "2.0".into());
-    obj.insert("id".into(), id.clone());
-    obj.insert("result".into(), result);
-    Value::Object(obj)
+    object([("jsonrpc", "2.0".into()), ("id", id.clone()), ("result", result)])
+}
+
+/// A JSON object of these fields, the values moved in. (`json!` with a `Value` in it
+/// serializes that value into a copy of itself, which for a result or a tool list is the
+/// most expensive way to build the object.)
+pub fn object<K: Into<String>>(fields: impl IntoIterator<Item = (K, Value)>) -> Value {
+    Value::Object(fields.into_iter().map(|(key, value)| (key.into(), value)).collect())
 }
 
 /// An error response. The spec wants the request's id echoed; when it could not be read,
