@@ -3,7 +3,8 @@
 //!
 //! A 2026-07-28 request carries the headers that era requires (`MCP-Protocol-Version`,
 //! `Mcp-Method`, `Mcp-Name`) next to the same body a stdio client would send; a 2025-11-25
-//! one is sessionless (for a `--stateless` server) with only `MCP-Protocol-Version`. Both
+//! one carries `MCP-Protocol-Version`, and the `Mcp-Session-Id` of a session opened on the
+//! connection first, or none (for a `--stateless` server). Both
 //! ask for JSON or SSE; the bench accepts only a JSON answer, which is what a server gives
 //! when it has nothing to stream.
 
@@ -26,6 +27,8 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct HttpClient {
     sender: SendRequest<Full<Bytes>>,
     host: HeaderValue,
+    /// The 2025-11-25 session opened on this connection, if any.
+    session: Option<HeaderValue>,
 }
 
 impl HttpClient {
@@ -41,22 +44,56 @@ impl HttpClient {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(HttpClient { sender, host: HeaderValue::from_str(&addr.to_string())? })
+        Ok(HttpClient { sender, host: HeaderValue::from_str(&addr.to_string())?, session: None })
+    }
+
+    /// Opens a 2025-11-25 session (`initialize`, then `notifications/initialized`); the
+    /// calls that follow on this connection carry its `Mcp-Session-Id`.
+    pub async fn open_session(&mut self) -> anyhow::Result<()> {
+        let (initialize, initialized) = Era::Legacy.handshake().context("the 2025-11-25 era has a handshake")?;
+        let request = self.legacy_request().body(Full::new(Bytes::from(initialize.to_string())))?;
+        self.sender.ready().await.context("the connection closed")?;
+        let response = self.sender.send_request(request).await.context("sending initialize")?;
+        let session = response.headers().get("mcp-session-id").cloned();
+        let status = response.status();
+        let body = response.into_body().collect().await.context("reading the initialize answer")?.to_bytes();
+        if status != StatusCode::OK {
+            bail!("initialize: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        }
+        self.session = Some(session.context("initialize was answered without an Mcp-Session-Id")?);
+        let request = self.legacy_request().body(Full::new(Bytes::from(initialized.to_string())))?;
+        let (status, _, body) = self.exchange(request).await?;
+        if status != StatusCode::ACCEPTED {
+            bail!("notifications/initialized: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        }
+        Ok(())
+    }
+
+    /// A 2025-11-25 POST to `/mcp`, in this connection's session if it has one.
+    fn legacy_request(&self) -> hyper::http::request::Builder {
+        let request = Request::post(MCP_PATH)
+            .header(HOST, self.host.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+            .header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION));
+        match &self.session {
+            Some(session) => request.header("Mcp-Session-Id", session.clone()),
+            None => request,
+        }
     }
 
     /// Sends `call` as request `id` and waits for its answer. Err when the connection
     /// failed; Ok(Err) is a wrong answer (status, content type or body).
     pub async fn call(&mut self, call: &EchoCall, id: u64) -> anyhow::Result<anyhow::Result<()>> {
-        let mut request = Request::post(MCP_PATH)
-            .header(HOST, self.host.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        request = match call.era {
-            Era::Modern => request
+        let request = match call.era {
+            Era::Modern => Request::post(MCP_PATH)
+                .header(HOST, self.host.clone())
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
                 .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
                 .header("Mcp-Method", HeaderValue::from_static("tools/call"))
                 .header("Mcp-Name", HeaderValue::from_static(call.name)),
-            Era::Legacy => request.header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION)),
+            Era::Legacy => self.legacy_request(),
         };
         let (status, json, body) = self.exchange(request.body(Full::new(Bytes::from(call.request(id))))?).await?;
         Ok(check(status, json, &body).and_then(|reply| call.check(&reply, id)))

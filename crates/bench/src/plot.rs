@@ -31,6 +31,7 @@ const SERIES: &[(&str, RGBColor)] = &[
     ("direct-http", RGBColor(90, 90, 90)),
     ("mcpx-http", RGBColor(31, 119, 180)),
     ("mcpx-stdio", RGBColor(44, 160, 44)),
+    ("mcpx-legacy", RGBColor(255, 127, 14)),
     ("mcp-proxy", RGBColor(214, 39, 40)),
     ("fastmcp", RGBColor(148, 103, 189)),
 ];

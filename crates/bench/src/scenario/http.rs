@@ -61,19 +61,28 @@ enum Contender {
     Direct,
     McpxHttp,
     McpxStdio,
+    /// mcpx's stdio path for a handshake-era caller: a 2025-11-25 session per connection.
+    McpxLegacy,
     McpProxy,
     Fastmcp,
 }
 
 impl Contender {
-    const ALL: &[Contender] =
-        &[Contender::Direct, Contender::McpxHttp, Contender::McpxStdio, Contender::McpProxy, Contender::Fastmcp];
+    const ALL: &[Contender] = &[
+        Contender::Direct,
+        Contender::McpxHttp,
+        Contender::McpxStdio,
+        Contender::McpxLegacy,
+        Contender::McpProxy,
+        Contender::Fastmcp,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Contender::Direct => "direct-http",
             Contender::McpxHttp => "mcpx-http",
             Contender::McpxStdio => "mcpx-stdio",
+            Contender::McpxLegacy => "mcpx-legacy",
             Contender::McpProxy => "mcp-proxy",
             Contender::Fastmcp => "fastmcp",
         }
@@ -84,6 +93,7 @@ impl Contender {
             Contender::Direct => "bench → fakemcp (HTTP)",
             Contender::McpxHttp => "bench → HTTP /mcp → mcpx daemon → fakemcp (HTTP)",
             Contender::McpxStdio => "bench → HTTP /mcp → mcpx daemon → fakemcp (stdio)",
+            Contender::McpxLegacy => "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)",
             Contender::McpProxy => "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)",
             Contender::Fastmcp => "bench → fastmcp 4 run → fakemcp (stdio)",
         }
@@ -92,14 +102,19 @@ impl Contender {
     /// mcp-proxy 0.13 is built on the 2025 SDK: it gets sessionless 2025-11-25 calls.
     fn era(self) -> Era {
         match self {
-            Contender::McpProxy => Era::Legacy,
+            Contender::McpProxy | Contender::McpxLegacy => Era::Legacy,
             _ => Era::Modern,
         }
     }
 
+    /// Whether each connection opens a 2025-11-25 session before its calls.
+    fn in_session(self) -> bool {
+        self == Contender::McpxLegacy
+    }
+
     fn route(self) -> Route<'static> {
         match self {
-            Contender::McpxHttp | Contender::McpxStdio => Route::Gateway { server: UPSTREAM },
+            Contender::McpxHttp | Contender::McpxStdio | Contender::McpxLegacy => Route::Gateway { server: UPSTREAM },
             _ => Route::Direct,
         }
     }
@@ -120,7 +135,9 @@ impl Contender {
         let fakemcp = binaries.fakemcp.display().to_string();
         Ok(match self {
             Contender::Direct => Running::Server(HttpServer::fakemcp(binaries, scratch, "fakemcp")?),
-            Contender::McpxStdio => Running::Daemon(Daemon::start(binaries, scratch, &binaries.mcpx_config())?, None),
+            Contender::McpxStdio | Contender::McpxLegacy => {
+                Running::Daemon(Daemon::start(binaries, scratch, &binaries.mcpx_config())?, None)
+            }
             Contender::McpxHttp => {
                 let upstream = HttpServer::fakemcp(binaries, scratch, "fakemcp (HTTP upstream)")?;
                 let url = format!("http://{}/mcp", upstream.addr);
@@ -226,7 +243,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Vec<Run>> {
                 options.threads.max(1)
             ),
             settings: json!({
-                "era": "modern (mcp-proxy: legacy, sessionless)",
+                "era": "modern (mcpx-legacy: a 2025-11-25 session per connection; mcp-proxy: 2025-11-25, sessionless)",
                 "clients": clients,
                 "requests": options.load.requests,
                 "peerRequests": options.peer_requests,
@@ -257,6 +274,8 @@ fn comparisons(clients: usize) -> Vec<Comparison> {
         compare("direct-http", "mcpx-http", 0.7),
         compare("mcp-proxy", "mcpx-stdio", 20.0),
         compare("fastmcp", "mcpx-stdio", 20.0),
+        // The handshake era on both sides, for what most clients speak today; no target.
+        Comparison { baseline: "mcp-proxy", subject: "mcpx-legacy", added_p50_target_micros: None, min_throughput_ratio: None },
     ]
 }
 
@@ -297,7 +316,7 @@ fn measure_level(
     for side in &sides {
         let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
         runtime
-            .block_on(drive(side.running.addr(), &side.call, clients, warmup.max(clients), None, timeout))
+            .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, warmup.max(clients), None, timeout))
             .with_context(|| format!("{}: warm-up", side.contender.name()))?;
     }
     let budget = load.duration().map(|d| d / rounds as u32);
@@ -309,7 +328,7 @@ fn measure_level(
             let slice = side.requests.div_ceil(rounds);
             let cpu_before = side.running.cpu_time();
             let tally = runtime
-                .block_on(drive(side.running.addr(), &side.call, clients, slice, budget, timeout))
+                .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, slice, budget, timeout))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
             let cpu_after = side.running.cpu_time();
             side.cpu += CpuTime {
@@ -343,10 +362,12 @@ struct Side {
 }
 
 /// `clients` connections to `addr` share `requests` calls, one in flight per connection,
-/// until the calls are done or `budget` has passed. Connecting is not timed.
+/// until the calls are done or `budget` has passed. Connecting (and, `in_session`, opening
+/// a 2025-11-25 session on each connection) is not timed.
 async fn drive(
     addr: SocketAddr,
     call: &EchoCall,
+    in_session: bool,
     clients: usize,
     requests: usize,
     budget: Option<Duration>,
@@ -354,7 +375,11 @@ async fn drive(
 ) -> anyhow::Result<Tally> {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
-        connections.push(HttpClient::connect(addr).await?);
+        let mut connection = HttpClient::connect(addr).await?;
+        if in_session {
+            connection.open_session().await.context("opening a 2025-11-25 session")?;
+        }
+        connections.push(connection);
     }
     let issued = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
