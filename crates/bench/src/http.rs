@@ -52,14 +52,11 @@ impl HttpClient {
     pub async fn open_session(&mut self) -> anyhow::Result<()> {
         let (initialize, initialized) = Era::Legacy.handshake().context("the 2025-11-25 era has a handshake")?;
         let request = self.legacy_request().body(Full::new(Bytes::from(initialize.to_string())))?;
-        self.sender.ready().await.context("the connection closed")?;
-        let response = self.sender.send_request(request).await.context("sending initialize")?;
-        let session = response.headers().get("mcp-session-id").cloned();
-        let status = response.status();
-        let body = response.into_body().collect().await.context("reading the initialize answer")?.to_bytes();
-        if status != StatusCode::OK {
-            bail!("initialize: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        let (head, body) = self.round_trip(request).await?;
+        if head.status != StatusCode::OK {
+            bail!("initialize: HTTP {}: {}", head.status, String::from_utf8_lossy(&body));
         }
+        let session = head.headers.get("mcp-session-id").cloned();
         self.session = Some(session.context("initialize was answered without an Mcp-Session-Id")?);
         let request = self.legacy_request().body(Full::new(Bytes::from(initialized.to_string())))?;
         let (status, _, body) = self.exchange(request).await?;
@@ -69,13 +66,18 @@ impl HttpClient {
         Ok(())
     }
 
-    /// A 2025-11-25 POST to `/mcp`, in this connection's session if it has one.
-    fn legacy_request(&self) -> hyper::http::request::Builder {
-        let request = Request::post(MCP_PATH)
+    /// A POST to `/mcp` with the headers every request carries (host, content type, and
+    /// JSON or SSE accepted).
+    fn post(&self) -> hyper::http::request::Builder {
+        Request::post(MCP_PATH)
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
-            .header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION));
+    }
+
+    /// A 2025-11-25 POST to `/mcp`, in this connection's session if it has one.
+    fn legacy_request(&self) -> hyper::http::request::Builder {
+        let request = self.post().header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION));
         match &self.session {
             Some(session) => request.header("Mcp-Session-Id", session.clone()),
             None => request,
@@ -86,10 +88,8 @@ impl HttpClient {
     /// failed; Ok(Err) is a wrong answer (status, content type or body).
     pub async fn call(&mut self, call: &EchoCall, id: u64) -> anyhow::Result<anyhow::Result<()>> {
         let request = match call.era {
-            Era::Modern => Request::post(MCP_PATH)
-                .header(HOST, self.host.clone())
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+            Era::Modern => self
+                .post()
                 .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
                 .header("Mcp-Method", HeaderValue::from_static("tools/call"))
                 .header("Mcp-Name", HeaderValue::from_static(call.name)),
@@ -112,10 +112,8 @@ impl HttpClient {
         name: Option<&str>,
         body: String,
     ) -> anyhow::Result<serde_json::Value> {
-        let mut request = Request::post(MCP_PATH)
-            .header(HOST, self.host.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+        let mut request = self
+            .post()
             .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
             .header("Mcp-Method", HeaderValue::from_static(method));
         if let Some(name) = name {
@@ -133,17 +131,24 @@ impl HttpClient {
         check(status, json, &body)
     }
 
+    /// The status, whether the answer is JSON, and its body.
     async fn exchange(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, bool, Bytes)> {
-        self.sender.ready().await.context("the connection closed")?;
-        let response = self.sender.send_request(request).await.context("sending the request")?;
-        let status = response.status();
-        let json = response
-            .headers()
+        let (head, body) = self.round_trip(request).await?;
+        let json = head
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
-        let body = response.into_body().collect().await.context("reading the answer")?.to_bytes();
-        Ok((status, json, body))
+        Ok((head.status, json, body))
+    }
+
+    /// Sends `request` on this connection and reads the whole answer.
+    async fn round_trip(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(hyper::http::response::Parts, Bytes)> {
+        self.sender.ready().await.context("the connection closed")?;
+        let response = self.sender.send_request(request).await.context("sending the request")?;
+        let (head, body) = response.into_parts();
+        let body = body.collect().await.context("reading the answer")?.to_bytes();
+        Ok((head, body))
     }
 }
 

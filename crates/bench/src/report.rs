@@ -40,6 +40,13 @@ pub struct CpuTime {
     pub all: Duration,
 }
 
+impl CpuTime {
+    /// What was used between `earlier` and this reading.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime { front: self.front.saturating_sub(earlier.front), all: self.all.saturating_sub(earlier.all) }
+    }
+}
+
 impl std::ops::AddAssign for CpuTime {
     fn add_assign(&mut self, other: CpuTime) {
         self.front += other.front;

@@ -330,11 +330,7 @@ fn measure_level(
             let tally = runtime
                 .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, slice, budget, timeout))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
-            let cpu_after = side.running.cpu_time();
-            side.cpu += CpuTime {
-                front: cpu_after.front.saturating_sub(cpu_before.front),
-                all: cpu_after.all.saturating_sub(cpu_before.all),
-            };
+            side.cpu += side.running.cpu_time().since(cpu_before);
             side.tally.absorb(tally);
         }
     }
