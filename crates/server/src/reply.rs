@@ -112,6 +112,11 @@ where
     (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
 }
 
+/// A response that is an open-ended event stream.
+pub fn event_stream(body: axum::body::Body) -> Response {
+    (StatusCode::OK, event_stream_headers(), body).into_response()
+}
+
 enum Item {
     Note(Value),
     Last(Value),
@@ -169,11 +174,6 @@ impl Drop for Work {
             }
         }
     }
-}
-
-/// A response that is an open-ended event stream.
-pub fn event_stream(body: axum::body::Body) -> Response {
-    (StatusCode::OK, event_stream_headers(), body).into_response()
 }
 
 fn frame_or_nothing(format: Format, frame: &Value) -> Response {
