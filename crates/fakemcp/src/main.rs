@@ -12,8 +12,8 @@
 mod conformance;
 mod era;
 mod http;
-mod meta_surface;
 mod instance;
+mod meta_surface;
 mod server;
 mod tools;
 mod wire;
