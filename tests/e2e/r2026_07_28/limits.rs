@@ -126,6 +126,47 @@ fn an_instance_unused_for_pool_idle_timeout_is_stopped() {
     assert!(alive(second.pid));
 }
 
+/// After a large reap the daemon gives the freed memory back to the system, and each
+/// runtime worker the chunks its allocator cache kept (which pin pages a trim cannot
+/// release): the bench's sessions scenario measures the effect, this checks the wiring.
+#[test]
+fn after_a_large_reap_every_runtime_worker_gives_its_cached_memory_back() {
+    // The reaper trims once at least this many instances have stopped (memory.rs).
+    const SESSIONS: usize = 64;
+    let daemon = Daemon::start(&with(
+        &[("up", fakemcp("session", &tag(), &[]))],
+        json!({"pool": {"idleTimeout": "1s", "maxInstancesPerServer": SESSIONS}}),
+    ));
+    for i in 0..SESSIONS {
+        let reply = Modern::mcpx_call("up", "echo", json!({"i": i}))
+            .session(&format!("reap-{i}"))
+            .send(daemon.url());
+        assert_eq!(reply.structured(), &json!({"i": i}));
+    }
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let emptied = |log: &str| {
+        log.matches("returned a worker's cached memory to the system")
+            .count()
+    };
+    let given_back = poll(Duration::from_secs(30), || {
+        let log = daemon.stderr();
+        (log.contains("returned freed memory to the system") && emptied(&log) >= workers)
+            .then_some(())
+    });
+    assert!(
+        given_back.is_some(),
+        "after the reap, {} of {workers} workers gave their cached memory back; status {}\n{}",
+        emptied(&daemon.stderr()),
+        daemon.home().status(),
+        daemon.stderr()
+    );
+    assert!(
+        daemon.home().instances("up").is_empty(),
+        "{}",
+        daemon.home().status()
+    );
+}
+
 /// An upstream that starts but never answers (neither `server/discover` nor `initialize`)
 /// fails the call once `timeouts.probe` and then `timeouts.handshake` have passed.
 #[test]
