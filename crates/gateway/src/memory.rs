@@ -65,14 +65,18 @@ pub fn on_park() {
     CACHE_EMPTIED.set(wanted);
     let started = Instant::now();
     empty_thread_cache();
-    std::thread::spawn(move || {
-        let released = trim();
-        tracing::info!(
-            released,
-            micros = started.elapsed().as_micros() as u64,
-            "returned a worker's cached memory to the system"
-        );
-    });
+    // A thread that cannot start only leaves the pages resident; a panic here would take
+    // the worker down.
+    let _ = std::thread::Builder::new()
+        .name("mcpx-trim".into())
+        .spawn(move || {
+            let released = trim();
+            tracing::info!(
+                released,
+                micros = started.elapsed().as_micros() as u64,
+                "returned a worker's cached memory to the system"
+            );
+        });
 }
 
 /// How many free chunks of one size glibc's thread cache holds by default (the tunable
@@ -92,7 +96,12 @@ pub fn empty_thread_cache() {
         .flat_map(|size| std::iter::repeat_n(size, CACHED_PER_SIZE))
         .map(Vec::with_capacity)
         .collect();
-    let _ = std::thread::spawn(move || drop(taken)).join();
+    if let Ok(freeing) = std::thread::Builder::new()
+        .name("mcpx-free".into())
+        .spawn(move || drop(taken))
+    {
+        let _ = freeing.join();
+    }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
