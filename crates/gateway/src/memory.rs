@@ -39,8 +39,10 @@ pub fn give_back_freed(stopped: usize) {
         "returned freed memory to the system"
     );
     CACHES_WANTED_EMPTY.fetch_add(1, Ordering::Relaxed);
-    // An idle worker sleeps until it has work: a task for each wakes them, and each parks
-    // again once it has run out of work.
+    // An idle worker sleeps until it has work. A task for each wakes workers: tokio wakes
+    // one, which wakes the next when it takes a task, and each empties its cache when it
+    // parks again. Two workers (two cores) both wake; with more, the scheduler may wake
+    // fewer, and a worker left asleep empties its cache the next time it has worked.
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         for _ in 0..runtime.metrics().num_workers() {
             runtime.spawn(async {});
