@@ -130,7 +130,7 @@ fn an_instance_unused_for_pool_idle_timeout_is_stopped() {
 /// runtime worker the chunks its allocator cache kept (which pin pages a trim cannot
 /// release): the bench's sessions scenario measures the effect, this checks the wiring.
 #[test]
-fn after_a_large_reap_every_runtime_worker_gives_its_cached_memory_back() {
+fn after_a_large_reap_the_runtime_workers_give_their_cached_memory_back() {
     // The reaper trims once at least this many instances have stopped (memory.rs).
     const SESSIONS: usize = 64;
     let daemon = Daemon::start(&with(
