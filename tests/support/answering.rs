@@ -79,10 +79,7 @@ pub fn answering_client(
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    crate::process::json_line(
-        &output,
-        &format!("the answering Python SDK client ({mode}, {tool})"),
-    )
+    crate::process::json_line(&output, &format!("the answering Python SDK client ({mode}, {tool})"))
 }
 
 /// The methods of the questions the client was asked, in order.

@@ -62,14 +62,7 @@ pub fn init_repo(dir: &Path, subdirs: &[&str]) -> PathBuf {
 pub fn add_worktree(repo: &Path, path: &Path, branch: &str) -> PathBuf {
     git(
         repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            branch,
-            path.to_str().expect("a UTF-8 path"),
-        ],
+        &["worktree", "add", "-q", "-b", branch, path.to_str().expect("a UTF-8 path")],
     );
     path.canonicalize().expect("the worktree exists")
 }
@@ -77,13 +70,8 @@ pub fn add_worktree(repo: &Path, path: &Path, branch: &str) -> PathBuf {
 /// What git itself says the repository's common dir is, seen from `dir` (canonical).
 #[track_caller]
 pub fn common_dir(dir: &Path) -> PathBuf {
-    let out = git(
-        dir,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    );
-    PathBuf::from(out)
-        .canonicalize()
-        .expect("the common dir exists")
+    let out = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+    PathBuf::from(out).canonicalize().expect("the common dir exists")
 }
 
 /// What git itself says the worktree's top level is, seen from `dir` (canonical).

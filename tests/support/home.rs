@@ -120,28 +120,11 @@ impl Home {
     }
 
     /// A `/v1` request over the socket naming its session (`X-Mcpx-Session`).
-    pub fn v1_as(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-        session: &str,
-    ) -> SocketReply {
-        self.v1_with(
-            method,
-            path,
-            body,
-            &[("X-Mcpx-Session", session.to_owned())],
-        )
+    pub fn v1_as(&self, method: &str, path: &str, body: Option<&Value>, session: &str) -> SocketReply {
+        self.v1_with(method, path, body, &[("X-Mcpx-Session", session.to_owned())])
     }
 
-    fn v1_with(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-        extra: &[(&str, String)],
-    ) -> SocketReply {
+    fn v1_with(&self, method: &str, path: &str, body: Option<&Value>, extra: &[(&str, String)]) -> SocketReply {
         let body = body.map(Value::to_string);
         let mut headers: Vec<(&str, String)> = extra.to_vec();
         if body.is_some() {
@@ -160,10 +143,7 @@ impl Home {
     #[track_caller]
     pub fn status(&self) -> Value {
         let reply = self.v1("GET", "/v1/status", None);
-        assert_eq!(
-            reply.status, 200,
-            "GET /v1/status over the socket:\n{reply}"
-        );
+        assert_eq!(reply.status, 200, "GET /v1/status over the socket:\n{reply}");
         reply.json()
     }
 
@@ -251,7 +231,11 @@ impl CliRun {
     /// Asserts the exit code, printing the whole run otherwise.
     #[track_caller]
     pub fn assert_code(&self, code: i32) -> &CliRun {
-        assert_eq!(self.code, Some(code), "expected exit code {code}:\n{self}");
+        assert_eq!(
+            self.code,
+            Some(code),
+            "expected exit code {code}:\n{self}"
+        );
         self
     }
 
@@ -300,10 +284,7 @@ fn run(mut command: Command, args: &[&str]) -> CliRun {
         Ok(output) => output.expect("collect the command's output"),
         Err(_) => {
             signal(pid, libc::SIGKILL);
-            panic!(
-                "mcpx {} did not finish within {CLI_TIMEOUT:?}",
-                args.join(" ")
-            );
+            panic!("mcpx {} did not finish within {CLI_TIMEOUT:?}", args.join(" "));
         }
     };
     CliRun {

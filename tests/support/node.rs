@@ -153,10 +153,7 @@ pub fn ts_sdk_client(
         command.env(name, value);
     }
     let (output, took) = run(command, "tests/node/mcp_client.js");
-    crate::process::json_line(
-        &output,
-        &format!("the TypeScript SDK client ({mode}, {target:?}, after {took:?})"),
-    )
+    crate::process::json_line(&output, &format!("the TypeScript SDK client ({mode}, {target:?}, after {took:?})"))
 }
 
 /// The MCP Inspector CLI (`@modelcontextprotocol/inspector --cli`), run on Node 22 with a

@@ -55,10 +55,7 @@ pub fn spec_schema_dir() -> PathBuf {
     let candidates: Vec<PathBuf> = root
         .ancestors()
         .map(|dir| dir.join("shared/spec/schema"))
-        .chain([
-            PathBuf::from("/work/shared/spec/schema"),
-            root.join("spec/schema"),
-        ])
+        .chain([PathBuf::from("/work/shared/spec/schema"), root.join("spec/schema")])
         .collect();
     candidates.iter().find(|dir| dir.is_dir()).cloned().unwrap_or_else(|| {
         panic!("protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory")

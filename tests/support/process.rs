@@ -166,11 +166,7 @@ pub fn free_port() -> u16 {
 pub fn json_line(output: &std::process::Output, what: &str) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{what} failed with {}:\n{stderr}\nstdout: {stdout}",
-        output.status
-    );
+    assert!(output.status.success(), "{what} failed with {}:\n{stderr}\nstdout: {stdout}", output.status);
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{what} printed no JSON ({e}): {stdout}\nstderr:\n{stderr}"))
 }

@@ -119,16 +119,7 @@ pub fn sdk_stdio_client(
     let mut process = Command::new(venv_bin("python"));
     process
         .arg(&script)
-        .args([
-            "--command",
-            command,
-            "--mode",
-            mode,
-            "--tool",
-            tool,
-            "--timeout",
-            "30",
-        ])
+        .args(["--command", command, "--mode", mode, "--tool", tool, "--timeout", "30"])
         .arg("--args")
         .arg(arguments.to_string())
         .env_remove("MCPX_SESSION_ID")
@@ -139,8 +130,5 @@ pub fn sdk_stdio_client(
     let output = process
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    crate::process::json_line(
-        &output,
-        &format!("the Python SDK client ({mode}, over stdio)"),
-    )
+    crate::process::json_line(&output, &format!("the Python SDK client ({mode}, over stdio)"))
 }

@@ -196,11 +196,7 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
         );
         // A question instead of the answer (2026 `input_required`) has its own shape.
         let asks = frame["result"]["resultType"] == "input_required";
-        let def = if asks {
-            Some("InputRequiredResult")
-        } else {
-            method.and_then(result_def)
-        };
+        let def = if asks { Some("InputRequiredResult") } else { method.and_then(result_def) };
         if let Some(def) = def.filter(|def| spec.has(def)) {
             spec.assert_valid(def, &frame["result"], &what);
         }

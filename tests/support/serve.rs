@@ -181,11 +181,7 @@ impl Answer {
     #[track_caller]
     pub fn structured(&self) -> &Value {
         let result = self.result();
-        assert_ne!(
-            result["isError"],
-            json!(true),
-            "the tool call failed:\n{self}"
-        );
+        assert_ne!(result["isError"], json!(true), "the tool call failed:\n{self}");
         assert!(
             result["structuredContent"].is_object(),
             "the tool result has no structuredContent:\n{self}"
@@ -264,12 +260,7 @@ impl Serve {
             .write_all(line.as_bytes())
             .and_then(|()| stdin.write_all(b"\n"))
             .and_then(|()| stdin.flush())
-            .unwrap_or_else(|e| {
-                panic!(
-                    "writing to mcpx serve failed: {e}\nstderr:\n{}",
-                    self.stderr()
-                )
-            });
+            .unwrap_or_else(|e| panic!("writing to mcpx serve failed: {e}\nstderr:\n{}", self.stderr()));
     }
 
     /// Closes stdin (EOF), as a host does when it is done.
@@ -299,8 +290,9 @@ impl Serve {
                 return None;
             }
         };
-        let frame: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("mcpx serve wrote a line that is not JSON ({e}): {line:?}"));
+        let frame: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!("mcpx serve wrote a line that is not JSON ({e}): {line:?}")
+        });
         self.check(&frame);
         Some(frame)
     }
@@ -332,9 +324,7 @@ impl Serve {
             }
         } else if frame.get("id").is_some() && frame.get("method").is_some() {
             let Some(revision) = self.legacy.clone() else {
-                panic!(
-                    "mcpx serve wrote a request to a client that opened no handshake-era session: {frame}"
-                );
+                panic!("mcpx serve wrote a request to a client that opened no handshake-era session: {frame}");
             };
             schema::spec(schema_revision(&revision)).assert_valid(
                 "JSONRPCRequest",

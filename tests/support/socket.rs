@@ -89,9 +89,7 @@ pub fn request(
     let mut writer = stream.try_clone().expect("clone the socket");
     // A server may answer (404, 405) and close before reading a body: then the write
     // fails, and the answer is still there to read.
-    let written = writer
-        .write_all(head.as_bytes())
-        .and_then(|()| writer.write_all(body));
+    let written = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(body));
 
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();

@@ -145,10 +145,7 @@ impl ScriptServer {
     pub fn everything_http() -> ScriptServer {
         let port = free_port();
         let mut command = Command::new(node::node());
-        command
-            .arg(everything_index())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string());
+        command.arg(everything_index()).arg("streamableHttp").env("PORT", port.to_string());
         ScriptServer::launch(command, port, "server-everything streamableHttp")
     }
 

@@ -34,9 +34,7 @@ pub struct HttpClient {
 impl HttpClient {
     /// Opens the client's one connection to `addr`.
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<HttpClient> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connecting to {addr}"))?;
+        let stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
         // Requests are small and sequential per connection: send each at once.
         stream.set_nodelay(true)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -46,41 +44,24 @@ impl HttpClient {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(HttpClient {
-            sender,
-            host: HeaderValue::from_str(&addr.to_string())?,
-            session: None,
-        })
+        Ok(HttpClient { sender, host: HeaderValue::from_str(&addr.to_string())?, session: None })
     }
 
     /// Opens a 2025-11-25 session (`initialize`, then `notifications/initialized`); the
     /// calls that follow on this connection carry its `Mcp-Session-Id`.
     pub async fn open_session(&mut self) -> anyhow::Result<()> {
-        let (initialize, initialized) = Era::Legacy
-            .handshake()
-            .context("the 2025-11-25 era has a handshake")?;
-        let request = self
-            .legacy_request()
-            .body(Full::new(Bytes::from(initialize.to_string())))?;
+        let (initialize, initialized) = Era::Legacy.handshake().context("the 2025-11-25 era has a handshake")?;
+        let request = self.legacy_request().body(Full::new(Bytes::from(initialize.to_string())))?;
         let (head, body) = self.round_trip(request).await?;
         if head.status != StatusCode::OK {
-            bail!(
-                "initialize: HTTP {}: {}",
-                head.status,
-                String::from_utf8_lossy(&body)
-            );
+            bail!("initialize: HTTP {}: {}", head.status, String::from_utf8_lossy(&body));
         }
         let session = head.headers.get("mcp-session-id").cloned();
         self.session = Some(session.context("initialize was answered without an Mcp-Session-Id")?);
-        let request = self
-            .legacy_request()
-            .body(Full::new(Bytes::from(initialized.to_string())))?;
+        let request = self.legacy_request().body(Full::new(Bytes::from(initialized.to_string())))?;
         let (status, _, body) = self.exchange(request).await?;
         if status != StatusCode::ACCEPTED {
-            bail!(
-                "notifications/initialized: HTTP {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
+            bail!("notifications/initialized: HTTP {status}: {}", String::from_utf8_lossy(&body));
         }
         Ok(())
     }
@@ -91,18 +72,12 @@ impl HttpClient {
         Request::post(MCP_PATH)
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(
-                ACCEPT,
-                HeaderValue::from_static("application/json, text/event-stream"),
-            )
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
     }
 
     /// A 2025-11-25 POST to `/mcp`, in this connection's session if it has one.
     fn legacy_request(&self) -> hyper::http::request::Builder {
-        let request = self.post().header(
-            "MCP-Protocol-Version",
-            HeaderValue::from_static(LEGACY_VERSION),
-        );
+        let request = self.post().header("MCP-Protocol-Version", HeaderValue::from_static(LEGACY_VERSION));
         match &self.session {
             Some(session) => request.header("Mcp-Session-Id", session.clone()),
             None => request,
@@ -115,26 +90,17 @@ impl HttpClient {
         let request = match call.era {
             Era::Modern => self
                 .post()
-                .header(
-                    "MCP-Protocol-Version",
-                    HeaderValue::from_static(MODERN_VERSION),
-                )
+                .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
                 .header("Mcp-Method", HeaderValue::from_static("tools/call"))
                 .header("Mcp-Name", HeaderValue::from_static(call.name)),
             Era::Legacy => self.legacy_request(),
         };
-        let (status, json, body) = self
-            .exchange(request.body(Full::new(Bytes::from(call.request(id))))?)
-            .await?;
+        let (status, json, body) = self.exchange(request.body(Full::new(Bytes::from(call.request(id))))?).await?;
         Ok(check(status, json, &body).and_then(|reply| call.check(&reply, id)))
     }
 
     /// A 2026-07-28 request `body` (one JSON-RPC request for `method`) to `/mcp`; its JSON answer.
-    pub async fn modern(
-        &mut self,
-        method: &'static str,
-        body: String,
-    ) -> anyhow::Result<serde_json::Value> {
+    pub async fn modern(&mut self, method: &'static str, body: String) -> anyhow::Result<serde_json::Value> {
         self.modern_named(method, None, body).await
     }
 
@@ -148,10 +114,7 @@ impl HttpClient {
     ) -> anyhow::Result<serde_json::Value> {
         let mut request = self
             .post()
-            .header(
-                "MCP-Protocol-Version",
-                HeaderValue::from_static(MODERN_VERSION),
-            )
+            .header("MCP-Protocol-Version", HeaderValue::from_static(MODERN_VERSION))
             .header("Mcp-Method", HeaderValue::from_static(method));
         if let Some(name) = name {
             request = request.header("Mcp-Name", HeaderValue::from_str(name)?);
@@ -163,18 +126,13 @@ impl HttpClient {
 
     /// `GET path` (the daemon's `/v1` API); its JSON answer.
     pub async fn get(&mut self, path: &str) -> anyhow::Result<serde_json::Value> {
-        let request = Request::get(path)
-            .header(HOST, self.host.clone())
-            .body(Full::new(Bytes::new()))?;
+        let request = Request::get(path).header(HOST, self.host.clone()).body(Full::new(Bytes::new()))?;
         let (status, json, body) = self.exchange(request).await?;
         check(status, json, &body)
     }
 
     /// The status, whether the answer is JSON, and its body.
-    async fn exchange(
-        &mut self,
-        request: Request<Full<Bytes>>,
-    ) -> anyhow::Result<(StatusCode, bool, Bytes)> {
+    async fn exchange(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, bool, Bytes)> {
         let (head, body) = self.round_trip(request).await?;
         let json = head
             .headers
@@ -185,22 +143,11 @@ impl HttpClient {
     }
 
     /// Sends `request` on this connection and reads the whole answer.
-    async fn round_trip(
-        &mut self,
-        request: Request<Full<Bytes>>,
-    ) -> anyhow::Result<(hyper::http::response::Parts, Bytes)> {
+    async fn round_trip(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(hyper::http::response::Parts, Bytes)> {
         self.sender.ready().await.context("the connection closed")?;
-        let response = self
-            .sender
-            .send_request(request)
-            .await
-            .context("sending the request")?;
+        let response = self.sender.send_request(request).await.context("sending the request")?;
         let (head, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .context("reading the answer")?
-            .to_bytes();
+        let body = body.collect().await.context("reading the answer")?.to_bytes();
         Ok((head, body))
     }
 }
@@ -210,10 +157,7 @@ fn check(status: StatusCode, json: bool, body: &[u8]) -> anyhow::Result<serde_js
         bail!("HTTP {status}: {}", String::from_utf8_lossy(body));
     }
     if !json {
-        bail!(
-            "the answer is not application/json: {}",
-            String::from_utf8_lossy(body)
-        );
+        bail!("the answer is not application/json: {}", String::from_utf8_lossy(body));
     }
     serde_json::from_slice(body).context("the answer is not JSON")
 }

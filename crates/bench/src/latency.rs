@@ -16,14 +16,11 @@ pub struct Samples {
 
 impl Samples {
     pub fn with_capacity(capacity: usize) -> Samples {
-        Samples {
-            nanos: Vec::with_capacity(capacity),
-        }
+        Samples { nanos: Vec::with_capacity(capacity) }
     }
 
     pub fn record(&mut self, latency: Duration) {
-        self.nanos
-            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+        self.nanos.push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
     }
 
     pub fn extend(&mut self, other: Samples) {
@@ -45,11 +42,7 @@ impl Samples {
             p90: micros(percentile(&sorted, 90.0)),
             p99: micros(percentile(&sorted, 99.0)),
             max: micros(sorted.last().copied().unwrap_or(0)),
-            mean: if sorted.is_empty() {
-                0.0
-            } else {
-                total as f64 / sorted.len() as f64 / 1_000.0
-            },
+            mean: if sorted.is_empty() { 0.0 } else { total as f64 / sorted.len() as f64 / 1_000.0 },
         }
     }
 }
@@ -94,11 +87,7 @@ pub fn round(value: f64) -> f64 {
 
 /// Requests per second: `count` requests completed in `elapsed`.
 pub fn throughput(count: usize, elapsed: Duration) -> f64 {
-    if elapsed.is_zero() {
-        0.0
-    } else {
-        count as f64 / elapsed.as_secs_f64()
-    }
+    if elapsed.is_zero() { 0.0 } else { count as f64 / elapsed.as_secs_f64() }
 }
 
 #[cfg(test)]

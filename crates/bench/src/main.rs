@@ -135,16 +135,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     }
     let mut binaries = Binaries::locate(cli.mcpx, cli.fakemcp)?;
     // Every process starts in a scratch directory: relative paths would not be found there.
-    binaries.mcp_proxy = cli
-        .mcp_proxy
-        .map(std::path::absolute)
-        .transpose()
-        .context("--mcp-proxy")?;
-    binaries.fastmcp = cli
-        .fastmcp
-        .map(std::path::absolute)
-        .transpose()
-        .context("--fastmcp")?;
+    binaries.mcp_proxy = cli.mcp_proxy.map(std::path::absolute).transpose().context("--mcp-proxy")?;
+    binaries.fastmcp = cli.fastmcp.map(std::path::absolute).transpose().context("--fastmcp")?;
     let tables_to_stderr = cli.json.as_deref() == Some(std::path::Path::new("-"));
     let show = |run: &Run| {
         if tables_to_stderr {
@@ -154,9 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         }
     };
     if binaries.debug_build() {
-        eprintln!(
-            "mcpx-bench: measuring a debug build; the figures say little about mcpx (build with --release)"
-        );
+        eprintln!("mcpx-bench: measuring a debug build; the figures say little about mcpx (build with --release)");
     }
     let machine_before = report::machine();
 
@@ -167,57 +157,26 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     };
     match cli.scenario {
         Scenario::StdioRelay(options) => record(stdio_relay::run(&binaries, &options)?),
-        Scenario::Http(options) => http_scenario::run(&binaries, &options)?
-            .into_iter()
-            .for_each(&mut record),
+        Scenario::Http(options) => http_scenario::run(&binaries, &options)?.into_iter().for_each(&mut record),
         Scenario::Sessions(options) => record(sessions::run(&binaries, &options)?),
         Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
         Scenario::Exec(options) => record(exec::run(&binaries, &options)?),
         Scenario::Soak(options) => record(soak::run(&binaries, &options)?),
-        Scenario::All {
-            rounds,
-            clients,
-            threads,
-            peer_requests,
-            load,
-            sessions: session_options,
-            cold_start: cold,
-        } => {
+        Scenario::All { rounds, clients, threads, peer_requests, load, sessions: session_options, cold_start: cold } => {
             // Scripts are slower than plain calls: fewer of them say as much.
-            let load_for_exec = Load {
-                requests: 2_000,
-                warmup: 200,
-                ..load.clone()
-            };
+            let load_for_exec = Load { requests: 2_000, warmup: 200, ..load.clone() };
             for era in [Era::Modern, Era::Legacy] {
-                let options = stdio_relay::Options {
-                    era,
-                    clients: 1,
-                    rounds,
-                    load: load.clone(),
-                };
+                let options = stdio_relay::Options { era, clients: 1, rounds, load: load.clone() };
                 record(
                     stdio_relay::run(&binaries, &options)
                         .with_context(|| format!("stdio-relay, {} era", era.label()))?,
                 );
             }
-            let options = http_scenario::Options {
-                clients,
-                threads,
-                rounds: rounds.min(4),
-                peer_requests,
-                load,
-            };
-            http_scenario::run(&binaries, &options)
-                .context("http")?
-                .into_iter()
-                .for_each(&mut record);
+            let options = http_scenario::Options { clients, threads, rounds: rounds.min(4), peer_requests, load };
+            http_scenario::run(&binaries, &options).context("http")?.into_iter().for_each(&mut record);
             record(sessions::run(&binaries, &session_options).context("sessions")?);
             record(cold_start::run(&binaries, &cold).context("cold-start")?);
-            let options = exec::Options {
-                rounds,
-                load: load_for_exec,
-            };
+            let options = exec::Options { rounds, load: load_for_exec };
             record(exec::run(&binaries, &options).context("exec")?);
         }
         Scenario::Plot { .. } => unreachable!("handled above"),
@@ -227,18 +186,14 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
 
 #[cfg(feature = "plot")]
 fn plot(results: &std::path::Path, png: &std::path::Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(results)
-        .with_context(|| format!("reading {}", results.display()))?;
-    let document: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", results.display()))?;
+    let text = std::fs::read_to_string(results).with_context(|| format!("reading {}", results.display()))?;
+    let document: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", results.display()))?;
     plot::draw(&document, png)
 }
 
 #[cfg(not(feature = "plot"))]
 fn plot(_results: &std::path::Path, _png: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "this mcpx-bench was built without plotting: cargo build --release -p mcpx-bench --features plot"
-    )
+    anyhow::bail!("this mcpx-bench was built without plotting: cargo build --release -p mcpx-bench --features plot")
 }
 
 fn finish(
@@ -250,17 +205,11 @@ fn finish(
 ) -> anyhow::Result<bool> {
     machine["loadAverageAfter"] = report::machine()["loadAverage"].clone();
     if let Some(path) = json_path {
-        let meta: Map<String, Value> = meta
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect();
-        let binaries = json!({"mcpx": binaries.mcpx, "fakemcp": binaries.fakemcp, "debugBuild": binaries.debug_build()});
-        let text = serde_json::to_string_pretty(&report::document(
-            runs,
-            Value::Object(meta),
-            machine,
-            binaries,
-        ))? + "\n";
+        let meta: Map<String, Value> = meta.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        let binaries =
+            json!({"mcpx": binaries.mcpx, "fakemcp": binaries.fakemcp, "debugBuild": binaries.debug_build()});
+        let text =
+            serde_json::to_string_pretty(&report::document(runs, Value::Object(meta), machine, binaries))? + "\n";
         if path.as_os_str() == "-" {
             print!("{text}");
         } else {

@@ -92,21 +92,12 @@ impl EchoCall {
                 json!({"name": "mcpx_call", "arguments": {"server": server, "tool": "echo", "arguments": arguments}}),
             ),
             Route::Script { server } => {
-                let script = format!(
-                    "return await call({}, \"echo\", {arguments});",
-                    json!(server)
-                );
-                (
-                    "mcpx_exec",
-                    json!({"name": "mcpx_exec", "arguments": {"script": script}}),
-                )
+                let script = format!("return await call({}, \"echo\", {arguments});", json!(server));
+                ("mcpx_exec", json!({"name": "mcpx_exec", "arguments": {"script": script}}))
             }
             Route::ScriptAlone => {
                 let script = format!("return {arguments};");
-                (
-                    "mcpx_exec",
-                    json!({"name": "mcpx_exec", "arguments": {"script": script}}),
-                )
+                ("mcpx_exec", json!({"name": "mcpx_exec", "arguments": {"script": script}}))
             }
         };
         if era == Era::Modern {
@@ -115,12 +106,7 @@ impl EchoCall {
                 "io.modelcontextprotocol/clientCapabilities": {},
             });
         }
-        EchoCall {
-            params: params.to_string(),
-            arguments,
-            name,
-            era,
-        }
+        EchoCall { params: params.to_string(), arguments, name, era }
     }
 
     /// The same call with `_meta[key] = value` (a session name, say).
@@ -133,18 +119,13 @@ impl EchoCall {
 
     /// The request as one line of JSON (no trailing newline).
     pub fn request(&self, id: u64) -> String {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{}}}"#,
-            self.params
-        )
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{}}}"#, self.params)
     }
 
     /// Checks that `reply` answers request `id` with the arguments echoed back.
     pub fn check(&self, reply: &Value, id: u64) -> anyhow::Result<()> {
         check_id(reply, id)?;
-        let result = reply
-            .get("result")
-            .context("the reply has neither result nor error")?;
+        let result = reply.get("result").context("the reply has neither result nor error")?;
         if result.get("isError") == Some(&Value::Bool(true)) {
             bail!("the tool reported an error: {result}");
         }
@@ -189,13 +170,8 @@ mod tests {
         let call = EchoCall::new(Era::Modern, Route::Direct);
         let request: Value = serde_json::from_str(&call.request(7)).unwrap();
         assert_eq!(request["id"], 7);
-        assert_eq!(
-            request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
-            MODERN_VERSION
-        );
-        assert!(
-            request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].is_object()
-        );
+        assert_eq!(request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], MODERN_VERSION);
+        assert!(request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].is_object());
     }
 
     #[test]
@@ -212,36 +188,29 @@ mod tests {
         assert_eq!(request["params"]["name"], "mcpx_call");
         assert_eq!(request["params"]["arguments"]["server"], "fake");
         assert_eq!(request["params"]["arguments"]["tool"], "echo");
-        assert_eq!(
-            request["params"]["arguments"]["arguments"],
-            echo_arguments()
-        );
+        assert_eq!(request["params"]["arguments"]["arguments"], echo_arguments());
     }
 
     #[test]
     fn a_session_name_joins_the_modern_meta() {
-        let call =
-            EchoCall::new(Era::Modern, Route::Direct).with_meta("dev.mcpx/session", json!("s-1"));
+        let call = EchoCall::new(Era::Modern, Route::Direct).with_meta("dev.mcpx/session", json!("s-1"));
         let request: Value = serde_json::from_str(&call.request(1)).unwrap();
         assert_eq!(request["params"]["_meta"]["dev.mcpx/session"], "s-1");
-        assert_eq!(
-            request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
-            MODERN_VERSION
-        );
+        assert_eq!(request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], MODERN_VERSION);
     }
 
     #[test]
     fn only_an_echo_of_the_arguments_for_the_right_id_counts() {
         let call = EchoCall::new(Era::Modern, Route::Direct);
-        let good =
-            json!({"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": echo_arguments()}});
+        let good = json!({"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": echo_arguments()}});
         assert!(call.check(&good, 3).is_ok());
         assert!(call.check(&good, 4).is_err());
         let wrong = json!({"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": {"n": 1}}});
         assert!(call.check(&wrong, 3).is_err());
         let failed = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "x"}});
         assert!(call.check(&failed, 3).is_err());
-        let tool_error = json!({"jsonrpc": "2.0", "id": 3, "result": {"isError": true, "structuredContent": echo_arguments()}});
+        let tool_error =
+            json!({"jsonrpc": "2.0", "id": 3, "result": {"isError": true, "structuredContent": echo_arguments()}});
         assert!(call.check(&tool_error, 3).is_err());
     }
 }

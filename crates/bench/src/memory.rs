@@ -11,9 +11,7 @@ use std::time::Duration;
 /// gone. The kernel counts it in clock ticks (10 ms at the usual 100 Hz), so it is only
 /// worth reading around work that takes seconds.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
-    let ticks = parse_cpu_ticks(
-        &std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?,
-    )?;
+    let ticks = parse_cpu_ticks(&std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)?;
     // SAFETY: sysconf only reads a constant of the system.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
@@ -31,17 +29,12 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
 /// The peak resident set of `pid` in KiB, or None when the process is gone or the kernel
 /// does not report it.
 pub fn peak_rss_kib(pid: u32) -> Option<u64> {
-    parse_hwm(
-        &std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?,
-    )
+    parse_hwm(&std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?)
 }
 
 /// The resident set of `pid` right now, in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
-    parse_field(
-        &std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?,
-        "VmRSS:",
-    )
+    parse_field(&std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?, "VmRSS:")
 }
 
 fn parse_hwm(status: &str) -> Option<u64> {
@@ -51,12 +44,7 @@ fn parse_hwm(status: &str) -> Option<u64> {
 fn parse_field(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with(field))?;
     // "VmHWM:	    2048 kB": the kernel always reports kB (KiB).
-    line[field.len()..]
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()
+    line[field.len()..].trim().strip_suffix("kB")?.trim().parse().ok()
 }
 
 #[cfg(test)]
@@ -65,8 +53,7 @@ mod tests {
 
     #[test]
     fn reads_the_high_water_mark_in_kib() {
-        let status =
-            "Name:\tfakemcp\nVmPeak:\t  9000 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1900 kB\n";
+        let status = "Name:\tfakemcp\nVmPeak:\t  9000 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1900 kB\n";
         assert_eq!(parse_hwm(status), Some(2048));
         assert_eq!(parse_field(status, "VmRSS:"), Some(1900));
     }

@@ -46,46 +46,23 @@ pub fn draw(document: &Value, png: &Path) -> anyhow::Result<()> {
     let (header, body) = root.split_vertically(70);
     draw_header(&header, document)?;
     let panels = body.split_evenly((2, 2));
-    let runs = document["runs"]
-        .as_array()
-        .context("the results have no runs")?;
+    let runs = document["runs"].as_array().context("the results have no runs")?;
     let http: Vec<&Value> = runs.iter().filter(|r| r["scenario"] == "http").collect();
-    http_panel(
-        &panels[0],
-        &http,
-        "HTTP throughput (calls/s, log scale; more is better)",
-        |c| c["callsPerSecond"].as_f64(),
-    )?;
-    http_panel(
-        &panels[1],
-        &http,
-        "HTTP p99 latency (ms, log scale; less is better)",
-        |c| c["latencyMicros"]["p99"].as_f64().map(|us| us / 1000.0),
-    )?;
-    bars_panel(
-        &panels[2],
-        "stdio relay: one sequential client (µs; less is better)",
-        &stdio_bars(runs),
-        false,
-    )?;
+    http_panel(&panels[0], &http, "HTTP throughput (calls/s, log scale; more is better)", |c| {
+        c["callsPerSecond"].as_f64()
+    })?;
+    http_panel(&panels[1], &http, "HTTP p99 latency (ms, log scale; less is better)", |c| {
+        c["latencyMicros"]["p99"].as_f64().map(|us| us / 1000.0)
+    })?;
+    bars_panel(&panels[2], "stdio relay: one sequential client (µs; less is better)", &stdio_bars(runs), false)?;
     let (bars, note) = sessions_and_cold_start(runs);
-    bars_panel(
-        &panels[3],
-        "sessions and cold start (ms, log scale)",
-        &bars,
-        true,
-    )?;
+    bars_panel(&panels[3], "sessions and cold start (ms, log scale)", &bars, true)?;
     if let Some(note) = note {
         let (w, h) = panels[3].dim_in_pixel();
-        panels[3].draw(&Text::new(
-            note,
-            (20, h as i32 - 26),
-            (FONT, 17).into_font().color(&BLACK),
-        ))?;
+        panels[3].draw(&Text::new(note, (20, h as i32 - 26), (FONT, 17).into_font().color(&BLACK)))?;
         let _ = w;
     }
-    root.present()
-        .with_context(|| format!("writing {}", png.display()))?;
+    root.present().with_context(|| format!("writing {}", png.display()))?;
     Ok(())
 }
 
@@ -126,39 +103,19 @@ fn draw_header(area: &Area<'_>, document: &Value) -> anyhow::Result<()> {
         machine["loadAverage"].as_str().unwrap_or("?"),
         machine["loadAverageAfter"].as_str().unwrap_or("?"),
     );
-    area.draw(&Text::new(
-        title,
-        (20, 10),
-        (FONT, 28).into_font().color(&BLACK),
-    ))?;
-    area.draw(&Text::new(
-        detail,
-        (20, 44),
-        (FONT, 18).into_font().color(&RGBColor(80, 80, 80)),
-    ))?;
+    area.draw(&Text::new(title, (20, 10), (FONT, 28).into_font().color(&BLACK)))?;
+    area.draw(&Text::new(detail, (20, 44), (FONT, 18).into_font().color(&RGBColor(80, 80, 80))))?;
     Ok(())
 }
 
 /// One line per contender across the concurrency levels; `value` picks the figure.
-fn http_panel(
-    area: &Area<'_>,
-    runs: &[&Value],
-    title: &str,
-    value: impl Fn(&Value) -> Option<f64>,
-) -> anyhow::Result<()> {
-    let levels: Vec<String> = runs
-        .iter()
-        .map(|r| format!("{} clients", r["settings"]["clients"]))
-        .collect();
+fn http_panel(area: &Area<'_>, runs: &[&Value], title: &str, value: impl Fn(&Value) -> Option<f64>) -> anyhow::Result<()> {
+    let levels: Vec<String> = runs.iter().map(|r| format!("{} clients", r["settings"]["clients"])).collect();
     let figures: Vec<(usize, &str, f64)> = runs
         .iter()
         .enumerate()
         .flat_map(|(i, run)| {
-            run["contenders"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(move |c| Some((i, c["name"].as_str()?, c)))
+            run["contenders"].as_array().into_iter().flatten().filter_map(move |c| Some((i, c["name"].as_str()?, c)))
         })
         .filter_map(|(i, name, c)| Some((i, name, value(c)?)).filter(|(_, _, v)| *v > 0.0))
         .collect();
@@ -171,10 +128,7 @@ fn http_panel(
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(80)
-        .build_cartesian_2d(
-            (0..levels.len().saturating_sub(1)).into_segmented(),
-            (lo..hi).log_scale(),
-        )?;
+        .build_cartesian_2d((0..levels.len().saturating_sub(1)).into_segmented(), (lo..hi).log_scale())?;
     chart
         .configure_mesh()
         .x_labels(levels.len() + 1)
@@ -199,21 +153,11 @@ fn http_panel(
         chart
             .draw_series(LineSeries::new(points.clone(), style))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
-            });
-        chart.draw_series(
-            points
-                .iter()
-                .map(|p| Circle::new(p.clone(), 5, colour.filled())),
-        )?;
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3)));
+        chart.draw_series(points.iter().map(|p| Circle::new(p.clone(), 5, colour.filled())))?;
         chart.draw_series(points.iter().map(|p| {
             EmptyElement::at(p.clone())
-                + Text::new(
-                    short_number(p.1),
-                    (8, -20),
-                    (FONT, 15).into_font().color(&colour),
-                )
+                + Text::new(short_number(p.1), (8, -20), (FONT, 15).into_font().color(&colour))
         }))?;
     }
     chart
@@ -239,27 +183,15 @@ fn stdio_bars(runs: &[Value]) -> Vec<Bar> {
         let era = run["settings"]["era"].as_str().unwrap_or("?");
         for c in run["contenders"].as_array().into_iter().flatten() {
             let name = c["name"].as_str().unwrap_or("?");
-            let colour = if name == "direct" {
-                SERIES[0].1
-            } else {
-                SERIES[2].1
-            };
+            let colour = if name == "direct" { SERIES[0].1 } else { SERIES[2].1 };
             for p in ["p50", "p99"] {
                 if let Some(value) = c["latencyMicros"][p].as_f64() {
-                    bars.push(Bar {
-                        label: format!("{era} · {name} · {p}"),
-                        value,
-                        colour,
-                    });
+                    bars.push(Bar { label: format!("{era} · {name} · {p}"), value, colour });
                 }
             }
         }
         if let Some(added) = run["comparisons"][0]["addedMicros"]["p50"].as_f64() {
-            bars.push(Bar {
-                label: format!("{era} · added by mcpx at p50"),
-                value: added,
-                colour: RGBColor(255, 127, 14),
-            });
+            bars.push(Bar { label: format!("{era} · added by mcpx at p50"), value: added, colour: RGBColor(255, 127, 14) });
         }
     }
     bars
@@ -288,21 +220,14 @@ fn sessions_and_cold_start(runs: &[Value]) -> (Vec<Bar>, Option<String>) {
             };
             for p in points {
                 if let Some(us) = c["latencyMicros"][p].as_f64() {
-                    bars.push(Bar {
-                        label: format!("{label} · {p}"),
-                        value: us / 1000.0,
-                        colour,
-                    });
+                    bars.push(Bar { label: format!("{label} · {p}"), value: us / 1000.0, colour });
                 }
             }
         }
         if scenario == "sessions" {
             let facts = &run["facts"];
             let rss = &facts["rssKiB"];
-            let mib = |v: &Value| {
-                v.as_f64()
-                    .map_or("?".to_owned(), |k| format!("{:.1}", k / 1024.0))
-            };
+            let mib = |v: &Value| v.as_f64().map_or("?".to_owned(), |k| format!("{:.1}", k / 1024.0));
             note = Some(format!(
                 "{}/{} instances · daemon RSS {} → {} MiB all up → {} MiB reaped · {} KiB/idle instance",
                 facts["instancesCreated"],
@@ -327,29 +252,15 @@ fn bars_panel(area: &Area<'_>, title: &str, bars: &[Bar], log: bool) -> anyhow::
     let max = bars.iter().map(|b| b.value).fold(0.0, f64::max);
     let y_label = |v: &SegmentValue<usize>| match v {
         // Row 0 at the top.
-        SegmentValue::CenterOf(i) => labels
-            .len()
-            .checked_sub(i + 1)
-            .and_then(|j| labels.get(j))
-            .cloned()
-            .unwrap_or_default(),
+        SegmentValue::CenterOf(i) => {
+            labels.len().checked_sub(i + 1).and_then(|j| labels.get(j)).cloned().unwrap_or_default()
+        }
         _ => String::new(),
     };
     let mut builder = ChartBuilder::on(area);
-    builder
-        .caption(title, (FONT, 22))
-        .margin(15)
-        .margin_bottom(45)
-        .x_label_area_size(35)
-        .y_label_area_size(330);
+    builder.caption(title, (FONT, 22)).margin(15).margin_bottom(45).x_label_area_size(35).y_label_area_size(330);
     let row = |i: usize| bars.len() - 1 - i;
-    let text = |b: &Bar| {
-        if log {
-            short_number(b.value)
-        } else {
-            format!("{:.0}", b.value)
-        }
-    };
+    let text = |b: &Bar| if log { short_number(b.value) } else { format!("{:.0}", b.value) };
     if log {
         let (lo, hi) = log_bounds(bars.iter().map(|b| b.value).filter(|v| *v > 0.0));
         let mut chart = builder.build_cartesian_2d((lo..hi).log_scale(), rows)?;
@@ -363,21 +274,14 @@ fn bars_panel(area: &Area<'_>, title: &str, bars: &[Bar], log: bool) -> anyhow::
             .draw()?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
             let mut r = Rectangle::new(
-                [
-                    (lo, SegmentValue::Exact(row(i))),
-                    (b.value.max(lo), SegmentValue::Exact(row(i) + 1)),
-                ],
+                [(lo, SegmentValue::Exact(row(i))), (b.value.max(lo), SegmentValue::Exact(row(i) + 1))],
                 b.colour.filled(),
             );
             r.set_margin(4, 4, 0, 0);
             r
         }))?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Text::new(
-                format!(" {}", text(b)),
-                (b.value.max(lo), SegmentValue::CenterOf(row(i))),
-                (FONT, 15),
-            )
+            Text::new(format!(" {}", text(b)), (b.value.max(lo), SegmentValue::CenterOf(row(i))), (FONT, 15))
         }))?;
     } else {
         let mut chart = builder.build_cartesian_2d(0.0..max * 1.2, rows)?;
@@ -391,32 +295,21 @@ fn bars_panel(area: &Area<'_>, title: &str, bars: &[Bar], log: bool) -> anyhow::
             .draw()?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
             let mut r = Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(row(i))),
-                    (b.value, SegmentValue::Exact(row(i) + 1)),
-                ],
+                [(0.0, SegmentValue::Exact(row(i))), (b.value, SegmentValue::Exact(row(i) + 1))],
                 b.colour.filled(),
             );
             r.set_margin(4, 4, 0, 0);
             r
         }))?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Text::new(
-                format!(" {}", text(b)),
-                (b.value, SegmentValue::CenterOf(row(i))),
-                (FONT, 15),
-            )
+            Text::new(format!(" {}", text(b)), (b.value, SegmentValue::CenterOf(row(i))), (FONT, 15))
         }))?;
     }
     Ok(())
 }
 
 fn empty(area: &Area<'_>, title: &str) -> anyhow::Result<()> {
-    area.draw(&Text::new(
-        format!("{title}: not in this results file"),
-        (20, 20),
-        (FONT, 20),
-    ))?;
+    area.draw(&Text::new(format!("{title}: not in this results file"), (20, 20), (FONT, 20)))?;
     Ok(())
 }
 
@@ -426,10 +319,7 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if hi <= 0.0 {
         return (0.1, 10.0);
     }
-    (
-        10f64.powf(lo.log10().floor()),
-        10f64.powf((hi * 3.0).log10().ceil()),
-    )
+    (10f64.powf(lo.log10().floor()), 10f64.powf((hi * 3.0).log10().ceil()))
 }
 
 /// 12345 → "12.3k", 0.25 → "0.25".
@@ -448,10 +338,7 @@ mod tests {
 
     #[test]
     fn log_bounds_cover_every_value_on_decades() {
-        assert_eq!(
-            log_bounds([250.0, 13_000.0].into_iter()),
-            (100.0, 100_000.0)
-        );
+        assert_eq!(log_bounds([250.0, 13_000.0].into_iter()), (100.0, 100_000.0));
         assert_eq!(log_bounds(std::iter::empty()), (0.1, 10.0));
     }
 

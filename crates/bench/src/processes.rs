@@ -43,14 +43,10 @@ impl Binaries {
     /// `target/release/mcpx-bench` measures `target/release/mcpx`).
     pub fn locate(mcpx: Option<PathBuf>, fakemcp: Option<PathBuf>) -> anyhow::Result<Binaries> {
         let here = std::env::current_exe().context("finding this executable")?;
-        let dir = here
-            .parent()
-            .context("this executable has no directory")?
-            .to_owned();
+        let dir = here.parent().context("this executable has no directory")?.to_owned();
         let pick = |flag: Option<PathBuf>, name: &str| -> anyhow::Result<PathBuf> {
             let path = flag.unwrap_or_else(|| dir.join(name));
-            let path = std::path::absolute(&path)
-                .with_context(|| format!("resolving {}", path.display()))?;
+            let path = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
             if !path.is_file() {
                 bail!(
                     "{} does not exist; build it (cargo build --release -p mcpx -p fakemcp) or pass --{name}",
@@ -59,19 +55,12 @@ impl Binaries {
             }
             Ok(path)
         };
-        Ok(Binaries {
-            mcpx: pick(mcpx, "mcpx")?,
-            fakemcp: pick(fakemcp, "fakemcp")?,
-            mcp_proxy: None,
-            fastmcp: None,
-        })
+        Ok(Binaries { mcpx: pick(mcpx, "mcpx")?, fakemcp: pick(fakemcp, "fakemcp")?, mcp_proxy: None, fastmcp: None })
     }
 
     /// True when either binary comes from a debug build, whose figures mean little.
     pub fn debug_build(&self) -> bool {
-        [&self.mcpx, &self.fakemcp]
-            .iter()
-            .any(|path| path.components().any(|c| c.as_os_str() == "debug"))
+        [&self.mcpx, &self.fakemcp].iter().any(|path| path.components().any(|c| c.as_os_str() == "debug"))
     }
 
     /// An mcpx config with fakemcp as the one global-scope server.
@@ -88,11 +77,7 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(label: &str) -> anyhow::Result<Scratch> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "mcpx-bench-{}-{}-{label}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("mcpx-bench-{}-{}-{label}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         Ok(Scratch { path })
@@ -131,24 +116,12 @@ impl Process {
             .env_remove("MCPX_CONFIG")
             .spawn()
             .with_context(|| format!("starting {role} ({:?})", command.get_program()))?;
-        Ok(Process {
-            role: role.to_owned(),
-            child,
-            log,
-        })
+        Ok(Process { role: role.to_owned(), child, log })
     }
 
     /// A stdio MCP server: stdin and stdout are pipes to the bench.
-    pub fn spawn_stdio(
-        role: &str,
-        command: &mut Command,
-        scratch: &Scratch,
-    ) -> anyhow::Result<Process> {
-        Process::spawn(
-            role,
-            command.stdin(Stdio::piped()).stdout(Stdio::piped()),
-            scratch,
-        )
+    pub fn spawn_stdio(role: &str, command: &mut Command, scratch: &Scratch) -> anyhow::Result<Process> {
+        Process::spawn(role, command.stdin(Stdio::piped()).stdout(Stdio::piped()), scratch)
     }
 
     pub fn pid(&self) -> u32 {
@@ -159,10 +132,7 @@ impl Process {
     pub fn take_stdio(&mut self) -> anyhow::Result<(ChildStdin, ChildStdout)> {
         Ok((
             self.child.stdin.take().context("stdin was already taken")?,
-            self.child
-                .stdout
-                .take()
-                .context("stdout was already taken")?,
+            self.child.stdout.take().context("stdout was already taken")?,
         ))
     }
 
@@ -230,14 +200,10 @@ impl Daemon {
         let deadline = Instant::now() + DAEMON_START;
         let url = loop {
             if daemon.process.exited() {
-                bail!(
-                    "mcpx daemon exited before listening:\n{}",
-                    daemon.process.log_tail()
-                );
+                bail!("mcpx daemon exited before listening:\n{}", daemon.process.log_tail());
             }
-            let state: Option<Value> = std::fs::read_to_string(&record)
-                .ok()
-                .and_then(|text| serde_json::from_str(&text).ok());
+            let state: Option<Value> =
+                std::fs::read_to_string(&record).ok().and_then(|text| serde_json::from_str(&text).ok());
             if let Some(url) = state.as_ref().and_then(|s| s["url"].as_str()) {
                 break url.to_owned();
             }
@@ -256,12 +222,7 @@ impl Daemon {
 
     /// Starts `mcpx daemon --port PORT` with `config` and returns at once, before it
     /// listens. Its address is `127.0.0.1:PORT` (unknown while PORT is 0).
-    pub fn launch(
-        binaries: &Binaries,
-        scratch: &Scratch,
-        config: &Value,
-        port: u16,
-    ) -> anyhow::Result<Daemon> {
+    pub fn launch(binaries: &Binaries, scratch: &Scratch, config: &Value, port: u16) -> anyhow::Result<Daemon> {
         let config_path = scratch.path().join("mcpx.json");
         std::fs::write(&config_path, serde_json::to_vec_pretty(config)?)
             .with_context(|| format!("writing {}", config_path.display()))?;
@@ -276,11 +237,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         let process = Process::spawn("mcpx daemon", &mut command, scratch)?;
-        Ok(Daemon {
-            process,
-            state_dir,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        })
+        Ok(Daemon { process, state_dir, addr: SocketAddr::from(([127, 0, 0, 1], port)) })
     }
 
     pub fn pid(&self) -> u32 {
@@ -318,10 +275,7 @@ impl Daemon {
             bail!("mcpx daemon needed SIGKILL:\n{log}");
         }
         if !stopped.outlived.is_empty() {
-            bail!(
-                "processes outlived the daemon and were killed: {:?}",
-                stopped.outlived
-            );
+            bail!("processes outlived the daemon and were killed: {:?}", stopped.outlived);
         }
         Ok(())
     }
@@ -342,10 +296,7 @@ impl Daemon {
             signal(pid, libc::SIGTERM);
             left.push(pid);
         }
-        Stopped {
-            needed_sigkill: (!clean).then(|| self.process.log_tail()),
-            outlived: left,
-        }
+        Stopped { needed_sigkill: (!clean).then(|| self.process.log_tail()), outlived: left }
     }
 }
 
@@ -366,16 +317,9 @@ pub struct HttpServer {
 
 impl HttpServer {
     /// `fakemcp --http 127.0.0.1:0`: waits for the URL it prints once listening.
-    pub fn fakemcp(
-        binaries: &Binaries,
-        scratch: &Scratch,
-        role: &str,
-    ) -> anyhow::Result<HttpServer> {
+    pub fn fakemcp(binaries: &Binaries, scratch: &Scratch, role: &str) -> anyhow::Result<HttpServer> {
         let mut command = Command::new(&binaries.fakemcp);
-        command
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+        command.args(["--http", "127.0.0.1:0"]).stdin(Stdio::null()).stdout(Stdio::piped());
         let mut process = Process::spawn(role, &mut command, scratch)?;
         let stdout = process.child.stdout.take().context("fakemcp's stdout")?;
         let (sender, line) = std::sync::mpsc::channel();
@@ -384,35 +328,22 @@ impl HttpServer {
             let _ = BufReader::new(stdout).read_line(&mut url);
             let _ = sender.send(url);
         });
-        let url = line.recv_timeout(DAEMON_START).with_context(|| {
-            format!(
-                "{role} printed no URL within {DAEMON_START:?}:\n{}",
-                process.log_tail()
-            )
-        })?;
+        let url = line
+            .recv_timeout(DAEMON_START)
+            .with_context(|| format!("{role} printed no URL within {DAEMON_START:?}:\n{}", process.log_tail()))?;
         let addr = loopback_address(url.trim())?;
         Ok(HttpServer { process, addr })
     }
 
     /// Starts `command`, which is to listen on `port` of 127.0.0.1, and waits (up to a
     /// minute: Python peers import a lot) until it accepts connections.
-    pub fn spawn(
-        role: &str,
-        command: &mut Command,
-        scratch: &Scratch,
-        port: u16,
-    ) -> anyhow::Result<HttpServer> {
+    pub fn spawn(role: &str, command: &mut Command, scratch: &Scratch, port: u16) -> anyhow::Result<HttpServer> {
         command.stdin(Stdio::null()).stdout(Stdio::null());
         let mut process = Process::spawn(role, command, scratch)?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let up = wait_until(PEER_START, || {
-            process.exited() || TcpStream::connect(addr).is_ok()
-        });
+        let up = wait_until(PEER_START, || process.exited() || TcpStream::connect(addr).is_ok());
         if !up || process.exited() {
-            bail!(
-                "{role} did not listen on {addr} within {PEER_START:?}:\n{}",
-                process.log_tail()
-            );
+            bail!("{role} did not listen on {addr} within {PEER_START:?}:\n{}", process.log_tail());
         }
         Ok(HttpServer { process, addr })
     }
@@ -425,10 +356,7 @@ impl HttpServer {
     pub fn peak_rss(&self) -> Vec<(String, Option<u64>)> {
         let mut figures = vec![(self.process.role.clone(), self.process.peak_rss_kib())];
         for pid in children_of(self.pid()) {
-            figures.push((
-                format!("fakemcp ({}'s)", self.process.role),
-                memory::peak_rss_kib(pid),
-            ));
+            figures.push((format!("fakemcp ({}'s)", self.process.role), memory::peak_rss_kib(pid)));
         }
         figures
     }
@@ -445,17 +373,10 @@ impl HttpServer {
             }
         }
         if !clean {
-            bail!(
-                "{} needed SIGKILL:\n{}",
-                self.process.role,
-                self.process.log_tail()
-            );
+            bail!("{} needed SIGKILL:\n{}", self.process.role, self.process.log_tail());
         }
         if !left.is_empty() {
-            bail!(
-                "processes outlived {} and were killed: {left:?}",
-                self.process.role
-            );
+            bail!("processes outlived {} and were killed: {left:?}", self.process.role);
         }
         Ok(())
     }
@@ -475,9 +396,7 @@ fn loopback_address(url: &str) -> anyhow::Result<SocketAddr> {
         .strip_prefix("http://")
         .and_then(|rest| rest.split('/').next())
         .with_context(|| format!("unexpected daemon url {url}"))?;
-    let addr: SocketAddr = authority
-        .parse()
-        .with_context(|| format!("unexpected daemon address in {url}"))?;
+    let addr: SocketAddr = authority.parse().with_context(|| format!("unexpected daemon address in {url}"))?;
     if !addr.ip().is_loopback() {
         bail!("the daemon listens on {addr}, not on loopback; the bench only loads loopback");
     }
@@ -488,25 +407,19 @@ fn loopback_address(url: &str) -> anyhow::Result<SocketAddr> {
 fn recorded_daemon(state_dir: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(state_dir.join("daemon.json")).ok()?;
     let record: Value = serde_json::from_str(&text).ok()?;
-    record["pid"]
-        .as_u64()
-        .and_then(|pid| u32::try_from(pid).ok())
+    record["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok())
 }
 
 /// Live processes other than this one whose working directory is `dir` or below it:
 /// what a scenario started there (each runs its processes in its scratch directory, and
 /// their children inherit it) and is still running.
 pub fn processes_in(dir: &Path) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let me = std::process::id();
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != me && alive(pid))
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
-        })
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir)))
         .collect()
 }
 
@@ -517,9 +430,7 @@ pub fn open_fds(pid: u32) -> Option<usize> {
 
 /// Pids whose parent is `parent`, from `/proc/<pid>/stat`.
 pub fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| parent_of(pid) == Some(parent))
@@ -536,11 +447,7 @@ fn parent_of(pid: u32) -> Option<u32> {
 /// Whether `pid` is still a live process (a zombie counts as gone).
 fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                != Some("Z")
-        }
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()) != Some("Z"),
         Err(_) => false,
     }
 }
@@ -572,14 +479,8 @@ mod tests {
 
     #[test]
     fn only_loopback_daemon_urls_are_accepted() {
-        assert_eq!(
-            loopback_address("http://127.0.0.1:7750/mcp").unwrap(),
-            "127.0.0.1:7750".parse().unwrap()
-        );
-        assert_eq!(
-            loopback_address("http://[::1]:7750/mcp").unwrap(),
-            "[::1]:7750".parse().unwrap()
-        );
+        assert_eq!(loopback_address("http://127.0.0.1:7750/mcp").unwrap(), "127.0.0.1:7750".parse().unwrap());
+        assert_eq!(loopback_address("http://[::1]:7750/mcp").unwrap(), "[::1]:7750".parse().unwrap());
         assert!(loopback_address("http://10.0.0.5:7750/mcp").is_err());
         assert!(loopback_address("https://127.0.0.1:7750/mcp").is_err());
     }

@@ -43,10 +43,7 @@ pub struct CpuTime {
 impl CpuTime {
     /// What was used between `earlier` and this reading.
     pub fn since(self, earlier: CpuTime) -> CpuTime {
-        CpuTime {
-            front: self.front.saturating_sub(earlier.front),
-            all: self.all.saturating_sub(earlier.all),
-        }
+        CpuTime { front: self.front.saturating_sub(earlier.front), all: self.all.saturating_sub(earlier.all) }
     }
 }
 
@@ -71,17 +68,11 @@ impl Measured {
     pub fn cpu_micros_per_call(&self) -> Option<(f64, f64)> {
         let calls = self.samples.len() as f64;
         let per_call = |time: Duration| (time.as_secs_f64() * 1e6 / calls).round();
-        self.cpu
-            .filter(|_| calls > 0.0)
-            .map(|cpu| (per_call(cpu.front), per_call(cpu.all)))
+        self.cpu.filter(|_| calls > 0.0).map(|cpu| (per_call(cpu.front), per_call(cpu.all)))
     }
 
     fn to_json(&self) -> Value {
-        let rss: Map<String, Value> = self
-            .peak_rss
-            .iter()
-            .map(|(role, kib)| (role.clone(), json!(kib)))
-            .collect();
+        let rss: Map<String, Value> = self.peak_rss.iter().map(|(role, kib)| (role.clone(), json!(kib))).collect();
         json!({
             "name": self.name,
             "path": self.path,
@@ -162,9 +153,7 @@ impl Run {
         let contender = self.contender(target.contender)?;
         let throughput = contender.throughput();
         let p99 = contender.summary().p99;
-        let met = target
-            .min_calls_per_second
-            .is_none_or(|min| throughput >= min)
+        let met = target.min_calls_per_second.is_none_or(|min| throughput >= min)
             && target.max_p99_micros.is_none_or(|max| p99 <= max);
         Some(json!({
             "contender": target.contender,
@@ -194,15 +183,7 @@ impl Run {
         let _ = writeln!(
             out,
             "  {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>13}  {:<}",
-            "contender",
-            "calls/s",
-            "p50 µs",
-            "p90 µs",
-            "p99 µs",
-            "max µs",
-            "errors",
-            "CPU µs/call",
-            "peak RSS"
+            "contender", "calls/s", "p50 µs", "p90 µs", "p99 µs", "max µs", "errors", "CPU µs/call", "peak RSS"
         );
         for c in &self.contenders {
             let s = c.summary();
@@ -224,10 +205,7 @@ impl Run {
                 s.p99,
                 s.max,
                 c.errors,
-                c.cpu_micros_per_call().map_or_else(
-                    || "-".to_owned(),
-                    |(front, all)| format!("{front:.0} of {all:.0}")
-                ),
+                c.cpu_micros_per_call().map_or_else(|| "-".to_owned(), |(front, all)| format!("{front:.0} of {all:.0}")),
                 rss.join(", ")
             );
         }
@@ -238,9 +216,7 @@ impl Run {
             }
         }
         for comparison in &self.comparisons {
-            let Some(v) = self.compare(comparison) else {
-                continue;
-            };
+            let Some(v) = self.compare(comparison) else { continue };
             let added = |p: &str| v["addedMicros"][p].as_f64().unwrap_or(f64::NAN);
             let _ = write!(
                 out,
@@ -253,11 +229,7 @@ impl Run {
             );
             let _ = write!(out, "; throughput ×{}", v["throughputRatio"]);
             if let Some(target) = v.get("target") {
-                let met = if target["met"] == true {
-                    "met"
-                } else {
-                    "MISSED"
-                };
+                let met = if target["met"] == true { "met" } else { "MISSED" };
                 if let Some(micros) = target.get("addedP50Micros") {
                     let _ = write!(out, "; target ≤ {micros} µs added at p50: {met}");
                 }
@@ -268,9 +240,7 @@ impl Run {
             let _ = writeln!(out);
         }
         for target in &self.targets {
-            let Some(v) = self.check(target) else {
-                continue;
-            };
+            let Some(v) = self.check(target) else { continue };
             let met = if v["met"] == true { "met" } else { "MISSED" };
             let mut wanted = Vec::new();
             if let Some(min) = target.min_calls_per_second {
@@ -320,11 +290,7 @@ pub fn document(runs: &[Run], meta: Value, machine: Value, binaries: Value) -> V
 /// What the figures came from: CPU count and model, kernel, and the load the machine
 /// carried (the bench shares it with whatever else runs).
 pub fn machine() -> Value {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|s| s.trim().to_owned())
-    };
+    let read = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned());
     let cpu_model = read("/proc/cpuinfo").and_then(|info| {
         info.lines()
             .find(|l| l.starts_with("model name"))
@@ -365,21 +331,14 @@ mod tests {
             scenario: "stdio-relay",
             heading: "test".into(),
             settings: json!({}),
-            contenders: vec![
-                measured("direct", direct, 100),
-                measured("relay", relay, 100),
-            ],
+            contenders: vec![measured("direct", direct, 100), measured("relay", relay, 100)],
             comparisons: vec![Comparison {
                 baseline: "direct",
                 subject: "relay",
                 added_p50_target_micros: Some(150.0),
                 min_throughput_ratio: None,
             }],
-            targets: vec![Target {
-                contender: "relay",
-                min_calls_per_second: Some(5_000.0),
-                max_p99_micros: None,
-            }],
+            targets: vec![Target { contender: "relay", min_calls_per_second: Some(5_000.0), max_p99_micros: None }],
             facts: None,
         }
     }
@@ -392,10 +351,7 @@ mod tests {
         assert_eq!(verdict["addedMicros"]["p50"], 100.0);
         assert_eq!(verdict["throughputRatio"], 0.33);
         assert_eq!(verdict["target"]["met"], true);
-        assert_eq!(
-            run(50, 250).to_json()["comparisons"][0]["target"]["met"],
-            false
-        );
+        assert_eq!(run(50, 250).to_json()["comparisons"][0]["target"]["met"], false);
     }
 
     #[test]

@@ -52,12 +52,7 @@ impl StdioClient {
 
     /// Sends `call` as request `id` and waits for its answer. Err only when the
     /// connection failed (closed, or no answer by `deadline`); Ok(Err) is a wrong answer.
-    pub fn call(
-        &mut self,
-        call: &EchoCall,
-        id: u64,
-        deadline: Instant,
-    ) -> anyhow::Result<anyhow::Result<()>> {
+    pub fn call(&mut self, call: &EchoCall, id: u64, deadline: Instant) -> anyhow::Result<anyhow::Result<()>> {
         self.send(call.request(id).as_bytes())?;
         let reply = self.reply_to(id, deadline)?;
         Ok(call.check(&reply, id))
@@ -74,9 +69,7 @@ impl StdioClient {
         self.line.clear();
         self.line.extend_from_slice(message);
         self.line.push(b'\n');
-        self.stdin
-            .write_all(&self.line)
-            .context("writing to the server's stdin")
+        self.stdin.write_all(&self.line).context("writing to the server's stdin")
     }
 
     /// The next message carrying `id`; notifications, server requests and stale answers
@@ -84,9 +77,7 @@ impl StdioClient {
     fn reply_to(&mut self, id: u64, deadline: Instant) -> anyhow::Result<Value> {
         loop {
             let message = self.next_message(deadline)?;
-            if message.get("id").and_then(Value::as_u64) == Some(id)
-                && message.get("method").is_none()
-            {
+            if message.get("id").and_then(Value::as_u64) == Some(id) && message.get("method").is_none() {
                 return Ok(message);
             }
         }
@@ -94,16 +85,10 @@ impl StdioClient {
 
     fn next_message(&mut self, deadline: Instant) -> anyhow::Result<Value> {
         loop {
-            if let Some(end) = self.buffer[self.consumed..]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
+            if let Some(end) = self.buffer[self.consumed..].iter().position(|&b| b == b'\n') {
                 let line = &self.buffer[self.consumed..self.consumed + end];
                 let message = serde_json::from_slice(line).with_context(|| {
-                    format!(
-                        "the server wrote a line that is not JSON: {}",
-                        String::from_utf8_lossy(line)
-                    )
+                    format!("the server wrote a line that is not JSON: {}", String::from_utf8_lossy(line))
                 });
                 self.consumed += end + 1;
                 if self.consumed == self.buffer.len() {
@@ -121,11 +106,7 @@ impl StdioClient {
     /// Reads whatever the server has written, waiting for it until `deadline`.
     fn fill(&mut self, deadline: Instant) -> anyhow::Result<()> {
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let mut poll = libc::pollfd {
-            fd: self.stdout.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut poll = libc::pollfd { fd: self.stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let millis = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
         // SAFETY: one valid pollfd for a descriptor this struct owns, for the call's duration.
         let ready = unsafe { libc::poll(&mut poll, 1, millis) };
@@ -165,12 +146,8 @@ mod tests {
         let script = format!(
             "while read -r line; do echo '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}}'; echo '{reply}'; done"
         );
-        let mut child = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let client = StdioClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
         (child, client)
     }
@@ -189,21 +166,11 @@ mod tests {
 
     #[test]
     fn a_server_that_never_answers_ends_in_an_error_not_a_hang() {
-        let mut child = Command::new("sleep")
-            .arg("5")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut client =
-            StdioClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let mut child = Command::new("sleep").arg("5").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut client = StdioClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
         let call = EchoCall::new(Era::Modern, Route::Direct);
         let started = Instant::now();
-        assert!(
-            client
-                .call(&call, 1, started + Duration::from_millis(100))
-                .is_err()
-        );
+        assert!(client.call(&call, 1, started + Duration::from_millis(100)).is_err());
         assert!(started.elapsed() < Duration::from_secs(2));
         child.kill().unwrap();
         child.wait().unwrap();

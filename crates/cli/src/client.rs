@@ -28,9 +28,7 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn new() -> Daemon {
-        Daemon {
-            dir: state::state_dir(),
-        }
+        Daemon { dir: state::state_dir() }
     }
 
     fn socket(&self) -> PathBuf {
@@ -64,8 +62,7 @@ impl Daemon {
     }
 
     fn start(&self, config: Option<&Path>) -> anyhow::Result<()> {
-        state::ensure_private_dir(&self.dir)
-            .with_context(|| format!("creating {}", self.dir.display()))?;
+        state::ensure_private_dir(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -106,10 +103,7 @@ pub async fn request(
     body: Option<Value>,
 ) -> anyhow::Result<(StatusCode, Value)> {
     let (status, bytes) = request_bytes(stream, method, path, headers, body).await?;
-    Ok((
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
+    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
 }
 
 /// One HTTP request over a fresh socket connection; the body as it came.
@@ -122,27 +116,19 @@ pub async fn request_bytes(
 ) -> anyhow::Result<(StatusCode, Bytes)> {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
-    let mut builder = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "mcpx");
+    let mut builder = Request::builder().method(method).uri(path).header("host", "mcpx");
     for (name, value) in headers {
         builder = builder.header(*name, value);
     }
     let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = builder
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))?;
+    let request = builder.header("content-type", "application/json").body(Full::new(Bytes::from(body)))?;
     let response = sender.send_request(request).await?;
     let status = response.status();
     Ok((status, response.into_body().collect().await?.to_bytes()))
 }
 
 /// Turns a socket connection into a raw stdio relay stream (`GET /v1/stdio`).
-pub async fn upgrade_to_stdio(
-    stream: UnixStream,
-    session: Option<&str>,
-) -> anyhow::Result<TokioIo<hyper::upgrade::Upgraded>> {
+pub async fn upgrade_to_stdio(stream: UnixStream, session: Option<&str>) -> anyhow::Result<TokioIo<hyper::upgrade::Upgraded>> {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn.with_upgrades());
     let mut builder = Request::builder()
@@ -155,21 +141,11 @@ pub async fn upgrade_to_stdio(
     if let Some(session) = session {
         builder = builder.header(mcpx_server::api::SESSION_HEADER, session);
     }
-    let response = sender
-        .send_request(builder.body(Full::new(Bytes::new()))?)
-        .await?;
+    let response = sender.send_request(builder.body(Full::new(Bytes::new()))?).await?;
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         let status = response.status();
-        let text = response
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
-        bail!(
-            "the daemon refused the stdio relay: {status} {}",
-            String::from_utf8_lossy(&text).trim()
-        );
+        let text = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        bail!("the daemon refused the stdio relay: {status} {}", String::from_utf8_lossy(&text).trim());
     }
     Ok(TokioIo::new(hyper::upgrade::on(response).await?))
 }

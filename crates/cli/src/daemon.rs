@@ -43,6 +43,7 @@ pub fn run(args: Args) -> ExitCode {
     // Every process the daemon starts inherits this, before any other thread exists.
     // SAFETY: single-threaded here: the runtime is not built yet.
     unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&state::state_dir())) };
+    // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(mcpx_gateway::memory::on_park)
@@ -59,15 +60,11 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let dir = state::state_dir();
-    state::ensure_private_dir(&dir)
-        .with_context(|| format!("creating the state dir {}", dir.display()))?;
+    state::ensure_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
     let _lock = state::DaemonLock::acquire(&dir)?;
     let orphans = state::reap_orphans(&dir);
     if orphans > 0 {
-        tracing::warn!(
-            "stopped {orphans} process(es) a previous daemon for {} left behind",
-            dir.display()
-        );
+        tracing::warn!("stopped {orphans} process(es) a previous daemon for {} left behind", dir.display());
     }
 
     let cwd = std::env::current_dir().context("reading the current directory")?;
@@ -91,8 +88,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             "listening beyond loopback on {address}: reachable from other machines; every TCP request needs a token from http.tokens"
         );
     }
-    let (unix, socket_path) =
-        socket::bind(&dir).with_context(|| format!("binding the socket in {}", dir.display()))?;
+    let (unix, socket_path) = socket::bind(&dir).with_context(|| format!("binding the socket in {}", dir.display()))?;
 
     let record = state::Record {
         url: url.clone(),
@@ -110,9 +106,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         pending: Default::default(),
     });
     let app = mcpx_server::router(front.clone());
-    record
-        .write(&dir)
-        .with_context(|| format!("writing the daemon record in {}", dir.display()))?;
+    record.write(&dir).with_context(|| format!("writing the daemon record in {}", dir.display()))?;
     eprintln!("mcpx: listening on {url} and {}", socket_path.display());
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -120,12 +114,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let tcp_server = tokio::spawn(
-        axum::serve(
-            tcp,
-            app.clone().into_make_service_with_connect_info::<Peer>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
+        axum::serve(tcp, app.clone().into_make_service_with_connect_info::<Peer>())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
     );
     let unix_server = tokio::spawn(
         axum::serve(unix, app.into_make_service_with_connect_info::<Peer>())
@@ -156,9 +147,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
 }
 
 async fn idle_exit(daemon: &Daemon, after: Option<Duration>) {
-    let Some(after) = after else {
-        return std::future::pending().await;
-    };
+    let Some(after) = after else { return std::future::pending().await };
     let mut tick = tokio::time::interval(Duration::from_secs(1).min(after));
     loop {
         tick.tick().await;

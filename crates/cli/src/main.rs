@@ -180,55 +180,27 @@ fn main() -> ExitCode {
         Command::Stop { common, timeout } => {
             commands::run(async || commands::stop(common, Duration::from_secs(timeout)).await)
         }
-        Command::Ls { server, common } => {
-            commands::run(async || commands::list(common, server, "").await)
-        }
+        Command::Ls { server, common } => commands::run(async || commands::list(common, server, "").await),
         Command::Search { query, common } => {
             commands::run(async || commands::list(common, None, &query.join(" ")).await)
         }
-        Command::Call {
-            target,
-            arguments,
-            timeout,
-            common,
-        } => commands::run(async || {
-            commands::call(
-                common,
-                &target,
-                arguments.as_deref(),
-                timeout.map(Duration::from_secs),
-            )
-            .await
+        Command::Call { target, arguments, timeout, common } => commands::run(async || {
+            commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
         }),
-        Command::Exec {
-            script,
-            file,
-            timeout_ms,
-            common,
-        } => commands::run(async || exec::exec(common, script, file.as_deref(), timeout_ms).await),
-        Command::Artifact(ArtifactCommand::Ls { common }) => {
-            commands::run(async || exec::list(common).await)
+        Command::Exec { script, file, timeout_ms, common } => {
+            commands::run(async || exec::exec(common, script, file.as_deref(), timeout_ms).await)
         }
-        Command::Artifact(ArtifactCommand::Get {
-            artifact,
-            output,
-            common,
-        }) => commands::run(async || exec::get(common, &artifact, output.as_deref()).await),
-        Command::Artifact(ArtifactCommand::Rm { artifact, common }) => {
-            commands::run(async || exec::remove(common, &artifact).await)
+        Command::Artifact(ArtifactCommand::Ls { common }) => commands::run(async || exec::list(common).await),
+        Command::Artifact(ArtifactCommand::Get { artifact, output, common }) => {
+            commands::run(async || exec::get(common, &artifact, output.as_deref()).await)
         }
-        Command::Ask(AskCommand::Ls { common }) => {
-            commands::run(async || commands::ask_list(common).await)
-        }
-        Command::Ask(AskCommand::Show { id, common }) => {
-            commands::run(async || commands::ask_show(common, &id).await)
-        }
+        Command::Artifact(ArtifactCommand::Rm { artifact, common }) => commands::run(async || exec::remove(common, &artifact).await),
+        Command::Ask(AskCommand::Ls { common }) => commands::run(async || commands::ask_list(common).await),
+        Command::Ask(AskCommand::Show { id, common }) => commands::run(async || commands::ask_show(common, &id).await),
         Command::Ask(AskCommand::Answer { id, answer, common }) => {
             commands::run(async || commands::ask_answer(common, &id, &answer).await)
         }
-        Command::Ask(AskCommand::Decline { id, common }) => {
-            commands::run(async || commands::ask_decline(common, &id).await)
-        }
+        Command::Ask(AskCommand::Decline { id, common }) => commands::run(async || commands::ask_decline(common, &id).await),
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
     }
 }
@@ -236,18 +208,12 @@ fn main() -> ExitCode {
 fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
     let Some(path) = mcpx_gateway::settings::find_config(flag, &cwd) else {
-        eprintln!(
-            "mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)"
-        );
+        eprintln!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
         return ExitCode::SUCCESS;
     };
     match mcpx_gateway::Config::load(&path) {
         Ok(config) => {
-            println!(
-                "{}: ok, {} server(s)",
-                path.display(),
-                config.mcp_servers.len()
-            );
+            println!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
             if connect {
                 return commands::run(async || commands::check_servers(path).await);
             }

@@ -45,16 +45,9 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     crate::init_logging();
     // One thread: the relay is a pump, and cross-thread wake-ups are most of its cost.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime starts");
     let outcome = runtime.block_on(async {
-        if args.no_daemon {
-            in_process(args).await
-        } else {
-            relay(args).await
-        }
+        if args.no_daemon { in_process(args).await } else { relay(args).await }
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -77,13 +70,7 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
         client: None,
         stdio: true,
     };
-    mcpx_server::stdio::serve_lines(
-        gateway.clone(),
-        transport,
-        crate::stdio::stdin(),
-        crate::stdio::stdout(),
-    )
-    .await;
+    mcpx_server::stdio::serve_lines(gateway.clone(), transport, crate::stdio::stdin(), crate::stdio::stdout()).await;
     gateway.shutdown().await;
     Ok(())
 }
@@ -198,15 +185,11 @@ async fn connect(daemon: &Daemon, args: &Args, client: &mut Client) -> anyhow::R
     let stream = daemon.connect_or_start(args.config.as_deref()).await?;
     let io = client::upgrade_to_stdio(stream, args.session.as_deref()).await?;
     let (reader, writer) = tokio::io::split(io);
-    let mut conn = Connection {
-        lines: FramedRead::new(reader, Lines::new(MAX_LINE)),
-        writer,
-    };
+    let mut conn = Connection { lines: FramedRead::new(reader, Lines::new(MAX_LINE)), writer };
     if let Some((id, line)) = &client.initialize {
         client.swallow = Some(id.clone());
         conn.send(line).await?;
-        conn.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await?;
+        conn.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
     }
     Ok(conn)
 }
@@ -247,9 +230,7 @@ impl Client {
 
 /// Answers a request that could not be relayed at all.
 async fn refuse(stdout: &mut Stdout, line: &str, reason: &str) -> std::io::Result<()> {
-    if let Ok(Message::Request { id, .. }) =
-        Message::parse(line.as_bytes()).and_then(Message::classify)
-    {
+    if let Ok(Message::Request { id, .. }) = Message::parse(line.as_bytes()).and_then(Message::classify) {
         let e = RpcError::internal(format!("cannot reach the mcpx daemon: {reason}"));
         write_frame(stdout, &error_response(Some(&id.to_value()), &e)).await?;
     }
@@ -257,10 +238,7 @@ async fn refuse(stdout: &mut Stdout, line: &str, reason: &str) -> std::io::Resul
 }
 
 /// One message, newline included, in one write: the reader on the other side wakes once.
-async fn write_line<W: AsyncWriteExt + Unpin>(
-    writer: &mut W,
-    mut line: String,
-) -> std::io::Result<()> {
+async fn write_line<W: AsyncWriteExt + Unpin>(writer: &mut W, mut line: String) -> std::io::Result<()> {
     line.push('\n');
     writer.write_all(line.as_bytes()).await?;
     writer.flush().await

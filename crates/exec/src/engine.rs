@@ -11,12 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use rquickjs::context::EvalOptions;
 use rquickjs::function::Func;
+use rquickjs::context::EvalOptions;
+use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue};
 use rquickjs::promise::PromiseState;
-use rquickjs::{
-    Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue,
-};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -76,10 +74,7 @@ pub(crate) struct Prepared {
 impl Prepared {
     /// Starts an engine thread with room for `stack_room` bytes of script stack; it
     /// builds its engine at once and waits. `finished` runs on it after a script ended.
-    pub(crate) fn start(
-        stack_room: usize,
-        finished: Box<dyn FnOnce() + Send>,
-    ) -> std::io::Result<Prepared> {
+    pub(crate) fn start(stack_room: usize, finished: Box<dyn FnOnce() + Send>) -> std::io::Result<Prepared> {
         let (requests_tx, requests) = mpsc::unbounded_channel();
         let (done_tx, done) = oneshot::channel();
         let (go, go_rx) = std_mpsc::channel::<Go>();
@@ -90,42 +85,22 @@ impl Prepared {
             // QuickJS checks its own limit; the thread needs room above it for the host.
             .stack_size(stack_room + 2 * 1024 * 1024)
             .spawn(move || {
-                let Some(outcome) = serve(requests_tx, &go_rx, &engine_stop) else {
-                    return;
-                };
+                let Some(outcome) = serve(requests_tx, &go_rx, &engine_stop) else { return };
                 let _ = done_tx.send(outcome);
                 finished();
             })?;
-        Ok(Prepared {
-            go,
-            requests,
-            done,
-            stop,
-            stack_room,
-        })
+        Ok(Prepared { go, requests, done, stop, stack_room })
     }
 
     /// Hands the engine its script.
-    pub(crate) fn run(
-        self,
-        script: String,
-        limits: Limits,
-    ) -> (
-        mpsc::UnboundedReceiver<HostRequest>,
-        oneshot::Receiver<Outcome>,
-        Arc<AtomicBool>,
-    ) {
+    pub(crate) fn run(self, script: String, limits: Limits) -> (mpsc::UnboundedReceiver<HostRequest>, oneshot::Receiver<Outcome>, Arc<AtomicBool>) {
         let _ = self.go.send(Go { script, limits });
         (self.requests, self.done, self.stop)
     }
 }
 
 /// The engine thread: prepares, waits for a script (`None` if none comes), runs it.
-fn serve(
-    requests: mpsc::UnboundedSender<HostRequest>,
-    go: &std_mpsc::Receiver<Go>,
-    stop: &Arc<AtomicBool>,
-) -> Option<Outcome> {
+fn serve(requests: mpsc::UnboundedSender<HostRequest>, go: &std_mpsc::Receiver<Go>, stop: &Arc<AtomicBool>) -> Option<Outcome> {
     let (replies_tx, replies) = std_mpsc::channel();
     let host = Rc::new(RefCell::new(Host {
         requests,
@@ -159,10 +134,7 @@ fn serve(
             host.borrow_mut().pending.clear();
             ended
         }
-        Err(e) => Ended::Threw {
-            message: format!("the script engine could not start: {e}"),
-            stack: None,
-        },
+        Err(e) => Ended::Threw { message: format!("the script engine could not start: {e}"), stack: None },
     };
     let logs = std::mem::take(&mut host.borrow_mut().logs);
     Some(Outcome { ended, logs })
@@ -209,21 +181,15 @@ impl Engine {
         replies: &std_mpsc::Receiver<(u64, Result<Value, String>)>,
         stop: &AtomicBool,
     ) -> Ended {
-        let stopped = |limit: Limit| Ended::Stopped {
-            limit,
-            message: limit.describe(limits),
-        };
+        let stopped = |limit: Limit| Ended::Stopped { limit, message: limit.describe(limits) };
         // Line 1 of the script stays line 1 in stack traces.
         let source = format!("(async function () {{ {script}\n}})()");
         let mut options = EvalOptions::default();
         options.filename = Some("script.js".into());
-        let promise =
-            self.context.with(
-                |ctx| match ctx.eval_with_options::<Promise, _>(source, options) {
-                    Ok(p) => Ok(Persistent::save(&ctx, p)),
-                    Err(e) => Err(thrown(&ctx, e)),
-                },
-            );
+        let promise = self.context.with(|ctx| match ctx.eval_with_options::<Promise, _>(source, options) {
+            Ok(p) => Ok(Persistent::save(&ctx, p)),
+            Err(e) => Err(thrown(&ctx, e)),
+        });
         let promise = match promise {
             Ok(p) => p,
             Err(ended) => return tripped.get().map(stopped).unwrap_or(ended),
@@ -252,9 +218,7 @@ impl Engine {
             if let Some(ended) = settled {
                 return match (&ended, tripped.get()) {
                     (_, Some(limit)) => stopped(limit),
-                    (Ended::Threw { message, .. }, None) => {
-                        classify(message).map(stopped).unwrap_or(ended)
-                    }
+                    (Ended::Threw { message, .. }, None) => classify(message).map(stopped).unwrap_or(ended),
                     _ => ended,
                 };
             }
@@ -270,30 +234,19 @@ impl Engine {
                     return stopped(Limit::Timeout);
                 }
                 if stop.load(Ordering::Relaxed) {
-                    return Ended::Threw {
-                        message: "the caller went away".into(),
-                        stack: None,
-                    };
+                    return Ended::Threw { message: "the caller went away".into(), stack: None };
                 }
                 match replies.recv_timeout((deadline - now).min(STOP_POLL)) {
                     Ok(reply) => break reply,
                     Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                        unreachable!("the host keeps a sender")
-                    }
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => unreachable!("the host keeps a sender"),
                 }
             };
-            let Some((resolve, reject)) = host.borrow_mut().pending.remove(&id) else {
-                continue;
-            };
+            let Some((resolve, reject)) = host.borrow_mut().pending.remove(&id) else { continue };
             self.context.with(|ctx| {
                 let _ = match answer {
-                    Ok(value) => resolve
-                        .restore(&ctx)
-                        .and_then(|f| f.call::<_, ()>((value.to_string(),))),
-                    Err(message) => reject
-                        .restore(&ctx)
-                        .and_then(|f| f.call::<_, ()>((message,))),
+                    Ok(value) => resolve.restore(&ctx).and_then(|f| f.call::<_, ()>((value.to_string(),))),
+                    Err(message) => reject.restore(&ctx).and_then(|f| f.call::<_, ()>((message,))),
                 };
             });
         }
@@ -301,47 +254,30 @@ impl Engine {
 }
 
 /// Runs the prelude with the two host functions; the script sees only what it defines.
-fn install<'js>(
-    ctx: &Ctx<'js>,
-    host: &Rc<RefCell<Host>>,
-    tripped: &Rc<Cell<Option<Limit>>>,
-) -> rquickjs::Result<()> {
+fn install<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Option<Limit>>>) -> rquickjs::Result<()> {
     let object = Object::new(ctx.clone())?;
     let (request_host, request_tripped) = (host.clone(), tripped.clone());
-    let request =
-        move |ctx: Ctx<'js>, kind: String, payload: String| -> rquickjs::Result<Promise<'js>> {
-            let call = host_call(&kind, &payload).map_err(|m| Exception::throw_type(&ctx, &m))?;
-            let mut host = request_host.borrow_mut();
-            let max_calls = host.max_tool_calls;
-            if matches!(call, HostCall::Tool { .. }) {
-                host.tool_calls += 1;
-                if host.tool_calls > max_calls {
-                    request_tripped.set(Some(Limit::ToolCalls));
-                    return Err(Exception::throw_range(
-                        &ctx,
-                        &format!("limit maxToolCalls ({max_calls}) reached"),
-                    ));
-                }
+    let request = move |ctx: Ctx<'js>, kind: String, payload: String| -> rquickjs::Result<Promise<'js>> {
+        let call = host_call(&kind, &payload).map_err(|m| Exception::throw_type(&ctx, &m))?;
+        let mut host = request_host.borrow_mut();
+        let max_calls = host.max_tool_calls;
+        if matches!(call, HostCall::Tool { .. }) {
+            host.tool_calls += 1;
+            if host.tool_calls > max_calls {
+                request_tripped.set(Some(Limit::ToolCalls));
+                return Err(Exception::throw_range(&ctx, &format!("limit maxToolCalls ({max_calls}) reached")));
             }
-            let (promise, resolve, reject) = Promise::new(&ctx)?;
-            let id = host.next_id;
-            host.next_id += 1;
-            let reply = crate::engine::Reply {
-                id,
-                tx: host.replies.clone(),
-            };
-            if host.requests.send(HostRequest { call, reply }).is_err() {
-                return Err(Exception::throw_internal(&ctx, "the caller went away"));
-            }
-            host.pending.insert(
-                id,
-                (
-                    Persistent::save(&ctx, resolve),
-                    Persistent::save(&ctx, reject),
-                ),
-            );
-            Ok(promise)
-        };
+        }
+        let (promise, resolve, reject) = Promise::new(&ctx)?;
+        let id = host.next_id;
+        host.next_id += 1;
+        let reply = crate::engine::Reply { id, tx: host.replies.clone() };
+        if host.requests.send(HostRequest { call, reply }).is_err() {
+            return Err(Exception::throw_internal(&ctx, "the caller went away"));
+        }
+        host.pending.insert(id, (Persistent::save(&ctx, resolve), Persistent::save(&ctx, reject)));
+        Ok(promise)
+    };
     let (log_host, log_tripped) = (host.clone(), tripped.clone());
     let log = move |ctx: Ctx<'js>, text: String| -> rquickjs::Result<()> {
         let mut host = log_host.borrow_mut();
@@ -349,10 +285,7 @@ fn install<'js>(
         host.output_bytes += text.len() + 1;
         if host.output_bytes > max_output {
             log_tripped.set(Some(Limit::Output));
-            return Err(Exception::throw_range(
-                &ctx,
-                &format!("limit maxOutputBytes ({max_output}) reached"),
-            ));
+            return Err(Exception::throw_range(&ctx, &format!("limit maxOutputBytes ({max_output}) reached")));
         }
         host.logs.push(text);
         Ok(())
@@ -372,32 +305,17 @@ fn host_call(kind: &str, payload: &str) -> Result<HostCall, String> {
         "call" => Ok(HostCall::Tool {
             server: text("server").unwrap_or_default(),
             tool: text("tool").unwrap_or_default(),
-            arguments: v
-                .get("arguments")
-                .cloned()
-                .unwrap_or(Value::Object(Default::default())),
-            by_identifier: v
-                .get("byIdentifier")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            arguments: v.get("arguments").cloned().unwrap_or(Value::Object(Default::default())),
+            by_identifier: v.get("byIdentifier").and_then(Value::as_bool).unwrap_or(false),
         }),
-        "search" => Ok(HostCall::Search {
-            query: text("query").unwrap_or_default(),
-        }),
+        "search" => Ok(HostCall::Search { query: text("query").unwrap_or_default() }),
         "artifact" => {
             let data = match (text("text"), v.get("bytes").and_then(Value::as_array)) {
                 (Some(t), _) => t.into_bytes(),
-                (None, Some(bytes)) => bytes
-                    .iter()
-                    .map(|b| b.as_u64().unwrap_or(0) as u8)
-                    .collect(),
+                (None, Some(bytes)) => bytes.iter().map(|b| b.as_u64().unwrap_or(0) as u8).collect(),
                 _ => return Err("artifact: no data".into()),
             };
-            Ok(HostCall::Artifact {
-                name: text("name").unwrap_or_default(),
-                mime_type: text("mimeType").unwrap_or_default(),
-                data,
-            })
+            Ok(HostCall::Artifact { name: text("name").unwrap_or_default(), mime_type: text("mimeType").unwrap_or_default(), data })
         }
         other => Err(format!("unknown host request {other:?}")),
     }
@@ -415,10 +333,7 @@ fn returned<'js>(ctx: &Ctx<'js>, result: rquickjs::Result<JsValue<'js>>, limits:
         Err(e) => return thrown(ctx, e),
     };
     if text.len() > limits.max_output_bytes {
-        return Ended::Stopped {
-            limit: Limit::Output,
-            message: Limit::Output.describe(limits),
-        };
+        return Ended::Stopped { limit: Limit::Output, message: Limit::Output.describe(limits) };
     }
     Ended::Returned(serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
@@ -426,40 +341,26 @@ fn returned<'js>(ctx: &Ctx<'js>, result: rquickjs::Result<JsValue<'js>>, limits:
 /// The exception pending in `ctx` (or the engine error itself) as the script's error.
 fn thrown(ctx: &Ctx<'_>, error: rquickjs::Error) -> Ended {
     if !matches!(error, rquickjs::Error::Exception) {
-        return Ended::Threw {
-            message: error.to_string(),
-            stack: None,
-        };
+        return Ended::Threw { message: error.to_string(), stack: None };
     }
     let value = ctx.catch();
     if let Some(exception) = value.as_exception() {
         let message = exception.message().unwrap_or_default();
         let name: String = exception.get("name").unwrap_or_else(|_| "Error".into());
-        return Ended::Threw {
-            message: format!("{name}: {message}"),
-            stack: exception.stack().filter(|s| !s.is_empty()),
-        };
+        return Ended::Threw { message: format!("{name}: {message}"), stack: exception.stack().filter(|s| !s.is_empty()) };
     }
     let message = match ctx.json_stringify(value.clone()) {
         Ok(Some(s)) if !value.is_string() => s.to_string().unwrap_or_default(),
-        _ => value
-            .as_string()
-            .and_then(|s| s.to_string().ok())
-            .unwrap_or_else(|| "the script threw".into()),
+        _ => value.as_string().and_then(|s| s.to_string().ok()).unwrap_or_else(|| "the script threw".into()),
     };
-    Ended::Threw {
-        message: format!("uncaught {message}"),
-        stack: None,
-    }
+    Ended::Threw { message: format!("uncaught {message}"), stack: None }
 }
 
 /// The engine's own errors that mean a limit, by the message QuickJS gives them.
 fn classify(message: &str) -> Option<Limit> {
     if message.contains("out of memory") {
         Some(Limit::Memory)
-    } else if message.contains("stack overflow")
-        || message.contains("Maximum call stack size exceeded")
-    {
+    } else if message.contains("stack overflow") || message.contains("Maximum call stack size exceeded") {
         Some(Limit::Stack)
     } else {
         None

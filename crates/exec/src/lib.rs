@@ -55,26 +55,11 @@ impl Limit {
 
     fn describe(self, limits: &Limits) -> String {
         match self {
-            Limit::Timeout => format!(
-                "the script ran past its time limit ({} ms)",
-                limits.timeout.as_millis()
-            ),
-            Limit::Memory => format!(
-                "the script used more than its memory limit ({} bytes)",
-                limits.memory_bytes
-            ),
-            Limit::Stack => format!(
-                "the script recursed past its stack limit ({} bytes)",
-                limits.stack_bytes
-            ),
-            Limit::ToolCalls => format!(
-                "the script made more than {} tool calls",
-                limits.max_tool_calls
-            ),
-            Limit::Output => format!(
-                "the script's output passed {} bytes",
-                limits.max_output_bytes
-            ),
+            Limit::Timeout => format!("the script ran past its time limit ({} ms)", limits.timeout.as_millis()),
+            Limit::Memory => format!("the script used more than its memory limit ({} bytes)", limits.memory_bytes),
+            Limit::Stack => format!("the script recursed past its stack limit ({} bytes)", limits.stack_bytes),
+            Limit::ToolCalls => format!("the script made more than {} tool calls", limits.max_tool_calls),
+            Limit::Output => format!("the script's output passed {} bytes", limits.max_output_bytes),
         }
     }
 }
@@ -84,20 +69,11 @@ impl Limit {
 pub enum HostCall {
     /// `tools.<server>.<tool>(arguments)` (`by_identifier`: the names may be the
     /// identifiers of [`identifier`]) or `call(server, tool, arguments)` (exact names).
-    Tool {
-        server: String,
-        tool: String,
-        arguments: Value,
-        by_identifier: bool,
-    },
+    Tool { server: String, tool: String, arguments: Value, by_identifier: bool },
     /// `search(query)`.
     Search { query: String },
     /// `artifact(name, data, mimeType)`.
-    Artifact {
-        name: String,
-        mime_type: String,
-        data: Vec<u8>,
-    },
+    Artifact { name: String, mime_type: String, data: Vec<u8> },
 }
 
 /// One [`HostCall`] waiting for its answer. Answer it with [`HostRequest::answer`]; one
@@ -130,10 +106,7 @@ pub enum Ended {
     /// The value the script returned, as JSON (`undefined` becomes `null`).
     Returned(Value),
     /// The script threw (or failed to compile): the error's text and its stack.
-    Threw {
-        message: String,
-        stack: Option<String>,
-    },
+    Threw { message: String, stack: Option<String> },
     /// The engine stopped the script at a limit.
     Stopped { limit: Limit, message: String },
 }
@@ -162,11 +135,7 @@ impl Run {
 
     fn on(prepared: engine::Prepared, script: String, limits: Limits) -> Run {
         let (requests, done, stop) = prepared.run(script, limits);
-        Run {
-            requests,
-            done,
-            stop,
-        }
+        Run { requests, done, stop }
     }
 
     /// The next request of the script, or how it ended. Requests come before the end.
@@ -177,10 +146,7 @@ impl Run {
         match (&mut self.done).await {
             Ok(outcome) => Event::Done(outcome),
             Err(_) => Event::Done(Outcome {
-                ended: Ended::Threw {
-                    message: "the script engine stopped unexpectedly".into(),
-                    stack: None,
-                },
+                ended: Ended::Threw { message: "the script engine stopped unexpectedly".into(), stack: None },
                 logs: Vec::new(),
             }),
         }
@@ -205,28 +171,17 @@ pub struct Engines {
 impl Engines {
     /// As [`Run::start`], on the waiting engine when it has room for `limits`.
     pub fn start(&self, script: String, limits: Limits) -> std::io::Result<Run> {
-        let spare = self
-            .spare
-            .lock()
-            .expect("spare engine lock")
-            .take()
-            .filter(|p| p.stack_room >= limits.stack_bytes);
+        let spare = self.spare.lock().expect("spare engine lock").take().filter(|p| p.stack_room >= limits.stack_bytes);
         let prepared = match spare {
             Some(prepared) => prepared,
-            None => engine::Prepared::start(
-                limits.stack_bytes,
-                refill(Arc::downgrade(&self.spare), limits.stack_bytes),
-            )?,
+            None => engine::Prepared::start(limits.stack_bytes, refill(Arc::downgrade(&self.spare), limits.stack_bytes))?,
         };
         Ok(Run::on(prepared, script, limits))
     }
 }
 
 /// Builds the next waiting engine once a script ended, unless one is waiting already.
-fn refill(
-    slot: Weak<Mutex<Option<engine::Prepared>>>,
-    stack_room: usize,
-) -> Box<dyn FnOnce() + Send> {
+fn refill(slot: Weak<Mutex<Option<engine::Prepared>>>, stack_room: usize) -> Box<dyn FnOnce() + Send> {
     Box::new(move || {
         let Some(spare) = slot.upgrade() else { return };
         let mut spare = spare.lock().expect("spare engine lock");
@@ -240,16 +195,8 @@ fn refill(
 /// `tools.<server>.<tool>`: characters outside `[A-Za-z0-9_$]` become `_`, and a name
 /// that starts with a digit gets a leading `_`. Deterministic, so `mcpx_search` can show it.
 pub fn identifier(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '$' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut out: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '$' { c } else { '_' }).collect();
     if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
     }
@@ -295,30 +242,17 @@ mod tests {
                 Event::Done(outcome) => return outcome,
                 Event::Request(request) => {
                     let answer = match &request.call {
-                        HostCall::Tool {
-                            server,
-                            tool,
-                            arguments,
-                            ..
-                        } => {
+                        HostCall::Tool { server, tool, arguments, .. } => {
                             let result = match tool.as_str() {
                                 "echo" => json!({ "content": [], "structuredContent": arguments }),
-                                "text" => {
-                                    json!({ "content": [{ "type": "text", "text": arguments.to_string() }] })
-                                }
-                                "fail" => {
-                                    json!({ "content": [{ "type": "text", "text": "no such thing" }], "isError": true })
-                                }
-                                _ => {
-                                    json!({ "content": [{ "type": "text", "text": "plain words" }] })
-                                }
+                                "text" => json!({ "content": [{ "type": "text", "text": arguments.to_string() }] }),
+                                "fail" => json!({ "content": [{ "type": "text", "text": "no such thing" }], "isError": true }),
+                                _ => json!({ "content": [{ "type": "text", "text": "plain words" }] }),
                             };
                             Ok(json!({ "server": server, "tool": tool, "result": result }))
                         }
                         HostCall::Search { query } => Ok(json!([{ "server": "s", "tool": query }])),
-                        HostCall::Artifact { name, .. } => {
-                            Ok(json!({ "uri": format!("mcpx://artifacts/{name}") }))
-                        }
+                        HostCall::Artifact { name, .. } => Ok(json!({ "uri": format!("mcpx://artifacts/{name}") })),
                     };
                     request.answer(answer);
                 }
@@ -362,89 +296,34 @@ mod tests {
             limits(),
         )
         .await;
-        assert_eq!(
-            returned(&out),
-            &json!({ "message": "s.fail failed: no such thing", "server": "s", "tool": "fail", "text": "no such thing" })
-        );
+        assert_eq!(returned(&out), &json!({ "message": "s.fail failed: no such thing", "server": "s", "tool": "fail", "text": "no such thing" }));
     }
 
     #[tokio::test]
     async fn an_uncaught_error_ends_the_script_with_its_message() {
         let out = run("await tools.s.fail();", limits()).await;
-        assert!(
-            matches!(&out.ended, Ended::Threw { message, .. } if message == "Error: s.fail failed: no such thing"),
-            "{out:?}"
-        );
+        assert!(matches!(&out.ended, Ended::Threw { message, .. } if message == "Error: s.fail failed: no such thing"), "{out:?}");
         let out = run("return (", limits()).await;
-        assert!(
-            matches!(&out.ended, Ended::Threw { message, .. } if message.starts_with("SyntaxError")),
-            "{out:?}"
-        );
+        assert!(matches!(&out.ended, Ended::Threw { message, .. } if message.starts_with("SyntaxError")), "{out:?}");
     }
 
     #[tokio::test]
     async fn busy_loops_with_and_without_await_stop_at_the_timeout() {
-        let short = Limits {
-            timeout: Duration::from_millis(300),
-            ..limits()
-        };
-        assert_eq!(
-            stopped_by(&run("while (true) {}", short.clone()).await),
-            Limit::Timeout
-        );
-        assert_eq!(
-            stopped_by(
-                &run(
-                    "while (true) { await tools.s.echo({}); }",
-                    Limits {
-                        max_tool_calls: usize::MAX,
-                        ..short.clone()
-                    }
-                )
-                .await
-            ),
-            Limit::Timeout
-        );
-        assert_eq!(
-            stopped_by(
-                &run(
-                    "try { while (true) {} } catch (e) { return 'caught'; }",
-                    short
-                )
-                .await
-            ),
-            Limit::Timeout
-        );
+        let short = Limits { timeout: Duration::from_millis(300), ..limits() };
+        assert_eq!(stopped_by(&run("while (true) {}", short.clone()).await), Limit::Timeout);
+        assert_eq!(stopped_by(&run("while (true) { await tools.s.echo({}); }", Limits { max_tool_calls: usize::MAX, ..short.clone() }).await), Limit::Timeout);
+        assert_eq!(stopped_by(&run("try { while (true) {} } catch (e) { return 'caught'; }", short).await), Limit::Timeout);
     }
 
     #[tokio::test]
     async fn memory_stack_calls_and_output_are_limited() {
-        let out = run(
-            "const a = []; while (true) a.push(new Array(100000).fill(1));",
-            limits(),
-        )
-        .await;
+        let out = run("const a = []; while (true) a.push(new Array(100000).fill(1));", limits()).await;
         assert_eq!(stopped_by(&out), Limit::Memory);
-        assert_eq!(
-            stopped_by(
-                &run(
-                    "function f(n) { return f(n + 1) + 1; } return f(0);",
-                    limits()
-                )
-                .await
-            ),
-            Limit::Stack
-        );
+        assert_eq!(stopped_by(&run("function f(n) { return f(n + 1) + 1; } return f(0);", limits()).await), Limit::Stack);
         let out = run("for (let i = 0; i < 20; i++) { try { await tools.s.echo({}); } catch {} } return 'went on';", limits()).await;
         assert_eq!(stopped_by(&out), Limit::ToolCalls);
-        assert_eq!(
-            stopped_by(&run("while (true) console.log('x'.repeat(1000));", limits()).await),
-            Limit::Output
-        );
-        assert_eq!(
-            stopped_by(&run("return 'x'.repeat(100000);", limits()).await),
-            Limit::Output
-        );
+        assert_eq!(stopped_by(&run("while (true) console.log('x'.repeat(1000));", limits()).await), Limit::Output);
+        assert_eq!(stopped_by(&run("return 'x'.repeat(100000);", limits()).await), Limit::Output);
     }
 
     #[tokio::test]
@@ -474,45 +353,21 @@ mod tests {
     async fn every_script_gets_a_fresh_engine_even_a_waiting_one() {
         let engines = Engines::default();
         for round in 0..4 {
-            let script =
-                "const seen = typeof globalThis.leftover; globalThis.leftover = 1; return seen;";
+            let script = "const seen = typeof globalThis.leftover; globalThis.leftover = 1; return seen;";
             let out = drive(engines.start(script.into(), limits()).unwrap()).await;
-            assert_eq!(
-                returned(&out),
-                &json!("undefined"),
-                "round {round} saw a global of an earlier script"
-            );
+            assert_eq!(returned(&out), &json!("undefined"), "round {round} saw a global of an earlier script");
             // The next engine is built after the answer: give it the moment it takes.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let tight = Limits {
-            timeout: Duration::from_millis(200),
-            ..limits()
-        };
+        let tight = Limits { timeout: Duration::from_millis(200), ..limits() };
         let out = drive(engines.start("while (true) {}".into(), tight).unwrap()).await;
-        assert!(
-            matches!(
-                out.ended,
-                Ended::Stopped {
-                    limit: Limit::Timeout,
-                    ..
-                }
-            ),
-            "a waiting engine takes the script's own limits: {out:?}"
-        );
+        assert!(matches!(out.ended, Ended::Stopped { limit: Limit::Timeout, .. }), "a waiting engine takes the script's own limits: {out:?}");
     }
 
     #[tokio::test]
     async fn search_and_artifacts_go_to_the_host() {
-        let out = run(
-            r#"return { found: await search("time"), uri: await artifact("a.txt", "hello") };"#,
-            limits(),
-        )
-        .await;
-        assert_eq!(
-            returned(&out),
-            &json!({ "found": [{ "server": "s", "tool": "time" }], "uri": "mcpx://artifacts/a.txt" })
-        );
+        let out = run(r#"return { found: await search("time"), uri: await artifact("a.txt", "hello") };"#, limits()).await;
+        assert_eq!(returned(&out), &json!({ "found": [{ "server": "s", "tool": "time" }], "uri": "mcpx://artifacts/a.txt" }));
     }
 
     #[test]

@@ -48,9 +48,7 @@ type Reply = Response<Full<Bytes>>;
 /// Serves `/mcp` on `addr` until the process is signalled. Writes the endpoint's URL as
 /// one line on stdout once it listens (`--http 127.0.0.1:0` takes a free port).
 pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>) -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_io()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_io().build()?;
     runtime.block_on(async move {
         let listener = TcpListener::bind(addr).await?;
         let url = format!("http://{}{PATH}", listener.local_addr()?);
@@ -114,23 +112,13 @@ impl Waiting {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (sender, receiver) = oneshot::channel();
         lock(&self.replies).insert(id, sender);
-        (
-            Ticket {
-                id,
-                waiting: Arc::clone(self),
-            },
-            receiver,
-        )
+        (Ticket { id, waiting: Arc::clone(self) }, receiver)
     }
 
     /// A message a server sent: the answer to a waiting request, or dropped.
     fn deliver(&self, message: Value) {
         let answers = message.get("method").is_none();
-        let Some(id) = message
-            .get("id")
-            .and_then(Value::as_u64)
-            .filter(|_| answers)
-        else {
+        let Some(id) = message.get("id").and_then(Value::as_u64).filter(|_| answers) else {
             return;
         };
         if let Some(sender) = lock(&self.replies).remove(&id) {
@@ -163,14 +151,7 @@ impl Front {
             out.clone(),
             None,
         )));
-        Front {
-            behaviour,
-            instance,
-            out,
-            waiting,
-            stateless,
-            sessions: Mutex::default(),
-        }
+        Front { behaviour, instance, out, waiting, stateless, sessions: Mutex::default() }
     }
 
     async fn answer(&self, request: Request<Body>) -> Reply {
@@ -188,26 +169,18 @@ impl Front {
             // No event streams here: GET is not offered.
             _ => {
                 let mut reply = status(StatusCode::METHOD_NOT_ALLOWED);
-                reply
-                    .headers_mut()
-                    .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+                reply.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
                 return reply;
             }
         }
-        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
-            .collect()
-            .await
-        {
+        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES).collect().await {
             Ok(body) => body.to_bytes(),
             Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE),
         };
         let incoming = match wire::parse(&body) {
             Ok(incoming) => incoming,
             Err(rejected) => {
-                return json_reply(
-                    StatusCode::BAD_REQUEST,
-                    &wire::response(&rejected.id, Err(rejected.error)),
-                );
+                return json_reply(StatusCode::BAD_REQUEST, &wire::response(&rejected.id, Err(rejected.error)));
             }
         };
         let server = match &session {
@@ -224,18 +197,10 @@ impl Front {
         let opens_session = session.is_none()
             && method == "initialize"
             && self.behaviour.era_mode.era_of(&params) == Era::Legacy;
-        let server = if opens_session {
-            Arc::new(Mutex::new(self.new_server()))
-        } else {
-            server
-        };
+        let server = if opens_session { Arc::new(Mutex::new(self.new_server())) } else { server };
 
         let (ticket, answer) = self.waiting.register();
-        lock(&server).handle(Incoming::Request {
-            id: json!(ticket.id),
-            method,
-            params,
-        });
+        lock(&server).handle(Incoming::Request { id: json!(ticket.id), method, params });
         // A server playing dead (--silent-unknown) never answers: neither does this.
         let Ok(mut message) = answer.await else {
             return status(StatusCode::INTERNAL_SERVER_ERROR);
@@ -265,12 +230,7 @@ impl Front {
     }
 
     fn new_server(&self) -> Server {
-        Server::new(
-            self.behaviour,
-            Arc::clone(&self.instance),
-            self.out.clone(),
-            None,
-        )
+        Server::new(self.behaviour, Arc::clone(&self.instance), self.out.clone(), None)
     }
 
     /// 32 hex characters; unguessable enough for a test server, and never reused.
@@ -278,22 +238,14 @@ impl Front {
         let mut bytes = [0u8; 16];
         if getrandom::fill(&mut bytes).is_err() {
             // Unique within this process is all a session name needs here.
-            bytes[..8].copy_from_slice(
-                &self
-                    .waiting
-                    .next
-                    .fetch_add(1, Ordering::Relaxed)
-                    .to_be_bytes(),
-            );
+            bytes[..8].copy_from_slice(&self.waiting.next.fetch_add(1, Ordering::Relaxed).to_be_bytes());
         }
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn status(code: StatusCode) -> Reply {
@@ -306,9 +258,7 @@ fn json_reply(code: StatusCode, message: &Value) -> Reply {
     let body = serde_json::to_vec(message).expect("a serde_json::Value always serializes");
     let mut reply = Response::new(Full::new(Bytes::from(body)));
     *reply.status_mut() = code;
-    reply
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     reply
 }
 
@@ -324,16 +274,10 @@ mod tests {
         waiting.deliver(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
         waiting.deliver(json!({"jsonrpc": "2.0", "id": second.id, "method": "roots/list"}));
         waiting.deliver(json!({"jsonrpc": "2.0", "id": second.id, "result": {"n": 2}}));
-        assert!(
-            first_answer.try_recv().is_err(),
-            "the first request is still waiting"
-        );
+        assert!(first_answer.try_recv().is_err(), "the first request is still waiting");
         assert_eq!(second_answer.try_recv().unwrap()["result"]["n"], 2);
         drop(first);
-        assert!(
-            lock(&waiting.replies).is_empty(),
-            "a dropped ticket forgets its request"
-        );
+        assert!(lock(&waiting.replies).is_empty(), "a dropped ticket forgets its request");
         drop(second);
     }
 }

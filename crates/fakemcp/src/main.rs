@@ -12,8 +12,8 @@
 mod conformance;
 mod era;
 mod http;
-mod instance;
 mod meta_surface;
+mod instance;
 mod server;
 mod tools;
 mod wire;

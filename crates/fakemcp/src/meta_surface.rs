@@ -10,11 +10,7 @@ pub const URI: &str = "fake://meta";
 
 /// The answer to `method`, if it is one of this surface's.
 pub fn answer(method: &str, params: &Value, modern: bool) -> Option<Result<Value, RpcError>> {
-    let meta = params
-        .get("_meta")
-        .cloned()
-        .unwrap_or(Value::Null)
-        .to_string();
+    let meta = params.get("_meta").cloned().unwrap_or(Value::Null).to_string();
     let cached = |mut body: Value| {
         if modern {
             body["ttlMs"] = json!(0);
@@ -29,31 +25,20 @@ pub fn answer(method: &str, params: &Value, modern: bool) -> Option<Result<Value
         ]})),
         "resources/templates/list" => cached(json!({"resourceTemplates": []})),
         "resources/read" => match params.get("uri").and_then(Value::as_str) {
-            Some(URI) => cached(
-                json!({"contents": [{"uri": URI, "mimeType": "application/json", "text": meta}]}),
-            ),
+            Some(URI) => cached(json!({"contents": [{"uri": URI, "mimeType": "application/json", "text": meta}]})),
             other => {
                 let uri = other.unwrap_or_default();
-                return Some(Err(RpcError::new(
-                    INVALID_PARAMS,
-                    format!("no resource {uri}"),
-                )
-                .with_data(json!({"uri": uri}))));
+                return Some(Err(RpcError::new(INVALID_PARAMS, format!("no resource {uri}")).with_data(json!({"uri": uri}))));
             }
         },
         "prompts/list" => cached(json!({"prompts": [
             {"name": "meta", "description": "A message holding the _meta this request arrived with."}
         ]})),
         "prompts/get" => match params.get("name").and_then(Value::as_str) {
-            Some("meta") => {
-                json!({"messages": [{"role": "user", "content": {"type": "text", "text": meta}}]})
-            }
+            Some("meta") => json!({"messages": [{"role": "user", "content": {"type": "text", "text": meta}}]}),
             other => {
                 let name = other.unwrap_or_default();
-                return Some(Err(RpcError::new(
-                    INVALID_PARAMS,
-                    format!("no prompt {name}"),
-                )));
+                return Some(Err(RpcError::new(INVALID_PARAMS, format!("no prompt {name}"))));
             }
         },
         "completion/complete" => json!({"completion": {"values": [meta], "hasMore": false}}),

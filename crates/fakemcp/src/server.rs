@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 use crate::conformance::{Answer, Fixture};
 use crate::era::{self, Era, EraMode, LEGACY_VERSIONS};
 use crate::instance::Instance;
+use crate::{meta_surface, tools};
 use crate::wire::{
     self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, Output, RpcError,
 };
-use crate::{meta_surface, tools};
 
 /// Behaviour switches chosen on the command line.
 #[derive(Debug, Clone, Copy)]
@@ -127,11 +127,7 @@ impl Server {
 
     fn handle_line(&mut self, line: &[u8]) {
         if self.behaviour.flood_stderr {
-            eprintln!(
-                "fakemcp {}: handling a {}-byte message",
-                self.instance.id,
-                line.len()
-            );
+            eprintln!("fakemcp {}: handling a {}-byte message", self.instance.id, line.len());
         }
         match wire::parse(line) {
             Ok(incoming) => self.handle(incoming),
@@ -195,9 +191,7 @@ impl Server {
             return self.answer(id, answer);
         }
         if let Some(outcome) = meta_surface::answer(method, &params, true) {
-            return self
-                .out
-                .reply(&id, outcome.map(|body| era::complete(body, &self.instance)));
+            return self.out.reply(&id, outcome.map(|body| era::complete(body, &self.instance)));
         }
         let body = match method {
             "server/discover" => json!({

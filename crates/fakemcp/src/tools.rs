@@ -126,9 +126,7 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
         }
         "meta" => Ok(structured(json!({"meta": params.get("_meta").cloned()}))),
         // The notification itself is sent by the server loop, which owns the output.
-        "changed" => Ok(structured(
-            json!({"announced": "notifications/tools/list_changed"}),
-        )),
+        "changed" => Ok(structured(json!({"announced": "notifications/tools/list_changed"}))),
         "env" => {
             let variable = arguments
                 .get("name")

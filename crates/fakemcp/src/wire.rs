@@ -230,11 +230,7 @@ impl Output {
     /// that another thread is halfway through writing. None when output is routed.
     pub fn hold(&self) -> Option<MutexGuard<'_, io::Stdout>> {
         match &*self.sink {
-            Sink::Stdout(stdout) => Some(
-                stdout
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
-            ),
+            Sink::Stdout(stdout) => Some(stdout.lock().unwrap_or_else(|poisoned| poisoned.into_inner())),
             Sink::Routed(_) => None,
         }
     }
@@ -246,9 +242,7 @@ impl Output {
         };
         let mut line = serde_json::to_vec(&message).expect("a serde_json::Value always serializes");
         line.push(b'\n');
-        let mut stdout = stdout
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut stdout = stdout.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // A failed write means the client stopped reading; it will also close our stdin,
         // and that EOF is what ends the process, so there is nothing more to do here.
         if let Err(e) = stdout.write_all(&line).and_then(|()| stdout.flush()) {

@@ -247,9 +247,7 @@ fn legacy_requests_before_initialize_are_rejected_except_ping() {
         .collect();
     assert_eq!(
         names,
-        [
-            "whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env"
-        ]
+        ["whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env"]
     );
     assert!(reply["result"].get("ttlMs").is_none());
     let reply = fake.request(json!(4), "logging/setLevel", json!({"level": "info"}));
@@ -263,40 +261,19 @@ fn resources_prompts_and_completions_reveal_the_meta_they_arrived_with() {
     assert_eq!(reply["error"]["code"], -32600, "before initialize: {reply}");
     fake.initialize("2025-11-25");
     let meta = json!({"dev.mcpx/invocation": {"callId": "c1"}});
-    let read = fake.request(
-        json!(2),
-        "resources/read",
-        json!({"uri": "fake://meta", "_meta": meta}),
-    );
+    let read = fake.request(json!(2), "resources/read", json!({"uri": "fake://meta", "_meta": meta}));
     let text = read["result"]["contents"][0]["text"].as_str().unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(text).unwrap(),
-        meta
-    );
-    let prompt = fake.request(
-        json!(3),
-        "prompts/get",
-        json!({"name": "meta", "_meta": meta}),
-    );
-    let text = prompt["result"]["messages"][0]["content"]["text"]
-        .as_str()
-        .unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(text).unwrap(),
-        meta
-    );
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
+    let prompt = fake.request(json!(3), "prompts/get", json!({"name": "meta", "_meta": meta}));
+    let text = prompt["result"]["messages"][0]["content"]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
     let complete = fake.request(
         json!(4),
         "completion/complete",
         json!({"ref": {"type": "ref/prompt", "name": "meta"}, "argument": {"name": "a", "value": ""}, "_meta": meta}),
     );
-    let text = complete["result"]["completion"]["values"][0]
-        .as_str()
-        .unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(text).unwrap(),
-        meta
-    );
+    let text = complete["result"]["completion"]["values"][0].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), meta);
     let missing = fake.request(json!(5), "resources/read", json!({"uri": "fake://nope"}));
     assert_eq!(missing["error"]["data"]["uri"], "fake://nope");
 }

@@ -29,9 +29,7 @@ pub struct Ticket {
 impl Admission {
     /// Admits one more request of `identity`'s client, or says why not.
     pub fn enter(&self, identity: &Identity, limit: usize) -> Result<Option<Ticket>, RpcError> {
-        let Some(client) = client_of(identity) else {
-            return Ok(None);
-        };
+        let Some(client) = client_of(identity) else { return Ok(None) };
         let mut in_flight = self.in_flight.lock().expect("admission lock");
         let count = in_flight.entry(client.clone()).or_default();
         if *count >= limit {
@@ -41,10 +39,7 @@ impl Admission {
             .with_data(json!({ "limit": limit, "setting": "limits.maxCallsPerClient" })));
         }
         *count += 1;
-        Ok(Some(Ticket {
-            in_flight: self.in_flight.clone(),
-            client,
-        }))
+        Ok(Some(Ticket { in_flight: self.in_flight.clone(), client }))
     }
 }
 
@@ -76,14 +71,8 @@ mod tests {
     use crate::identity::{Source, Transport};
 
     fn session(name: &str) -> Identity {
-        let transport = Transport {
-            session: Some(name.into()),
-            ..Transport::default()
-        };
-        Identity {
-            source: Source::Transport,
-            ..Identity::resolve(None, &[], &transport)
-        }
+        let transport = Transport { session: Some(name.into()), ..Transport::default() };
+        Identity { source: Source::Transport, ..Identity::resolve(None, &[], &transport) }
     }
 
     #[test]
@@ -91,13 +80,7 @@ mod tests {
         let admission = Admission::default();
         let a1 = admission.enter(&session("a"), 2).unwrap();
         let _a2 = admission.enter(&session("a"), 2).unwrap();
-        assert!(
-            admission
-                .enter(&session("a"), 2)
-                .unwrap_err()
-                .message
-                .contains("limits.maxCallsPerClient")
-        );
+        assert!(admission.enter(&session("a"), 2).unwrap_err().message.contains("limits.maxCallsPerClient"));
         assert!(admission.enter(&session("b"), 2).is_ok());
         drop(a1);
         assert!(admission.enter(&session("a"), 2).is_ok());

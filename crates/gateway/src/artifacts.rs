@@ -43,11 +43,7 @@ impl Artifact {
     }
 
     fn record(&self) -> Value {
-        let created = self
-            .created
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let created = self.created.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
         json!({ "name": self.name, "mimeType": self.mime_type, "size": self.size, "created": created })
     }
 
@@ -73,10 +69,7 @@ pub fn id_of(uri: &str) -> Option<&str> {
 
 /// Whether `id` could name one of ours: 32 lowercase hex digits (so never a path).
 fn is_id(id: &str) -> bool {
-    id.len() == 32
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 pub struct Store {
@@ -89,14 +82,7 @@ impl Store {
     }
 
     /// Keeps `data` for `session`; refused past the session's quota.
-    pub fn put(
-        &self,
-        session: &str,
-        name: &str,
-        mime_type: &str,
-        data: &[u8],
-        limits: &ArtifactConfig,
-    ) -> Result<Artifact, String> {
+    pub fn put(&self, session: &str, name: &str, mime_type: &str, data: &[u8], limits: &ArtifactConfig) -> Result<Artifact, String> {
         let dir = self.session_dir(session);
         let digest = Sha256::digest(data);
         let id: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
@@ -110,46 +96,22 @@ impl Store {
             ));
         }
         // Whole seconds, as the record keeps them.
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
         let created = SystemTime::UNIX_EPOCH + Duration::from_secs(now);
-        let artifact = Artifact {
-            id,
-            name: name.to_owned(),
-            mime_type: mime_type.to_owned(),
-            size: data.len() as u64,
-            created,
-        };
-        private_dir(&self.root)
-            .and_then(|_| private_dir(&dir))
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let artifact = Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created };
+        private_dir(&self.root).and_then(|_| private_dir(&dir)).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         write_private(&dir, &artifact.id, data)
-            .and_then(|_| {
-                write_private(
-                    &dir,
-                    &format!("{}.json", artifact.id),
-                    artifact.record().to_string().as_bytes(),
-                )
-            })
+            .and_then(|_| write_private(&dir, &format!("{}.json", artifact.id), artifact.record().to_string().as_bytes()))
             .map_err(|e| format!("cannot store artifact {name:?} in {}: {e}", dir.display()))?;
         Ok(artifact)
     }
 
     /// The session's artifacts, oldest first.
     pub fn list(&self, session: &str, max_age: Duration) -> Vec<Artifact> {
-        let Ok(entries) = fs::read_dir(self.session_dir(session)) else {
-            return Vec::new();
-        };
+        let Ok(entries) = fs::read_dir(self.session_dir(session)) else { return Vec::new() };
         let mut found: Vec<Artifact> = entries
             .filter_map(Result::ok)
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_suffix(".json")
-                    .map(str::to_owned)
-            })
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
             .filter_map(|id| self.record(session, &id))
             .filter(|a| !a.expired(max_age))
             .collect();
@@ -174,25 +136,12 @@ impl Store {
 
     /// Deletes every artifact older than `max_age`, in every session.
     pub fn sweep(&self, max_age: Duration) {
-        let Ok(sessions) = fs::read_dir(&self.root) else {
-            return;
-        };
+        let Ok(sessions) = fs::read_dir(&self.root) else { return };
         for dir in sessions.filter_map(Result::ok).map(|e| e.path()) {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
             for record in entries.filter_map(Result::ok).map(|e| e.path()) {
-                let Some(id) = record
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_suffix(".json"))
-                else {
-                    continue;
-                };
-                let artifact = fs::read(&record)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .and_then(|r| Artifact::from_record(id, &r));
+                let Some(id) = record.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) else { continue };
+                let artifact = fs::read(&record).ok().and_then(|b| serde_json::from_slice(&b).ok()).and_then(|r| Artifact::from_record(id, &r));
                 if artifact.is_none_or(|a| a.expired(max_age)) {
                     let _ = fs::remove_file(dir.join(id));
                     let _ = fs::remove_file(&record);
@@ -212,12 +161,7 @@ impl Store {
 
     fn session_dir(&self, session: &str) -> PathBuf {
         let digest = Sha256::digest(session.as_bytes());
-        self.root.join(
-            digest[..16]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>(),
-        )
+        self.root.join(digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
     }
 }
 
@@ -232,51 +176,32 @@ impl Gateway {
     }
 
     /// Stores an artifact for the caller's session.
-    pub(crate) async fn keep_artifact(
-        &self,
-        identity: &Identity,
-        name: &str,
-        mime_type: &str,
-        data: Vec<u8>,
-    ) -> Result<Artifact, RpcError> {
+    pub(crate) async fn keep_artifact(&self, identity: &Identity, name: &str, mime_type: &str, data: Vec<u8>) -> Result<Artifact, RpcError> {
         let (store, session) = self.artifact_store(identity)?;
         let limits = self.settings.config().artifacts.clone();
         let (name, mime_type) = (name.to_owned(), mime_type.to_owned());
-        blocking(move || store.put(&session, &name, &mime_type, &data, &limits))
-            .await?
-            .map_err(RpcError::invalid_params)
+        blocking(move || store.put(&session, &name, &mime_type, &data, &limits)).await?.map_err(RpcError::invalid_params)
     }
 
     /// The caller's artifacts; none for a caller with no session.
     pub async fn artifacts_of(&self, identity: &Identity) -> Vec<Artifact> {
-        let Ok((store, session)) = self.artifact_store(identity) else {
-            return Vec::new();
-        };
+        let Ok((store, session)) = self.artifact_store(identity) else { return Vec::new() };
         let max_age = self.settings.config().artifacts.max_age;
-        blocking(move || store.list(&session, max_age))
-            .await
-            .unwrap_or_default()
+        blocking(move || store.list(&session, max_age)).await.unwrap_or_default()
     }
 
     /// One of the caller's artifacts with its bytes; `None` when the caller has none by that id.
     pub async fn artifact(&self, identity: &Identity, id: &str) -> Option<(Artifact, Vec<u8>)> {
         let (store, session) = self.artifact_store(identity).ok()?;
         let (max_age, id) = (self.settings.config().artifacts.max_age, id.to_owned());
-        blocking(move || store.get(&session, &id, max_age))
-            .await
-            .ok()
-            .flatten()
+        blocking(move || store.get(&session, &id, max_age)).await.ok().flatten()
     }
 
     /// Deletes one of the caller's artifacts; false when it had none by that id.
     pub async fn remove_artifact(&self, identity: &Identity, id: &str) -> bool {
-        let Ok((store, session)) = self.artifact_store(identity) else {
-            return false;
-        };
+        let Ok((store, session)) = self.artifact_store(identity) else { return false };
         let id = id.to_owned();
-        blocking(move || store.remove(&session, &id))
-            .await
-            .unwrap_or(false)
+        blocking(move || store.remove(&session, &id)).await.unwrap_or(false)
     }
 
     /// Deletes expired artifacts (the reaper calls this now and then).
@@ -287,13 +212,8 @@ impl Gateway {
         }
     }
 
-    fn artifact_store(
-        &self,
-        identity: &Identity,
-    ) -> Result<(std::sync::Arc<Store>, String), RpcError> {
-        let store = self.artifacts.get().cloned().ok_or_else(|| {
-            RpcError::internal("this mcpx keeps no artifacts (it has no state dir)")
-        })?;
+    fn artifact_store(&self, identity: &Identity) -> Result<(std::sync::Arc<Store>, String), RpcError> {
+        let store = self.artifacts.get().cloned().ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
         let session = identity.session.clone().ok_or_else(|| {
             RpcError::invalid_params(
                 "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
@@ -303,12 +223,8 @@ impl Gateway {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, RpcError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| RpcError::internal(format!("artifact store: {e}")))
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| RpcError::internal(format!("artifact store: {e}")))
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -343,8 +259,7 @@ mod tests {
     use super::*;
 
     fn store() -> (Store, PathBuf) {
-        let root =
-            std::env::temp_dir().join(format!("mcpx-artifacts-{}", crate::context::new_call_id()));
+        let root = std::env::temp_dir().join(format!("mcpx-artifacts-{}", crate::context::new_call_id()));
         (Store::new(root.clone()), root)
     }
 
@@ -352,16 +267,11 @@ mod tests {
     fn a_session_sees_only_its_own_artifacts() {
         let (store, root) = store();
         let limits = ArtifactConfig::default();
-        let a = store
-            .put("alice", "notes.txt", "text/plain", b"hello", &limits)
-            .unwrap();
+        let a = store.put("alice", "notes.txt", "text/plain", b"hello", &limits).unwrap();
         assert!(id_of(&a.uri()).is_some());
         assert_eq!(store.list("alice", limits.max_age), vec![a.clone()]);
         assert!(store.list("bob", limits.max_age).is_empty());
-        assert_eq!(
-            store.get("alice", &a.id, limits.max_age).unwrap().1,
-            b"hello"
-        );
+        assert_eq!(store.get("alice", &a.id, limits.max_age).unwrap().1, b"hello");
         assert!(store.get("bob", &a.id, limits.max_age).is_none());
         assert!(!store.remove("bob", &a.id));
         assert!(store.remove("alice", &a.id));
@@ -372,20 +282,11 @@ mod tests {
     #[test]
     fn the_quota_counts_one_session_and_old_artifacts_go() {
         let (store, root) = store();
-        let limits = ArtifactConfig {
-            quota_bytes: 10,
-            max_age: Duration::from_secs(3600),
-        };
-        store
-            .put("alice", "a", "text/plain", b"123456", &limits)
-            .unwrap();
-        let refused = store
-            .put("alice", "b", "text/plain", b"abcdef", &limits)
-            .unwrap_err();
+        let limits = ArtifactConfig { quota_bytes: 10, max_age: Duration::from_secs(3600) };
+        store.put("alice", "a", "text/plain", b"123456", &limits).unwrap();
+        let refused = store.put("alice", "b", "text/plain", b"abcdef", &limits).unwrap_err();
         assert!(refused.contains("artifacts.quotaBytes"), "{refused}");
-        store
-            .put("bob", "b", "text/plain", b"abcdef", &limits)
-            .unwrap();
+        store.put("bob", "b", "text/plain", b"abcdef", &limits).unwrap();
         // Records keep whole seconds, so every artifact is older than zero.
         store.sweep(Duration::ZERO);
         assert!(store.list("alice", Duration::from_secs(3600)).is_empty());

@@ -97,25 +97,13 @@ impl Asks {
     }
 
     /// Checks a state the caller sent back with its retry of `params` to `server`.
-    pub fn open(
-        &self,
-        state: &str,
-        server: &str,
-        ctx: &CallContext,
-        method: &str,
-        params: &Value,
-    ) -> Result<Resume, RpcError> {
+    pub fn open(&self, state: &str, server: &str, ctx: &CallContext, method: &str, params: &Value) -> Result<Resume, RpcError> {
         let refuse = |why: &str| RpcError::invalid_params(format!("requestState refused: {why}"));
-        let (body, tag) = state
-            .split_once('.')
-            .ok_or_else(|| refuse("not a state mcpx issued"))?;
-        let tag = B64
-            .decode(tag)
-            .map_err(|_| refuse("not a state mcpx issued"))?;
+        let (body, tag) = state.split_once('.').ok_or_else(|| refuse("not a state mcpx issued"))?;
+        let tag = B64.decode(tag).map_err(|_| refuse("not a state mcpx issued"))?;
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
         mac.update(body.as_bytes());
-        mac.verify_slice(&tag)
-            .map_err(|_| refuse("it was altered"))?;
+        mac.verify_slice(&tag).map_err(|_| refuse("it was altered"))?;
         let payload: Value = B64
             .decode(body)
             .ok()
@@ -133,20 +121,10 @@ impl Asks {
         if payload["request"] != digest(method, params) {
             return Err(refuse("it belongs to another request"));
         }
-        let instance_key = payload["instance"]
-            .as_str()
-            .ok_or_else(|| refuse("not a state mcpx issued"))?
-            .to_owned();
+        let instance_key = payload["instance"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
         let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
-        let call_id = payload["call"]
-            .as_str()
-            .ok_or_else(|| refuse("not a state mcpx issued"))?
-            .to_owned();
-        Ok(Resume {
-            instance_key,
-            upstream_state,
-            call_id,
-        })
+        let call_id = payload["call"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
+        Ok(Resume { instance_key, upstream_state, call_id })
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
@@ -166,17 +144,13 @@ fn digest(method: &str, params: &Value) -> String {
         }
     }
     let canonical = json!([method, canonical(&original)]).to_string();
-    Sha256::digest(canonical.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
-            let sorted: BTreeMap<&String, Value> =
-                m.iter().map(|(k, v)| (k, canonical(v))).collect();
+            let sorted: BTreeMap<&String, Value> = m.iter().map(|(k, v)| (k, canonical(v))).collect();
             Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
         }
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
@@ -185,10 +159,7 @@ fn canonical(v: &Value) -> Value {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -198,22 +169,12 @@ mod tests {
     use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let identity = Identity {
-            session: session.map(Into::into),
-            cwd: None,
-            pid: None,
-            client: None,
-            source: Source::Unnamed,
-            host: None,
-        };
+        let identity = Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 
     fn key() -> InstanceKey {
-        InstanceKey {
-            server: "s".into(),
-            key: "session:a".into(),
-        }
+        InstanceKey { server: "s".into(), key: "session:a".into() }
     }
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -223,23 +184,10 @@ mod tests {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {"x": 1, "y": 2}});
         let first = ctx(Some("a"));
-        let state = asks.seal(
-            &key(),
-            &first,
-            "tools/call",
-            &params,
-            Some(json!("up")),
-            HOUR,
-        );
+        let state = asks.seal(&key(), &first, "tools/call", &params, Some(json!("up")), HOUR);
         let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
-        let resume = asks
-            .open(&state, "s", &ctx(Some("a")), "tools/call", &retry)
-            .unwrap();
-        let expected = Resume {
-            instance_key: "session:a".into(),
-            upstream_state: Some(json!("up")),
-            call_id: first.call_id,
-        };
+        let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
+        let expected = Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")), call_id: first.call_id };
         assert_eq!(resume, expected);
     }
 
@@ -248,50 +196,16 @@ mod tests {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {}});
         let state = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, HOUR);
-        let open = |state: &str, session, method, params: &Value| {
-            asks.open(state, "s", &ctx(session), method, params)
-        };
-        assert_eq!(
-            open(
-                &format!("{state}-TAMPERED"),
-                Some("a"),
-                "tools/call",
-                &params
-            )
-            .unwrap_err()
-            .code,
-            -32602
-        );
+        let open = |state: &str, session, method, params: &Value| asks.open(state, "s", &ctx(session), method, params);
+        assert_eq!(open(&format!("{state}-TAMPERED"), Some("a"), "tools/call", &params).unwrap_err().code, -32602);
         assert!(open(&state, Some("b"), "tools/call", &params).is_err());
         assert!(open(&state, None, "tools/call", &params).is_err());
         assert!(open(&state, Some("a"), "prompts/get", &params).is_err());
-        assert!(
-            open(
-                &state,
-                Some("a"),
-                "tools/call",
-                &json!({"name": "t", "arguments": {"x": 1}})
-            )
-            .is_err()
-        );
-        assert!(
-            asks.open(&state, "other", &ctx(Some("a")), "tools/call", &params)
-                .is_err()
-        );
-        let expired = asks.seal(
-            &key(),
-            &ctx(Some("a")),
-            "tools/call",
-            &params,
-            None,
-            Duration::ZERO,
-        );
+        assert!(open(&state, Some("a"), "tools/call", &json!({"name": "t", "arguments": {"x": 1}})).is_err());
+        assert!(asks.open(&state, "other", &ctx(Some("a")), "tools/call", &params).is_err());
+        let expired = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, Duration::ZERO);
         std::thread::sleep(Duration::from_millis(2));
         assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
-        assert!(
-            Asks::default()
-                .open(&state, "s", &ctx(Some("a")), "tools/call", &params)
-                .is_err()
-        );
+        assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
     }
 }

@@ -45,16 +45,8 @@ pub struct ServerConfig {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Launch {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    },
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    Http { url: String, headers: BTreeMap<String, String> },
 }
 
 #[derive(Deserialize)]
@@ -84,39 +76,18 @@ impl TryFrom<RawServer> for ServerConfig {
 
     fn try_from(raw: RawServer) -> Result<Self, String> {
         let launch = match (raw.command, raw.url) {
-            (Some(command), None) if !command.trim().is_empty() => Launch::Stdio {
-                command,
-                args: raw.args,
-                env: raw.env,
-                cwd: raw.cwd,
-            },
+            (Some(command), None) if !command.trim().is_empty() => {
+                Launch::Stdio { command, args: raw.args, env: raw.env, cwd: raw.cwd }
+            }
             (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-                Launch::Http {
-                    url,
-                    headers: raw.headers,
-                }
+                Launch::Http { url, headers: raw.headers }
             }
-            (None, Some(url)) => {
-                return Err(format!(
-                    "\"url\" must start with http:// or https://, got {url:?}"
-                ));
-            }
-            (Some(_), Some(_)) => {
-                return Err("a server has either \"command\" or \"url\", not both".into());
-            }
-            _ => {
-                return Err(
-                    "a server needs a non-empty \"command\" (stdio) or a \"url\" (HTTP)".into(),
-                );
-            }
+            (None, Some(url)) => return Err(format!("\"url\" must start with http:// or https://, got {url:?}")),
+            (Some(_), Some(_)) => return Err("a server has either \"command\" or \"url\", not both".into()),
+            _ => return Err("a server needs a non-empty \"command\" (stdio) or a \"url\" (HTTP)".into()),
         };
         let definition = format!("{launch:?} {:?} {}", raw.scope, raw.invocation_context);
-        Ok(ServerConfig {
-            launch,
-            scope: raw.scope,
-            invocation_context: raw.invocation_context,
-            definition,
-        })
+        Ok(ServerConfig { launch, scope: raw.scope, invocation_context: raw.invocation_context, definition })
     }
 }
 
@@ -141,9 +112,7 @@ pub struct TransportConfig {
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig {
-            session_meta_keys: vec!["dev.mcpx/session".into(), "ai.opencode/sessionID".into()],
-        }
+        TransportConfig { session_meta_keys: vec!["dev.mcpx/session".into(), "ai.opencode/sessionID".into()] }
     }
 }
 
@@ -161,11 +130,7 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig {
-            idle_timeout: Duration::from_secs(300),
-            max_instances_per_server: 16,
-            max_instances: 256,
-        }
+        PoolConfig { idle_timeout: Duration::from_secs(300), max_instances_per_server: 16, max_instances: 256 }
     }
 }
 
@@ -251,12 +216,7 @@ pub struct LimitConfig {
 
 impl Default for LimitConfig {
     fn default() -> Self {
-        LimitConfig {
-            max_line_bytes: 16 * 1024 * 1024,
-            page_size: 500,
-            pending_questions: 256,
-            max_calls_per_client: 64,
-        }
+        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500, pending_questions: 256, max_calls_per_client: 64 }
     }
 }
 
@@ -306,10 +266,7 @@ pub struct ArtifactConfig {
 
 impl Default for ArtifactConfig {
     fn default() -> Self {
-        ArtifactConfig {
-            quota_bytes: 64 * 1024 * 1024,
-            max_age: Duration::from_secs(24 * 3600),
-        }
+        ArtifactConfig { quota_bytes: 64 * 1024 * 1024, max_age: Duration::from_secs(24 * 3600) }
     }
 }
 
@@ -317,27 +274,16 @@ impl Default for ArtifactConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}:{column}: {message}")]
-    Invalid {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Invalid { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{path}: {message}")]
     Rule { path: PathBuf, message: String },
 }
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Config::parse(&text, path)
     }
 
@@ -349,20 +295,10 @@ impl Config {
             column: e.column(),
             message: strip_position(&e.to_string()),
         })?;
-        config
-            .check()
-            .map_err(|(message, at)| match locate(text, &at) {
-                Some((line, column)) => ConfigError::Invalid {
-                    path: path.into(),
-                    line,
-                    column,
-                    message,
-                },
-                None => ConfigError::Rule {
-                    path: path.into(),
-                    message,
-                },
-            })?;
+        config.check().map_err(|(message, at)| match locate(text, &at) {
+            Some((line, column)) => ConfigError::Invalid { path: path.into(), line, column, message },
+            None => ConfigError::Rule { path: path.into(), message },
+        })?;
         Ok(config)
     }
 
@@ -371,16 +307,11 @@ impl Config {
     fn check(&self) -> Result<(), (String, String)> {
         for name in self.mcp_servers.keys() {
             if RESERVED_SERVER_NAMES.contains(&name.as_str()) {
-                return Err((
-                    format!("server name {name:?} is reserved by mcpx; rename the server"),
-                    name.clone(),
-                ));
+                return Err((format!("server name {name:?} is reserved by mcpx; rename the server"), name.clone()));
             }
             let valid = !name.is_empty()
                 && !name.contains("__")
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
             if !valid {
                 let why = format!(
                     "server name {name:?} must be letters, digits, '_', '-' or '.', without \"__\" (it prefixes tool names)"
@@ -390,10 +321,7 @@ impl Config {
         }
         for name in &self.expose {
             if !self.mcp_servers.contains_key(name) {
-                return Err((
-                    format!("\"expose\" names {name:?}, which is not in \"mcpServers\""),
-                    "expose".into(),
-                ));
+                return Err((format!("\"expose\" names {name:?}, which is not in \"mcpServers\""), "expose".into()));
             }
         }
         let loopback = matches!(self.http.host.as_str(), "127.0.0.1" | "localhost" | "::1");
@@ -405,40 +333,22 @@ impl Config {
             return Err((why, "host".into()));
         }
         if let Some((name, _)) = self.http.tokens.iter().find(|(_, t)| t.len() < 16) {
-            return Err((
-                format!("token {name:?} in \"http.tokens\" must be at least 16 characters"),
-                name.clone(),
-            ));
+            return Err((format!("token {name:?} in \"http.tokens\" must be at least 16 characters"), name.clone()));
         }
         if self.exec.memory_bytes < 1024 * 1024 {
-            return Err((
-                "\"exec.memoryBytes\" must be at least 1048576 (1 MiB)".into(),
-                "memoryBytes".into(),
-            ));
+            return Err(("\"exec.memoryBytes\" must be at least 1048576 (1 MiB)".into(), "memoryBytes".into()));
         }
         if self.exec.stack_bytes < 64 * 1024 {
-            return Err((
-                "\"exec.stackBytes\" must be at least 65536 (64 KiB)".into(),
-                "stackBytes".into(),
-            ));
+            return Err(("\"exec.stackBytes\" must be at least 65536 (64 KiB)".into(), "stackBytes".into()));
         }
         if self.pool.max_instances_per_server == 0 {
-            return Err((
-                "\"pool.maxInstancesPerServer\" must be at least 1".into(),
-                "maxInstancesPerServer".into(),
-            ));
+            return Err(("\"pool.maxInstancesPerServer\" must be at least 1".into(), "maxInstancesPerServer".into()));
         }
         if self.pool.max_instances == 0 {
-            return Err((
-                "\"pool.maxInstances\" must be at least 1".into(),
-                "maxInstances".into(),
-            ));
+            return Err(("\"pool.maxInstances\" must be at least 1".into(), "maxInstances".into()));
         }
         if self.limits.max_calls_per_client == 0 {
-            return Err((
-                "\"limits.maxCallsPerClient\" must be at least 1".into(),
-                "maxCallsPerClient".into(),
-            ));
+            return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
         }
         Ok(())
     }
@@ -481,23 +391,15 @@ pub(crate) mod duration {
 
     pub fn parse(text: &str) -> Result<Duration, String> {
         let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("{text:?} is not a duration like \"30s\" or \"5m\""))?;
+        let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like \"30s\" or \"5m\""))?;
         let per = match unit.trim() {
             "ms" | "" => 1,
             "s" => 1000,
             "m" => 60_000,
             "h" => 3_600_000,
-            other => {
-                return Err(format!(
-                    "unknown duration unit {other:?} in {text:?} (use ms, s, m or h)"
-                ));
-            }
+            other => return Err(format!("unknown duration unit {other:?} in {text:?} (use ms, s, m or h)")),
         };
         // A year is plenty for any timeout; far beyond it, deadlines overflow the clock.
         match n.checked_mul(per).filter(|ms| *ms <= MAX_MS) {
@@ -514,9 +416,7 @@ pub(crate) mod duration {
             Text(String),
         }
         match Raw::deserialize(d)? {
-            Raw::Millis(ms) if ms > MAX_MS => Err(D::Error::custom(format!(
-                "{ms} ms is too long (at most a year)"
-            ))),
+            Raw::Millis(ms) if ms > MAX_MS => Err(D::Error::custom(format!("{ms} ms is too long (at most a year)"))),
             Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
             Raw::Text(t) => parse(&t).map_err(D::Error::custom),
         }
@@ -537,10 +437,7 @@ mod tests {
             .unwrap();
         assert_eq!(c.mcp_servers["git"].scope, Scope::Repo);
         assert!(c.mcp_servers["git"].invocation_context);
-        assert_eq!(
-            c.transport.session_meta_keys,
-            ["dev.mcpx/session", "ai.opencode/sessionID"]
-        );
+        assert_eq!(c.transport.session_meta_keys, ["dev.mcpx/session", "ai.opencode/sessionID"]);
         assert_eq!(c.pool.idle_timeout, Duration::from_secs(300));
     }
 
@@ -555,23 +452,13 @@ mod tests {
     #[test]
     fn a_server_needs_a_command_or_a_url() {
         let err = parse(r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap_err();
-        assert!(
-            err.to_string().contains("needs a non-empty \"command\""),
-            "{err}"
-        );
+        assert!(err.to_string().contains("needs a non-empty \"command\""), "{err}");
     }
 
     #[test]
     fn a_rule_violation_names_the_line_too() {
-        let err = parse(
-            "{\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}},\n  \"expose\": [\"nosuch\"]\n}",
-        )
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("mcpx.json:3:3: \"expose\" names \"nosuch\""),
-            "{err}"
-        );
+        let err = parse("{\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}},\n  \"expose\": [\"nosuch\"]\n}").unwrap_err();
+        assert!(err.to_string().starts_with("mcpx.json:3:3: \"expose\" names \"nosuch\""), "{err}");
     }
 
     #[test]
@@ -584,9 +471,7 @@ mod tests {
     #[test]
     fn listening_beyond_loopback_needs_a_token() {
         assert!(parse(r#"{"http": {"host": "0.0.0.0"}}"#).is_err());
-        assert!(
-            parse(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#).is_ok()
-        );
+        assert!(parse(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#).is_ok());
         assert!(parse(r#"{"http": {"tokens": {"ci": "short"}}}"#).is_err());
     }
 

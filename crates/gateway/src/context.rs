@@ -29,14 +29,7 @@ pub struct CallContext {
 
 impl CallContext {
     pub fn new(identity: Identity, revision: Revision, client_capabilities: Value) -> CallContext {
-        CallContext {
-            identity,
-            call_id: new_call_id(),
-            revision,
-            client_capabilities,
-            listener: None,
-            param_headers: None,
-        }
+        CallContext { identity, call_id: new_call_id(), revision, client_capabilities, listener: None, param_headers: None }
     }
 
     pub fn with_listener(mut self, listener: Option<Listener>) -> CallContext {
@@ -71,11 +64,7 @@ mod tests {
     fn a_call_id_is_128_random_bits_in_lowercase_hex() {
         let (a, b) = (super::new_call_id(), super::new_call_id());
         assert_eq!(a.len(), 32);
-        assert!(
-            a.bytes()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
-            "{a}"
-        );
+        assert!(a.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)), "{a}");
         assert_ne!(a, b);
     }
 }

@@ -39,60 +39,33 @@ impl Eras {
     }
 
     pub fn get(&self, definition: &str) -> Option<Era> {
-        self.known
-            .lock()
-            .expect("eras lock")
-            .get(&key(definition))
-            .copied()
+        self.known.lock().expect("eras lock").get(&key(definition)).copied()
     }
 
     pub fn learn(&self, definition: &str, era: Era) {
-        let changed = self
-            .known
-            .lock()
-            .expect("eras lock")
-            .insert(key(definition), era)
-            != Some(era);
+        let changed = self.known.lock().expect("eras lock").insert(key(definition), era) != Some(era);
         if changed {
             self.save();
         }
     }
 
     pub fn forget(&self, definition: &str) {
-        if self
-            .known
-            .lock()
-            .expect("eras lock")
-            .remove(&key(definition))
-            .is_some()
-        {
+        if self.known.lock().expect("eras lock").remove(&key(definition)).is_some() {
             self.save();
         }
     }
 
     fn save(&self) {
-        let Some(file) = self.file.lock().expect("eras lock").clone() else {
-            return;
-        };
+        let Some(file) = self.file.lock().expect("eras lock").clone() else { return };
         let snapshot: Map<String, Value> = self
             .known
             .lock()
             .expect("eras lock")
             .iter()
-            .map(|(k, era)| {
-                (
-                    k.clone(),
-                    Value::from(if *era == Era::Modern {
-                        "modern"
-                    } else {
-                        "legacy"
-                    }),
-                )
-            })
+            .map(|(k, era)| (k.clone(), Value::from(if *era == Era::Modern { "modern" } else { "legacy" })))
             .collect();
         let tmp = file.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, Value::Object(snapshot).to_string())
-            .and_then(|()| std::fs::rename(&tmp, &file));
+        let written = std::fs::write(&tmp, Value::Object(snapshot).to_string()).and_then(|()| std::fs::rename(&tmp, &file));
         if let Err(e) = written {
             tracing::warn!("cannot remember upstream eras in {}: {e}", file.display());
         }
@@ -100,10 +73,7 @@ impl Eras {
 }
 
 fn key(definition: &str) -> String {
-    Sha256::digest(definition.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(definition.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -68,18 +68,10 @@ impl Running {
 
 impl Gateway {
     /// Runs an `mcpx_exec` for the caller in `ctx` and builds its tool result.
-    pub(crate) async fn exec(
-        &self,
-        ctx: &CallContext,
-        arguments: &Value,
-    ) -> Result<Value, RpcError> {
+    pub(crate) async fn exec(&self, ctx: &CallContext, arguments: &Value) -> Result<Value, RpcError> {
         let script = match arguments.get("script") {
             Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            _ => {
-                return Err(RpcError::invalid_params(format!(
-                    "{EXEC}: \"script\" must be a non-empty string"
-                )));
-            }
+            _ => return Err(RpcError::invalid_params(format!("{EXEC}: \"script\" must be a non-empty string"))),
         };
         let config = self.settings.config();
         let mut timeout = config.exec.timeout;
@@ -87,11 +79,7 @@ impl Gateway {
             None | Some(Value::Null) => {}
             Some(v) => match v.as_u64().filter(|ms| *ms > 0) {
                 Some(ms) => timeout = timeout.min(Duration::from_millis(ms)),
-                None => {
-                    return Err(RpcError::invalid_params(format!(
-                        "{EXEC}: \"timeoutMs\" must be a positive integer"
-                    )));
-                }
+                None => return Err(RpcError::invalid_params(format!("{EXEC}: \"timeoutMs\" must be a positive integer"))),
             },
         }
         let Some(_slot) = self.running_scripts.enter(config.exec.max_concurrent) else {
@@ -107,22 +95,11 @@ impl Gateway {
             max_tool_calls: config.exec.max_tool_calls,
             max_output_bytes: config.exec.max_output_bytes,
         };
-        let mut run = self.engines.start(script, limits).map_err(|e| {
-            RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}"))
-        })?;
+        let mut run = self.engines.start(script, limits).map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
-        let script_ctx = CallContext {
-            client_capabilities: json!({}),
-            listener: None,
-            ..ctx.clone()
-        };
-        let host = Host {
-            gateway: self,
-            ctx: &script_ctx,
-            listings: Default::default(),
-            artifacts: Default::default(),
-        };
+        let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };
+        let host = Host { gateway: self, ctx: &script_ctx, listings: Default::default(), artifacts: Default::default() };
         let mut running = FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
@@ -154,55 +131,24 @@ struct Host<'a> {
 impl Host<'_> {
     async fn answer(&self, call: &HostCall) -> Result<Value, String> {
         match call {
-            HostCall::Tool {
-                server,
-                tool,
-                arguments,
-                by_identifier,
-            } => {
+            HostCall::Tool { server, tool, arguments, by_identifier } => {
                 let server = self.server(server, *by_identifier)?;
-                let tool = if *by_identifier {
-                    self.tool(&server, tool).await?
-                } else {
-                    tool.clone()
-                };
+                let tool = if *by_identifier { self.tool(&server, tool).await? } else { tool.clone() };
                 let result = self
                     .gateway
-                    .forward_call(
-                        self.ctx,
-                        &server,
-                        &tool,
-                        arguments.clone(),
-                        &json!({}),
-                        None,
-                    )
+                    .forward_call(self.ctx, &server, &tool, arguments.clone(), &json!({}), None)
                     .await
                     .map_err(|e| format!("{server}.{tool}: {}", e.message))?;
-                Ok(message::object([
-                    ("server", server.into()),
-                    ("tool", tool.into()),
-                    ("result", result),
-                ]))
+                Ok(message::object([("server", server.into()), ("tool", tool.into()), ("result", result)]))
             }
             HostCall::Search { query } => {
                 let found = self.gateway.search(self.ctx, query).await;
                 Ok(found["structuredContent"]["tools"].clone())
             }
-            HostCall::Artifact {
-                name,
-                mime_type,
-                data,
-            } => {
-                let artifact = self
-                    .gateway
-                    .keep_artifact(&self.ctx.identity, name, mime_type, data.clone())
-                    .await
-                    .map_err(|e| e.message)?;
+            HostCall::Artifact { name, mime_type, data } => {
+                let artifact = self.gateway.keep_artifact(&self.ctx.identity, name, mime_type, data.clone()).await.map_err(|e| e.message)?;
                 let uri = artifact.uri();
-                self.artifacts
-                    .lock()
-                    .expect("exec artifacts")
-                    .push(artifact);
+                self.artifacts.lock().expect("exec artifacts").push(artifact);
                 Ok(json!({ "uri": uri }))
             }
         }
@@ -214,23 +160,15 @@ impl Host<'_> {
         if config.mcp_servers.contains_key(named) {
             return Ok(named.to_owned());
         }
-        let matching: Vec<&String> = config
-            .mcp_servers
-            .keys()
-            .filter(|s| by_identifier && mcpx_exec::identifier(s) == named)
-            .collect();
+        let matching: Vec<&String> =
+            config.mcp_servers.keys().filter(|s| by_identifier && mcpx_exec::identifier(s) == named).collect();
         match matching.as_slice() {
             [one] => Ok((*one).clone()),
             [] => {
                 let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-                Err(format!(
-                    "no server named {named:?}; the servers are: {}",
-                    known.join(", ")
-                ))
+                Err(format!("no server named {named:?}; the servers are: {}", known.join(", ")))
             }
-            many => Err(format!(
-                "{named:?} could be any of {many:?}; use call(\"<server>\", \"<tool>\", args) with the exact name"
-            )),
+            many => Err(format!("{named:?} could be any of {many:?}; use call(\"<server>\", \"<tool>\", args) with the exact name")),
         }
     }
 
@@ -238,34 +176,19 @@ impl Host<'_> {
     async fn tool(&self, server: &str, named: &str) -> Result<String, String> {
         let mut listings = self.listings.lock().await;
         if !listings.contains_key(server) {
-            let listed = self
-                .gateway
-                .server_tools(self.ctx, server)
-                .await
-                .map_err(|e| format!("{server}: {}", e.message))?;
-            let names = listed
-                .iter()
-                .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
-                .collect();
+            let listed = self.gateway.server_tools(self.ctx, server).await.map_err(|e| format!("{server}: {}", e.message))?;
+            let names = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
             listings.insert(server.to_owned(), names);
         }
         let names = &listings[server];
         if names.iter().any(|n| n == named) {
             return Ok(named.to_owned());
         }
-        let matching: Vec<&String> = names
-            .iter()
-            .filter(|n| mcpx_exec::identifier(n) == named)
-            .collect();
+        let matching: Vec<&String> = names.iter().filter(|n| mcpx_exec::identifier(n) == named).collect();
         match matching.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(format!(
-                "server {server:?} has no tool {named:?}; its tools: {}",
-                names.join(", ")
-            )),
-            many => Err(format!(
-                "{named:?} could be any of {many:?} on {server:?}; use call({server:?}, \"<tool>\", args)"
-            )),
+            [] => Err(format!("server {server:?} has no tool {named:?}; its tools: {}", names.join(", "))),
+            many => Err(format!("{named:?} could be any of {many:?} on {server:?}; use call({server:?}, \"<tool>\", args)")),
         }
     }
 }
@@ -301,9 +224,7 @@ fn result(outcome: Outcome, artifacts: &[Artifact]) -> Value {
             is_error = true;
             let setting = format!("exec.{}", limit.setting().trim_end_matches("Ms"));
             content.push(json!({ "type": "text", "text": format!("{EXEC} stopped the script: {message} (setting {setting})") }));
-            structured = Some(
-                json!({ "error": { "limit": limit.setting(), "setting": setting, "message": message } }),
-            );
+            structured = Some(json!({ "error": { "limit": limit.setting(), "setting": setting, "message": message } }));
         }
     }
     if !logs.is_empty() {
@@ -327,8 +248,5 @@ fn result(outcome: Outcome, artifacts: &[Artifact]) -> Value {
 
 /// The `js` field `mcpx_search` adds to each tool: how a script calls it.
 pub(crate) fn accessor(entry: &Value) -> Option<String> {
-    Some(mcpx_exec::accessor(
-        entry.get("server")?.as_str()?,
-        entry.get("tool")?.as_str()?,
-    ))
+    Some(mcpx_exec::accessor(entry.get("server")?.as_str()?, entry.get("tool")?.as_str()?))
 }

@@ -57,20 +57,11 @@ impl Held {
         let (tx, rx) = mpsc::unbounded_channel::<Question>();
         let ask: Ask = Arc::new(move |method: String, params| {
             if !crate::ask::caller_can_answer(&capabilities, &method) {
-                let e = RpcError::new(
-                    mcpx_protocol::code::METHOD_NOT_FOUND,
-                    format!("the client cannot be asked for {method}"),
-                );
+                let e = RpcError::new(mcpx_protocol::code::METHOD_NOT_FOUND, format!("the client cannot be asked for {method}"));
                 return Box::pin(std::future::ready(Err(e)));
             }
             let (reply, answer) = oneshot::channel();
-            let sent = tx
-                .send(Question {
-                    method,
-                    params,
-                    reply,
-                })
-                .is_ok();
+            let sent = tx.send(Question { method, params, reply }).is_ok();
             Box::pin(async move {
                 match answer.await {
                     Ok(outcome) if sent => outcome,
@@ -81,18 +72,8 @@ impl Held {
         (ask, rx)
     }
 
-    pub fn new(
-        call: JoinHandle<Result<Value, UpstreamError>>,
-        questions: mpsc::UnboundedReceiver<Question>,
-        lease: Lease,
-    ) -> Held {
-        Held {
-            call: Call(call),
-            questions,
-            open: Vec::new(),
-            asked: 0,
-            lease,
-        }
+    pub fn new(call: JoinHandle<Result<Value, UpstreamError>>, questions: mpsc::UnboundedReceiver<Question>, lease: Lease) -> Held {
+        Held { call: Call(call), questions, open: Vec::new(), asked: 0, lease }
     }
 
     /// Hands the caller's answers to the questions they answer; the rest stay open.
@@ -130,12 +111,7 @@ impl Held {
         let requests: Map<String, Value> = self
             .open
             .iter()
-            .map(|(key, q)| {
-                (
-                    key.clone(),
-                    json!({ "method": q.method, "params": q.params }),
-                )
-            })
+            .map(|(key, q)| (key.clone(), json!({ "method": q.method, "params": q.params })))
             .collect();
         Next::Asks(Value::Object(requests), self)
     }
@@ -170,10 +146,7 @@ impl Parking {
     /// Cancels the calls whose time is up (dropping a Held aborts its upstream call, which
     /// tells the upstream). Runs on the gateway's reaper tick.
     pub fn sweep(&self) {
-        self.calls
-            .lock()
-            .expect("parking lock")
-            .retain(|_, (_, until)| *until > Instant::now());
+        self.calls.lock().expect("parking lock").retain(|_, (_, until)| *until > Instant::now());
     }
 
     pub fn take(&self, token: &str) -> Option<Held> {

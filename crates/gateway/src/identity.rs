@@ -47,15 +47,9 @@ impl Identity {
     /// Resolves who is asking. The first configured key whose value is a non-empty
     /// string names the session, verbatim; otherwise the transport's session, if any.
     /// A key may name a field inside an object value: `"qwen-code/invocation#sessionId"`.
-    pub fn resolve(
-        meta: Option<&Map<String, Value>>,
-        session_keys: &[String],
-        transport: &Transport,
-    ) -> Identity {
+    pub fn resolve(meta: Option<&Map<String, Value>>, session_keys: &[String], transport: &Transport) -> Identity {
         let named = meta.and_then(|meta| {
-            session_keys
-                .iter()
-                .find_map(|key| session_from(meta, key).map(|session| (key.clone(), session)))
+            session_keys.iter().find_map(|key| session_from(meta, key).map(|session| (key.clone(), session)))
         });
         let (session, source) = match named {
             Some((key, session)) => (Some(session), Source::MetaKey(key)),
@@ -65,22 +59,11 @@ impl Identity {
         let host = meta.filter(|_| transport.stdio).and_then(|meta| {
             let attested: Map<String, Value> = HOST_CONTEXT_KEYS
                 .iter()
-                .filter_map(|k| {
-                    meta.get(*k)
-                        .filter(|v| v.is_object())
-                        .map(|v| ((*k).to_owned(), v.clone()))
-                })
+                .filter_map(|k| meta.get(*k).filter(|v| v.is_object()).map(|v| ((*k).to_owned(), v.clone())))
                 .collect();
             (!attested.is_empty()).then_some(attested)
         });
-        Identity {
-            session,
-            cwd: transport.cwd.clone(),
-            pid: transport.pid,
-            client: transport.client.clone(),
-            source,
-            host,
-        }
+        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, client: transport.client.clone(), source, host }
     }
 }
 
@@ -102,11 +85,7 @@ mod tests {
     use serde_json::json;
 
     fn keys() -> Vec<String> {
-        vec![
-            "dev.mcpx/session".into(),
-            "ai.opencode/sessionID".into(),
-            "qwen-code/invocation#sessionId".into(),
-        ]
+        vec!["dev.mcpx/session".into(), "ai.opencode/sessionID".into(), "qwen-code/invocation#sessionId".into()]
     }
 
     fn resolve(meta: Value, transport: &Transport) -> Identity {
@@ -115,35 +94,23 @@ mod tests {
 
     #[test]
     fn the_first_listed_key_wins() {
-        let id = resolve(
-            json!({"ai.opencode/sessionID": "oc", "dev.mcpx/session": "mx"}),
-            &Transport::default(),
-        );
+        let id = resolve(json!({"ai.opencode/sessionID": "oc", "dev.mcpx/session": "mx"}), &Transport::default());
         assert_eq!(id.session.as_deref(), Some("mx"));
         assert_eq!(id.source, Source::MetaKey("dev.mcpx/session".into()));
     }
 
     #[test]
     fn empty_and_non_string_values_count_as_absent() {
-        let id = resolve(
-            json!({"dev.mcpx/session": "", "ai.opencode/sessionID": 7}),
-            &Transport::default(),
-        );
+        let id = resolve(json!({"dev.mcpx/session": "", "ai.opencode/sessionID": 7}), &Transport::default());
         assert_eq!(id.session, None);
         assert_eq!(id.source, Source::Unnamed);
-        let id = resolve(
-            json!({"dev.mcpx/session": 5, "ai.opencode/sessionID": "oc"}),
-            &Transport::default(),
-        );
+        let id = resolve(json!({"dev.mcpx/session": 5, "ai.opencode/sessionID": "oc"}), &Transport::default());
         assert_eq!(id.session.as_deref(), Some("oc"));
     }
 
     #[test]
     fn keys_outside_the_list_are_ignored_and_the_transport_session_applies() {
-        let transport = Transport {
-            session: Some("mcp-abc".into()),
-            ..Transport::default()
-        };
+        let transport = Transport { session: Some("mcp-abc".into()), ..Transport::default() };
         let id = resolve(json!({"other/session": "x"}), &transport);
         assert_eq!(id.session.as_deref(), Some("mcp-abc"));
         assert_eq!(id.source, Source::Transport);
@@ -151,33 +118,21 @@ mod tests {
 
     #[test]
     fn a_key_can_name_a_field_of_an_object() {
-        let id = resolve(
-            json!({"qwen-code/invocation": {"sessionId": "q1"}}),
-            &Transport::default(),
-        );
+        let id = resolve(json!({"qwen-code/invocation": {"sessionId": "q1"}}), &Transport::default());
         assert_eq!(id.session.as_deref(), Some("q1"));
     }
 
     #[test]
     fn a_host_context_is_kept_only_from_a_hosts_own_stdio() {
         let meta = json!({"qwen-code/invocation": {"version": 1, "sessionId": "q1"}});
-        let stdio = Transport {
-            stdio: true,
-            ..Transport::default()
-        };
-        assert_eq!(
-            resolve(meta.clone(), &stdio).host.unwrap()["qwen-code/invocation"]["sessionId"],
-            "q1"
-        );
+        let stdio = Transport { stdio: true, ..Transport::default() };
+        assert_eq!(resolve(meta.clone(), &stdio).host.unwrap()["qwen-code/invocation"]["sessionId"], "q1");
         assert_eq!(resolve(meta, &Transport::default()).host, None);
     }
 
     #[test]
     fn the_value_is_used_verbatim() {
-        let id = resolve(
-            json!({"dev.mcpx/session": " A b/../ "}),
-            &Transport::default(),
-        );
+        let id = resolve(json!({"dev.mcpx/session": " A b/../ "}), &Transport::default());
         assert_eq!(id.session.as_deref(), Some(" A b/../ "));
     }
 }

@@ -63,38 +63,23 @@ mod tests {
     use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let identity = Identity {
-            session: session.map(Into::into),
-            cwd: None,
-            pid: None,
-            client: None,
-            source: Source::Unnamed,
-            host: None,
-        };
+        let identity =
+            Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 
     #[test]
     fn the_context_names_session_call_and_instance_key() {
         let c = ctx(Some("a"));
-        let key = InstanceKey {
-            server: "s".into(),
-            key: "session:a".into(),
-        };
+        let key = InstanceKey { server: "s".into(), key: "session:a".into() };
         let v = context(&c, &key);
-        assert_eq!(
-            v,
-            json!({"version": 1, "sessionId": "a", "callId": c.call_id, "scope": "session:a"})
-        );
+        assert_eq!(v, json!({"version": 1, "sessionId": "a", "callId": c.call_id, "scope": "session:a"}));
     }
 
     #[test]
     fn an_unnamed_caller_has_no_session_in_its_context() {
         let c = ctx(None);
-        let key = InstanceKey {
-            server: "s".into(),
-            key: format!("call:{}", c.call_id),
-        };
+        let key = InstanceKey { server: "s".into(), key: format!("call:{}", c.call_id) };
         assert!(context(&c, &key).get("sessionId").is_none());
     }
 
@@ -105,10 +90,7 @@ mod tests {
             "qwen-code/invocation": {"sessionId": "q"}, "progressToken": 1,
             "io.modelcontextprotocol/protocolVersion": "2026-07-28"
         }});
-        assert_eq!(
-            Value::Object(forwarded_meta(&params).unwrap()),
-            json!({"progressToken": 1})
-        );
+        assert_eq!(Value::Object(forwarded_meta(&params).unwrap()), json!({"progressToken": 1}));
         assert_eq!(forwarded_meta(&json!({"_meta": {"dev.mcpx/x": 1}})), None);
     }
 }

@@ -6,8 +6,8 @@
 //! unshaped: the front end shapes it for the caller's revision. Nothing here knows about
 //! HTTP or stdio framing.
 
-mod admission;
 mod artifacts;
+mod admission;
 mod ask;
 pub mod config;
 pub mod context;
@@ -37,15 +37,15 @@ use mcpx_protocol::{RpcError, meta};
 use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts, UpstreamError};
 use serde_json::{Map, Value, json};
 
-pub use artifacts::Artifact;
-pub use ask::caller_can_answer;
 pub use config::Config;
 pub use context::CallContext;
 pub use identity::{Identity, Transport};
-pub use mcpx_upstream::lines::{Line, Lines};
-pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
+pub use ask::caller_can_answer;
+pub use mcpx_upstream::lines::{Line, Lines};
+pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
+pub use artifacts::Artifact;
 pub use settings::Settings;
 pub use watch::{Interest, Watch};
 
@@ -63,10 +63,7 @@ pub struct Answer {
 
 impl Answer {
     fn uncached(result: Value) -> Answer {
-        Answer {
-            result,
-            cache: Cacheability::PRIVATE_UNCACHED,
-        }
+        Answer { result, cache: Cacheability::PRIVATE_UNCACHED }
     }
 }
 
@@ -96,17 +93,12 @@ impl Gateway {
                 let mut stopped_since_trim = 0;
                 loop {
                     tick.tick().await;
-                    let Some(gateway) = this.upgrade() else {
-                        return;
-                    };
+                    let Some(gateway) = this.upgrade() else { return };
                     let config = gateway.settings.config();
-                    stopped_since_trim += gateway.pool.reap(config.pool.idle_timeout, |server| {
-                        config.server(server).map(|s| s.definition.clone())
-                    });
+                    stopped_since_trim +=
+                        gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
                     // Once a large reap's instances are all gone, their memory goes back to the system.
-                    if stopped_since_trim >= memory::TRIM_AFTER_STOPPED
-                        && gateway.pool.stopping() == 0
-                    {
+                    if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.pool.stopping() == 0 {
                         let stopped = std::mem::take(&mut stopped_since_trim);
                         tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
                     }
@@ -117,19 +109,7 @@ impl Gateway {
                     tick_count += 1;
                 }
             });
-            Gateway {
-                settings,
-                pool: Pool::default(),
-                scoper: scope::Scoper::default(),
-                asks: ask::Asks::default(),
-                admission: Default::default(),
-                parking: held::Parking::default(),
-                artifacts: Default::default(),
-                running_scripts: Default::default(),
-                engines: Default::default(),
-                reaper,
-                closing: tokio::sync::watch::channel(false).0,
-            }
+            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
         })
     }
 
@@ -140,11 +120,7 @@ impl Gateway {
     /// Who is asking, per the session keys in force right now (a hot setting).
     pub fn identity(&self, params: &Value, transport: &Transport) -> Identity {
         let config = self.settings.config();
-        Identity::resolve(
-            meta::of(params),
-            &config.transport.session_meta_keys,
-            transport,
-        )
+        Identity::resolve(meta::of(params), &config.transport.session_meta_keys, transport)
     }
 
     pub fn server_info() -> Value {
@@ -163,9 +139,7 @@ impl Gateway {
             let file = self.settings.path().map(|p| p.display().to_string());
             return format!(
                 "mcpx has no upstream servers configured yet. Add them under \"mcpServers\" in {} (see examples/mcpx.json); the daemon picks up the change without a restart.",
-                file.unwrap_or_else(|| {
-                    "a config file ($MCPX_CONFIG, .mcpx.json, or ~/.config/mcpx/config.json)".into()
-                })
+                file.unwrap_or_else(|| "a config file ($MCPX_CONFIG, .mcpx.json, or ~/.config/mcpx/config.json)".into())
             );
         }
         let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
@@ -186,33 +160,17 @@ impl Gateway {
                 "capabilities": self.capabilities(),
                 "instructions": self.instructions(),
             }),
-            cache: Cacheability {
-                ttl_ms: 0,
-                private: false,
-            },
+            cache: Cacheability { ttl_ms: 0, private: false },
         }
     }
 
     /// Answers one request for the caller described by `ctx`.
-    pub async fn handle(
-        &self,
-        ctx: &CallContext,
-        method: &str,
-        params: Value,
-    ) -> Result<Answer, RpcError> {
-        let _admitted = self.admission.enter(
-            &ctx.identity,
-            self.settings.config().limits.max_calls_per_client,
-        )?;
+    pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+        let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
         if page::field(method).is_some() {
             let from = page::start(method, &params)?;
             let mut answer = Box::pin(self.list(ctx, method)).await?;
-            page::cut(
-                method,
-                &mut answer.result,
-                from,
-                self.settings.config().limits.page_size,
-            )?;
+            page::cut(method, &mut answer.result, from, self.settings.config().limits.page_size)?;
             return Ok(answer);
         }
         match method {
@@ -220,10 +178,7 @@ impl Gateway {
             "resources/read" => self.read_resource(ctx, params).await,
             "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
-            "resources/subscribe" | "resources/unsubscribe" => self
-                .subscribe(ctx, method, params)
-                .await
-                .map(Answer::uncached),
+            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(ctx, method, params).await.map(Answer::uncached),
             _ => Err(RpcError::method_not_found(method)),
         }
     }
@@ -233,9 +188,7 @@ impl Gateway {
         match method {
             "tools/list" => self.list_tools(ctx).await,
             "resources/list" => self.list_resources(ctx, method, "resources").await,
-            "resources/templates/list" => {
-                self.list_resources(ctx, method, "resourceTemplates").await
-            }
+            "resources/templates/list" => self.list_resources(ctx, method, "resourceTemplates").await,
             _ => self.list_prompts(ctx).await,
         }
     }
@@ -291,27 +244,14 @@ impl Gateway {
         let mut resume_at = None;
         let mut rooted = None;
         let mut roots_answered = false;
-        if let Some(state) = params
-            .get("requestState")
-            .and_then(Value::as_str)
-            .filter(|_| may_ask)
-            .map(str::to_owned)
-        {
-            let resume = self
-                .asks
-                .open(&state, server, ctx, method, &params)
-                .map_err(|e| (e, None))?;
-            resumed_ctx = CallContext {
-                call_id: resume.call_id.clone(),
-                ..ctx.clone()
-            };
+        if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask).map(str::to_owned) {
+            let resume = self.asks.open(&state, server, ctx, method, &params).map_err(|e| (e, None))?;
+            resumed_ctx = CallContext { call_id: resume.call_id.clone(), ..ctx.clone() };
             ctx = &resumed_ctx;
             match self.resumed(resume, &mut params) {
                 Resumed::Held(mut held) => {
                     held.answer(params.get("inputResponses").and_then(Value::as_object));
-                    return self
-                        .follow(ctx, method, original.unwrap_or_default(), held)
-                        .await;
+                    return self.follow(ctx, method, original.unwrap_or_default(), held).await;
                 }
                 Resumed::Rooted(cwd) => {
                     rooted = cwd;
@@ -319,20 +259,13 @@ impl Gateway {
                 }
                 Resumed::At(key) => resume_at = Some(key),
                 Resumed::Expired => {
-                    let e = RpcError::invalid_params(
-                        "requestState refused: the call it belongs to has ended or expired",
-                    );
+                    let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
                     return Err((e, None));
                 }
             }
         }
         // A server scoped to where the caller works, for a caller with no cwd but roots.
-        let scope = self
-            .settings
-            .config()
-            .server(server)
-            .map(|s| s.scope)
-            .unwrap_or_default();
+        let scope = self.settings.config().server(server).map(|s| s.scope).unwrap_or_default();
         // Asked once: a caller whose roots name no directory degrades like one without roots.
         if !roots_answered && resume_at.is_none() && roots::wanted(ctx, scope) {
             match self.ask_roots(ctx, server, method, original.as_ref()).await {
@@ -342,61 +275,32 @@ impl Gateway {
         }
         let rooted_ctx;
         if let Some(cwd) = rooted {
-            let identity = Identity {
-                cwd: Some(cwd),
-                ..ctx.identity.clone()
-            };
-            rooted_ctx = CallContext {
-                identity,
-                ..ctx.clone()
-            };
+            let identity = Identity { cwd: Some(cwd), ..ctx.identity.clone() };
+            rooted_ctx = CallContext { identity, ..ctx.clone() };
             ctx = &rooted_ctx;
         }
-        let lease = self
-            .lease_at(ctx, server, resume_at)
-            .await
-            .map_err(|e| (e, None))?;
+        let lease = self.lease_at(ctx, server, resume_at).await.map_err(|e| (e, None))?;
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }
-        if self
-            .settings
-            .config()
-            .server(server)
-            .is_some_and(invocation::eligible)
-        {
+        if self.settings.config().server(server).is_some_and(invocation::eligible) {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         let upstream = lease.upstream().clone();
         if modern_caller && may_ask && upstream.facts().era == mcpx_protocol::Era::Legacy {
             // A handshake-era upstream asks inside the call: run it so it can be held open.
             let (ask, questions) = held::Held::asker(ctx.client_capabilities.clone());
-            let listener = Listener {
-                ask: Some(ask),
-                ..self.quiet_listener(ctx)
-            };
+            let listener = Listener { ask: Some(ask), ..self.quiet_listener(ctx) };
             let capabilities = ctx.client_capabilities.clone();
             let method_owned = method.to_owned();
             let call = tokio::spawn(async move {
-                upstream
-                    .request_reporting(&method_owned, params, &capabilities, Some(listener))
-                    .await
+                upstream.request_reporting(&method_owned, params, &capabilities, Some(listener)).await
             });
             let held = held::Held::new(call, questions, lease);
-            return self
-                .follow(ctx, method, original.unwrap_or_default(), held)
-                .await;
+            return self.follow(ctx, method, original.unwrap_or_default(), held).await;
         }
         let sent = (may_ask && !modern_caller).then(|| params.clone());
-        let mut result = match upstream
-            .request_reporting(
-                method,
-                params,
-                &ctx.client_capabilities,
-                ctx.listener.clone(),
-            )
-            .await
-        {
+        let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
             Ok(result) => result,
             Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),
             Err(e) => return Err((e.to_rpc(), Some(lease))),
@@ -407,47 +311,21 @@ impl Gateway {
         match (original, sent) {
             // A stateless caller answers the questions itself and retries with mcpx's state.
             (Some(original), _) if modern_caller => {
-                let upstream_state = result
-                    .as_object_mut()
-                    .and_then(|r| r.remove("requestState"));
+                let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
                 let lifetime = self.settings.config().timeouts.input_required;
-                result["requestState"] = self
-                    .asks
-                    .seal(
-                        lease.key(),
-                        ctx,
-                        method,
-                        &original,
-                        upstream_state,
-                        lifetime,
-                    )
-                    .into();
+                result["requestState"] = self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
                 Ok(result)
             }
             // A handshake-era caller is asked on its session, and mcpx retries for it.
-            (_, Some(sent)) => self
-                .ask_for_caller(ctx, &lease, method, sent, result)
-                .await
-                .map_err(|e| (e, Some(lease))),
-            _ => Err((
-                RpcError::internal(format!(
-                    "server {server:?} answered {method} with input_required"
-                )),
-                Some(lease),
-            )),
+            (_, Some(sent)) => self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease))),
+            _ => Err((RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))),
         }
     }
 
     /// Where a retry carrying mcpx's `requestState` goes. Rewrites `params` for the
     /// upstream: its own state back in, or mcpx's roots answer taken out.
     fn resumed(&self, resume: ask::Resume, params: &mut Value) -> Resumed {
-        let marker = |key: &str| {
-            resume
-                .upstream_state
-                .as_ref()
-                .and_then(|s| s.get(key))
-                .cloned()
-        };
+        let marker = |key: &str| resume.upstream_state.as_ref().and_then(|s| s.get(key)).cloned();
         if let Some(token) = marker(held::HELD_KEY) {
             return match token.as_str().and_then(|t| self.parking.take(t)) {
                 Some(held) => Resumed::Held(held),
@@ -456,11 +334,7 @@ impl Gateway {
         }
         if marker(roots::KEY).is_some() {
             // The answer to mcpx's own roots question: a cwd, then a fresh call upstream.
-            let answer = params
-                .get("inputResponses")
-                .and_then(|r| r.get(roots::KEY))
-                .cloned()
-                .unwrap_or_default();
+            let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
             if let Some(p) = params.as_object_mut() {
                 p.remove("requestState");
                 p.remove("inputResponses");
@@ -486,29 +360,15 @@ impl Gateway {
         method: &str,
         original: Option<&Value>,
     ) -> Result<Option<std::path::PathBuf>, Value> {
-        match (
-            ctx.revision.era(),
-            ctx.listener.as_ref().and_then(|l| l.ask.clone()),
-            original,
-        ) {
+        match (ctx.revision.era(), ctx.listener.as_ref().and_then(|l| l.ask.clone()), original) {
             (mcpx_protocol::Era::Legacy, Some(ask), _) => {
                 let asked = ask("roots/list".to_owned(), json!({})).await;
                 Ok(asked.ok().as_ref().and_then(roots::first_dir))
             }
             (mcpx_protocol::Era::Modern, _, Some(original)) => {
-                let key = InstanceKey {
-                    server: server.to_owned(),
-                    key: "roots".into(),
-                };
+                let key = InstanceKey { server: server.to_owned(), key: "roots".into() };
                 let lifetime = self.settings.config().timeouts.input_required;
-                let state = self.asks.seal(
-                    &key,
-                    ctx,
-                    method,
-                    original,
-                    Some(json!({ roots::KEY: true })),
-                    lifetime,
-                );
+                let state = self.asks.seal(&key, ctx, method, original, Some(json!({ roots::KEY: true })), lifetime);
                 Err(json!({
                     "resultType": "input_required",
                     "inputRequests": { roots::KEY: roots::question() },
@@ -522,16 +382,8 @@ impl Gateway {
     /// The caller's listener without a way to ask: progress and logs still reach it.
     fn quiet_listener(&self, ctx: &CallContext) -> Listener {
         match &ctx.listener {
-            Some(listener) => Listener {
-                ask: None,
-                ..listener.clone()
-            },
-            None => Listener {
-                progress_token: None,
-                log_level: None,
-                notify: std::sync::Arc::new(|_| {}),
-                ask: None,
-            },
+            Some(listener) => Listener { ask: None, ..listener.clone() },
+            None => Listener { progress_token: None, log_level: None, notify: std::sync::Arc::new(|_| {}), ask: None },
         }
     }
 
@@ -551,20 +403,9 @@ impl Gateway {
             held::Next::Asks(requests, held) => {
                 let lifetime = self.settings.config().timeouts.input_required;
                 let key = held.lease.key().clone();
-                let token = self
-                    .parking
-                    .park(held, std::time::Instant::now() + lifetime);
-                let state = self.asks.seal(
-                    &key,
-                    ctx,
-                    method,
-                    &original,
-                    Some(json!({ held::HELD_KEY: token })),
-                    lifetime,
-                );
-                Ok(
-                    json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }),
-                )
+                let token = self.parking.park(held, std::time::Instant::now() + lifetime);
+                let state = self.asks.seal(&key, ctx, method, &original, Some(json!({ held::HELD_KEY: token })), lifetime);
+                Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
             }
         }
     }
@@ -591,17 +432,8 @@ impl Gateway {
                 return Ok(result);
             }
             let mut answers = Map::new();
-            for (key, question) in result
-                .get("inputRequests")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                let asked = question
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+            for (key, question) in result.get("inputRequests").and_then(Value::as_object).into_iter().flatten() {
+                let asked = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
                 let params = question.get("params").cloned().unwrap_or_else(|| json!({}));
                 answers.insert(key.clone(), ask(asked, params).await?);
             }
@@ -615,19 +447,11 @@ impl Gateway {
             }
             result = lease
                 .upstream()
-                .request_reporting(
-                    method,
-                    retry,
-                    &ctx.client_capabilities,
-                    ctx.listener.clone(),
-                )
+                .request_reporting(method, retry, &ctx.client_capabilities, ctx.listener.clone())
                 .await
                 .map_err(|e| e.to_rpc())?;
         }
-        Err(RpcError::internal(format!(
-            "{method} still needed input after {} rounds",
-            ask::MAX_ROUNDS
-        )))
+        Err(RpcError::internal(format!("{method} still needed input after {} rounds", ask::MAX_ROUNDS)))
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:
@@ -644,13 +468,7 @@ impl Gateway {
         let config = self.settings.config();
         let lists = join_all(servers.iter().map(|server| async move {
             let lease = self.lease(ctx, server).await?;
-            if lease
-                .upstream()
-                .facts()
-                .capabilities
-                .get(capability)
-                .is_none()
-            {
+            if lease.upstream().facts().capabilities.get(capability).is_none() {
                 return Ok((Vec::new(), None));
             }
             let (items, cache) = list_all(&lease, &ctx.client_capabilities, method, field).await?;
@@ -658,22 +476,13 @@ impl Gateway {
         }))
         .await;
         let mut items = Vec::new();
-        let mut cache = Cacheability {
-            ttl_ms: u64::MAX,
-            private: false,
-        };
+        let mut cache = Cacheability { ttl_ms: u64::MAX, private: false };
         for (server, list) in servers.iter().zip(lists) {
             match list {
                 Ok((listed, upstream_cache)) => {
-                    let scoped = config
-                        .server(server)
-                        .is_some_and(|s| s.scope != Scope::Global);
+                    let scoped = config.server(server).is_some_and(|s| s.scope != Scope::Global);
                     // A list that depends on who asks must never be shared or reused.
-                    cache = cache.min(if scoped {
-                        Cacheability::PRIVATE_UNCACHED
-                    } else {
-                        upstream_cache.unwrap_or(cache)
-                    });
+                    cache = cache.min(if scoped { Cacheability::PRIVATE_UNCACHED } else { upstream_cache.unwrap_or(cache) });
                     items.extend(listed.into_iter().map(|item| (server.clone(), item)));
                 }
                 Err(e) => tracing::warn!(server, method, "left out of the list: {}", e.message),
@@ -692,46 +501,21 @@ impl Gateway {
 
     /// The instance of `server` for this caller, or at `instance_key` when a retry names
     /// the instance that asked it a question.
-    async fn lease_at(
-        &self,
-        ctx: &CallContext,
-        server: &str,
-        instance_key: Option<String>,
-    ) -> Result<Lease, RpcError> {
+    async fn lease_at(&self, ctx: &CallContext, server: &str, instance_key: Option<String>) -> Result<Lease, RpcError> {
         let config = self.settings.config();
         let Some(server_config) = config.server(server) else {
             let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-            let known = if names.is_empty() {
-                "none are configured".to_owned()
-            } else {
-                names.join(", ")
-            };
-            return Err(RpcError::invalid_params(format!(
-                "unknown server {server:?}; servers: {known}"
-            ))
-            .with_data(json!({ "server": server, "servers": names })));
+            let known = if names.is_empty() { "none are configured".to_owned() } else { names.join(", ") };
+            return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
+                .with_data(json!({ "server": server, "servers": names })));
         };
         let key = match instance_key {
-            Some(key) => InstanceKey {
-                server: server.to_owned(),
-                key,
-            },
-            None => self
-                .scoper
-                .key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+            Some(key) => InstanceKey { server: server.to_owned(), key },
+            None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
-        let spec = || {
-            upstream_spec(&config, server, server_config, &ctx.identity)
-                .map_err(|e| PoolError::Config(e.message))
-        };
+        let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
         self.pool
-            .acquire(
-                &key,
-                &server_config.definition,
-                spec,
-                config.pool.max_instances_per_server,
-                config.pool.max_instances,
-            )
+            .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server, config.pool.max_instances)
             .await
             .map_err(|e| match e {
                 PoolError::Upstream(e) => e.to_rpc(),
@@ -740,12 +524,8 @@ impl Gateway {
     }
 }
 
-fn upstream_spec(
-    config: &Config,
-    name: &str,
-    server: &ServerConfig,
-    who: &Identity,
-) -> Result<Spec, RpcError> {
+
+fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
     let timeouts = Timeouts {
         probe: config.timeouts.probe,
         handshake: config.timeouts.handshake,
@@ -754,27 +534,17 @@ fn upstream_spec(
     };
     let expand = |value: &str| {
         expand_env(value).map_err(|var| {
-            RpcError::internal(format!(
-                "server {name:?}: ${{{var}}} is not set in the daemon's environment"
-            ))
+            RpcError::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
         })
     };
     match &server.launch {
-        Launch::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
+        Launch::Stdio { command, args, env, cwd } => {
             // A server scoped to where the caller works starts there, unless the config says where.
             let cwd = cwd.clone().or_else(|| match server.scope {
                 Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
                 _ => None,
             });
-            let env = env
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), expand(v)?)))
-                .collect::<Result<_, RpcError>>()?;
+            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
             Ok(Spec::Stdio(StdioSpec {
                 server: name.to_owned(),
                 command: command.clone(),
@@ -786,10 +556,7 @@ fn upstream_spec(
             }))
         }
         Launch::Http { url, headers } => {
-            let headers = headers
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), expand(v)?)))
-                .collect::<Result<_, RpcError>>()?;
+            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
             Ok(Spec::Http(HttpSpec {
                 server: name.to_owned(),
                 url: url.clone(),
@@ -806,9 +573,7 @@ fn expand_env(value: &str) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else {
-            break;
-        };
+        let Some(len) = rest[start + 2..].find('}') else { break };
         let var = &rest[start + 2..start + 2 + len];
         out.push_str(&rest[..start]);
         out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
@@ -840,20 +605,13 @@ async fn list_all(
 ) -> Result<(Vec<Value>, Cacheability), RpcError> {
     let mut items = Vec::new();
     let mut cursor: Option<Value> = None;
-    let mut cache = Cacheability {
-        ttl_ms: u64::MAX,
-        private: false,
-    };
+    let mut cache = Cacheability { ttl_ms: u64::MAX, private: false };
     for _ in 0..MAX_LIST_PAGES {
         let params = match &cursor {
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = lease
-            .upstream()
-            .request(method, params, client_capabilities)
-            .await
-            .map_err(|e| e.to_rpc())?;
+        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(|e| e.to_rpc())?;
         if let Some(Value::Array(listed)) = page.get(field) {
             items.extend(listed.iter().cloned());
         }
@@ -866,11 +624,7 @@ async fn list_all(
             _ => return Ok((items, cache)),
         }
     }
-    tracing::warn!(
-        server = lease.key().server,
-        method,
-        "stopped listing after {MAX_LIST_PAGES} pages"
-    );
+    tracing::warn!(server = lease.key().server, method, "stopped listing after {MAX_LIST_PAGES} pages");
     Ok((items, cache))
 }
 
@@ -882,17 +636,8 @@ mod tests {
     fn environment_references_are_expanded_and_a_missing_one_is_named() {
         // SAFETY: set before any thread of this test reads the environment.
         unsafe { std::env::set_var("MCPX_TEST_TOKEN", "s3cret") };
-        assert_eq!(
-            expand_env("Bearer ${MCPX_TEST_TOKEN}").as_deref(),
-            Ok("Bearer s3cret")
-        );
-        assert_eq!(
-            expand_env("no refs, {braces} and $DOLLAR").as_deref(),
-            Ok("no refs, {braces} and $DOLLAR")
-        );
-        assert_eq!(
-            expand_env("${MCPX_TEST_UNSET_VARIABLE}"),
-            Err("MCPX_TEST_UNSET_VARIABLE".to_owned())
-        );
+        assert_eq!(expand_env("Bearer ${MCPX_TEST_TOKEN}").as_deref(), Ok("Bearer s3cret"));
+        assert_eq!(expand_env("no refs, {braces} and $DOLLAR").as_deref(), Ok("no refs, {braces} and $DOLLAR"));
+        assert_eq!(expand_env("${MCPX_TEST_UNSET_VARIABLE}"), Err("MCPX_TEST_UNSET_VARIABLE".to_owned()));
     }
 }

@@ -32,12 +32,7 @@ pub const TRIM_AFTER_STOPPED: usize = 64;
 pub fn give_back_freed(stopped: usize) {
     let started = Instant::now();
     let released = trim();
-    tracing::info!(
-        stopped,
-        released,
-        micros = started.elapsed().as_micros() as u64,
-        "returned freed memory to the system"
-    );
+    tracing::info!(stopped, released, micros = started.elapsed().as_micros() as u64, "returned freed memory to the system");
     CACHES_WANTED_EMPTY.fetch_add(1, Ordering::Relaxed);
     // An idle worker sleeps until it has work. A task for each wakes workers: tokio wakes
     // one, which wakes the next when it takes a task, and each empties its cache when it

@@ -21,33 +21,23 @@ pub fn keeps_own_names(config: &Config, server: &str) -> bool {
 }
 
 pub fn public_name(config: &Config, server: &str, name: &str) -> String {
-    if keeps_own_names(config, server) {
-        name.to_owned()
-    } else {
-        format!("{server}__{name}")
-    }
+    if keeps_own_names(config, server) { name.to_owned() } else { format!("{server}__{name}") }
 }
 
 pub fn public_uri(config: &Config, server: &str, uri: &str) -> String {
-    if keeps_own_names(config, server) {
-        uri.to_owned()
-    } else {
-        format!("{URI_SCHEME}{server}/{uri}")
-    }
+    if keeps_own_names(config, server) { uri.to_owned() } else { format!("{URI_SCHEME}{server}/{uri}") }
 }
 
 /// The server and original name behind a prefixed public name.
 pub fn split_name(config: &Config, public: &str) -> Option<(String, String)> {
     let (server, name) = public.split_once("__")?;
-    (config.server(server).is_some() && !keeps_own_names(config, server))
-        .then(|| (server.to_owned(), name.to_owned()))
+    (config.server(server).is_some() && !keeps_own_names(config, server)).then(|| (server.to_owned(), name.to_owned()))
 }
 
 /// The server and original URI behind an `mcpx://` URI.
 pub fn split_uri(config: &Config, public: &str) -> Option<(String, String)> {
     let (server, uri) = public.strip_prefix(URI_SCHEME)?.split_once('/')?;
-    (config.server(server).is_some() && !keeps_own_names(config, server))
-        .then(|| (server.to_owned(), uri.to_owned()))
+    (config.server(server).is_some() && !keeps_own_names(config, server)).then(|| (server.to_owned(), uri.to_owned()))
 }
 
 /// Rewrites the `resource_link` items of a result's content (a tool result's `content`, a
@@ -79,10 +69,7 @@ pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Va
 
 /// Refuses a listing in which two servers (or a server and mcpx) offer the same public
 /// name: with names kept as the servers' own, a clash is never resolved silently.
-pub fn refuse_clashes<'a>(
-    kind: &str,
-    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<(), mcpx_protocol::RpcError> {
+pub fn refuse_clashes<'a>(kind: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), mcpx_protocol::RpcError> {
     let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for (server, name) in entries {
         if let Some(first) = seen.insert(name, server) {
@@ -99,12 +86,7 @@ pub fn refuse_clashes<'a>(
 
 /// Servers whose names are their own, routed by listing.
 pub fn own_name_servers(config: &Config) -> Vec<String> {
-    config
-        .expose
-        .iter()
-        .filter(|s| keeps_own_names(config, s))
-        .cloned()
-        .collect()
+    config.expose.iter().filter(|s| keeps_own_names(config, s)).cloned().collect()
 }
 
 /// Whether `uri` is an instance of an RFC 6570 template (simple `{var}` expressions; a
@@ -122,11 +104,7 @@ pub fn matches_template(template: &str, uri: &str) -> bool {
     while !rest.is_empty() {
         let (literal, variable, after) = match rest.find('{') {
             Some(open) => match rest[open..].find('}') {
-                Some(close) => (
-                    &rest[..open],
-                    Some(&rest[open + 1..open + close]),
-                    &rest[open + close + 1..],
-                ),
+                Some(close) => (&rest[..open], Some(&rest[open + 1..open + close]), &rest[open + close + 1..]),
                 None => (rest, None, ""),
             },
             None => (rest, None, ""),
@@ -174,37 +152,22 @@ mod tests {
     #[test]
     fn any_uri_round_trips_through_the_mcpx_scheme() {
         let c = config(r#"{"mcpServers": {"docs": {"command": "x"}}}"#);
-        for uri in [
-            "test://static",
-            "file:///a/b?c=d#e",
-            "https://h/ü/ä?x=1&y=/z",
-            "x",
-            "mcpx://other/y",
-        ] {
+        for uri in ["test://static", "file:///a/b?c=d#e", "https://h/ü/ä?x=1&y=/z", "x", "mcpx://other/y"] {
             let public = public_uri(&c, "docs", uri);
-            assert_eq!(
-                split_uri(&c, &public),
-                Some(("docs".into(), uri.into())),
-                "{uri}"
-            );
+            assert_eq!(split_uri(&c, &public), Some(("docs".into(), uri.into())), "{uri}");
         }
         assert_eq!(split_uri(&c, "mcpx://nope/x"), None);
     }
 
     #[test]
     fn exposed_servers_keep_their_names_only_without_a_prefix() {
-        let never = config(
-            r#"{"mcpServers": {"a": {"command": "x"}}, "expose": ["a"], "exposePrefix": "never"}"#,
-        );
+        let never = config(r#"{"mcpServers": {"a": {"command": "x"}}, "expose": ["a"], "exposePrefix": "never"}"#);
         assert_eq!(public_name(&never, "a", "t"), "t");
         assert_eq!(public_uri(&never, "a", "test://x"), "test://x");
         assert_eq!(split_name(&never, "a__t"), None);
         let always = config(r#"{"mcpServers": {"a": {"command": "x"}}, "expose": ["a"]}"#);
         assert_eq!(public_name(&always, "a", "t__u"), "a__t__u");
-        assert_eq!(
-            split_name(&always, "a__t__u"),
-            Some(("a".into(), "t__u".into()))
-        );
+        assert_eq!(split_name(&always, "a__t__u"), Some(("a".into(), "t__u".into())));
         let conditional = config(
             r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x"}}, "expose": ["a"], "exposePrefix": "conditional"}"#,
         );
@@ -224,34 +187,21 @@ mod tests {
         assert_eq!(result["content"][1]["resource"]["uri"], "demo://b");
         let mut prompt = serde_json::json!({"messages": [{"role": "user", "content": {"type": "resource_link", "uri": "demo://c", "name": "c"}}]});
         link_resources(&c, "docs", &mut prompt);
-        assert_eq!(
-            prompt["messages"][0]["content"]["uri"],
-            "mcpx://docs/demo://c"
-        );
+        assert_eq!(prompt["messages"][0]["content"]["uri"], "mcpx://docs/demo://c");
     }
 
     #[test]
     fn a_name_offered_twice_is_refused_naming_both_servers() {
         assert!(refuse_clashes("tool", [("a", "x"), ("b", "y"), ("a", "z")]).is_ok());
-        let e =
-            refuse_clashes("tool", [("mcpx", "mcpx_call"), ("a", "x"), ("b", "x")]).unwrap_err();
+        let e = refuse_clashes("tool", [("mcpx", "mcpx_call"), ("a", "x"), ("b", "x")]).unwrap_err();
         assert!(e.message.contains("\"a\" and \"b\""), "{e}");
     }
 
     #[test]
     fn templates_match_their_instances() {
-        assert!(matches_template(
-            "test://template/{id}/data",
-            "test://template/123/data"
-        ));
-        assert!(!matches_template(
-            "test://template/{id}/data",
-            "test://template/1/2/data"
-        ));
-        assert!(!matches_template(
-            "test://template/{id}/data",
-            "test://template//data"
-        ));
+        assert!(matches_template("test://template/{id}/data", "test://template/123/data"));
+        assert!(!matches_template("test://template/{id}/data", "test://template/1/2/data"));
+        assert!(!matches_template("test://template/{id}/data", "test://template//data"));
         assert!(matches_template("file:///{+path}", "file:///a/b/c"));
         assert!(!matches_template("test://static", "test://other"));
         assert!(!matches_template("x://{a}{b}", "x://é"));

@@ -31,8 +31,7 @@ pub fn start(method: &str, params: &Value) -> Result<usize, RpcError> {
         Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
     };
     let invalid = || RpcError::invalid_params(format!("invalid cursor for {method}"));
-    let text =
-        String::from_utf8(B64.decode(cursor).map_err(|_| invalid())?).map_err(|_| invalid())?;
+    let text = String::from_utf8(B64.decode(cursor).map_err(|_| invalid())?).map_err(|_| invalid())?;
     let (named, offset) = text.rsplit_once('@').ok_or_else(invalid)?;
     if named != method {
         return Err(invalid());
@@ -43,16 +42,11 @@ pub fn start(method: &str, params: &Value) -> Result<usize, RpcError> {
 /// Cuts the page starting at `from` out of a whole list result, adding `nextCursor` when
 /// more follows.
 pub fn cut(method: &str, result: &mut Value, from: usize, size: usize) -> Result<(), RpcError> {
-    let Some(items) = field(method)
-        .and_then(|f| result.get_mut(f))
-        .and_then(Value::as_array_mut)
-    else {
+    let Some(items) = field(method).and_then(|f| result.get_mut(f)).and_then(Value::as_array_mut) else {
         return Ok(());
     };
     if from > items.len() {
-        return Err(RpcError::invalid_params(format!(
-            "invalid cursor for {method}: past the end of the list"
-        )));
+        return Err(RpcError::invalid_params(format!("invalid cursor for {method}: past the end of the list")));
     }
     let end = from.saturating_add(size.max(1)).min(items.len());
     let more = end < items.len();
@@ -75,13 +69,7 @@ mod tests {
         let mut params = json!({});
         loop {
             let mut page = whole.clone();
-            cut(
-                "tools/list",
-                &mut page,
-                start("tools/list", &params).unwrap(),
-                2,
-            )
-            .unwrap();
+            cut("tools/list", &mut page, start("tools/list", &params).unwrap(), 2).unwrap();
             seen.extend(page["tools"].as_array().unwrap().clone());
             match page.get("nextCursor") {
                 Some(c) => params = json!({"cursor": c}),

@@ -23,22 +23,14 @@ pub enum PoolError {
         "server {server:?} already runs {limit} instances (pool.maxInstancesPerServer); wait for one to go idle or raise the limit"
     )]
     Full { server: String, limit: usize },
-    #[error(
-        "mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit"
-    )]
+    #[error("mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit")]
     FullTotal { limit: usize },
     #[error(
         "{last_error} (server {server:?} {} {failures} times in a row; mcpx tries again in {}ms)",
         if *after_start { "exited soon after starting" } else { "failed to start" },
         retry_in.as_millis()
     )]
-    BackingOff {
-        server: String,
-        failures: u32,
-        retry_in: Duration,
-        last_error: String,
-        after_start: bool,
-    },
+    BackingOff { server: String, failures: u32, retry_in: Duration, last_error: String, after_start: bool },
     #[error("mcpx is shutting down")]
     ShuttingDown,
     #[error("{0}")]
@@ -133,9 +125,7 @@ impl Pool {
     ) -> Result<Lease, PoolError> {
         // One retry: an instance found dead is replaced once, then the error stands.
         for _ in 0..2 {
-            let lease = self
-                .inner
-                .lease(key, definition, max_per_server, max_total)?;
+            let lease = self.inner.lease(key, definition, max_per_server, max_total)?;
             let started = lease
                 .slot
                 .upstream
@@ -174,10 +164,7 @@ impl Pool {
                 Err(e) => return Err(e),
             }
         }
-        Err(PoolError::Upstream(UpstreamError::Exited {
-            server: key.server.clone(),
-            status: None,
-        }))
+        Err(PoolError::Upstream(UpstreamError::Exited { server: key.server.clone(), status: None }))
     }
 
     /// Remembers each server's era in `file` (across restarts), starting from its contents.
@@ -225,11 +212,8 @@ impl Pool {
     /// and when mcpx tries each again.
     pub fn failing(&self) -> Vec<Failing> {
         let failing = self.inner.failing.lock().expect("pool lock");
-        let mut list: Vec<Failing> = failing
-            .values()
-            .filter(|f| !f.after_start || f.failures > 1)
-            .cloned()
-            .collect();
+        let mut list: Vec<Failing> =
+            failing.values().filter(|f| !f.after_start || f.failures > 1).cloned().collect();
         drop(failing);
         list.sort_by(|a, b| a.server.cmp(&b.server));
         list
@@ -255,14 +239,7 @@ impl Pool {
     /// instance starts afterwards.
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        let all: Vec<_> = self
-            .inner
-            .slots
-            .lock()
-            .expect("pool lock")
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
+        let all: Vec<_> = self.inner.slots.lock().expect("pool lock").drain().map(|(_, s)| s).collect();
         for slot in all {
             self.inner.stop(slot);
         }
@@ -273,9 +250,7 @@ impl Pool {
 
 /// A `pid:` instance outlives its process by at most one reaper tick.
 fn owner_gone(key: &InstanceKey) -> bool {
-    key.key
-        .strip_prefix("pid:")
-        .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    key.key.strip_prefix("pid:").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Inner {
@@ -302,10 +277,7 @@ impl Inner {
     }
 
     fn failed(&self, server: &str, definition: &str, error: &PoolError) {
-        if matches!(
-            error,
-            PoolError::BackingOff { .. } | PoolError::ShuttingDown
-        ) {
+        if matches!(error, PoolError::BackingOff { .. } | PoolError::ShuttingDown) {
             return;
         }
         self.count_failure(server, definition, error.to_string(), false);
@@ -313,37 +285,24 @@ impl Inner {
 
     fn count_failure(&self, server: &str, definition: &str, error: String, after_start: bool) {
         let mut failing = self.failing.lock().expect("pool lock");
-        let entry = failing
-            .entry(definition.to_owned())
-            .or_insert_with(|| Failing {
-                server: server.to_owned(),
-                failures: 0,
-                last_error: String::new(),
-                after_start,
-                next: Instant::now(),
-            });
+        let entry = failing.entry(definition.to_owned()).or_insert_with(|| Failing {
+            server: server.to_owned(),
+            failures: 0,
+            last_error: String::new(),
+            after_start,
+            next: Instant::now(),
+        });
         entry.failures += 1;
         entry.after_start = after_start;
         // One early exit may be bad luck (or a caller's doing): the next start is at once.
         // From the second in a row on, it is a crash loop, spaced out like failed starts.
-        let steps = if after_start {
-            entry.failures - 1
-        } else {
-            entry.failures
-        };
+        let steps = if after_start { entry.failures - 1 } else { entry.failures };
         let backoff = match steps {
             0 => Duration::ZERO,
-            n => BACKOFF_FIRST
-                .saturating_mul(1 << (n - 1).min(16))
-                .min(BACKOFF_MAX),
+            n => BACKOFF_FIRST.saturating_mul(1 << (n - 1).min(16)).min(BACKOFF_MAX),
         };
         entry.next = Instant::now() + backoff;
-        tracing::warn!(
-            server,
-            failures = entry.failures,
-            "{error}; next start in {}ms at the earliest",
-            backoff.as_millis()
-        );
+        tracing::warn!(server, failures = entry.failures, "{error}; next start in {}ms at the earliest", backoff.as_millis());
         entry.last_error = error;
     }
 
@@ -352,33 +311,22 @@ impl Inner {
     /// then crashes, again and again, is backed off like one that cannot start); staying
     /// up ends a crash loop. Stopped by mcpx meanwhile, it counts for neither.
     fn watch_early_exit(self: &Arc<Self>, server: &str, definition: &str, upstream: Upstream) {
-        let (pool, server, definition) = (
-            Arc::downgrade(self),
-            server.to_owned(),
-            definition.to_owned(),
-        );
+        let (pool, server, definition) = (Arc::downgrade(self), server.to_owned(), definition.to_owned());
         let started = Instant::now();
         tokio::spawn(async move {
-            let ended = tokio::time::timeout(STABLE_AFTER, upstream.ended())
-                .await
-                .is_ok();
+            let ended = tokio::time::timeout(STABLE_AFTER, upstream.ended()).await.is_ok();
             let Some(pool) = pool.upgrade() else { return };
             match (ended, upstream.crash()) {
                 (true, Some(how)) => {
                     let after = started.elapsed().as_millis();
-                    let error =
-                        format!("server {server:?} exited {after}ms after it started ({how})");
+                    let error = format!("server {server:?} exited {after}ms after it started ({how})");
                     pool.count_failure(&server, &definition, error, true);
                 }
                 (true, None) => {}
                 (false, _) => {
                     let mut failing = pool.failing.lock().expect("pool lock");
                     if failing.get(&definition).is_some_and(|f| f.after_start) {
-                        tracing::info!(
-                            server,
-                            "an instance stayed up {}s: the crash loop is over",
-                            STABLE_AFTER.as_secs()
-                        );
+                        tracing::info!(server, "an instance stayed up {}s: the crash loop is over", STABLE_AFTER.as_secs());
                         failing.remove(&definition);
                     }
                 }
@@ -386,21 +334,13 @@ impl Inner {
         });
     }
 
-    fn lease(
-        self: &Arc<Self>,
-        key: &InstanceKey,
-        definition: &str,
-        max: usize,
-        max_total: usize,
-    ) -> Result<Lease, PoolError> {
+    fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize, max_total: usize) -> Result<Lease, PoolError> {
         let mut slots = self.slots.lock().expect("pool lock");
         if self.closed.load(Ordering::Acquire) {
             return Err(PoolError::ShuttingDown);
         }
         let reusable = slots.get(key).filter(|s| {
-            s.definition == definition
-                && !s.retired.load(Ordering::Acquire)
-                && s.upstream.get().is_none_or(Upstream::is_alive)
+            s.definition == definition && !s.retired.load(Ordering::Acquire) && s.upstream.get().is_none_or(Upstream::is_alive)
         });
         let slot = match reusable {
             Some(slot) => slot.clone(),
@@ -410,10 +350,7 @@ impl Inner {
                 }
                 let live = slots.keys().filter(|k| k.server == key.server).count();
                 if live >= max {
-                    return Err(PoolError::Full {
-                        server: key.server.clone(),
-                        limit: max,
-                    });
+                    return Err(PoolError::Full { server: key.server.clone(), limit: max });
                 }
                 if slots.len() >= max_total {
                     return Err(PoolError::FullTotal { limit: max_total });
@@ -432,10 +369,7 @@ impl Inner {
             }
         };
         slot.leases.fetch_add(1, Ordering::AcqRel);
-        Ok(Lease {
-            pool: self.clone(),
-            slot,
-        })
+        Ok(Lease { pool: self.clone(), slot })
     }
 
     /// Takes a slot out of service: it leaves the map now and stops once unused.
@@ -457,18 +391,14 @@ impl Inner {
 
     fn stop(&self, slot: Arc<Slot>) {
         if let Some(upstream) = slot.upstream.get().cloned() {
-            self.stopping
-                .spawn(async move { upstream.shutdown().await });
+            self.stopping.spawn(async move { upstream.shutdown().await });
         }
     }
 }
 
 impl Lease {
     pub fn upstream(&self) -> &Upstream {
-        self.slot
-            .upstream
-            .get()
-            .expect("a lease is handed out only once its instance started")
+        self.slot.upstream.get().expect("a lease is handed out only once its instance started")
     }
 
     pub fn key(&self) -> &InstanceKey {

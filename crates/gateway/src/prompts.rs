@@ -11,9 +11,7 @@ impl Gateway {
     pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
-        let (items, cache) = self
-            .gather(ctx, &servers, "prompts", "prompts/list", "prompts")
-            .await;
+        let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
         let renamed: Vec<(String, Value)> = items
             .into_iter()
             .map(|(server, mut prompt)| {
@@ -23,98 +21,49 @@ impl Gateway {
                 (server, prompt)
             })
             .collect();
-        naming::refuse_clashes(
-            "prompt",
-            renamed
-                .iter()
-                .map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())),
-        )?;
+        naming::refuse_clashes("prompt", renamed.iter().map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())))?;
         let listed: Vec<Value> = renamed.into_iter().map(|(_, p)| p).collect();
-        Ok(Answer {
-            result: message::object([("prompts", Value::Array(listed))]),
-            cache,
-        })
+        Ok(Answer { result: message::object([("prompts", Value::Array(listed))]), cache })
     }
 
-    pub(crate) async fn get_prompt(
-        &self,
-        ctx: &CallContext,
-        params: Value,
-    ) -> Result<Value, RpcError> {
-        let Some(name) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Err(RpcError::invalid_params(
-                "prompts/get: \"name\" must be a string",
-            ));
+    pub(crate) async fn get_prompt(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
+            return Err(RpcError::invalid_params("prompts/get: \"name\" must be a string"));
         };
         let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
-            return Err(RpcError::invalid_params(format!("unknown prompt {name:?}"))
-                .with_data(json!({ "name": name })));
+            return Err(RpcError::invalid_params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name })));
         };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
             p.insert("name".into(), original.into());
         }
-        let forwarded = self.forward(
-            ctx,
-            &server,
-            "prompts/get",
-            upstream_params,
-            invocation::forwarded_meta(&params),
-        );
+        let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
         let mut result = forwarded.await.map_err(|(e, _)| e)?;
         naming::link_resources(&self.settings.config(), &server, &mut result);
         Ok(result)
     }
 
-    pub(crate) async fn complete(
-        &self,
-        ctx: &CallContext,
-        params: Value,
-    ) -> Result<Value, RpcError> {
+    pub(crate) async fn complete(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let owner = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => match reference.get("name").and_then(Value::as_str) {
                 Some(name) => self.prompt_owner(ctx, name).await.map(|o| (o, "name")),
-                None => {
-                    return Err(RpcError::invalid_params(
-                        "completion/complete: ref/prompt needs a \"name\"",
-                    ));
-                }
+                None => return Err(RpcError::invalid_params("completion/complete: ref/prompt needs a \"name\"")),
             },
             Some("ref/resource") => match reference.get("uri").and_then(Value::as_str) {
                 Some(uri) => self.resource_owner(ctx, uri).await.map(|o| (o, "uri")),
-                None => {
-                    return Err(RpcError::invalid_params(
-                        "completion/complete: ref/resource needs a \"uri\"",
-                    ));
-                }
+                None => return Err(RpcError::invalid_params("completion/complete: ref/resource needs a \"uri\"")),
             },
-            _ => {
-                return Err(RpcError::invalid_params(
-                    "completion/complete: \"ref\" must be a ref/prompt or ref/resource",
-                ));
-            }
+            _ => return Err(RpcError::invalid_params("completion/complete: \"ref\" must be a ref/prompt or ref/resource")),
         };
         let Some(((server, original), field)) = owner else {
-            return Err(RpcError::invalid_params(
-                "completion/complete: the ref names nothing mcpx serves",
-            )
-            .with_data(json!({ "ref": reference })));
+            return Err(RpcError::invalid_params("completion/complete: the ref names nothing mcpx serves")
+                .with_data(json!({ "ref": reference })));
         };
         // Held across the forward, so a per-call instance is not stopped and started again.
         let lease = self.lease(ctx, &server).await?;
-        if lease
-            .upstream()
-            .facts()
-            .capabilities
-            .get("completions")
-            .is_none()
-        {
+        if lease.upstream().facts().capabilities.get("completions").is_none() {
             // The owner offers no completions: nothing to suggest, and nothing to ask it.
             return Ok(json!({ "completion": { "values": [], "hasMore": false } }));
         }
@@ -123,13 +72,7 @@ impl Gateway {
             p.remove("_meta");
             p["ref"][field] = original.into();
         }
-        let forwarded = self.forward(
-            ctx,
-            &server,
-            "completion/complete",
-            upstream_params,
-            invocation::forwarded_meta(&params),
-        );
+        let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, invocation::forwarded_meta(&params));
         let answer = forwarded.await.map_err(|(e, _)| e);
         drop(lease);
         answer
@@ -142,9 +85,7 @@ impl Gateway {
             return Some(split);
         }
         let own = naming::own_name_servers(&config);
-        let (listed, _) = self
-            .gather(ctx, &own, "prompts", "prompts/list", "prompts")
-            .await;
+        let (listed, _) = self.gather(ctx, &own, "prompts", "prompts/list", "prompts").await;
         listed
             .into_iter()
             .find(|(_, p)| p.get("name").and_then(Value::as_str) == Some(name))

@@ -12,20 +12,11 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
 
 impl Gateway {
-    pub(crate) async fn list_resources(
-        &self,
-        ctx: &CallContext,
-        method: &str,
-        field: &str,
-    ) -> Result<Answer, RpcError> {
+    pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, RpcError> {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
-        let uri_field = if field == "resources" {
-            "uri"
-        } else {
-            "uriTemplate"
-        };
+        let uri_field = if field == "resources" { "uri" } else { "uriTemplate" };
         let renamed: Vec<(String, Value)> = items
             .into_iter()
             .map(|(server, mut item)| {
@@ -35,44 +26,21 @@ impl Gateway {
                 (server, item)
             })
             .collect();
-        let kind = if field == "resources" {
-            "resource"
-        } else {
-            "resource template"
-        };
-        naming::refuse_clashes(
-            kind,
-            renamed
-                .iter()
-                .map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())),
-        )?;
+        let kind = if field == "resources" { "resource" } else { "resource template" };
+        naming::refuse_clashes(kind, renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())))?;
         let mut listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
         let mut cache = cache;
         if field == "resources" && self.keeps_artifacts() {
             // Which artifacts are listed depends on who asks, even when none are.
-            listed.extend(
-                self.artifacts_of(&ctx.identity)
-                    .await
-                    .iter()
-                    .map(Artifact::listing),
-            );
+            listed.extend(self.artifacts_of(&ctx.identity).await.iter().map(Artifact::listing));
             cache = Cacheability::PRIVATE_UNCACHED;
         }
-        Ok(Answer {
-            result: message::object([(field, Value::Array(listed))]),
-            cache,
-        })
+        Ok(Answer { result: message::object([(field, Value::Array(listed))]), cache })
     }
 
-    pub(crate) async fn read_resource(
-        &self,
-        ctx: &CallContext,
-        params: Value,
-    ) -> Result<Answer, RpcError> {
+    pub(crate) async fn read_resource(&self, ctx: &CallContext, params: Value) -> Result<Answer, RpcError> {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(RpcError::invalid_params(
-                "resources/read: \"uri\" must be a string",
-            ));
+            return Err(RpcError::invalid_params("resources/read: \"uri\" must be a string"));
         };
         if uri.starts_with(artifacts::PREFIX) {
             return self.read_artifact(ctx, &uri).await;
@@ -86,18 +54,10 @@ impl Gateway {
             p.insert("uri".into(), original.clone().into());
         }
         let mut result = self
-            .forward(
-                ctx,
-                &server,
-                "resources/read",
-                upstream_params,
-                invocation::forwarded_meta(&params),
-            )
+            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
             .await
             .map_err(|(e, _)| match e.code {
-                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => {
-                    not_found(&uri).with_data(json!({ "uri": uri }))
-                }
+                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri).with_data(json!({ "uri": uri })),
                 _ => e,
             })?;
         let config = self.settings.config();
@@ -108,9 +68,7 @@ impl Gateway {
                 }
             }
         }
-        let scoped = config
-            .server(&server)
-            .is_some_and(|s| s.scope != Scope::Global);
+        let scoped = config.server(&server).is_some_and(|s| s.scope != Scope::Global);
         let cache = if scoped {
             Cacheability::PRIVATE_UNCACHED
         } else {
@@ -128,9 +86,7 @@ impl Gateway {
             Some(id) => self.artifact(&ctx.identity, id).await,
             None => None,
         };
-        let Some((artifact, data)) = found else {
-            return Err(not_found(uri));
-        };
+        let Some((artifact, data)) = found else { return Err(not_found(uri)) };
         let mut item = json!({ "uri": uri, "mimeType": artifact.mime_type });
         let texty = artifact.mime_type.starts_with("text/") || artifact.mime_type.contains("json");
         match String::from_utf8(data) {
@@ -143,16 +99,9 @@ impl Gateway {
 
     /// A handshake-era `resources/subscribe` or `unsubscribe`, passed to the instance that
     /// owns the resource.
-    pub(crate) async fn subscribe(
-        &self,
-        ctx: &CallContext,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, RpcError> {
+    pub(crate) async fn subscribe(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Value, RpcError> {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(RpcError::invalid_params(format!(
-                "{method}: \"uri\" must be a string"
-            )));
+            return Err(RpcError::invalid_params(format!("{method}: \"uri\" must be a string")));
         };
         let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
             return Err(not_found(&uri));
@@ -168,13 +117,7 @@ impl Gateway {
             p.remove("_meta");
             p.insert("uri".into(), original.into());
         }
-        let forwarded = self.forward(
-            ctx,
-            &server,
-            method,
-            upstream_params,
-            invocation::forwarded_meta(&params),
-        );
+        let forwarded = self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params));
         let answer = forwarded.await.map_err(|(e, _)| e);
         drop(lease);
         answer
@@ -182,50 +125,25 @@ impl Gateway {
 
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
     /// a server that keeps its own names is found by its listing, then its templates.
-    pub(crate) async fn resource_owner(
-        &self,
-        ctx: &CallContext,
-        uri: &str,
-    ) -> Option<(String, String)> {
+    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
         let config = self.settings.config();
         if let Some(split) = naming::split_uri(&config, uri) {
             return Some(split);
         }
         let own = naming::own_name_servers(&config);
-        let (listed, _) = self
-            .gather(ctx, &own, "resources", "resources/list", "resources")
-            .await;
-        if let Some((server, _)) = listed
-            .iter()
-            .find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri))
-        {
+        let (listed, _) = self.gather(ctx, &own, "resources", "resources/list", "resources").await;
+        if let Some((server, _)) = listed.iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
             return Some((server.clone(), uri.to_owned()));
         }
-        let (templates, _) = self
-            .gather(
-                ctx,
-                &own,
-                "resources",
-                "resources/templates/list",
-                "resourceTemplates",
-            )
-            .await;
+        let (templates, _) = self.gather(ctx, &own, "resources", "resources/templates/list", "resourceTemplates").await;
         templates
             .iter()
-            .find(|(_, t)| {
-                t.get("uriTemplate")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| naming::matches_template(t, uri))
-            })
+            .find(|(_, t)| t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri)))
             .map(|(server, _)| (server.clone(), uri.to_owned()))
     }
 }
 
 /// Not found, in the handshake era's code; shaping turns it into -32602 for 2026 callers.
 fn not_found(uri: &str) -> RpcError {
-    RpcError::new(
-        code::LEGACY_RESOURCE_NOT_FOUND,
-        format!("resource not found: {uri}"),
-    )
-    .with_data(json!({ "uri": uri }))
+    RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}")).with_data(json!({ "uri": uri }))
 }

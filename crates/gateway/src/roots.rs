@@ -18,10 +18,7 @@ pub const KEY: &str = "dev.mcpx/roots";
 pub fn wanted(ctx: &CallContext, scope: Scope) -> bool {
     matches!(scope, Scope::Cwd | Scope::Repo | Scope::Worktree)
         && ctx.identity.cwd.is_none()
-        && ctx
-            .client_capabilities
-            .get("roots")
-            .is_some_and(|r| !r.is_null())
+        && ctx.client_capabilities.get("roots").is_some_and(|r| !r.is_null())
 }
 
 /// The question to put to the caller.
@@ -66,18 +63,9 @@ mod tests {
             {"uri": "file:///home/a/my%20project", "name": "p"},
             {"uri": "file:///second"}
         ]});
-        assert_eq!(
-            first_dir(&answer),
-            Some(PathBuf::from("/home/a/my project"))
-        );
-        assert_eq!(
-            first_dir(&json!({"roots": [{"uri": "file://localhost/srv/x"}]})),
-            Some(PathBuf::from("/srv/x"))
-        );
+        assert_eq!(first_dir(&answer), Some(PathBuf::from("/home/a/my project")));
+        assert_eq!(first_dir(&json!({"roots": [{"uri": "file://localhost/srv/x"}]})), Some(PathBuf::from("/srv/x")));
         assert_eq!(first_dir(&json!({"roots": []})), None);
-        assert_eq!(
-            first_dir(&json!({"roots": [{"uri": "file://relative"}]})),
-            None
-        );
+        assert_eq!(first_dir(&json!({"roots": [{"uri": "file://relative"}]})), None);
     }
 }

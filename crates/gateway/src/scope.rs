@@ -71,13 +71,7 @@ pub struct Scoper {
 }
 
 impl Scoper {
-    pub fn key(
-        &self,
-        server: &str,
-        scope: Scope,
-        identity: &Identity,
-        call_id: &str,
-    ) -> InstanceKey {
+    pub fn key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
         let key = match derive(scope, identity, call_id) {
             Ok(key) => key,
             Err(reason) => {
@@ -85,18 +79,11 @@ impl Scoper {
                 format!("call:{call_id}")
             }
         };
-        InstanceKey {
-            server: server.to_owned(),
-            key,
-        }
+        InstanceKey { server: server.to_owned(), key }
     }
 
     fn log_once(&self, server: &str, scope: Scope, reason: &'static str) {
-        let first =
-            self.logged
-                .lock()
-                .expect("scoper lock")
-                .insert((server.to_owned(), scope, reason));
+        let first = self.logged.lock().expect("scoper lock").insert((server.to_owned(), scope, reason));
         if first {
             tracing::warn!(
                 server,
@@ -113,29 +100,17 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<String, &'
     match scope {
         Scope::Global => Ok("global".into()),
         Scope::Call => Ok(format!("call:{call_id}")),
-        Scope::Session => identity
-            .session
-            .as_ref()
-            .map(|s| format!("session:{s}"))
-            .ok_or("the request names no session"),
-        Scope::Pid => identity
-            .pid
-            .map(|p| format!("pid:{p}"))
-            .ok_or("the caller's pid is unknown on this transport"),
+        Scope::Session => {
+            identity.session.as_ref().map(|s| format!("session:{s}")).ok_or("the request names no session")
+        }
+        Scope::Pid => identity.pid.map(|p| format!("pid:{p}")).ok_or("the caller's pid is unknown on this transport"),
         Scope::Cwd => {
-            let cwd = identity
-                .cwd
-                .as_ref()
-                .ok_or("the caller's cwd is unknown on this transport")?;
+            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
             Ok(format!("cwd:{}", cwd.display()))
         }
         Scope::Repo | Scope::Worktree => {
-            let cwd = identity
-                .cwd
-                .as_ref()
-                .ok_or("the caller's cwd is unknown on this transport")?;
-            let git =
-                GitDirs::find(cwd).ok_or("the caller's cwd is not inside a git repository")?;
+            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
+            let git = GitDirs::find(cwd).ok_or("the caller's cwd is not inside a git repository")?;
             Ok(match scope {
                 Scope::Repo => format!("repo:{}", git.common_dir.display()),
                 _ => format!("worktree:{}", git.top_level.display()),
@@ -150,9 +125,7 @@ fn fix_for(scope: Scope) -> &'static str {
         Scope::Session => {
             "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
         }
-        _ => {
-            "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd."
-        }
+        _ => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
     }
 }
 
@@ -171,10 +144,7 @@ impl GitDirs {
         for dir in start.ancestors() {
             let dot_git = dir.join(".git");
             if dot_git.is_dir() {
-                return Some(GitDirs {
-                    top_level: dir.to_owned(),
-                    common_dir: canonical(&dot_git),
-                });
+                return Some(GitDirs { top_level: dir.to_owned(), common_dir: canonical(&dot_git) });
             }
             if dot_git.is_file() {
                 // A linked worktree: ".git" says "gitdir: <path>", whose "commondir" names the shared one.
@@ -184,10 +154,7 @@ impl GitDirs {
                     Ok(rel) => git_dir.join(rel.trim()),
                     Err(_) => git_dir,
                 };
-                return Some(GitDirs {
-                    top_level: dir.to_owned(),
-                    common_dir: canonical(&common),
-                });
+                return Some(GitDirs { top_level: dir.to_owned(), common_dir: canonical(&common) });
             }
         }
         None
@@ -204,15 +171,8 @@ mod tests {
     use crate::identity::{Identity, Source, Transport};
 
     fn identity(session: Option<&str>, cwd: Option<&Path>) -> Identity {
-        let transport = Transport {
-            session: session.map(Into::into),
-            cwd: cwd.map(Into::into),
-            ..Default::default()
-        };
-        Identity {
-            source: Source::Transport,
-            ..Identity::resolve(None, &[], &transport)
-        }
+        let transport = Transport { session: session.map(Into::into), cwd: cwd.map(Into::into), ..Default::default() };
+        Identity { source: Source::Transport, ..Identity::resolve(None, &[], &transport) }
     }
 
     #[test]
@@ -232,15 +192,8 @@ mod tests {
         let k = s.key("b", Scope::Session, &identity(None, None), "c9");
         assert_eq!(k.key, "call:c9");
         assert!(k.is_per_call());
-        assert_eq!(
-            s.key("b", Scope::Cwd, &identity(Some("a"), None), "c10")
-                .key,
-            "call:c10"
-        );
-        assert_eq!(
-            s.key("b", Scope::Global, &identity(None, None), "c11").key,
-            "global"
-        );
+        assert_eq!(s.key("b", Scope::Cwd, &identity(Some("a"), None), "c10").key, "call:c10");
+        assert_eq!(s.key("b", Scope::Global, &identity(None, None), "c11").key, "global");
     }
 
     #[test]
@@ -252,11 +205,8 @@ mod tests {
         std::fs::create_dir_all(main.join("src/deep")).unwrap();
         std::fs::create_dir_all(&linked).unwrap();
         std::fs::write(main.join(".git/worktrees/linked/commondir"), "../..\n").unwrap();
-        std::fs::write(
-            linked.join(".git"),
-            format!("gitdir: {}\n", main.join(".git/worktrees/linked").display()),
-        )
-        .unwrap();
+        std::fs::write(linked.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/linked").display()))
+            .unwrap();
         let from_main = GitDirs::find(&main.join("src/deep")).unwrap();
         let from_linked = GitDirs::find(&linked).unwrap();
         assert_eq!(from_main.top_level, main);
@@ -287,38 +237,16 @@ mod tests {
         // Names chosen to tempt collisions: prefixes of each other, separators, the
         // words the keys are built from. Cwds are outside any git repository, so `repo`
         // and `worktree` must degrade to the call.
-        let sessions = [
-            None,
-            Some("a"),
-            Some("a:b"),
-            Some("session:a"),
-            Some("call:1"),
-            Some("global"),
-            Some(" a"),
-        ];
-        let cwds = [
-            None,
-            Some("/nonexistent/mcpx/a"),
-            Some("/nonexistent/mcpx/a:b"),
-            Some("/nonexistent/mcpx/session:a"),
-        ];
+        let sessions = [None, Some("a"), Some("a:b"), Some("session:a"), Some("call:1"), Some("global"), Some(" a")];
+        let cwds = [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
         let pids = [None, Some(1u32), Some(11), Some(111)];
         let clients = [None, Some("ci"), Some("bot")];
-        let scopes = [
-            Scope::Global,
-            Scope::Session,
-            Scope::Cwd,
-            Scope::Repo,
-            Scope::Worktree,
-            Scope::Pid,
-            Scope::Call,
-        ];
+        let scopes = [Scope::Global, Scope::Session, Scope::Cwd, Scope::Repo, Scope::Worktree, Scope::Pid, Scope::Call];
         for seed in 1..=200u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
             let scoper = Scoper::default();
             // instance key → the requests it served: (identity, call id).
-            let mut served: std::collections::HashMap<InstanceKey, Vec<(Identity, String)>> =
-                Default::default();
+            let mut served: std::collections::HashMap<InstanceKey, Vec<(Identity, String)>> = Default::default();
             for call in 0..300 {
                 let transport = Transport {
                     session: rng.pick(&sessions).map(str::to_owned),
@@ -337,16 +265,9 @@ mod tests {
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {
                         Scope::Global => true,
-                        Scope::Session => {
-                            who.session.is_some() && who.session == other.session
-                                || call_id == *other_call
-                        }
-                        Scope::Cwd => {
-                            who.cwd.is_some() && who.cwd == other.cwd || call_id == *other_call
-                        }
-                        Scope::Pid => {
-                            who.pid.is_some() && who.pid == other.pid || call_id == *other_call
-                        }
+                        Scope::Session => who.session.is_some() && who.session == other.session || call_id == *other_call,
+                        Scope::Cwd => who.cwd.is_some() && who.cwd == other.cwd || call_id == *other_call,
+                        Scope::Pid => who.pid.is_some() && who.pid == other.pid || call_id == *other_call,
                         Scope::Repo | Scope::Worktree | Scope::Call => call_id == *other_call,
                     };
                     assert!(

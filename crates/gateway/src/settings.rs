@@ -22,20 +22,12 @@ impl Settings {
     /// Settings from `path` (watched for changes), or the defaults when there is none.
     pub fn load(path: Option<PathBuf>) -> Result<Settings, ConfigError> {
         let Some(path) = path else {
-            return Ok(Settings {
-                path: None,
-                current: Arc::new(RwLock::new(Arc::new(Config::default()))),
-                _watcher: None,
-            });
+            return Ok(Settings { path: None, current: Arc::new(RwLock::new(Arc::new(Config::default()))), _watcher: None });
         };
         let path = std::path::absolute(&path).unwrap_or(path);
         let current = Arc::new(RwLock::new(Arc::new(Config::load(&path)?)));
         let watcher = watch(&path, current.clone());
-        Ok(Settings {
-            path: Some(path),
-            current,
-            _watcher: watcher,
-        })
+        Ok(Settings { path: Some(path), current, _watcher: watcher })
     }
 
     /// The config in force now. Cheap: read it per request for hot settings.
@@ -57,11 +49,7 @@ pub fn find_config(flag: Option<PathBuf>, cwd: &Path) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MCPX_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    if let Some(p) = cwd
-        .ancestors()
-        .map(|d| d.join(".mcpx.json"))
-        .find(|p| p.is_file())
-    {
+    if let Some(p) = cwd.ancestors().map(|d| d.join(".mcpx.json")).find(|p| p.is_file()) {
         return Some(p);
     }
     let config_home = std::env::var_os("XDG_CONFIG_HOME")
@@ -76,11 +64,7 @@ fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::Recom
     let file = path.to_owned();
     let handler = move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        if !event
-            .paths
-            .iter()
-            .any(|p| p.file_name() == file.file_name())
-        {
+        if !event.paths.iter().any(|p| p.file_name() == file.file_name()) {
             return;
         }
         match Config::load(&file) {
@@ -99,18 +83,12 @@ fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::Recom
     let mut watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,
         Err(e) => {
-            tracing::warn!(
-                "cannot watch {}: {e}; config changes need a restart",
-                dir.display()
-            );
+            tracing::warn!("cannot watch {}: {e}; config changes need a restart", dir.display());
             return None;
         }
     };
     if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-        tracing::warn!(
-            "cannot watch {}: {e}; config changes need a restart",
-            dir.display()
-        );
+        tracing::warn!("cannot watch {}: {e}; config changes need a restart", dir.display());
         return None;
     }
     Some(watcher)

@@ -64,25 +64,15 @@ impl CallArgs {
     pub fn read(mut arguments: Value) -> Result<CallArgs, RpcError> {
         let field = |name: &str| match arguments.get(name) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-            _ => Err(RpcError::invalid_params(format!(
-                "{CALL}: \"{name}\" must be a non-empty string"
-            ))),
+            _ => Err(RpcError::invalid_params(format!("{CALL}: \"{name}\" must be a non-empty string"))),
         };
         let (server, tool) = (field("server")?, field("tool")?);
         let tool_arguments = match arguments.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v,
-            Some(_) => {
-                return Err(RpcError::invalid_params(format!(
-                    "{CALL}: \"arguments\" must be an object"
-                )));
-            }
+            Some(_) => return Err(RpcError::invalid_params(format!("{CALL}: \"arguments\" must be an object"))),
         };
-        Ok(CallArgs {
-            server,
-            tool,
-            arguments: tool_arguments,
-        })
+        Ok(CallArgs { server, tool, arguments: tool_arguments })
     }
 }
 
@@ -92,14 +82,10 @@ pub fn matches(query: &str, server: &str, tool: &Value) -> bool {
     let haystack = format!(
         "{server} {} {}",
         tool.get("name").and_then(Value::as_str).unwrap_or_default(),
-        tool.get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
+        tool.get("description").and_then(Value::as_str).unwrap_or_default()
     )
     .to_lowercase();
-    query
-        .split_whitespace()
-        .all(|word| haystack.contains(&word.to_lowercase()))
+    query.split_whitespace().all(|word| haystack.contains(&word.to_lowercase()))
 }
 
 /// A tool result mcpx builds itself: structured content plus its JSON text, as the spec
@@ -116,68 +102,34 @@ impl Gateway {
     pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
         let config = self.settings.config();
         let mut listed = Vec::new();
-        let mut cache = Cacheability {
-            ttl_ms: 0,
-            private: false,
-        };
+        let mut cache = Cacheability { ttl_ms: 0, private: false };
         for server in &config.expose {
-            if config
-                .server(server)
-                .is_some_and(|s| s.scope != Scope::Global)
-            {
+            if config.server(server).is_some_and(|s| s.scope != Scope::Global) {
                 cache = Cacheability::PRIVATE_UNCACHED;
             }
             for mut tool in self.server_tools(ctx, server).await? {
-                let name = tool
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
                 tool["name"] = naming::public_name(&config, server, &name).into();
                 listed.push((server.as_str(), tool));
             }
         }
         let gateway_tools = gateway_tools();
-        let names = gateway_tools
-            .iter()
-            .map(|t| ("mcpx", t))
-            .chain(listed.iter().map(|(s, t)| (*s, t)));
-        naming::refuse_clashes(
-            "tool",
-            names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())),
-        )?;
-        let tools: Vec<Value> = gateway_tools
-            .into_iter()
-            .chain(listed.into_iter().map(|(_, t)| t))
-            .collect();
-        Ok(Answer {
-            result: message::object([("tools", Value::Array(tools))]),
-            cache,
-        })
+        let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
+        naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
+        let tools: Vec<Value> = gateway_tools.into_iter().chain(listed.into_iter().map(|(_, t)| t)).collect();
+        Ok(Answer { result: message::object([("tools", Value::Array(tools))]), cache })
     }
 
-    pub(crate) async fn call_tool(
-        &self,
-        ctx: &CallContext,
-        mut params: Value,
-    ) -> Result<Value, RpcError> {
+    pub(crate) async fn call_tool(&self, ctx: &CallContext, mut params: Value) -> Result<Value, RpcError> {
         let name = match params.get("name") {
             Some(Value::String(name)) => name.clone(),
-            _ => {
-                return Err(RpcError::invalid_params(
-                    "tools/call: \"name\" must be a string",
-                ));
-            }
+            _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
         };
         // Taken, not copied: what is forwarded is built from the other params and these.
         let arguments = match params.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "tools/call: \"arguments\" must be an object",
-                ));
-            }
+            Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
         };
         let caller_meta = invocation::forwarded_meta(&params);
         match name.as_str() {
@@ -185,25 +137,13 @@ impl Gateway {
                 let query = match arguments.get("query") {
                     None | Some(Value::Null) => "",
                     Some(Value::String(query)) => query.as_str(),
-                    Some(_) => {
-                        return Err(RpcError::invalid_params(
-                            "mcpx_search: \"query\" must be a string",
-                        ));
-                    }
+                    Some(_) => return Err(RpcError::invalid_params("mcpx_search: \"query\" must be a string")),
                 };
                 Ok(self.search(ctx, query).await)
             }
             CALL => {
                 let call = CallArgs::read(arguments)?;
-                self.forward_call(
-                    ctx,
-                    &call.server,
-                    &call.tool,
-                    call.arguments,
-                    &params,
-                    caller_meta,
-                )
-                .await
+                self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
             exec::EXEC => self.exec(ctx, &arguments).await,
             // The lookups that may list a server's tools are boxed: they would make every
@@ -211,15 +151,7 @@ impl Gateway {
             _ => match Box::pin(self.exposed_owner(ctx, &name)).await? {
                 Some(exposed) => {
                     Box::pin(self.check_param_headers(ctx, &exposed, &arguments)).await?;
-                    self.forward_call(
-                        ctx,
-                        &exposed.server,
-                        &exposed.tool,
-                        arguments,
-                        &params,
-                        caller_meta,
-                    )
-                    .await
+                    self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
                 }
                 None => Err(RpcError::invalid_params(format!(
                     "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
@@ -230,22 +162,13 @@ impl Gateway {
 
     /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
-    async fn check_param_headers(
-        &self,
-        ctx: &CallContext,
-        exposed: &Exposed,
-        arguments: &Value,
-    ) -> Result<(), RpcError> {
-        let Some(received) = &ctx.param_headers else {
-            return Ok(());
-        };
+    async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), RpcError> {
+        let Some(received) = &ctx.param_headers else { return Ok(()) };
         let definition = match &exposed.definition {
             Some(definition) => Some(definition.clone()),
             None => {
                 let listed = self.server_tools(ctx, &exposed.server).await?;
-                listed
-                    .into_iter()
-                    .find(|t| t.get("name").and_then(Value::as_str) == Some(exposed.tool.as_str()))
+                listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(exposed.tool.as_str()))
             }
         };
         let Some(definition) = definition else {
@@ -256,30 +179,15 @@ impl Gateway {
     }
 
     /// Which exposed server and tool a listed tool name stands for.
-    async fn exposed_owner(
-        &self,
-        ctx: &CallContext,
-        name: &str,
-    ) -> Result<Option<Exposed>, RpcError> {
+    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, RpcError> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {
-            return Ok(config.expose.contains(&server).then_some(Exposed {
-                server,
-                tool,
-                definition: None,
-            }));
+            return Ok(config.expose.contains(&server).then_some(Exposed { server, tool, definition: None }));
         }
         for server in naming::own_name_servers(&config) {
             let listed = self.server_tools(ctx, &server).await?;
-            if let Some(definition) = listed
-                .into_iter()
-                .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
-            {
-                return Ok(Some(Exposed {
-                    server,
-                    tool: name.to_owned(),
-                    definition: Some(definition),
-                }));
+            if let Some(definition) = listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+                return Ok(Some(Exposed { server, tool: name.to_owned(), definition: Some(definition) }));
             }
         }
         Ok(None)
@@ -287,11 +195,10 @@ impl Gateway {
 
     pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
         let config = self.settings.config();
-        let listings =
-            join_all(config.mcp_servers.keys().map(|server| async move {
-                (server.clone(), self.server_tools(ctx, server).await)
-            }))
-            .await;
+        let listings = join_all(
+            config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
+        )
+        .await;
         let mut found = Vec::new();
         let mut unavailable = Vec::new();
         for (server, listing) in listings {
@@ -321,17 +228,9 @@ impl Gateway {
     }
 
     /// Every tool of `server`, as the instance the caller's identity selects lists them.
-    pub(crate) async fn server_tools(
-        &self,
-        ctx: &CallContext,
-        server: &str,
-    ) -> Result<Vec<Value>, RpcError> {
+    pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
         let lease = self.lease(ctx, server).await?;
-        Ok(
-            list_all(&lease, &ctx.client_capabilities, "tools/list", "tools")
-                .await?
-                .0,
-        )
+        Ok(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?.0)
     }
 
     pub(crate) async fn forward_call(
@@ -354,43 +253,21 @@ impl Gateway {
         }
         params.insert("name".into(), tool.into());
         params.insert("arguments".into(), arguments);
-        match self
-            .forward(
-                ctx,
-                server,
-                "tools/call",
-                Value::Object(params),
-                caller_meta,
-            )
-            .await
-        {
+        match self.forward(ctx, server, "tools/call", Value::Object(params), caller_meta).await {
             Ok(mut result) => {
                 naming::link_resources(&self.settings.config(), server, &mut result);
                 Ok(result)
             }
-            Err((e, Some(lease)))
-                if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND =>
-            {
+            Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
-                let listing = Box::pin(list_all(
-                    &lease,
-                    &ctx.client_capabilities,
-                    "tools/list",
-                    "tools",
-                ));
+                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools"));
                 let listed = listing.await.map(|l| l.0).unwrap_or_default();
-                let names: Vec<&str> = listed
-                    .iter()
-                    .filter_map(|t| t.get("name").and_then(Value::as_str))
-                    .collect();
+                let names: Vec<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
                 if names.is_empty() || names.contains(&tool) {
                     Err(e)
                 } else {
-                    Err(RpcError::invalid_params(format!(
-                        "server {server:?} has no tool {tool:?}; its tools: {}",
-                        names.join(", ")
-                    ))
-                    .with_data(json!({ "server": server, "tool": tool, "tools": names })))
+                    Err(RpcError::invalid_params(format!("server {server:?} has no tool {tool:?}; its tools: {}", names.join(", ")))
+                        .with_data(json!({ "server": server, "tool": tool, "tools": names })))
                 }
             }
             Err((e, _)) => Err(e),

@@ -22,10 +22,7 @@ use crate::{CallContext, Gateway, Lease, naming};
 const KINDS: [(&str, &str); 3] = [
     ("toolsListChanged", "notifications/tools/list_changed"),
     ("promptsListChanged", "notifications/prompts/list_changed"),
-    (
-        "resourcesListChanged",
-        "notifications/resources/list_changed",
-    ),
+    ("resourcesListChanged", "notifications/resources/list_changed"),
 ];
 
 const RESOURCE_UPDATED: &str = "notifications/resources/updated";
@@ -75,51 +72,30 @@ impl Wanted {
 impl Gateway {
     /// The change stream of a handshake-era session: every list change of the instances
     /// it reaches, and updates to the resources it subscribed to (as `interest` says).
-    pub async fn watch_session(
-        self: &Arc<Self>,
-        ctx: &CallContext,
-        interest: Interest,
-    ) -> Result<Watch, RpcError> {
+    pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, RpcError> {
         let every_kind = KINDS.iter().map(|(_, method)| *method).collect();
-        self.open_watch(ctx, every_kind, Vec::new(), Some(interest))
-            .await
+        self.open_watch(ctx, every_kind, Vec::new(), Some(interest)).await
     }
 
     /// A 2026-07-28 `subscriptions/listen`.
-    pub async fn watch(
-        self: &Arc<Self>,
-        ctx: &CallContext,
-        params: &Value,
-    ) -> Result<Watch, RpcError> {
+    pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "subscriptions/listen: \"notifications\" must be an object",
-                ));
-            }
+            Some(_) => return Err(RpcError::invalid_params("subscriptions/listen: \"notifications\" must be an object")),
         };
         let resource_uris: Vec<String> = match filter.get("resourceSubscriptions") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(uris)) if uris.iter().all(Value::is_string) => uris
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
+            Some(Value::Array(uris)) if uris.iter().all(Value::is_string) => {
+                uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+            }
             Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs",
-                ));
+                return Err(RpcError::invalid_params("subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs"));
             }
         };
-        let wanted_kinds: Vec<&'static str> = KINDS
-            .iter()
-            .filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true)))
-            .map(|(_, method)| *method)
-            .collect();
-        self.open_watch(ctx, wanted_kinds, resource_uris, None)
-            .await
+        let wanted_kinds: Vec<&'static str> =
+            KINDS.iter().filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true))).map(|(_, method)| *method).collect();
+        self.open_watch(ctx, wanted_kinds, resource_uris, None).await
     }
 
     /// Relays `wanted_kinds` of change and updates to `resource_uris` (and, for a session,
@@ -131,11 +107,8 @@ impl Gateway {
         resource_uris: Vec<String>,
         interest: Option<Interest>,
     ) -> Result<Watch, RpcError> {
-        let mut honored: Map<String, Value> = KINDS
-            .iter()
-            .filter(|(_, m)| wanted_kinds.contains(m))
-            .map(|(flag, _)| (flag.to_string(), json!(true)))
-            .collect();
+        let mut honored: Map<String, Value> =
+            KINDS.iter().filter(|(_, m)| wanted_kinds.contains(m)).map(|(flag, _)| (flag.to_string(), json!(true))).collect();
 
         let config = self.settings.config();
         let mut by_server: BTreeMap<String, Wanted> = BTreeMap::new();
@@ -144,18 +117,9 @@ impl Gateway {
             let kinds = wanted_kinds
                 .iter()
                 .copied()
-                .filter(|m| {
-                    *m != "notifications/tools/list_changed" || config.expose.contains(server)
-                })
+                .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
                 .collect();
-            by_server.insert(
-                server.clone(),
-                Wanted {
-                    kinds,
-                    resources: BTreeMap::new(),
-                    interest: interest.clone(),
-                },
-            );
+            by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: interest.clone() });
         }
         for uri in &resource_uris {
             if let Some((server, original)) = self.resource_owner(ctx, uri).await
@@ -179,35 +143,17 @@ impl Gateway {
                     continue;
                 }
             };
-            let Some(opened) = open(&lease, &server, &wanted).await else {
-                continue;
-            };
+            let Some(opened) = open(&lease, &server, &wanted).await else { continue };
             subscribed.extend(opened.subscribed.iter().cloned());
-            let relay = relay(
-                self.clone(),
-                ctx.clone(),
-                server,
-                wanted,
-                lease,
-                opened,
-                tx.clone(),
-            );
+            let relay = relay(self.clone(), ctx.clone(), server, wanted, lease, opened, tx.clone());
             relays.push(Relay(tokio::spawn(relay)));
         }
         if !resource_uris.is_empty() {
             // Acknowledged in the order asked, only those an upstream took.
-            let taken: Vec<Value> = resource_uris
-                .iter()
-                .filter(|u| subscribed.contains(u))
-                .map(|u| json!(u))
-                .collect();
+            let taken: Vec<Value> = resource_uris.iter().filter(|u| subscribed.contains(u)).map(|u| json!(u)).collect();
             honored.insert("resourceSubscriptions".into(), taken.into());
         }
-        Ok(Watch {
-            honored: Value::Object(honored),
-            changes: rx,
-            _relays: relays,
-        })
+        Ok(Watch { honored: Value::Object(honored), changes: rx, _relays: relays })
     }
 }
 
@@ -231,19 +177,11 @@ async fn open(lease: &Lease, server: &str, wanted: &Wanted) -> Option<Opened> {
             None
         }
     };
-    let subscribed = if resources.is_some() {
-        wanted.resources.values().cloned().collect()
-    } else {
-        Vec::new()
-    };
+    let subscribed = if resources.is_some() { wanted.resources.values().cloned().collect() } else { Vec::new() };
     if wanted.kinds.is_empty() && subscribed.is_empty() && wanted.interest.is_none() {
         return None;
     }
-    Some(Opened {
-        changes,
-        _resources: resources,
-        subscribed,
-    })
+    Some(Opened { changes, _resources: resources, subscribed })
 }
 
 /// Relays one server's changes to the listen until it ends; when the instance exits,
@@ -300,10 +238,7 @@ async fn relay(
                 }
             };
             if let Some((l, o)) = reopened {
-                tracing::info!(
-                    server,
-                    "a watched instance exited; its subscriptions are open again on a new one"
-                );
+                tracing::info!(server, "a watched instance exited; its subscriptions are open again on a new one");
                 (lease, opened) = (l, o);
                 break;
             }
@@ -313,28 +248,15 @@ async fn relay(
 
 /// A change as the caller asked for it, or `None`: list changes of the kinds wanted, and
 /// resource updates for a watched URI (or a resource under it), renamed to its public URI.
-fn deliverable(
-    gateway: &Gateway,
-    server: &str,
-    wanted: &Wanted,
-    mut change: Value,
-) -> Option<Value> {
+fn deliverable(gateway: &Gateway, server: &str, wanted: &Wanted, mut change: Value) -> Option<Value> {
     let method = change["method"].as_str()?;
     if method != RESOURCE_UPDATED {
         return wanted.kinds.contains(&method).then_some(change);
     }
     let uri = change["params"]["uri"].as_str()?;
     let public = naming::public_uri(&gateway.settings.config(), server, uri);
-    let watched = wanted
-        .resources
-        .keys()
-        .any(|watched| is_under(watched, uri))
-        || wanted.interest.as_ref().is_some_and(|i| {
-            i.lock()
-                .expect("interest lock")
-                .iter()
-                .any(|w| is_under(w, &public))
-        });
+    let watched = wanted.resources.keys().any(|watched| is_under(watched, uri))
+        || wanted.interest.as_ref().is_some_and(|i| i.lock().expect("interest lock").iter().any(|w| is_under(w, &public)));
     if !watched {
         return None;
     }

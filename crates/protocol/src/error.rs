@@ -29,11 +29,7 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
@@ -50,10 +46,7 @@ impl RpcError {
     }
 
     pub fn method_not_found(method: &str) -> Self {
-        RpcError::new(
-            code::METHOD_NOT_FOUND,
-            format!("method not found: {method}"),
-        )
+        RpcError::new(code::METHOD_NOT_FOUND, format!("method not found: {method}"))
     }
 
     pub fn invalid_params(message: impl Into<String>) -> Self {
@@ -89,11 +82,7 @@ impl RpcError {
         let obj = v.as_object()?;
         Some(RpcError {
             code: obj.get("code")?.as_i64()?,
-            message: obj
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            message: obj.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
             data: obj.get("data").cloned(),
         })
     }
@@ -125,10 +114,7 @@ mod tests {
     fn unsupported_version_names_both_sides() {
         let e = RpcError::unsupported_version("v999", &["2026-07-28"]);
         assert_eq!(e.code, -32022);
-        assert_eq!(
-            e.to_value()["data"],
-            json!({"supported": ["2026-07-28"], "requested": "v999"})
-        );
+        assert_eq!(e.to_value()["data"], json!({"supported": ["2026-07-28"], "requested": "v999"}));
     }
 
     #[test]

@@ -10,10 +10,7 @@ const SUFFIX: &str = "?=";
 /// Decodes a mirrored header value: the base64 form when it is one, the text otherwise.
 /// `None` when the value claims to be base64 but is not valid base64 of UTF-8.
 pub fn decode(value: &str) -> Option<String> {
-    match value
-        .strip_prefix(PREFIX)
-        .and_then(|v| v.strip_suffix(SUFFIX))
-    {
+    match value.strip_prefix(PREFIX).and_then(|v| v.strip_suffix(SUFFIX)) {
         Some(b64) => String::from_utf8(STANDARD.decode(b64).ok()?).ok(),
         None => Some(value.to_owned()),
     }
@@ -26,11 +23,7 @@ pub fn encode(value: &str) -> String {
     let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
         && value.trim() == value
         && !(value.starts_with(PREFIX) && value.ends_with(SUFFIX));
-    if plain {
-        value.to_owned()
-    } else {
-        format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(value))
-    }
+    if plain { value.to_owned() } else { format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(value)) }
 }
 
 #[cfg(test)]

@@ -32,19 +32,9 @@ impl RequestId {
 /// One classified frame. `params` is `Value::Null` when the frame had none.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
-    Request {
-        id: RequestId,
-        method: String,
-        params: Value,
-    },
-    Notification {
-        method: String,
-        params: Value,
-    },
-    Response {
-        id: RequestId,
-        outcome: Result<Value, RpcError>,
-    },
+    Request { id: RequestId, method: String, params: Value },
+    Notification { method: String, params: Value },
+    Response { id: RequestId, outcome: Result<Value, RpcError> },
 }
 
 /// Why a frame is not a JSON-RPC message. Carries the id when one could be read, so the
@@ -59,19 +49,11 @@ impl Message {
     /// Classifies a parsed JSON value as a JSON-RPC 2.0 message.
     pub fn classify(frame: Value) -> Result<Message, Invalid> {
         let Value::Object(mut obj) = frame else {
-            return Err(Invalid {
-                id: None,
-                error: RpcError::invalid_request("a message must be a JSON object"),
-            });
+            return Err(Invalid { id: None, error: RpcError::invalid_request("a message must be a JSON object") });
         };
         let raw_id = obj.remove("id");
-        let readable_id = raw_id
-            .clone()
-            .filter(|v| RequestId::from_value(v).is_some());
-        let invalid = |message: &str| Invalid {
-            id: readable_id.clone(),
-            error: RpcError::invalid_request(message),
-        };
+        let readable_id = raw_id.clone().filter(|v| RequestId::from_value(v).is_some());
+        let invalid = |message: &str| Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) };
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(invalid("\"jsonrpc\" must be \"2.0\""));
         }
@@ -93,19 +75,11 @@ impl Message {
                     return Err(invalid("a response needs a string or integer \"id\""));
                 };
                 if let Some(result) = obj.remove("result") {
-                    Ok(Message::Response {
-                        id,
-                        outcome: Ok(result),
-                    })
+                    Ok(Message::Response { id, outcome: Ok(result) })
                 } else if let Some(error) = obj.get("error").and_then(RpcError::from_value) {
-                    Ok(Message::Response {
-                        id,
-                        outcome: Err(error),
-                    })
+                    Ok(Message::Response { id, outcome: Err(error) })
                 } else {
-                    Err(invalid(
-                        "a message needs \"method\", \"result\" or \"error\"",
-                    ))
+                    Err(invalid("a message needs \"method\", \"result\" or \"error\""))
                 }
             }
         }
@@ -113,10 +87,7 @@ impl Message {
 
     /// Parses one frame from bytes. A parse failure is a -32700 with no id.
     pub fn parse(bytes: &[u8]) -> Result<Value, Invalid> {
-        serde_json::from_slice(bytes).map_err(|e| Invalid {
-            id: None,
-            error: RpcError::parse_error(e),
-        })
+        serde_json::from_slice(bytes).map_err(|e| Invalid { id: None, error: RpcError::parse_error(e) })
     }
 
     pub fn method(&self) -> Option<&str> {
@@ -130,14 +101,8 @@ impl Message {
         match self {
             Message::Request { id, method, params } => request(id, method, params.clone()),
             Message::Notification { method, params } => notification(method, params.clone()),
-            Message::Response {
-                id,
-                outcome: Ok(result),
-            } => result_response(&id.to_value(), result.clone()),
-            Message::Response {
-                id,
-                outcome: Err(e),
-            } => error_response(Some(&id.to_value()), e),
+            Message::Response { id, outcome: Ok(result) } => result_response(&id.to_value(), result.clone()),
+            Message::Response { id, outcome: Err(e) } => error_response(Some(&id.to_value()), e),
         }
     }
 }
@@ -180,12 +145,7 @@ pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
         #[serde(skip_serializing_if = "Value::is_null")]
         params: &'a Value,
     }
-    let frame = Frame {
-        jsonrpc: "2.0",
-        id: id.to_value(),
-        method,
-        params,
-    };
+    let frame = Frame { jsonrpc: "2.0", id: id.to_value(), method, params };
     serde_json::to_vec(&frame).expect("a JSON value always serializes")
 }
 
@@ -200,23 +160,14 @@ pub fn notification(method: &str, params: Value) -> Value {
 }
 
 pub fn result_response(id: &Value, result: Value) -> Value {
-    object([
-        ("jsonrpc", "2.0".into()),
-        ("id", id.clone()),
-        ("result", result),
-    ])
+    object([("jsonrpc", "2.0".into()), ("id", id.clone()), ("result", result)])
 }
 
 /// A JSON object of these fields, the values moved in. (`json!` with a `Value` in it
 /// serializes that value into a copy of itself, which for a result or a tool list is the
 /// most expensive way to build the object.)
 pub fn object<K: Into<String>>(fields: impl IntoIterator<Item = (K, Value)>) -> Value {
-    Value::Object(
-        fields
-            .into_iter()
-            .map(|(key, value)| (key.into(), value))
-            .collect(),
-    )
+    Value::Object(fields.into_iter().map(|(key, value)| (key.into(), value)).collect())
 }
 
 /// An error response. The spec wants the request's id echoed; when it could not be read,
@@ -238,37 +189,20 @@ mod tests {
 
     #[test]
     fn peeking_reads_the_id_and_method_and_nothing_else() {
-        let request =
-            br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"x":[1,{"y":null}]}}"#;
-        assert_eq!(
-            peek(request),
-            Some((RequestId::String("a".into()), Some("tools/call".into())))
-        );
-        assert_eq!(
-            peek(br#"{"jsonrpc":"2.0","id":7,"result":{}}"#),
-            Some((RequestId::Number(7), None))
-        );
-        assert_eq!(
-            peek(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            None
-        );
+        let request = br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"x":[1,{"y":null}]}}"#;
+        assert_eq!(peek(request), Some((RequestId::String("a".into()), Some("tools/call".into()))));
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":7,"result":{}}"#), Some((RequestId::Number(7), None)));
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), None);
         assert_eq!(peek(br#"{"jsonrpc":"2.0","id":null,"error":{}}"#), None);
         assert_eq!(peek(br#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#), None);
         assert_eq!(peek(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#), None);
-        assert_eq!(
-            peek(br#"{"jsonrpc":"2.0","id":1,"method":"ping""#),
-            None,
-            "not JSON"
-        );
+        assert_eq!(peek(br#"{"jsonrpc":"2.0","id":1,"method":"ping""#), None, "not JSON");
     }
 
     #[test]
     fn a_request_written_from_borrowed_parts_is_the_request_frame() {
         let params = json!({"name": "echo", "arguments": {"b": 1, "a": [true]}});
-        for (id, params) in [
-            (RequestId::Number(7), params),
-            (RequestId::String("x".into()), Value::Null),
-        ] {
+        for (id, params) in [(RequestId::Number(7), params), (RequestId::String("x".into()), Value::Null)] {
             let bytes = request_bytes(&id, "tools/call", &params);
             let parsed: Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(parsed, request(&id, "tools/call", params));
@@ -278,25 +212,11 @@ mod tests {
     #[test]
     fn frames_are_classified_by_their_fields() {
         let req = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).unwrap();
-        assert_eq!(
-            req,
-            Message::Request {
-                id: RequestId::Number(1),
-                method: "ping".into(),
-                params: Value::Null
-            }
-        );
-        let note = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .unwrap();
+        assert_eq!(req, Message::Request { id: RequestId::Number(1), method: "ping".into(), params: Value::Null });
+        let note = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
         assert!(matches!(note, Message::Notification { .. }));
         let resp = Message::classify(json!({"jsonrpc":"2.0","id":"a","result":{}})).unwrap();
-        assert_eq!(
-            resp,
-            Message::Response {
-                id: RequestId::String("a".into()),
-                outcome: Ok(json!({}))
-            }
-        );
+        assert_eq!(resp, Message::Response { id: RequestId::String("a".into()), outcome: Ok(json!({})) });
     }
 
     #[test]
@@ -306,8 +226,7 @@ mod tests {
         assert_eq!(e.id, Some(json!(7)));
         let e = Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"ping"})).unwrap_err();
         assert_eq!(e.id, None);
-        let e = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]}))
-            .unwrap_err();
+        let e = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]})).unwrap_err();
         assert_eq!(e.error.code, -32600);
         assert!(Message::classify(json!([1])).is_err());
         assert_eq!(Message::parse(b"{nope").unwrap_err().error.code, -32700);

@@ -29,12 +29,8 @@ pub fn of_mut(params: &mut Value) -> &mut Map<String, Value> {
     if !params.is_object() {
         *params = Value::Object(Map::new());
     }
-    let obj = params
-        .as_object_mut()
-        .expect("params was just made an object");
-    let meta = obj
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let obj = params.as_object_mut().expect("params was just made an object");
+    let meta = obj.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
@@ -58,39 +54,20 @@ pub struct ModernEnvelope {
 impl ModernEnvelope {
     /// Reads the required keys; a missing or mistyped one is -32602, as the spec says.
     pub fn read(params: &Value) -> Result<ModernEnvelope, RpcError> {
-        let meta =
-            of(params).ok_or_else(|| RpcError::invalid_params("params._meta is required"))?;
+        let meta = of(params).ok_or_else(|| RpcError::invalid_params("params._meta is required"))?;
         let version = match meta.get(PROTOCOL_VERSION) {
             Some(Value::String(v)) => v.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(format!(
-                    "_meta[{PROTOCOL_VERSION:?}] must be a string"
-                )));
-            }
-            None => {
-                return Err(RpcError::invalid_params(format!(
-                    "_meta[{PROTOCOL_VERSION:?}] is required"
-                )));
-            }
+            Some(_) => return Err(RpcError::invalid_params(format!("_meta[{PROTOCOL_VERSION:?}] must be a string"))),
+            None => return Err(RpcError::invalid_params(format!("_meta[{PROTOCOL_VERSION:?}] is required"))),
         };
         let capabilities = match meta.get(CLIENT_CAPABILITIES) {
             Some(v @ Value::Object(_)) => v.clone(),
             Some(_) => {
-                return Err(RpcError::invalid_params(format!(
-                    "_meta[{CLIENT_CAPABILITIES:?}] must be an object"
-                )));
+                return Err(RpcError::invalid_params(format!("_meta[{CLIENT_CAPABILITIES:?}] must be an object")));
             }
-            None => {
-                return Err(RpcError::invalid_params(format!(
-                    "_meta[{CLIENT_CAPABILITIES:?}] is required"
-                )));
-            }
+            None => return Err(RpcError::invalid_params(format!("_meta[{CLIENT_CAPABILITIES:?}] is required"))),
         };
-        Ok(ModernEnvelope {
-            version,
-            capabilities,
-            client_info: meta.get(CLIENT_INFO).cloned(),
-        })
+        Ok(ModernEnvelope { version, capabilities, client_info: meta.get(CLIENT_INFO).cloned() })
     }
 
     /// The revision named, when mcpx implements it and it is a stateless one.
@@ -108,12 +85,7 @@ pub fn strip_mcpx_keys(meta: &mut Map<String, Value>) {
 /// Removes the stateless envelope keys, for forwarding to a handshake-era upstream that
 /// negotiated them once in `initialize`.
 pub fn strip_modern_envelope(meta: &mut Map<String, Value>) {
-    for key in [
-        PROTOCOL_VERSION,
-        CLIENT_CAPABILITIES,
-        CLIENT_INFO,
-        LOG_LEVEL,
-    ] {
+    for key in [PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL] {
         meta.remove(key);
     }
 }
@@ -135,11 +107,7 @@ mod tests {
             json!({"_meta": {PROTOCOL_VERSION: "2026-07-28"}}),
             json!({"_meta": {PROTOCOL_VERSION: 5, CLIENT_CAPABILITIES: {}}}),
         ] {
-            assert_eq!(
-                ModernEnvelope::read(&bad).unwrap_err().code,
-                -32602,
-                "{bad}"
-            );
+            assert_eq!(ModernEnvelope::read(&bad).unwrap_err().code, -32602, "{bad}");
         }
     }
 
@@ -151,11 +119,10 @@ mod tests {
 
     #[test]
     fn mcpx_keys_are_stripped_and_others_kept() {
-        let mut m =
-            json!({"dev.mcpx/invocation": 1, "dev.mcpx/session": "a", "progressToken": 3, "x": 1})
-                .as_object()
-                .unwrap()
-                .clone();
+        let mut m = json!({"dev.mcpx/invocation": 1, "dev.mcpx/session": "a", "progressToken": 3, "x": 1})
+            .as_object()
+            .unwrap()
+            .clone();
         strip_mcpx_keys(&mut m);
         assert_eq!(Value::Object(m), json!({"progressToken": 3, "x": 1}));
     }

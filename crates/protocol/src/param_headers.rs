@@ -20,30 +20,19 @@ pub fn of_tool(input_schema: &Value) -> Result<Vec<ParamHeader>, String> {
     let mut found = Vec::new();
     walk(input_schema, &mut Vec::new(), &mut found)?;
     for (i, a) in found.iter().enumerate() {
-        if found[..i]
-            .iter()
-            .any(|b| b.name.eq_ignore_ascii_case(&a.name))
-        {
+        if found[..i].iter().any(|b| b.name.eq_ignore_ascii_case(&a.name)) {
             return Err(format!("{ANNOTATION} {:?} is used twice", a.name));
         }
     }
     Ok(found)
 }
 
-fn walk(
-    schema: &Value,
-    path: &mut Vec<String>,
-    found: &mut Vec<ParamHeader>,
-) -> Result<(), String> {
-    let Value::Object(map) = schema else {
-        return Ok(());
-    };
+fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<ParamHeader>) -> Result<(), String> {
+    let Value::Object(map) = schema else { return Ok(()) };
     for (key, child) in map {
         match key.as_str() {
             "properties" => {
-                let Value::Object(props) = child else {
-                    continue;
-                };
+                let Value::Object(props) = child else { continue };
                 for (name, prop) in props {
                     path.push(name.clone());
                     if let Some(annotation) = prop.get(ANNOTATION) {
@@ -56,9 +45,7 @@ fn walk(
             ANNOTATION => {} // checked by the `properties` step that reached this schema
             // Anything below another keyword is not statically reachable.
             _ if mentions_annotation(child) => {
-                return Err(format!(
-                    "{ANNOTATION} under {key:?} is not reachable through \"properties\" alone"
-                ));
+                return Err(format!("{ANNOTATION} under {key:?} is not reachable through \"properties\" alone"));
             }
             _ => {}
         }
@@ -68,26 +55,14 @@ fn walk(
 
 fn check(annotation: &Value, prop: &Value, path: &[String]) -> Result<ParamHeader, String> {
     let at = path.join(".");
-    let name = annotation
-        .as_str()
-        .ok_or_else(|| format!("{ANNOTATION} of {at:?} must be a string"))?;
-    let token = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let name = annotation.as_str().ok_or_else(|| format!("{ANNOTATION} of {at:?} must be a string"))?;
+    let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !token {
-        return Err(format!(
-            "{ANNOTATION} {name:?} of {at:?} is not an HTTP field-name token"
-        ));
+        return Err(format!("{ANNOTATION} {name:?} of {at:?} is not an HTTP field-name token"));
     }
     match prop.get("type").and_then(Value::as_str) {
-        Some("string" | "integer" | "boolean") => Ok(ParamHeader {
-            name: name.to_owned(),
-            path: path.to_vec(),
-        }),
-        other => Err(format!(
-            "{ANNOTATION} on {at:?} needs type string, integer or boolean, not {other:?}"
-        )),
+        Some("string" | "integer" | "boolean") => Ok(ParamHeader { name: name.to_owned(), path: path.to_vec() }),
+        other => Err(format!("{ANNOTATION} on {at:?} needs type string, integer or boolean, not {other:?}")),
     }
 }
 
@@ -113,11 +88,7 @@ pub fn text(arguments: &Value, path: &[String]) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(
-            n.as_i64()
-                .filter(|i| i.unsigned_abs() < (1 << 53))?
-                .to_string(),
-        ),
+        Value::Number(n) => Some(n.as_i64().filter(|i| i.unsigned_abs() < (1 << 53))?.to_string()),
         _ => None,
     }
 }
@@ -126,35 +97,21 @@ pub fn text(arguments: &Value, path: &[String]) -> Option<String> {
 /// prefix, lowercased, and the raw value) against the arguments they mirror: each
 /// argument present must have its header, decoded equal to it (integers compared as
 /// numbers). The error says which header and why.
-pub fn verify(
-    mirrored: &[ParamHeader],
-    arguments: &Value,
-    received: &[(String, String)],
-) -> Result<(), String> {
+pub fn verify(mirrored: &[ParamHeader], arguments: &Value, received: &[(String, String)]) -> Result<(), String> {
     for param in mirrored {
-        let Some(body) = text(arguments, &param.path) else {
-            continue;
-        };
+        let Some(body) = text(arguments, &param.path) else { continue };
         let at = param.path.join(".");
         let header = format!("Mcp-Param-{}", param.name);
-        let Some((_, raw)) = received
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(&param.name))
-        else {
-            return Err(format!(
-                "the {header} header is required: arguments.{at} is present"
-            ));
+        let Some((_, raw)) = received.iter().find(|(name, _)| name.eq_ignore_ascii_case(&param.name)) else {
+            return Err(format!("the {header} header is required: arguments.{at} is present"));
         };
-        let decoded = crate::header::decode(raw.trim())
-            .ok_or_else(|| format!("{header} is not valid base64 of UTF-8"))?;
+        let decoded = crate::header::decode(raw.trim()).ok_or_else(|| format!("{header} is not valid base64 of UTF-8"))?;
         let same = match (body.parse::<i64>(), decoded.parse::<i64>()) {
             (Ok(a), Ok(b)) if arguments_is_integer(arguments, &param.path) => a == b,
             _ => decoded == body,
         };
         if !same {
-            return Err(format!(
-                "{header} {decoded:?} does not match arguments.{at} {body:?}"
-            ));
+            return Err(format!("{header} {decoded:?} does not match arguments.{at} {body:?}"));
         }
     }
     Ok(())
@@ -184,68 +141,15 @@ mod tests {
         }}))
         .unwrap();
         let arguments = json!({"region": "Hello", "count": 42});
-        let headers = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect::<Vec<_>>()
-        };
-        assert!(
-            verify(
-                &mirrored,
-                &arguments,
-                &headers(&[("region", "Hello"), ("count", "42")])
-            )
-            .is_ok()
-        );
-        assert!(
-            verify(
-                &mirrored,
-                &arguments,
-                &headers(&[("REGION", "=?base64?SGVsbG8=?="), ("count", "042")])
-            )
-            .is_ok()
-        );
-        assert!(
-            verify(&mirrored, &arguments, &headers(&[("count", "42")]))
-                .unwrap_err()
-                .contains("Mcp-Param-Region header is required")
-        );
-        assert!(
-            verify(
-                &mirrored,
-                &arguments,
-                &headers(&[("region", "=?base64?SGVsbG8?="), ("count", "42")])
-            )
-            .unwrap_err()
-            .contains("not valid base64")
-        );
-        assert!(
-            verify(
-                &mirrored,
-                &arguments,
-                &headers(&[("region", "=?base64?SGVs!!!bG8=?="), ("count", "42")])
-            )
-            .is_err()
-        );
-        assert!(
-            verify(
-                &mirrored,
-                &arguments,
-                &headers(&[("region", "SGVsbG8="), ("count", "42")])
-            )
-            .unwrap_err()
-            .contains("does not match")
-        );
+        let headers = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "Hello"), ("count", "42")])).is_ok());
+        assert!(verify(&mirrored, &arguments, &headers(&[("REGION", "=?base64?SGVsbG8=?="), ("count", "042")])).is_ok());
+        assert!(verify(&mirrored, &arguments, &headers(&[("count", "42")])).unwrap_err().contains("Mcp-Param-Region header is required"));
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVsbG8?="), ("count", "42")])).unwrap_err().contains("not valid base64"));
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVs!!!bG8=?="), ("count", "42")])).is_err());
+        assert!(verify(&mirrored, &arguments, &headers(&[("region", "SGVsbG8="), ("count", "42")])).unwrap_err().contains("does not match"));
         // An argument that is absent needs no header.
-        assert!(
-            verify(
-                &mirrored,
-                &json!({"region": "Hello"}),
-                &headers(&[("region", "Hello")])
-            )
-            .is_ok()
-        );
+        assert!(verify(&mirrored, &json!({"region": "Hello"}), &headers(&[("region", "Hello")])).is_ok());
     }
 
     #[test]
@@ -257,18 +161,9 @@ mod tests {
         }});
         let found = of_tool(&schema).unwrap();
         assert_eq!(found.len(), 2);
-        assert_eq!(
-            found[1],
-            ParamHeader {
-                name: "N".into(),
-                path: vec!["opts".into(), "n".into()]
-            }
-        );
+        assert_eq!(found[1], ParamHeader { name: "N".into(), path: vec!["opts".into(), "n".into()] });
         let args = json!({"region": "Hello, 世界", "opts": {"n": 42}});
-        assert_eq!(
-            value(&args, &found[0].path).as_deref(),
-            Some("=?base64?SGVsbG8sIOS4lueVjA==?=")
-        );
+        assert_eq!(value(&args, &found[0].path).as_deref(), Some("=?base64?SGVsbG8sIOS4lueVjA==?="));
         assert_eq!(value(&args, &found[1].path).as_deref(), Some("42"));
         assert_eq!(value(&json!({"region": null}), &found[0].path), None);
     }

@@ -29,28 +29,16 @@ pub struct Cacheability {
 
 impl Cacheability {
     /// For a result that depends on who asked: never reused, never shared.
-    pub const PRIVATE_UNCACHED: Cacheability = Cacheability {
-        ttl_ms: 0,
-        private: true,
-    };
+    pub const PRIVATE_UNCACHED: Cacheability = Cacheability { ttl_ms: 0, private: true };
 
     /// The more restrictive of two: the shorter lifetime, private if either is.
     pub fn min(self, other: Cacheability) -> Cacheability {
-        Cacheability {
-            ttl_ms: self.ttl_ms.min(other.ttl_ms),
-            private: self.private || other.private,
-        }
+        Cacheability { ttl_ms: self.ttl_ms.min(other.ttl_ms), private: self.private || other.private }
     }
 }
 
 /// Shapes a successful result for a caller speaking `revision`.
-pub fn shape_result(
-    result: &mut Value,
-    method: &str,
-    revision: Revision,
-    server_info: &Value,
-    cache: Cacheability,
-) {
+pub fn shape_result(result: &mut Value, method: &str, revision: Revision, server_info: &Value, cache: Cacheability) {
     let Value::Object(obj) = result else { return };
     match revision.era() {
         Era::Modern => {
@@ -58,10 +46,7 @@ pub fn shape_result(
             let complete = result_type.as_str() == Some("complete");
             if complete && CACHEABLE_METHODS.contains(&method) {
                 obj.insert("ttlMs".into(), cache.ttl_ms.into());
-                obj.insert(
-                    "cacheScope".into(),
-                    if cache.private { "private" } else { "public" }.into(),
-                );
+                obj.insert("cacheScope".into(), if cache.private { "private" } else { "public" }.into());
             }
             meta_of(obj).insert(meta::SERVER_INFO.into(), server_info.clone());
         }
@@ -88,9 +73,7 @@ pub fn shape_error(mut error: RpcError, revision: Revision) -> RpcError {
 }
 
 fn meta_of(obj: &mut Map<String, Value>) -> &mut Map<String, Value> {
-    let m = obj
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let m = obj.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if !m.is_object() {
         *m = Value::Object(Map::new());
     }
@@ -109,13 +92,7 @@ mod tests {
     #[test]
     fn a_modern_caller_gets_result_type_caching_and_server_info() {
         let mut r = json!({"tools": []});
-        shape_result(
-            &mut r,
-            "tools/list",
-            Revision::V2026_07_28,
-            &info(),
-            Cacheability::PRIVATE_UNCACHED,
-        );
+        shape_result(&mut r, "tools/list", Revision::V2026_07_28, &info(), Cacheability::PRIVATE_UNCACHED);
         assert_eq!(r["resultType"], "complete");
         assert_eq!(r["ttlMs"], 0);
         assert_eq!(r["cacheScope"], "private");
@@ -125,13 +102,7 @@ mod tests {
     #[test]
     fn a_tool_result_is_not_given_caching_fields() {
         let mut r = json!({"content": [], "isError": false});
-        shape_result(
-            &mut r,
-            "tools/call",
-            Revision::V2026_07_28,
-            &info(),
-            Cacheability::PRIVATE_UNCACHED,
-        );
+        shape_result(&mut r, "tools/call", Revision::V2026_07_28, &info(), Cacheability::PRIVATE_UNCACHED);
         assert!(r.get("ttlMs").is_none());
         assert_eq!(r["resultType"], "complete");
     }
@@ -140,13 +111,7 @@ mod tests {
     fn a_legacy_caller_gets_none_of_the_modern_fields() {
         let mut r = json!({"tools": [], "resultType": "complete", "ttlMs": 5, "cacheScope": "public",
                            "_meta": {meta::SERVER_INFO: info()}});
-        shape_result(
-            &mut r,
-            "tools/list",
-            Revision::V2025_11_25,
-            &info(),
-            Cacheability::PRIVATE_UNCACHED,
-        );
+        shape_result(&mut r, "tools/list", Revision::V2025_11_25, &info(), Cacheability::PRIVATE_UNCACHED);
         assert_eq!(r, json!({"tools": []}));
     }
 

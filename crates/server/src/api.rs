@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::TokioIo;
 use mcpx_gateway::{CallContext, Gateway, Transport};
-use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::shape::shape_result;
+use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{Revision, RpcError, code};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -63,8 +63,7 @@ impl Daemon {
 
     /// How long nobody has used the daemon; `None` while a relayed stdio stream is open.
     pub fn idle_for(&self) -> Option<Duration> {
-        (self.streams.load(Ordering::Acquire) == 0)
-            .then(|| self.last_activity.lock().expect("activity lock").elapsed())
+        (self.streams.load(Ordering::Acquire) == 0).then(|| self.last_activity.lock().expect("activity lock").elapsed())
     }
 }
 
@@ -75,10 +74,7 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/call", post(call))
         .route("/v1/exec", post(exec))
         .route("/v1/artifacts", get(artifact_list))
-        .route(
-            "/v1/artifacts/{id}",
-            get(artifact_get).delete(artifact_remove),
-        )
+        .route("/v1/artifacts/{id}", get(artifact_get).delete(artifact_remove))
         .route("/v1/stop", post(stop))
         .route("/v1/ask", get(ask_list))
         .route("/v1/ask/answer", post(ask_answer))
@@ -96,19 +92,12 @@ impl FromRequestParts<Arc<Front>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Caller, Response> {
-        let ConnectInfo(peer) = ConnectInfo::<Peer>::from_request_parts(parts, front)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        let ConnectInfo(peer) =
+            ConnectInfo::<Peer>::from_request_parts(parts, front).await.map_err(IntoResponse::into_response)?;
         front.daemon.touch();
         let mut transport = admit_peer(&front.gateway, &peer, &parts.headers)?;
-        let named = parts
-            .headers
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|s| !s.is_empty());
-        transport.session = named
-            .map(str::to_owned)
-            .or_else(|| transport.pid.map(|pid| format!("mcp-{pid}")));
+        let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
+        transport.session = named.map(str::to_owned).or_else(|| transport.pid.map(|pid| format!("mcp-{pid}")));
         Ok(Caller(transport))
     }
 }
@@ -143,12 +132,7 @@ async fn status(State(front): State<Arc<Front>>, _: Caller) -> Response {
             })
         })
         .collect();
-    let started = front
-        .daemon
-        .started
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let started = front.daemon.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     Json(json!({
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
@@ -176,9 +160,7 @@ async fn tools(
 ) -> Response {
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
     match call_tool(&front.gateway, &transport, params).await {
-        Ok(result) => {
-            Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response()
-        }
+        Ok(result) => Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response(),
         Err(e) => error(&e),
     }
 }
@@ -190,41 +172,23 @@ async fn call(
 ) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
-        Ok(_) => {
-            return error(&RpcError::invalid_params(
-                "the body must be a JSON object: {server, tool, arguments}",
-            ));
-        }
+        Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
         Err(e) => return error(&RpcError::parse_error(e)),
     };
     continue_call(&front, &transport, arguments, None).await
 }
 
 /// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
-async fn exec(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    body: axum::body::Bytes,
-) -> Response {
+async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
-        Ok(_) => {
-            return error(&RpcError::invalid_params(
-                "the body must be a JSON object: {script, timeoutMs?}",
-            ));
-        }
+        Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {script, timeoutMs?}")),
         Err(e) => return error(&RpcError::parse_error(e)),
     };
     let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(mut result) => {
-            shape_result(
-                &mut result,
-                "tools/call",
-                Revision::LATEST_LEGACY,
-                &Gateway::server_info(),
-                Cacheability::PRIVATE_UNCACHED,
-            );
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
             Json(result).into_response()
         }
         Err(e) => error(&e),
@@ -234,13 +198,7 @@ async fn exec(
 /// The artifacts of the caller's session.
 async fn artifact_list(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
     let identity = front.gateway.identity(&Value::Null, &transport);
-    let listed: Vec<Value> = front
-        .gateway
-        .artifacts_of(&identity)
-        .await
-        .iter()
-        .map(mcpx_gateway::Artifact::listing)
-        .collect();
+    let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
 
@@ -253,8 +211,7 @@ async fn artifact_get(
     let identity = front.gateway.identity(&Value::Null, &transport);
     match front.gateway.artifact(&identity, &id).await {
         Some((artifact, data)) => {
-            let media = HeaderValue::from_str(&artifact.mime_type)
-                .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+            let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
             ([(header::CONTENT_TYPE, media)], data).into_response()
         }
         None => no_artifact(&id),
@@ -267,41 +224,22 @@ async fn artifact_remove(
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
     let identity = front.gateway.identity(&Value::Null, &transport);
-    if front.gateway.remove_artifact(&identity, &id).await {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        no_artifact(&id)
-    }
+    if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
 }
 
 fn no_artifact(id: &str) -> Response {
-    let e = RpcError::invalid_params(format!("this session has no artifact {id:?}"))
-        .with_data(json!({ "id": id }));
-    (
-        StatusCode::NOT_FOUND,
-        Json(json!({ "error": e.to_value() })),
-    )
-        .into_response()
+    let e = RpcError::invalid_params(format!("this session has no artifact {id:?}")).with_data(json!({ "id": id }));
+    (StatusCode::NOT_FOUND, Json(json!({ "error": e.to_value() }))).into_response()
 }
 
 /// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
 /// kept for the caller to answer later (202).
-async fn continue_call(
-    front: &Front,
-    transport: &Transport,
-    call: Value,
-    answers: Option<(Value, Value)>,
-) -> Response {
+async fn continue_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> Response {
     let (status, body) = run_call(front, transport, call, answers).await;
     (status, Json(body)).into_response()
 }
 
-async fn run_call(
-    front: &Front,
-    transport: &Transport,
-    call: Value,
-    answers: Option<(Value, Value)>,
-) -> (StatusCode, Value) {
+async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> (StatusCode, Value) {
     let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
     if let Some((responses, state)) = answers {
         params["inputResponses"] = responses;
@@ -311,29 +249,14 @@ async fn run_call(
         Ok(result) if result["resultType"] == "input_required" => {
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
-            match front.pending.store(
-                transport.session.as_deref(),
-                &call,
-                &result,
-                lifetime,
-                config.limits.pending_questions,
-            ) {
-                Ok(question) => (
-                    StatusCode::ACCEPTED,
-                    json!({ "status": "input_required", "question": question.view() }),
-                ),
+            match front.pending.store(transport.session.as_deref(), &call, &result, lifetime, config.limits.pending_questions) {
+                Ok(question) => (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() })),
                 Err(e) => error_parts(&e),
             }
         }
         Ok(mut result) => {
             // A /v1 caller gets the tool result plain, without protocol fields.
-            shape_result(
-                &mut result,
-                "tools/call",
-                Revision::LATEST_LEGACY,
-                &Gateway::server_info(),
-                Cacheability::PRIVATE_UNCACHED,
-            );
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
             (StatusCode::OK, result)
         }
         Err(e) => error_parts(&e),
@@ -342,38 +265,23 @@ async fn run_call(
 
 /// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
 /// for its outcome rather than holding a request open.
-async fn ask_begin(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    body: axum::body::Bytes,
-) -> Response {
+async fn ask_begin(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let call: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) if v.get("server").is_some() && v.get("tool").is_some() => v,
-        _ => {
-            return error(&RpcError::invalid_params(
-                "the body must be a JSON object: {server, tool, arguments}",
-            ));
-        }
+        _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
     };
     let config = front.gateway.settings().config();
-    let (id, outcome) = match front.pending.begin(
-        transport.session.as_deref(),
-        config.timeouts.input_required,
-        config.limits.pending_questions,
-    ) {
-        Ok(begun) => begun,
-        Err(e) => return error(&e),
-    };
+    let (id, outcome) =
+        match front.pending.begin(transport.session.as_deref(), config.timeouts.input_required, config.limits.pending_questions) {
+            Ok(begun) => begun,
+            Err(e) => return error(&e),
+        };
     let runner = front.clone();
     tokio::spawn(async move {
         let (status, body) = run_call(&runner, &transport, call, None).await;
         let _ = outcome.send(Some((status.as_u16(), body)));
     });
-    (
-        StatusCode::ACCEPTED,
-        Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") })),
-    )
-        .into_response()
+    (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") }))).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -391,14 +299,10 @@ async fn ask_poll(
     Query(q): Query<PollQuery>,
 ) -> Response {
     let Some(id) = q.call else {
-        return error(&RpcError::invalid_params(
-            "name the call to poll: ?call=<id>",
-        ));
+        return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
     let Some(mut outcome) = front.pending.call(&id, transport.session.as_deref()) else {
-        return error(&RpcError::invalid_params(format!(
-            "no call {id:?} runs for this session"
-        )));
+        return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
     };
     let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(25_000).min(60_000));
     let done = tokio::time::timeout(wait, outcome.wait_for(Option::is_some)).await;
@@ -406,17 +310,9 @@ async fn ask_poll(
         Ok(Ok(finished)) => {
             let (status, body) = finished.clone().expect("waited for an outcome");
             front.pending.finish(&id);
-            (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-                Json(body),
-            )
-                .into_response()
+            (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response()
         }
-        _ => (
-            StatusCode::ACCEPTED,
-            Json(json!({ "status": "running", "call": id })),
-        )
-            .into_response(),
+        _ => (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id }))).into_response(),
     }
 }
 
@@ -437,44 +333,24 @@ async fn ask_list(
             Some(question) => Json(question.view()).into_response(),
             None => error(&no_such_question(&id)),
         },
-        None => Json(json!({ "questions": mine.iter().map(|q| q.view()).collect::<Vec<_>>() }))
-            .into_response(),
+        None => Json(json!({ "questions": mine.iter().map(|q| q.view()).collect::<Vec<_>>() })).into_response(),
     }
 }
 
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
-async fn ask_answer(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    body: axum::body::Bytes,
-) -> Response {
+async fn ask_answer(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (Some(id), Some(responses)) = (
-        request["id"].as_str(),
-        request.get("responses").filter(|r| r.is_object()),
-    ) else {
-        return error(&RpcError::invalid_params(
-            "the body must be {\"id\": …, \"responses\": {key: answer}}",
-        ));
+    let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object())) else {
+        return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
     };
     let Some(question) = front.pending.take(id, transport.session.as_deref()) else {
         return error(&no_such_question(id));
     };
-    continue_call(
-        &front,
-        &transport,
-        question.call,
-        Some((responses.clone(), question.request_state)),
-    )
-    .await
+    continue_call(&front, &transport, question.call, Some((responses.clone(), question.request_state))).await
 }
 
 /// Gives up on a waiting question; the held upstream call is cancelled when it expires.
-async fn ask_abandon(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    body: axum::body::Bytes,
-) -> Response {
+async fn ask_abandon(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let Some(id) = request["id"].as_str() else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
@@ -486,18 +362,12 @@ async fn ask_abandon(
 }
 
 fn no_such_question(id: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"
-    ))
+    RpcError::invalid_params(format!("no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"))
 }
 
 async fn stop(State(front): State<Arc<Front>>, _: Caller) -> Response {
     front.daemon.stop.notify_one();
-    (
-        StatusCode::ACCEPTED,
-        Json(json!({ "stopping": true, "pid": std::process::id() })),
-    )
-        .into_response()
+    (StatusCode::ACCEPTED, Json(json!({ "stopping": true, "pid": std::process::id() }))).into_response()
 }
 
 /// `mcpx serve` turns this connection into its stdio relay. Only over the unix socket, and
@@ -508,43 +378,17 @@ async fn stdio_upgrade(
     headers: HeaderMap,
     request: Request,
 ) -> Response {
-    let Peer::Local {
-        pid: Some(peer_pid),
-        ..
-    } = peer
-    else {
-        return (
-            StatusCode::FORBIDDEN,
-            "stdio relay is served on the unix socket only\n",
-        )
-            .into_response();
+    let Peer::Local { pid: Some(peer_pid), .. } = peer else {
+        return (StatusCode::FORBIDDEN, "stdio relay is served on the unix socket only\n").into_response();
     };
-    let claimed = headers
-        .get(PID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u32>().ok());
+    let claimed = headers.get(PID_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok());
     if claimed != Some(peer_pid) {
-        tracing::warn!(
-            peer_pid,
-            ?claimed,
-            "refused a stdio relay whose pid claim does not match its credentials"
-        );
-        return (
-            StatusCode::FORBIDDEN,
-            "the X-Mcpx-Pid claim does not match the connected process\n",
-        )
-            .into_response();
+        tracing::warn!(peer_pid, ?claimed, "refused a stdio relay whose pid claim does not match its credentials");
+        return (StatusCode::FORBIDDEN, "the X-Mcpx-Pid claim does not match the connected process\n").into_response();
     }
-    let named = headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|s| !s.is_empty());
+    let named = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
     let transport = Transport {
-        session: Some(
-            named
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("mcp-{peer_pid}")),
-        ),
+        session: Some(named.map(str::to_owned).unwrap_or_else(|| format!("mcp-{peer_pid}"))),
         cwd: socket::cwd_of(peer_pid),
         pid: Some(peer_pid),
         client: None,
@@ -565,10 +409,7 @@ async fn stdio_upgrade(
     });
     (
         StatusCode::SWITCHING_PROTOCOLS,
-        [
-            (header::CONNECTION, HeaderValue::from_static("upgrade")),
-            (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL)),
-        ],
+        [(header::CONNECTION, HeaderValue::from_static("upgrade")), (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL))],
     )
         .into_response()
 }
@@ -576,11 +417,7 @@ async fn stdio_upgrade(
 /// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked
 /// anything (a person at a shell can fill a form, write a completion, name roots), so an
 /// upstream's question comes back as `input_required` instead of failing the call.
-async fn call_tool(
-    gateway: &Gateway,
-    transport: &Transport,
-    params: Value,
-) -> Result<Value, RpcError> {
+async fn call_tool(gateway: &Gateway, transport: &Transport, params: Value) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
     let capabilities = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
     let ctx = CallContext::new(identity, Revision::LATEST_MODERN, capabilities);

@@ -12,29 +12,14 @@ use serde_json::Value;
 /// Sends one notification frame to the caller of a request (its SSE stream, its stdio).
 pub type Notify = Arc<dyn Fn(Value) + Send + Sync>;
 
-pub async fn answer(
-    gateway: &Gateway,
-    ctx: &CallContext,
-    method: &str,
-    params: Value,
-) -> Result<Value, RpcError> {
+pub async fn answer(gateway: &Gateway, ctx: &CallContext, method: &str, params: Value) -> Result<Value, RpcError> {
     let outcome = gateway.handle(ctx, method, params).await;
     shaped(outcome, ctx, method)
 }
 
-pub fn shaped(
-    outcome: Result<Answer, RpcError>,
-    ctx: &CallContext,
-    method: &str,
-) -> Result<Value, RpcError> {
+pub fn shaped(outcome: Result<Answer, RpcError>, ctx: &CallContext, method: &str) -> Result<Value, RpcError> {
     let Answer { mut result, cache } = outcome.map_err(|e| shape_error(e, ctx.revision))?;
-    shape_result(
-        &mut result,
-        method,
-        ctx.revision,
-        &Gateway::server_info(),
-        cache,
-    );
+    shape_result(&mut result, method, ctx.revision, &Gateway::server_info(), cache);
     Ok(result)
 }
 
@@ -48,8 +33,7 @@ pub fn progress_token(params: &Value) -> Option<Value> {
 /// token or a log level in its `_meta`. Without either it is answered as one frame,
 /// without the machinery of a stream.
 pub fn may_notify(params: &Value) -> bool {
-    meta::of(params)
-        .is_some_and(|m| m.contains_key(meta::PROGRESS_TOKEN) || m.contains_key(meta::LOG_LEVEL))
+    meta::of(params).is_some_and(|m| m.contains_key(meta::PROGRESS_TOKEN) || m.contains_key(meta::LOG_LEVEL))
 }
 
 /// Who hears about a request while it runs, when its caller can receive notifications
@@ -57,20 +41,14 @@ pub fn may_notify(params: &Value) -> bool {
 /// names in `_meta` (none without it), or all that an upstream sends to a handshake-era
 /// caller, which can also be asked questions (`ask`). A level that is not a log level
 /// is -32602.
-pub fn listener(
-    params: &Value,
-    notify: Option<&Notify>,
-    ask: Option<Ask>,
-) -> Result<Option<Listener>, RpcError> {
+pub fn listener(params: &Value, notify: Option<&Notify>, ask: Option<Ask>) -> Result<Option<Listener>, RpcError> {
     let legacy = ask.is_some();
     let log_level = if legacy {
         Some(LOG_LEVELS[0].to_owned())
     } else {
         match meta::of(params).and_then(|m| m.get(meta::LOG_LEVEL)) {
             None => None,
-            Some(Value::String(level)) if LOG_LEVELS.contains(&level.as_str()) => {
-                Some(level.clone())
-            }
+            Some(Value::String(level)) if LOG_LEVELS.contains(&level.as_str()) => Some(level.clone()),
             Some(other) => {
                 return Err(RpcError::invalid_params(format!(
                     "_meta[{:?}] must be one of {}, not {other}",
@@ -80,17 +58,10 @@ pub fn listener(
             }
         }
     };
-    let Some(notify) = notify else {
-        return Ok(None);
-    };
+    let Some(notify) = notify else { return Ok(None) };
     let progress_token = progress_token(params);
     if progress_token.is_none() && log_level.is_none() && ask.is_none() {
         return Ok(None);
     }
-    Ok(Some(Listener {
-        progress_token,
-        log_level,
-        notify: notify.clone(),
-        ask,
-    }))
+    Ok(Some(Listener { progress_token, log_level, notify: notify.clone(), ask }))
 }

@@ -23,10 +23,10 @@ use mcpx_protocol::{Message, RpcError, meta};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::api::{self, Daemon};
 use crate::legacy::{self, SESSION_HEADER};
-use crate::modern;
 use crate::reply::{self, Format};
+use crate::api::{self, Daemon};
+use crate::modern;
 use crate::session::Sessions;
 use crate::socket::{self, Peer};
 
@@ -67,16 +67,12 @@ async fn mcp(
         Err(refusal) => return refusal,
     };
     let idle = front.gateway.settings().config().http.session_idle_timeout;
-    let session_id = headers
-        .get(SESSION_HEADER)
-        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
     let session = match &session_id {
         Some(id) => match front.sessions.get(id, idle) {
             Some(session) => Some(session),
             None => {
-                let e = RpcError::invalid_request(
-                    "unknown or ended session; send initialize without Mcp-Session-Id",
-                );
+                let e = RpcError::invalid_request("unknown or ended session; send initialize without Mcp-Session-Id");
                 return reply::error(StatusCode::NOT_FOUND, Format::Json, None, &e);
             }
         },
@@ -93,13 +89,8 @@ async fn mcp(
         },
         // A handshake-era session's standalone stream; gone in 2026-07-28.
         Method::GET => match session {
-            Some(session) if Format::from_headers(&headers).allows_stream() => {
-                standalone(&front, &base, session).await
-            }
-            Some(_) => reply::status(
-                StatusCode::NOT_ACCEPTABLE,
-                "the standalone stream is text/event-stream\n",
-            ),
+            Some(session) if Format::from_headers(&headers).allows_stream() => standalone(&front, &base, session).await,
+            Some(_) => reply::status(StatusCode::NOT_ACCEPTABLE, "the standalone stream is text/event-stream\n"),
             None => not_allowed(),
         },
         _ => not_allowed(),
@@ -111,21 +102,11 @@ async fn mcp(
 /// as they happen, until the client closes it or the daemon stops.
 async fn standalone(front: &Front, base: &Transport, session: crate::session::Session) -> Response {
     let gateway = front.gateway.clone();
-    let transport = Transport {
-        session: Some(session.identity_name()),
-        ..base.clone()
-    };
+    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
     let identity = gateway.identity(&Value::Null, &transport);
     let negotiated = &session.negotiated;
-    let ctx = mcpx_gateway::CallContext::new(
-        identity,
-        negotiated.revision,
-        negotiated.capabilities.clone(),
-    );
-    let watch = match gateway
-        .watch_session(&ctx, negotiated.interest.clone())
-        .await
-    {
+    let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
+    let watch = match gateway.watch_session(&ctx, negotiated.interest.clone()).await {
         Ok(watch) => watch,
         Err(e) => return reply::error(StatusCode::INTERNAL_SERVER_ERROR, Format::Json, None, &e),
     };
@@ -167,21 +148,12 @@ async fn post(
         return legacy::in_session(front, base, headers, format, session, frame).await;
     }
     if frame.is_array() {
-        let e = RpcError::invalid_request(
-            "JSON-RPC batches are accepted only inside a 2025-03-26 session",
-        );
+        let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
         return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
     }
     let message = match Message::classify(frame) {
         Ok(message) => message,
-        Err(invalid) => {
-            return reply::error(
-                StatusCode::BAD_REQUEST,
-                format,
-                invalid.id.as_ref(),
-                &invalid.error,
-            );
-        }
+        Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
     if is_modern(headers, &message) {
         return modern::handle(front, base, headers, format, message).await;
@@ -207,9 +179,7 @@ async fn post(
 /// revision uses.
 fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
     let in_meta = match message {
-        Message::Request { params, .. } | Message::Notification { params, .. } => {
-            meta::has_modern_marker(params)
-        }
+        Message::Request { params, .. } | Message::Notification { params, .. } => meta::has_modern_marker(params),
         Message::Response { .. } => false,
     };
     let in_header = headers
@@ -218,44 +188,22 @@ fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
     in_meta || in_header
 }
 
-async fn read_body(
-    front: &Front,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<axum::body::Bytes, Response> {
+async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
     let limit = front.gateway.settings().config().http.max_body_bytes;
-    let too_large = || {
-        reply::status(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body exceeds http.maxBodyBytes\n",
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())
+    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
 }
 
 /// What the transport says about a caller before the request is read: over the unix
 /// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are
 /// configured, the name of the token presented (none → 401).
-pub fn admit_peer(
-    gateway: &Gateway,
-    peer: &Peer,
-    headers: &HeaderMap,
-) -> Result<Transport, Response> {
+pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Response> {
     match peer {
-        Peer::Local { pid, .. } => Ok(Transport {
-            cwd: pid.and_then(socket::cwd_of),
-            pid: *pid,
-            ..Transport::default()
-        }),
+        Peer::Local { pid, .. } => Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() }),
         Peer::Tcp(_) => {
             let tokens = gateway.settings().config().http.tokens.clone();
             if tokens.is_empty() {
@@ -275,17 +223,10 @@ pub fn admit_peer(
                 })
             });
             match matched {
-                Some(name) => Ok(Transport {
-                    client: Some(name.clone()),
-                    ..Transport::default()
-                }),
+                Some(name) => Ok(Transport { client: Some(name.clone()), ..Transport::default() }),
                 None => {
-                    let mut response =
-                        reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
-                    response.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        header::HeaderValue::from_static("Bearer"),
-                    );
+                    let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
                     Err(response)
                 }
             }
@@ -298,10 +239,7 @@ pub fn admit_peer(
 /// bytes) are compared whole, without stopping at the first difference.
 fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
     let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// DNS-rebinding protection: a browser page on another origin must not reach a local
@@ -324,9 +262,7 @@ fn check_origin(headers: &HeaderMap, loopback_only: bool) -> Result<(), Response
         })
     };
     if foreign(header::ORIGIN, true) || (loopback_only && foreign(header::HOST, false)) {
-        let e = RpcError::invalid_request(
-            "forbidden origin: mcpx accepts browser requests from loopback origins only",
-        );
+        let e = RpcError::invalid_request("forbidden origin: mcpx accepts browser requests from loopback origins only");
         return Err(reply::error(StatusCode::FORBIDDEN, Format::Json, None, &e));
     }
     Ok(())
@@ -339,18 +275,12 @@ fn is_loopback_authority(authority: &str) -> bool {
     } else {
         authority.rsplit_once(':').map_or(authority, |(h, _)| h)
     };
-    matches!(host, "localhost" | "::1")
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    matches!(host, "localhost" | "::1") || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn not_allowed() -> Response {
     let mut response = reply::status(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
-    response.headers_mut().insert(
-        header::ALLOW,
-        header::HeaderValue::from_static("POST, DELETE"),
-    );
+    response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST, DELETE"));
     response
 }
 
@@ -360,22 +290,10 @@ mod tests {
 
     #[test]
     fn only_loopback_authorities_pass() {
-        for ok in [
-            "localhost",
-            "localhost:3000",
-            "127.0.0.1:80",
-            "127.9.9.9",
-            "[::1]:8080",
-        ] {
+        for ok in ["localhost", "localhost:3000", "127.0.0.1:80", "127.9.9.9", "[::1]:8080"] {
             assert!(is_loopback_authority(ok), "{ok}");
         }
-        for bad in [
-            "evil.example.com",
-            "evil.example.com:3000",
-            "10.0.0.1",
-            "localhost.evil.com",
-            "[::2]:1",
-        ] {
+        for bad in ["evil.example.com", "evil.example.com:3000", "10.0.0.1", "localhost.evil.com", "[::2]:1"] {
             assert!(!is_loopback_authority(bad), "{bad}");
         }
     }
@@ -394,31 +312,15 @@ mod tests {
     #[test]
     fn only_the_whole_secret_is_equal() {
         assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
-        for guess in [
-            &b""[..],
-            b"s3cret",
-            b"s3cret-token ",
-            b"s3cret-tokeN",
-            b"s3cret-token-and-more",
-        ] {
-            assert!(
-                !secrets_equal(b"s3cret-token", guess),
-                "{}",
-                String::from_utf8_lossy(guess)
-            );
+        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
+            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
         }
     }
 }
 
 /// A 2026 `subscriptions/listen` over HTTP: a long-lived event stream. The caller closing
 /// it ends the listen (and releases what it watched).
-pub async fn listen(
-    front: &Front,
-    transport: &Transport,
-    admitted: modern::Admitted,
-    id: Value,
-    params: Value,
-) -> Response {
+pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admitted, id: Value, params: Value) -> Response {
     let gateway = front.gateway.clone();
     let identity = gateway.identity(&params, transport);
     let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
@@ -433,20 +335,9 @@ pub async fn listen(
             let (first, mut watch) = state?;
             let (text, next_state) = match first {
                 Some(ack) => (reply::event(&ack.to_string()), Some((None, watch))),
-                None => match crate::listen::next(
-                    &gateway,
-                    &id,
-                    &mut watch,
-                    Some(crate::listen::KEEP_ALIVE),
-                )
-                .await
-                {
-                    crate::listen::Next::Frame(frame) => {
-                        (reply::event(&frame.to_string()), Some((None, watch)))
-                    }
-                    crate::listen::Next::KeepAlive => {
-                        (": keep-alive\n\n".to_owned(), Some((None, watch)))
-                    }
+                None => match crate::listen::next(&gateway, &id, &mut watch, Some(crate::listen::KEEP_ALIVE)).await {
+                    crate::listen::Next::Frame(frame) => (reply::event(&frame.to_string()), Some((None, watch))),
+                    crate::listen::Next::KeepAlive => (": keep-alive\n\n".to_owned(), Some((None, watch))),
                     crate::listen::Next::End(frame) => (reply::event(&frame.to_string()), None),
                 },
             };

@@ -11,8 +11,8 @@ use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
 use serde_json::{Value, json};
 
 use crate::dispatch::{self, Notify};
-use crate::http::Front;
 use crate::questions::Questions;
+use crate::http::Front;
 use crate::reply::{self, Format};
 use crate::session::Session;
 
@@ -42,12 +42,7 @@ impl InFlight {
     /// this id is in flight already: answers and cancellation would be ambiguous.
     fn register(&self, id: &Value) -> Option<impl Future<Output = ()> + use<>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        match self
-            .requests
-            .lock()
-            .expect("in-flight lock")
-            .entry(id.to_string())
-        {
+        match self.requests.lock().expect("in-flight lock").entry(id.to_string()) {
             std::collections::hash_map::Entry::Occupied(_) => return None,
             std::collections::hash_map::Entry::Vacant(slot) => slot.insert(tx),
         };
@@ -59,19 +54,11 @@ impl InFlight {
     }
 
     fn done(&self, id: &Value) {
-        self.requests
-            .lock()
-            .expect("in-flight lock")
-            .remove(&id.to_string());
+        self.requests.lock().expect("in-flight lock").remove(&id.to_string());
     }
 
     fn cancel(&self, id: &RequestId) {
-        if let Some(tx) = self
-            .requests
-            .lock()
-            .expect("in-flight lock")
-            .remove(&id.to_value().to_string())
-        {
+        if let Some(tx) = self.requests.lock().expect("in-flight lock").remove(&id.to_value().to_string()) {
             let _ = tx.send(());
         }
     }
@@ -82,22 +69,10 @@ impl Negotiated {
     /// newest handshake-era revision.
     pub fn from_initialize(params: &Value) -> Negotiated {
         let asked = params.get("protocolVersion").and_then(Value::as_str);
-        let revision = asked
-            .and_then(Revision::parse)
-            .filter(|r| r.era() == Era::Legacy)
-            .unwrap_or(Revision::LATEST_LEGACY);
-        let capabilities = params
-            .get("capabilities")
-            .filter(|c| c.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        Negotiated {
-            revision,
-            capabilities,
-            questions: Default::default(),
-            in_flight: Default::default(),
-            interest: Default::default(),
-        }
+        let revision =
+            asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
+        let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
+        Negotiated { revision, capabilities, questions: Default::default(), in_flight: Default::default(), interest: Default::default() }
     }
 }
 
@@ -162,34 +137,21 @@ pub async fn answer(
         // Messages reach a session from the upstreams serving it; the level is theirs to apply.
         "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
             Some(level) if mcpx_gateway::LOG_LEVELS.contains(&level) => Ok(json!({})),
-            _ => Err(RpcError::invalid_params(format!(
-                "level must be one of {}",
-                mcpx_gateway::LOG_LEVELS.join(", ")
-            ))),
+            _ => Err(RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))),
         },
         _ => {
             let identity = gateway.identity(&params, transport);
             let expiry = gateway.settings().config().timeouts.request;
-            let ask = notify.map(|n| {
-                negotiated
-                    .questions
-                    .asker(n.clone(), negotiated.capabilities.clone(), expiry)
-            });
+            let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
             match dispatch::listener(&params, notify, ask) {
                 Ok(listener) => {
-                    let ctx = CallContext::new(
-                        identity,
-                        negotiated.revision,
-                        negotiated.capabilities.clone(),
-                    )
-                    .with_listener(listener);
+                    let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
+                        .with_listener(listener);
                     // The caller may cancel this request with notifications/cancelled: then
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.
                     let Some(cancelled) = negotiated.in_flight.register(&id) else {
-                        let e = RpcError::invalid_request(format!(
-                            "request id {id} is already in flight in this session"
-                        ));
+                        let e = RpcError::invalid_request(format!("request id {id} is already in flight in this session"));
                         return Reply::Frame(error_response(Some(&id), &e));
                     };
                     tokio::select! {
@@ -205,19 +167,10 @@ pub async fn answer(
         }
     };
     if outcome.is_ok()
-        && let Some(uri) = params_uri.filter(|_| {
-            matches!(
-                method.as_str(),
-                "resources/subscribe" | "resources/unsubscribe"
-            )
-        })
+        && let Some(uri) = params_uri.filter(|_| matches!(method.as_str(), "resources/subscribe" | "resources/unsubscribe"))
     {
         let mut interest = negotiated.interest.lock().expect("interest lock");
-        if method == "resources/subscribe" {
-            interest.insert(uri)
-        } else {
-            interest.remove(&uri)
-        };
+        if method == "resources/subscribe" { interest.insert(uri) } else { interest.remove(&uri) };
     }
     Reply::Frame(match outcome {
         Ok(result) => result_response(&id, result),
@@ -226,28 +179,18 @@ pub async fn answer(
 }
 
 /// Answers a batch (2025-03-26 only): the replies in order, `None` when there are none.
-pub async fn answer_batch(
-    gateway: &Gateway,
-    negotiated: &Negotiated,
-    transport: &Transport,
-    frames: Vec<Value>,
-) -> Option<Value> {
-    let replies: Vec<Value> = join_all(
-        frames
-            .into_iter()
-            .map(|f| answer(gateway, negotiated, transport, f, None)),
-    )
-    .await
-    .into_iter()
-    .filter_map(Reply::into_frame)
-    .collect();
+pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frames: Vec<Value>) -> Option<Value> {
+    let replies: Vec<Value> =
+        join_all(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
+        .await
+        .into_iter()
+        .filter_map(Reply::into_frame)
+        .collect();
     (!replies.is_empty()).then_some(Value::Array(replies))
 }
 
 pub fn batch_refused(revision: Revision) -> RpcError {
-    RpcError::invalid_request(format!(
-        "JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"
-    ))
+    RpcError::invalid_request(format!("JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"))
 }
 
 /// HTTP `initialize` outside any session: negotiate and mint a session.
@@ -255,23 +198,14 @@ pub fn initialize(front: &Front, format: Format, id: &Value, params: &Value) -> 
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
-    let Ok(session) = front
-        .sessions
-        .open(negotiated, http.max_sessions, http.session_idle_timeout)
-    else {
-        let e = RpcError::internal(format!(
-            "mcpx has {} sessions open (http.maxSessions); try again later",
-            http.max_sessions
-        ));
+    let Ok(session) = front.sessions.open(negotiated, http.max_sessions, http.session_idle_timeout) else {
+        let e = RpcError::internal(format!("mcpx has {} sessions open (http.maxSessions); try again later", http.max_sessions));
         return reply::error(StatusCode::SERVICE_UNAVAILABLE, format, Some(id), &e);
     };
     tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
     let result = initialize_result(&front.gateway, revision);
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
-    response.headers_mut().insert(
-        SESSION_HEADER,
-        HeaderValue::from_str(&session.id).expect("hex is a valid header value"),
-    );
+    response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
     response
 }
 
@@ -285,22 +219,13 @@ pub async fn in_session(
     body: Value,
 ) -> Response {
     if let Some(v) = headers.get("mcp-protocol-version") {
-        let known = v
-            .to_str()
-            .ok()
-            .and_then(Revision::parse)
-            .is_some_and(|r| r.era() == Era::Legacy);
+        let known = v.to_str().ok().and_then(Revision::parse).is_some_and(|r| r.era() == Era::Legacy);
         if !known {
-            let e = RpcError::invalid_request(format!(
-                "unsupported MCP-Protocol-Version {v:?} for this session"
-            ));
+            let e = RpcError::invalid_request(format!("unsupported MCP-Protocol-Version {v:?} for this session"));
             return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
         }
     }
-    let transport = Transport {
-        session: Some(session.identity_name()),
-        ..base.clone()
-    };
+    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
     let negotiated = &session.negotiated;
     match body {
         Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {
@@ -309,19 +234,10 @@ pub async fn in_session(
                 None => reply::accepted(),
             }
         }
-        Value::Array(_) => reply::error(
-            StatusCode::BAD_REQUEST,
-            format,
-            None,
-            &batch_refused(negotiated.revision),
-        ),
+        Value::Array(_) => reply::error(StatusCode::BAD_REQUEST, format, None, &batch_refused(negotiated.revision)),
         // A request from a caller that takes an event stream: notifications about it go
         // there. A handshake-era disconnect is not a cancellation, so the work runs on.
-        single
-            if format.allows_stream()
-                && single.get("id").is_some()
-                && single.get("method").is_some() =>
-        {
+        single if format.allows_stream() && single.get("id").is_some() && single.get("method").is_some() => {
             let gateway = front.gateway.clone();
             let negotiated = negotiated.clone();
             reply::streamed(false, format, move |notify| async move {

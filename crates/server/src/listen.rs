@@ -51,12 +51,7 @@ pub enum Next {
 }
 
 /// The next thing to send on a listen, waiting as long as it takes.
-pub async fn next(
-    gateway: &Arc<Gateway>,
-    id: &Value,
-    watch: &mut Watch,
-    keep_alive: Option<Duration>,
-) -> Next {
+pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch, keep_alive: Option<Duration>) -> Next {
     let tick = async {
         match keep_alive {
             Some(every) => tokio::time::sleep(every).await,

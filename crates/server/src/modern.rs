@@ -63,19 +63,13 @@ pub fn admit(
         ))));
     }
     let Some(revision) = envelope.revision() else {
-        return Err(bad(RpcError::unsupported_version(
-            &envelope.version,
-            &supported_versions(),
-        )));
+        return Err(bad(RpcError::unsupported_version(&envelope.version, &supported_versions())));
     };
     mirrored().map_err(bad)?;
     if !METHODS.contains(&method) {
         return Err((StatusCode::NOT_FOUND, RpcError::method_not_found(method)));
     }
-    Ok(Admitted {
-        revision,
-        capabilities: envelope.capabilities,
-    })
+    Ok(Admitted { revision, capabilities: envelope.capabilities })
 }
 
 /// Answers an admitted request for the caller that `transport` describes.
@@ -102,20 +96,12 @@ pub async fn answer(
 }
 
 fn supported_versions() -> Vec<&'static str> {
-    Revision::of_era(Era::Modern)
-        .map(Revision::as_str)
-        .collect()
+    Revision::of_era(Era::Modern).map(Revision::as_str).collect()
 }
 
 /// A modern request over HTTP: no session; who is asking is what the request names plus
 /// what the transport knows (`transport`).
-pub async fn handle(
-    front: &Front,
-    transport: &Transport,
-    headers: &HeaderMap,
-    format: Format,
-    frame: Message,
-) -> Response {
+pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, format: Format, frame: Message) -> Response {
     let (id, method, params) = match frame {
         Message::Request { id, method, params } => (id.to_value(), method, params),
         // No client→server notification is defined over HTTP in this era; accept and drop.
@@ -129,9 +115,7 @@ pub async fn handle(
         let e = RpcError::header_mismatch("the MCP-Protocol-Version header is required");
         return reply::error(StatusCode::BAD_REQUEST, format, Some(&id), &e);
     };
-    let admitted = match admit(&method, &params, Some(header_version), || {
-        check_mirrored_headers(headers, &method, &params)
-    }) {
+    let admitted = match admit(&method, &params, Some(header_version), || check_mirrored_headers(headers, &method, &params)) {
         Ok(admitted) => admitted,
         Err((status, e)) => return reply::error(status, format, Some(&id), &e),
     };
@@ -150,57 +134,21 @@ pub async fn handle(
         let gateway = front.gateway.clone();
         let transport = transport.clone();
         return reply::streamed(true, format, move |notify| async move {
-            frame_of(
-                &id,
-                answer(
-                    &gateway,
-                    &transport,
-                    admitted,
-                    &method,
-                    params,
-                    Some(&notify),
-                    param_headers,
-                )
-                .await,
-            )
+            frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify), param_headers).await)
         })
         .await;
     }
-    let frame = frame_of(
-        &id,
-        answer(
-            &front.gateway,
-            transport,
-            admitted,
-            &method,
-            params,
-            None,
-            param_headers,
-        )
-        .await,
-    );
+    let frame = frame_of(&id, answer(&front.gateway, transport, admitted, &method, params, None, param_headers).await);
     reply::frame(reply::status_for(&frame), format, &frame)
 }
 
 /// `Mcp-Method` must name the body's method; `Mcp-Name` must carry the body's tool or
 /// prompt name, or resource URI, for the methods that have one.
-fn check_mirrored_headers(
-    headers: &HeaderMap,
-    method: &str,
-    params: &Value,
-) -> Result<(), RpcError> {
+fn check_mirrored_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), RpcError> {
     match header_text(headers, "mcp-method") {
         Some(m) if m == method => {}
-        Some(m) => {
-            return Err(RpcError::header_mismatch(format!(
-                "Mcp-Method {m:?} does not match method {method:?}"
-            )));
-        }
-        None => {
-            return Err(RpcError::header_mismatch(
-                "the Mcp-Method header is required",
-            ));
-        }
+        Some(m) => return Err(RpcError::header_mismatch(format!("Mcp-Method {m:?} does not match method {method:?}"))),
+        None => return Err(RpcError::header_mismatch("the Mcp-Method header is required")),
     }
     let named_field = match method {
         "tools/call" | "prompts/get" => "name",
@@ -208,11 +156,10 @@ fn check_mirrored_headers(
         _ => return Ok(()),
     };
     let body_name = params.get(named_field).and_then(Value::as_str);
-    let header_name = header_text(headers, "mcp-name").ok_or_else(|| {
-        RpcError::header_mismatch(format!("the Mcp-Name header is required for {method}"))
-    })?;
-    let decoded = header::decode(header_name)
-        .ok_or_else(|| RpcError::header_mismatch("Mcp-Name is not valid base64 of UTF-8"))?;
+    let header_name = header_text(headers, "mcp-name")
+        .ok_or_else(|| RpcError::header_mismatch(format!("the Mcp-Name header is required for {method}")))?;
+    let decoded =
+        header::decode(header_name).ok_or_else(|| RpcError::header_mismatch("Mcp-Name is not valid base64 of UTF-8"))?;
     if body_name != Some(decoded.as_str()) {
         return Err(RpcError::header_mismatch(format!(
             "Mcp-Name {decoded:?} does not match params.{named_field} {body_name:?}"

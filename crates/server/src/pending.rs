@@ -41,23 +41,13 @@ pub struct Question {
 
 impl Default for Pending {
     fn default() -> Self {
-        Pending {
-            questions: Mutex::new(HashMap::new()),
-            calls: Mutex::new(HashMap::new()),
-        }
+        Pending { questions: Mutex::new(HashMap::new()), calls: Mutex::new(HashMap::new()) }
     }
 }
 
 impl Pending {
     /// Keeps the questions of an `input_required` answer to `call`, for `session`.
-    pub fn store(
-        &self,
-        session: Option<&str>,
-        call: &Value,
-        asked: &Value,
-        lifetime: Duration,
-        max: usize,
-    ) -> Result<Question, RpcError> {
+    pub fn store(&self, session: Option<&str>, call: &Value, asked: &Value, lifetime: Duration, max: usize) -> Result<Question, RpcError> {
         let mut questions = self.questions.lock().expect("pending lock");
         questions.retain(|_, q| q.expires > Instant::now());
         if questions.len() >= max {
@@ -69,10 +59,7 @@ impl Pending {
             id: mcpx_gateway::context::new_call_id()[..12].to_owned(),
             session: session.map(str::to_owned),
             call: call.clone(),
-            input_requests: asked
-                .get("inputRequests")
-                .cloned()
-                .unwrap_or_else(|| json!({})),
+            input_requests: asked.get("inputRequests").cloned().unwrap_or_else(|| json!({})),
             request_state: asked.get("requestState").cloned().unwrap_or(Value::Null),
             expires: Instant::now() + lifetime,
         };
@@ -95,9 +82,7 @@ impl Pending {
     /// Takes question `id` of `session` out, to answer or abandon it.
     pub fn take(&self, id: &str, session: Option<&str>) -> Option<Question> {
         let mut questions = self.questions.lock().expect("pending lock");
-        let mine = questions
-            .get(id)
-            .is_some_and(|q| q.session.as_deref() == session && q.expires > Instant::now());
+        let mine = questions.get(id).is_some_and(|q| q.session.as_deref() == session && q.expires > Instant::now());
         if mine { questions.remove(id) } else { None }
     }
 }
@@ -119,28 +104,14 @@ impl Pending {
         }
         let id = mcpx_gateway::context::new_call_id()[..12].to_owned();
         let (tx, rx) = tokio::sync::watch::channel(None);
-        calls.insert(
-            id.clone(),
-            Begun {
-                session: session.map(str::to_owned),
-                outcome: rx,
-                expires: Instant::now() + lifetime,
-            },
-        );
+        calls.insert(id.clone(), Begun { session: session.map(str::to_owned), outcome: rx, expires: Instant::now() + lifetime });
         Ok((id, tx))
     }
 
     /// The outcome channel of background call `id` of `session`.
-    pub fn call(
-        &self,
-        id: &str,
-        session: Option<&str>,
-    ) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
+    pub fn call(&self, id: &str, session: Option<&str>) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
         let calls = self.calls.lock().expect("pending lock");
-        calls
-            .get(id)
-            .filter(|c| c.session.as_deref() == session && c.expires > Instant::now())
-            .map(|c| c.outcome.clone())
+        calls.get(id).filter(|c| c.session.as_deref() == session && c.expires > Instant::now()).map(|c| c.outcome.clone())
     }
 
     /// Forgets a background call whose outcome was delivered.
@@ -152,11 +123,7 @@ impl Pending {
 impl Question {
     /// How the question looks to the caller, with the command that answers it.
     pub fn view(&self) -> Value {
-        let session = self
-            .session
-            .as_deref()
-            .map(|s| format!(" --session {s}"))
-            .unwrap_or_default();
+        let session = self.session.as_deref().map(|s| format!(" --session {s}")).unwrap_or_default();
         json!({
             "id": self.id,
             "server": self.call["server"],

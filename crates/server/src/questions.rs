@@ -38,9 +38,7 @@ impl Questions {
     /// Hands the caller's response to the question it answers. False when it answers
     /// nothing mcpx asked (unknown or expired id).
     pub fn answer(&self, id: &RequestId, outcome: Answer) -> bool {
-        let RequestId::String(id) = id else {
-            return false;
-        };
+        let RequestId::String(id) = id else { return false };
         match self.open.lock().expect("questions lock").remove(id) {
             Some(waiting) => waiting.send(outcome).is_ok(),
             None => false,
@@ -53,19 +51,12 @@ impl Questions {
         let questions = self.clone();
         Arc::new(move |method: String, params: Value| {
             if !mcpx_gateway::caller_can_answer(&capabilities, &method) {
-                let e = RpcError::new(
-                    code::METHOD_NOT_FOUND,
-                    format!("the client cannot be asked for {method}"),
-                );
+                let e = RpcError::new(code::METHOD_NOT_FOUND, format!("the client cannot be asked for {method}"));
                 return Box::pin(std::future::ready(Err(e)));
             }
             let id = format!("mcpx-q-{}", questions.next.fetch_add(1, Ordering::Relaxed));
             let (tx, rx) = oneshot::channel();
-            questions
-                .open
-                .lock()
-                .expect("questions lock")
-                .insert(id.clone(), tx);
+            questions.open.lock().expect("questions lock").insert(id.clone(), tx);
             notify(request(&RequestId::String(id.clone()), &method, params));
             let questions = questions.clone();
             Box::pin(async move {
@@ -74,9 +65,7 @@ impl Questions {
                 match outcome {
                     Ok(Ok(answer)) => answer,
                     Ok(Err(_)) => Err(RpcError::internal("the caller went away before answering")),
-                    Err(_) => Err(RpcError::internal(format!(
-                        "the caller did not answer {method} within {expiry:?}"
-                    ))),
+                    Err(_) => Err(RpcError::internal(format!("the caller did not answer {method} within {expiry:?}"))),
                 }
             })
         })

@@ -20,21 +20,9 @@ pub enum Format {
 
 impl Format {
     pub fn from_headers(headers: &HeaderMap) -> Format {
-        let accept = headers
-            .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect::<Vec<_>>()
-            .join(",");
-        let offers = |kind: &str| {
-            accept
-                .split(',')
-                .any(|part| part.split(';').next().unwrap_or("").trim() == kind)
-        };
-        let json = offers("application/json")
-            || offers("application/*")
-            || offers("*/*")
-            || accept.is_empty();
+        let accept = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
+        let offers = |kind: &str| accept.split(',').any(|part| part.split(';').next().unwrap_or("").trim() == kind);
+        let json = offers("application/json") || offers("application/*") || offers("*/*") || accept.is_empty();
         match (json, offers("text/event-stream")) {
             (true, true) => Format::Either,
             (false, true) => Format::EventStream,
@@ -60,15 +48,7 @@ pub fn frame(status: StatusCode, format: Format, body: &Value) -> Response {
     // Bytes straight from the serializer: `to_string` goes through `fmt` for every piece.
     let json = serde_json::to_vec(body).expect("a JSON value always serializes");
     match format.single() {
-        Format::Json | Format::Either => (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            json,
-        )
-            .into_response(),
+        Format::Json | Format::Either => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response(),
         Format::EventStream => {
             let text = String::from_utf8(json).expect("serde_json writes UTF-8");
             (status, event_stream_headers(), event(&text)).into_response()
@@ -78,16 +58,10 @@ pub fn frame(status: StatusCode, format: Format, body: &Value) -> Response {
 
 fn event_stream_headers() -> [(header::HeaderName, HeaderValue); 3] {
     [
-        (
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        ),
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         // Proxies must pass events on as they come.
-        (
-            header::HeaderName::from_static("x-accel-buffering"),
-            HeaderValue::from_static("no"),
-        ),
+        (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
     ]
 }
 
@@ -115,48 +89,27 @@ where
     let notify: Notify = std::sync::Arc::new(move |frame| {
         let _ = tx.send(frame);
     });
-    let work = Work {
-        future: Some(Box::pin(work(notify))),
-        cancel_on_close,
-    };
-    let mut progress = Progress {
-        notes,
-        notes_open: true,
-        work,
-        last: None,
-    };
+    let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close };
+    let mut progress = Progress { notes, notes_open: true, work, last: None };
     // Until the first notification, the answer can still be a plain JSON reply.
     let first = match progress.next().await {
         Some(Item::Last(last)) => return frame_or_nothing(format, &last),
         Some(Item::Note(note)) => note,
-        None => {
-            return status(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the request ended without a response\n",
-            );
-        }
+        None => return status(StatusCode::INTERNAL_SERVER_ERROR, "the request ended without a response\n"),
     };
-    let events = futures::stream::unfold(
-        (Some(first), progress),
-        |(first, mut progress)| async move {
-            let text = match first {
-                Some(note) => event(&note.to_string()),
-                None => match progress.next().await? {
-                    Item::Note(note) => event(&note.to_string()),
-                    // A request cancelled by its caller ends its stream without an answer.
-                    Item::Last(last) if last.is_null() => return None,
-                    Item::Last(last) => event(&last.to_string()),
-                },
-            };
-            Some((Ok::<_, std::convert::Infallible>(text), (None, progress)))
-        },
-    );
-    (
-        StatusCode::OK,
-        event_stream_headers(),
-        axum::body::Body::from_stream(events),
-    )
-        .into_response()
+    let events = futures::stream::unfold((Some(first), progress), |(first, mut progress)| async move {
+        let text = match first {
+            Some(note) => event(&note.to_string()),
+            None => match progress.next().await? {
+                Item::Note(note) => event(&note.to_string()),
+                // A request cancelled by its caller ends its stream without an answer.
+                Item::Last(last) if last.is_null() => return None,
+                Item::Last(last) => event(&last.to_string()),
+            },
+        };
+        Some((Ok::<_, std::convert::Infallible>(text), (None, progress)))
+    });
+    (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
 }
 
 /// A response that is an open-ended event stream.
@@ -224,20 +177,13 @@ impl Drop for Work {
 }
 
 fn frame_or_nothing(format: Format, frame: &Value) -> Response {
-    if frame.is_null() {
-        accepted()
-    } else {
-        self::frame(status_for(frame), format.single(), frame)
-    }
+    if frame.is_null() { accepted() } else { self::frame(status_for(frame), format.single(), frame) }
 }
 
 /// The HTTP status of a response frame: the errors 2026-07-28 ties to 400 get it, every
 /// other answer (results, and errors the spec leaves open) is 200.
 pub fn status_for(frame: &Value) -> StatusCode {
-    let code = frame
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64);
+    let code = frame.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
     match code {
         Some(mcpx_protocol::code::HEADER_MISMATCH)
         | Some(mcpx_protocol::code::MISSING_REQUIRED_CLIENT_CAPABILITY)
@@ -258,13 +204,5 @@ pub fn accepted() -> Response {
 
 /// A bare status for situations the spec answers without JSON-RPC (405, 413).
 pub fn status(status: StatusCode, text: &'static str) -> Response {
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        )],
-        text,
-    )
-        .into_response()
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text).into_response()
 }

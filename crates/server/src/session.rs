@@ -31,21 +31,13 @@ pub struct Full;
 impl Sessions {
     /// Opens a session, unless `max` are open already (after ending those idle longer
     /// than `idle_timeout`).
-    pub fn open(
-        &self,
-        negotiated: Negotiated,
-        max: usize,
-        idle_timeout: Duration,
-    ) -> Result<Session, Full> {
+    pub fn open(&self, negotiated: Negotiated, max: usize, idle_timeout: Duration) -> Result<Session, Full> {
         let mut open = self.open.lock().expect("sessions lock");
         open.retain(|_, (_, used)| used.elapsed() < idle_timeout);
         if open.len() >= max {
             return Err(Full);
         }
-        let session = Session {
-            id: new_session_id(),
-            negotiated,
-        };
+        let session = Session { id: new_session_id(), negotiated };
         open.insert(session.id.clone(), (session.clone(), Instant::now()));
         Ok(session)
     }
@@ -63,11 +55,7 @@ impl Sessions {
     }
 
     pub fn end(&self, id: &str) -> bool {
-        self.open
-            .lock()
-            .expect("sessions lock")
-            .remove(id)
-            .is_some()
+        self.open.lock().expect("sessions lock").remove(id).is_some()
     }
 }
 

@@ -20,10 +20,7 @@ pub const SOCKET_FILE: &str = "mcpx.sock";
 pub enum Peer {
     Tcp(std::net::SocketAddr),
     /// A local process on the unix socket, from its credentials.
-    Local {
-        pid: Option<u32>,
-        uid: u32,
-    },
+    Local { pid: Option<u32>, uid: u32 },
 }
 
 impl Connected<IncomingStream<'_, TcpListener>> for Peer {
@@ -35,15 +32,9 @@ impl Connected<IncomingStream<'_, TcpListener>> for Peer {
 impl Connected<IncomingStream<'_, UnixListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
         match stream.io().peer_cred() {
-            Ok(cred) => Peer::Local {
-                pid: cred.pid().and_then(|p| u32::try_from(p).ok()),
-                uid: cred.uid(),
-            },
+            Ok(cred) => Peer::Local { pid: cred.pid().and_then(|p| u32::try_from(p).ok()), uid: cred.uid() },
             // Unknowable credentials get no identity beyond the socket's own trust.
-            Err(_) => Peer::Local {
-                pid: None,
-                uid: u32::MAX,
-            },
+            Err(_) => Peer::Local { pid: None, uid: u32::MAX },
         }
     }
 }

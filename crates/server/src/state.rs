@@ -13,22 +13,15 @@ pub const RECORD_FILE: &str = "daemon.json";
 /// `$MCPX_STATE_DIR`, else `$XDG_RUNTIME_DIR/mcpx`, else `$XDG_STATE_HOME/mcpx`, else
 /// `~/.local/state/mcpx`.
 pub fn state_dir() -> PathBuf {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("MCPX_STATE_DIR") {
         return dir;
     }
     if let Some(dir) = var("XDG_RUNTIME_DIR") {
         return dir.join("mcpx");
     }
-    let state_home = var("XDG_STATE_HOME").unwrap_or_else(|| {
-        var("HOME")
-            .unwrap_or_else(|| PathBuf::from("/tmp"))
-            .join(".local/state")
-    });
+    let state_home =
+        var("XDG_STATE_HOME").unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from("/tmp")).join(".local/state"));
     state_home.join("mcpx")
 }
 
@@ -40,18 +33,9 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
     if let Ok(meta) = std::fs::metadata(dir) {
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let refuse = |why: String| {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                why,
-            ))
-        };
+        let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
         if meta.uid() != uid {
-            return refuse(format!(
-                "{} belongs to uid {}, not to this user ({uid}); use a private state dir",
-                dir.display(),
-                meta.uid()
-            ));
+            return refuse(format!("{} belongs to uid {}, not to this user ({uid}); use a private state dir", dir.display(), meta.uid()));
         }
         if meta.mode() & 0o022 != 0 {
             return refuse(format!(
@@ -61,10 +45,7 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
             ));
         }
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
@@ -80,15 +61,9 @@ pub struct DaemonLock {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error("a daemon already runs for {dir}{}", running.as_ref().map(|r| format!(" (pid {}, {})", r["pid"], r["url"].as_str().unwrap_or("?"))).unwrap_or_default())]
-    Running {
-        dir: PathBuf,
-        running: Option<Value>,
-    },
+    Running { dir: PathBuf, running: Option<Value> },
     #[error("locking {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
 }
 
 impl DaemonLock {
@@ -100,18 +75,12 @@ impl DaemonLock {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|source| LockError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(|source| LockError::Io { path: path.clone(), source })?;
         // SAFETY: flock on a descriptor we own; no memory is shared with the kernel.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let source = std::io::Error::last_os_error();
             if source.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(LockError::Running {
-                    dir: dir.to_owned(),
-                    running: read_record(dir),
-                });
+                return Err(LockError::Running { dir: dir.to_owned(), running: read_record(dir) });
             }
             return Err(LockError::Io { path, source });
         }
@@ -133,10 +102,7 @@ pub struct Record {
 
 impl Record {
     fn to_json(&self) -> Value {
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         json!({
             "pid": std::process::id(),
             "url": self.url,
@@ -153,11 +119,7 @@ impl Record {
         let path = dir.join(RECORD_FILE);
         let tmp = dir.join(format!(".{RECORD_FILE}.{}", std::process::id()));
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(
-            serde_json::to_string_pretty(&self.to_json())
-                .expect("a JSON value serializes")
-                .as_bytes(),
-        )?;
+        file.write_all(serde_json::to_string_pretty(&self.to_json()).expect("a JSON value serializes").as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         Ok(path)
@@ -188,25 +150,14 @@ pub fn owner_tag(dir: &Path) -> String {
 pub fn reap_orphans(dir: &Path) -> usize {
     let prefix = format!("{OWNER_ENV}={}#", dir.display());
     let ours = owner_tag(dir);
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut found = 0;
     for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let owned = environ
-            .split(|b| *b == 0)
-            .filter_map(|v| std::str::from_utf8(v).ok())
-            .any(|v| v.starts_with(&prefix) && v != format!("{OWNER_ENV}={ours}"));
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        let owned = environ.split(|b| *b == 0).filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
+            v.starts_with(&prefix) && v != format!("{OWNER_ENV}={ours}")
+        });
         if owned {
             found += 1;
             // SAFETY: plain syscalls on pids we found; a vanished one yields ESRCH.
@@ -234,17 +185,10 @@ mod tests {
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = ensure_private_dir(&shared).unwrap_err();
         assert!(e.to_string().contains("writable by others"), "{e}");
-        assert_eq!(
-            std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777,
-            0o1777,
-            "left as it was"
-        );
+        assert_eq!(std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777, 0o1777, "left as it was");
         let private = base.join("private/mcpx");
         ensure_private_dir(&private).unwrap();
-        assert_eq!(
-            std::fs::metadata(&private).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
+        assert_eq!(std::fs::metadata(&private).unwrap().permissions().mode() & 0o777, 0o700);
         ensure_private_dir(&private).unwrap();
         std::fs::remove_dir_all(&base).unwrap();
     }

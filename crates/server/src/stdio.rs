@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Transport};
-use mcpx_gateway::{Line, Lines};
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Message, RequestId, RpcError, meta};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use mcpx_gateway::{Line, Lines};
 use tokio_util::codec::FramedRead;
 use tokio_util::task::TaskTracker;
 
@@ -61,19 +61,10 @@ where
             Ok(Line::Text(line)) => stream.frame(&line).await,
             // A bad line gets its error and the stream goes on: nothing accepted is lost.
             Ok(Line::TooLong) => {
-                let e = RpcError::invalid_request(format!(
-                    "message longer than limits.maxLineBytes ({max_line} bytes)"
-                ));
+                let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
                 stream.send(error_response(None, &e)).await;
             }
-            Ok(Line::NotUtf8) => {
-                stream
-                    .send(error_response(
-                        None,
-                        &RpcError::parse_error("the line is not UTF-8"),
-                    ))
-                    .await
-            }
+            Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
             Err(e) => {
                 tracing::debug!("stdio stream ended: {e}");
                 break;
@@ -81,10 +72,7 @@ where
         }
     }
     stream.tasks.close();
-    if tokio::time::timeout(EOF_GRACE, stream.tasks.wait())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(EOF_GRACE, stream.tasks.wait()).await.is_err() {
         for (_, task) in stream.in_flight.lock().expect("in-flight lock").drain() {
             task.abort();
         }
@@ -129,10 +117,7 @@ impl Stream {
             return self.batch(frames).await;
         }
         match Message::classify(frame) {
-            Err(invalid) => {
-                self.send(error_response(invalid.id.as_ref(), &invalid.error))
-                    .await
-            }
+            Err(invalid) => self.send(error_response(invalid.id.as_ref(), &invalid.error)).await,
             Ok(Message::Request { id, method, params }) => self.request(id, method, params).await,
             Ok(Message::Notification { method, params }) => self.notification(&method, &params),
             // The answer to a question an upstream asked this client.
@@ -146,14 +131,8 @@ impl Stream {
 
     async fn request(&mut self, id: RequestId, method: String, params: Value) {
         let id_value = id.to_value();
-        if self
-            .in_flight
-            .lock()
-            .expect("in-flight lock")
-            .contains_key(&id)
-        {
-            let e =
-                RpcError::invalid_request(format!("request id {id_value} is already in flight"));
+        if self.in_flight.lock().expect("in-flight lock").contains_key(&id) {
+            let e = RpcError::invalid_request(format!("request id {id_value} is already in flight"));
             return self.send(error_response(Some(&id_value), &e)).await;
         }
         if meta::has_modern_marker(&params) {
@@ -164,20 +143,9 @@ impl Stream {
             if method == "subscriptions/listen" {
                 return self.listen(id, admitted, params).await;
             }
-            let (gateway, transport, notify) =
-                (self.gateway.clone(), self.transport.clone(), self.notify());
+            let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
             return self.spawn(id, async move {
-                match modern::answer(
-                    &gateway,
-                    &transport,
-                    admitted,
-                    &method,
-                    params,
-                    Some(&notify),
-                    None,
-                )
-                .await
-                {
+                match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify), None).await {
                     Ok(result) => result_response(&id_value, result),
                     Err(e) => error_response(Some(&id_value), &e),
                 }
@@ -195,8 +163,7 @@ impl Stream {
             );
             return self.send(error_response(Some(&id_value), &e)).await;
         };
-        let (gateway, transport, notify) =
-            (self.gateway.clone(), self.transport.clone(), self.notify());
+        let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
         let frame = mcpx_protocol::message::request(&id, &method, params);
         self.spawn(id, async move {
             match legacy::answer(&gateway, &negotiated, &transport, frame, Some(&notify)).await {
@@ -209,27 +176,15 @@ impl Stream {
     async fn batch(&mut self, frames: Vec<Value>) {
         let negotiated = match &self.negotiated {
             Some(n) if n.revision.allows_batches() && !frames.is_empty() => n.clone(),
-            Some(n) => {
-                return self
-                    .send(error_response(None, &legacy::batch_refused(n.revision)))
-                    .await;
-            }
+            Some(n) => return self.send(error_response(None, &legacy::batch_refused(n.revision))).await,
             None => {
-                let e = RpcError::invalid_request(
-                    "JSON-RPC batches are accepted only after a 2025-03-26 initialize",
-                );
+                let e = RpcError::invalid_request("JSON-RPC batches are accepted only after a 2025-03-26 initialize");
                 return self.send(error_response(None, &e)).await;
             }
         };
-        let (gateway, transport, outbox) = (
-            self.gateway.clone(),
-            self.transport.clone(),
-            self.outbox.clone(),
-        );
+        let (gateway, transport, outbox) = (self.gateway.clone(), self.transport.clone(), self.outbox.clone());
         self.tasks.spawn(async move {
-            if let Some(replies) =
-                legacy::answer_batch(&gateway, &negotiated, &transport, frames).await
-            {
+            if let Some(replies) = legacy::answer_batch(&gateway, &negotiated, &transport, frames).await {
                 let _ = outbox.send(replies).await;
             }
         });
@@ -240,8 +195,7 @@ impl Stream {
     async fn listen(&mut self, id: RequestId, admitted: modern::Admitted, params: Value) {
         let id_value = id.to_value();
         let identity = self.gateway.identity(&params, &self.transport);
-        let ctx =
-            mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
+        let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
         let mut watch = match self.gateway.watch(&ctx, &params).await {
             Ok(watch) => watch,
             Err(e) => return self.send(error_response(Some(&id_value), &e)).await,
@@ -268,9 +222,7 @@ impl Stream {
         if method != "notifications/cancelled" {
             return;
         }
-        let Some(id) = params.get("requestId").and_then(RequestId::from_value) else {
-            return;
-        };
+        let Some(id) = params.get("requestId").and_then(RequestId::from_value) else { return };
         if let Some(task) = self.in_flight.lock().expect("in-flight lock").remove(&id) {
             // Dropping the request's future cancels its upstream request too.
             task.abort();

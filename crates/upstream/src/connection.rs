@@ -57,12 +57,7 @@ impl Upstream {
                 (Link::Http(conn), facts, s.timeouts, s.server.clone())
             }
         };
-        Ok(Upstream {
-            link,
-            facts: Arc::new(facts),
-            request_timeout: timeouts.request,
-            server,
-        })
+        Ok(Upstream { link, facts: Arc::new(facts), request_timeout: timeouts.request, server })
     }
 
     pub fn facts(&self) -> &ServerFacts {
@@ -97,14 +92,8 @@ impl Upstream {
     /// Sends a request on a caller's behalf, in the era this upstream speaks.
     /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
     /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Value,
-        client_capabilities: &Value,
-    ) -> Result<Value, UpstreamError> {
-        self.request_reporting(method, params, client_capabilities, None)
-            .await
+    pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Result<Value, UpstreamError> {
+        self.request_reporting(method, params, client_capabilities, None).await
     }
 
     /// As [`Upstream::request`], relaying what the upstream says about this request while
@@ -120,14 +109,8 @@ impl Upstream {
         match self.facts.era {
             Era::Modern => {
                 let m = meta::of_mut(&mut params);
-                m.insert(
-                    meta::PROTOCOL_VERSION.into(),
-                    self.facts.revision.as_str().into(),
-                );
-                m.insert(
-                    meta::CLIENT_CAPABILITIES.into(),
-                    client_capabilities.clone(),
-                );
+                m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
+                m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
                 m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
                 // A stateless server logs only for requests that ask.
                 if let Some(level) = listener.as_ref().and_then(|l| l.log_level.clone()) {
@@ -146,18 +129,9 @@ impl Upstream {
         match &self.link {
             Link::Stdio(pipe) => pipe.call(method, params, listener).await,
             // Boxed: reqwest's futures would make every call's future (stdio ones too) KiBs larger.
-            Link::Http(conn) => match Box::pin(tokio::time::timeout(
-                self.request_timeout,
-                conn.call(method, params, listener),
-            ))
-            .await
-            {
+            Link::Http(conn) => match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, listener))).await {
                 Ok(answer) => answer,
-                Err(_) => Err(UpstreamError::Timeout {
-                    server: self.server.clone(),
-                    method: method.into(),
-                    after: self.request_timeout,
-                }),
+                Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: self.request_timeout }),
             },
         }
     }
@@ -197,35 +171,22 @@ impl Upstream {
     /// as `notifications/resources/updated`, for as long as the returned watch lives.
     /// `Ok(None)` when the server does not offer subscriptions. A handshake-era subscription stays for the instance's life: another watcher on the
     /// same instance may share it, and unwanted updates are only filtered out.
-    pub async fn watch_resources(
-        &self,
-        uris: &[String],
-    ) -> Result<Option<ResourceWatch>, UpstreamError> {
-        if uris.is_empty() || self.facts.capabilities["resources"]["subscribe"] != Value::Bool(true)
-        {
+    pub async fn watch_resources(&self, uris: &[String]) -> Result<Option<ResourceWatch>, UpstreamError> {
+        if uris.is_empty() || self.facts.capabilities["resources"]["subscribe"] != Value::Bool(true) {
             return Ok(None);
         }
         match (&self.link, self.facts.era) {
             (Link::Stdio(pipe), Era::Modern) => {
-                let listen = pipe
-                    .listen_to_resources(handshake::modern_envelope(), uris)
-                    .await?;
+                let listen = pipe.listen_to_resources(handshake::modern_envelope(), uris).await?;
                 Ok(Some(ResourceWatch(Held::Stdio(listen))))
             }
             (Link::Http(conn), Era::Modern) => {
-                let listening = conn
-                    .listen(serde_json::json!({ "resourceSubscriptions": uris }))
-                    .await;
+                let listening = conn.listen(serde_json::json!({ "resourceSubscriptions": uris })).await;
                 Ok(Some(ResourceWatch(Held::Http(listening))))
             }
             (_, Era::Legacy) => {
                 for uri in uris {
-                    self.request(
-                        "resources/subscribe",
-                        serde_json::json!({ "uri": uri }),
-                        &Value::Null,
-                    )
-                    .await?;
+                    self.request("resources/subscribe", serde_json::json!({ "uri": uri }), &Value::Null).await?;
                 }
                 Ok(Some(ResourceWatch(Held::Subscribed)))
             }

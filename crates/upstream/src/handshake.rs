@@ -18,18 +18,11 @@ pub(crate) fn client_info() -> Value {
     json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") })
 }
 
-pub(crate) async fn connect(
-    inner: &Arc<Inner>,
-    era_hint: Option<Era>,
-) -> Result<ServerFacts, UpstreamError> {
+pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result<ServerFacts, UpstreamError> {
     if era_hint == Some(Era::Legacy) {
         return initialize(inner).await;
     }
-    let probe_timeout = if era_hint == Some(Era::Modern) {
-        inner.timeouts.handshake
-    } else {
-        inner.timeouts.probe
-    };
+    let probe_timeout = if era_hint == Some(Era::Modern) { inner.timeouts.handshake } else { inner.timeouts.probe };
     let envelope = json!({ "_meta": modern_envelope() });
     let mut discover = inner.start("server/discover", envelope, None).await?;
     let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
@@ -50,34 +43,22 @@ pub(crate) async fn connect(
                         });
                     }
                     let envelope = json!({ "_meta": modern_envelope() });
-                    let again = inner
-                        .request_within("server/discover", envelope, inner.timeouts.handshake)
-                        .await?;
+                    let again = inner.request_within("server/discover", envelope, inner.timeouts.handshake).await?;
                     modern_facts(&again).ok_or_else(|| UpstreamError::Handshake {
                         server: inner.server.clone(),
                         reason: "server/discover answered without a revision mcpx speaks".into(),
                     })
                 }
                 Err(UpstreamError::Rpc(e)) => {
-                    tracing::debug!(
-                        server = inner.server,
-                        code = e.code,
-                        "discover refused; trying initialize"
-                    );
+                    tracing::debug!(server = inner.server, code = e.code, "discover refused; trying initialize");
                     initialize(inner).await
                 }
                 Err(e) => Err(e),
             }
         }
-        Ok(Err(_)) => Err(UpstreamError::Exited {
-            server: inner.server.clone(),
-            status: None,
-        }),
+        Ok(Err(_)) => Err(UpstreamError::Exited { server: inner.server.clone(), status: None }),
         Err(_) => {
-            tracing::debug!(
-                server = inner.server,
-                "no answer to server/discover within {probe_timeout:?}; trying initialize"
-            );
+            tracing::debug!(server = inner.server, "no answer to server/discover within {probe_timeout:?}; trying initialize");
             let init = initialize(inner);
             tokio::pin!(init);
             tokio::select! {
@@ -136,71 +117,39 @@ pub(crate) fn modern_facts(result: &Value) -> Option<ServerFacts> {
     Some(ServerFacts {
         era: Era::Modern,
         revision,
-        capabilities: result
-            .get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({})),
-        server_info: result
-            .get("_meta")
-            .and_then(|m| m.get(meta::SERVER_INFO))
-            .cloned(),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+        server_info: result.get("_meta").and_then(|m| m.get(meta::SERVER_INFO)).cloned(),
+        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
     })
 }
 
 async fn initialize(inner: &Arc<Inner>) -> Result<ServerFacts, UpstreamError> {
-    let failed = |reason: String| UpstreamError::Handshake {
-        server: inner.server.clone(),
-        reason,
-    };
-    let result = match inner
-        .request_within("initialize", initialize_params(), inner.timeouts.handshake)
-        .await
-    {
+    let failed = |reason: String| UpstreamError::Handshake { server: inner.server.clone(), reason };
+    let result = match inner.request_within("initialize", initialize_params(), inner.timeouts.handshake).await {
         Ok(result) => result,
         Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
-            return Err(failed(format!(
-                "the server speaks none of mcpx's revisions: {e}"
-            )));
+            return Err(failed(format!("the server speaks none of mcpx's revisions: {e}")));
         }
         Err(UpstreamError::Rpc(e)) => return Err(failed(format!("initialize was refused: {e}"))),
         Err(e) => return Err(e),
     };
     let facts = legacy_facts(&inner.server, &result)?;
-    inner
-        .notify("notifications/initialized", Value::Null)
-        .await?;
+    inner.notify("notifications/initialized", Value::Null).await?;
     Ok(facts)
 }
 
 /// Reads an `InitializeResult`, refusing a revision mcpx does not speak.
 pub(crate) fn legacy_facts(server: &str, result: &Value) -> Result<ServerFacts, UpstreamError> {
-    let version = result
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let revision = Revision::parse(version)
-        .filter(|r| r.era() == Era::Legacy)
-        .ok_or_else(|| UpstreamError::Handshake {
-            server: server.to_owned(),
-            reason: format!(
-                "initialize answered with protocolVersion {version:?}, which mcpx does not speak"
-            ),
-        })?;
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    let revision = Revision::parse(version).filter(|r| r.era() == Era::Legacy).ok_or_else(|| UpstreamError::Handshake {
+        server: server.to_owned(),
+        reason: format!("initialize answered with protocolVersion {version:?}, which mcpx does not speak"),
+    })?;
     Ok(ServerFacts {
         era: Era::Legacy,
         revision,
-        capabilities: result
-            .get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({})),
+        capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
         server_info: result.get("serverInfo").cloned(),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
     })
 }

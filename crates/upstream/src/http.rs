@@ -93,26 +93,15 @@ fn client() -> &'static reqwest::Client {
 }
 
 impl HttpConn {
-    pub(crate) async fn connect(
-        spec: &HttpSpec,
-        era_hint: Option<Era>,
-    ) -> Result<(Arc<HttpConn>, ServerFacts), UpstreamError> {
+    pub(crate) async fn connect(spec: &HttpSpec, era_hint: Option<Era>) -> Result<(Arc<HttpConn>, ServerFacts), UpstreamError> {
         let mut headers = HeaderMap::new();
         for (name, value) in &spec.headers {
-            let bad = |what: &str| UpstreamError::Handshake {
-                server: spec.server.clone(),
-                reason: format!("header {name:?}: invalid {what}"),
-            };
+            let bad = |what: &str| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("header {name:?}: invalid {what}") };
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
-            headers.insert(
-                name,
-                HeaderValue::from_str(value).map_err(|_| bad("value"))?,
-            );
+            headers.insert(name, HeaderValue::from_str(value).map_err(|_| bad("value"))?);
         }
-        let endpoint = reqwest::Url::parse(&spec.url).map_err(|e| UpstreamError::Handshake {
-            server: spec.server.clone(),
-            reason: format!("url {:?}: {e}", spec.url),
-        })?;
+        let endpoint = reqwest::Url::parse(&spec.url)
+            .map_err(|e| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("url {:?}: {e}", spec.url) })?;
         let mut conn = HttpConn {
             server: spec.server.clone(),
             url: spec.url.clone(),
@@ -131,45 +120,25 @@ impl HttpConn {
             acks: Default::default(),
         };
         if era_hint != Some(Era::Legacy) {
-            let within = if era_hint == Some(Era::Modern) {
-                spec.timeouts.handshake
-            } else {
-                spec.timeouts.probe
-            };
+            let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
             // A -32022 naming a revision mcpx speaks earns one more probe, never a fallback.
             for _ in 0..2 {
                 let params = json!({ "_meta": handshake::modern_envelope() });
-                let probe =
-                    tokio::time::timeout(within, conn.post_once("server/discover", params, None))
-                        .await;
+                let probe = tokio::time::timeout(within, conn.post_once("server/discover", params, None)).await;
                 match probe {
                     Ok(Ok(Outcome::Answer(Ok(result)))) => match handshake::modern_facts(&result) {
                         Some(facts) => return Ok((Arc::new(conn), facts)),
                         None => break,
                     },
-                    Ok(Ok(Outcome::Answer(Err(e))))
-                        if e.code == code::UNSUPPORTED_PROTOCOL_VERSION =>
-                    {
+                    Ok(Ok(Outcome::Answer(Err(e)))) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
                         if handshake::supported_modern(&e).is_none() {
-                            let reason =
-                                format!("the server speaks none of mcpx's 2026 revisions: {e}");
-                            return Err(UpstreamError::Handshake {
-                                server: conn.server.clone(),
-                                reason,
-                            });
+                            let reason = format!("the server speaks none of mcpx's 2026 revisions: {e}");
+                            return Err(UpstreamError::Handshake { server: conn.server.clone(), reason });
                         }
                     }
                     // A 2026 error about our request still says the server is stateless.
-                    Ok(Ok(Outcome::Answer(Err(e))))
-                        if matches!(
-                            e.code,
-                            code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY
-                        ) =>
-                    {
-                        return Err(UpstreamError::Handshake {
-                            server: conn.server.clone(),
-                            reason: format!("server/discover was refused: {e}"),
-                        });
+                    Ok(Ok(Outcome::Answer(Err(e)))) if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) => {
+                        return Err(UpstreamError::Handshake { server: conn.server.clone(), reason: format!("server/discover was refused: {e}") });
                     }
                     Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
                     _ => break,
@@ -187,93 +156,46 @@ impl HttpConn {
     /// Opens a handshake-era session: `initialize`, then `notifications/initialized`.
     async fn initialize(&self) -> Result<ServerFacts, UpstreamError> {
         *self.session.lock().await = None;
-        let outcome = self
-            .post_once("initialize", handshake::initialize_params(), None)
-            .await?;
+        let outcome = self.post_once("initialize", handshake::initialize_params(), None).await?;
         let result = match outcome {
             Outcome::Answer(Ok(result)) => result,
             Outcome::Answer(Err(e)) => {
-                return Err(UpstreamError::Handshake {
-                    server: self.server.clone(),
-                    reason: format!("initialize was refused: {e}"),
-                });
+                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: format!("initialize was refused: {e}") });
             }
             Outcome::SessionGone => {
-                return Err(UpstreamError::Handshake {
-                    server: self.server.clone(),
-                    reason: "initialize answered 404".into(),
-                });
+                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: "initialize answered 404".into() });
             }
         };
         let facts = handshake::legacy_facts(&self.server, &result)?;
         let note = message::notification("notifications/initialized", Value::Null);
-        self.send(
-            body_of(&note),
-            "notifications/initialized",
-            None,
-            Some(facts.revision),
-        )
-        .await?;
+        self.send(body_of(&note), "notifications/initialized", None, Some(facts.revision)).await?;
         Ok(facts)
     }
 
     /// Sends a request on a caller's behalf and reads its answer, starting a new session
     /// once if the server forgot ours.
-    pub(crate) async fn call(
-        &self,
-        method: &str,
-        params: Value,
-        listener: Option<Listener>,
-    ) -> Result<Value, UpstreamError> {
+    pub(crate) async fn call(&self, method: &str, params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.call_as(id, method, params, listener).await
     }
 
-    async fn call_as(
-        &self,
-        id: i64,
-        method: &str,
-        mut params: Value,
-        listener: Option<Listener>,
-    ) -> Result<Value, UpstreamError> {
+    async fn call_as(&self, id: i64, method: &str, mut params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
         if let Some(Value::Object(m)) = params.get_mut("_meta") {
             m.remove(meta::PROGRESS_TOKEN);
         }
-        if listener
-            .as_ref()
-            .is_some_and(|l| l.progress_token.is_some())
-        {
-            meta::of_mut(&mut params)
-                .insert(meta::PROGRESS_TOKEN.into(), format!("mcpx-{id}").into());
+        if listener.as_ref().is_some_and(|l| l.progress_token.is_some()) {
+            meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), format!("mcpx-{id}").into());
         }
-        if method == "tools/call"
-            && self.era == Era::Modern
-            && self.param_headers.lock().expect("headers lock").is_none()
-        {
+        if method == "tools/call" && self.era == Era::Modern && self.param_headers.lock().expect("headers lock").is_none() {
             // The headers a call needs come from the tool's listing: list once first.
-            let _ = self
-                .post_once(
-                    "tools/list",
-                    json!({ "_meta": handshake::modern_envelope() }),
-                    None,
-                )
-                .await;
+            let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
         }
-        let _asking = listener
-            .as_ref()
-            .and_then(|l| l.ask.clone())
-            .map(|ask| AskerGuard::register(self, id, ask));
+        let _asking = listener.as_ref().and_then(|l| l.ask.clone()).map(|ask| AskerGuard::register(self, id, ask));
         for attempt in 0..2 {
-            match self
-                .exchange(id, method, &params, listener.as_ref())
-                .await?
-            {
+            match self.exchange(id, method, &params, listener.as_ref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
                 Outcome::SessionGone if attempt == 0 && self.era == Era::Legacy => {
-                    tracing::info!(
-                        server = self.server,
-                        "the server ended our session; starting a new one"
-                    );
+                    tracing::info!(server = self.server, "the server ended our session; starting a new one");
                     self.initialize().await?;
                 }
                 Outcome::SessionGone => break,
@@ -321,42 +243,23 @@ impl HttpConn {
     /// Ends a handshake-era session politely.
     pub(crate) async fn shutdown(&self) {
         self.listening.lock().await.take();
-        let Some(session) = self.session.lock().await.take() else {
-            return;
-        };
-        let request = self
-            .client
-            .delete(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header("mcp-session-id", session);
+        let Some(session) = self.session.lock().await.take() else { return };
+        let request = self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
     }
 
-    async fn post_once(
-        &self,
-        method: &str,
-        params: Value,
-        listener: Option<&Listener>,
-    ) -> Result<Outcome, UpstreamError> {
+    async fn post_once(&self, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.exchange(id, method, &params, listener).await
     }
 
-    async fn exchange(
-        &self,
-        id: i64,
-        method: &str,
-        params: &Value,
-        listener: Option<&Listener>,
-    ) -> Result<Outcome, UpstreamError> {
+    async fn exchange(&self, id: i64, method: &str, params: &Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
         let body = message::request_bytes(&RequestId::Number(id), method, params);
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(body, method, Some(params), revision).await?;
         let outcome = self.read_reply(id, method, response, listener).await?;
         match outcome {
-            Outcome::Answer(Ok(mut result))
-                if method == "tools/list" && self.era == Era::Modern =>
-            {
+            Outcome::Answer(Ok(mut result)) if method == "tools/list" && self.era == Era::Modern => {
                 self.learn_param_headers(&mut result);
                 Ok(Outcome::Answer(Ok(result)))
             }
@@ -367,9 +270,7 @@ impl HttpConn {
     /// Drops listed tools whose `x-mcp-header` annotations break the rules, as a client
     /// must, and remembers which arguments the others mirror into headers.
     fn learn_param_headers(&self, result: &mut Value) {
-        let Some(Value::Array(tools)) = result.get_mut("tools") else {
-            return;
-        };
+        let Some(Value::Array(tools)) = result.get_mut("tools") else { return };
         let mut known = self.param_headers.lock().expect("headers lock");
         let map = known.get_or_insert_with(HashMap::new);
         tools.retain(|tool| {
@@ -380,11 +281,7 @@ impl HttpConn {
                     true
                 }
                 Err(reason) => {
-                    tracing::warn!(
-                        server = self.server,
-                        tool = name,
-                        "left out of the tool list: {reason}"
-                    );
+                    tracing::warn!(server = self.server, tool = name, "left out of the tool list: {reason}");
                     false
                 }
             }
@@ -403,11 +300,7 @@ impl HttpConn {
             return Ok(Outcome::SessionGone);
         }
         if method == "initialize" {
-            let minted = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            let minted = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
             *self.session.lock().await = minted;
         }
         let is_stream = response
@@ -418,45 +311,27 @@ impl HttpConn {
         if is_stream && status.is_success() {
             return self.read_stream(id, response, listener).await;
         }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.broken(format!("reading the reply: {e}")))?;
-        match serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .map(Message::classify)
-        {
+        let bytes = response.bytes().await.map_err(|e| self.broken(format!("reading the reply: {e}")))?;
+        match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
             Some(Ok(Message::Response { outcome, .. })) => Ok(Outcome::Answer(outcome)),
             _ => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
         }
     }
 
-    async fn send(
-        &self,
-        body: Vec<u8>,
-        method: &str,
-        params: Option<&Value>,
-        legacy: Option<Revision>,
-    ) -> Result<reqwest::Response, UpstreamError> {
+    async fn send(&self, body: Vec<u8>, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
         // Names and fixed values as constants: each one given as text is parsed and checked.
         let mut request = self
             .client
             .post(self.endpoint.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(
-                ACCEPT,
-                HeaderValue::from_static("application/json, text/event-stream"),
-            );
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         if !self.headers.is_empty() {
             request = request.headers(self.headers.clone());
         }
         match legacy {
             Some(revision) => {
                 if method != "initialize" {
-                    request = request.header(
-                        PROTOCOL_VERSION,
-                        HeaderValue::from_static(revision.as_str()),
-                    );
+                    request = request.header(PROTOCOL_VERSION, HeaderValue::from_static(revision.as_str()));
                 }
                 if let Some(session) = self.session.lock().await.clone() {
                     request = request.header("mcp-session-id", session);
@@ -464,10 +339,7 @@ impl HttpConn {
             }
             None => {
                 request = request
-                    .header(
-                        PROTOCOL_VERSION,
-                        HeaderValue::from_static(Revision::LATEST_MODERN.as_str()),
-                    )
+                    .header(PROTOCOL_VERSION, HeaderValue::from_static(Revision::LATEST_MODERN.as_str()))
                     .header(METHOD, method);
                 let named = match method {
                     "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
@@ -477,81 +349,46 @@ impl HttpConn {
                 if let Some(name) = named.and_then(Value::as_str) {
                     request = request.header("mcp-name", header::encode(name));
                     if method == "tools/call" {
-                        let arguments = params
-                            .and_then(|p| p.get("arguments"))
-                            .unwrap_or(&Value::Null);
+                        let arguments = params.and_then(|p| p.get("arguments")).unwrap_or(&Value::Null);
                         let known = self.param_headers.lock().expect("headers lock");
-                        for mirrored in known
-                            .as_ref()
-                            .and_then(|m| m.get(name))
-                            .into_iter()
-                            .flatten()
-                        {
+                        for mirrored in known.as_ref().and_then(|m| m.get(name)).into_iter().flatten() {
                             if let Some(value) = param_headers::value(arguments, &mirrored.path) {
-                                request =
-                                    request.header(format!("mcp-param-{}", mirrored.name), value);
+                                request = request.header(format!("mcp-param-{}", mirrored.name), value);
                             }
                         }
                     }
                 }
             }
         }
-        request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::Unreachable {
-                server: self.server.clone(),
-                url: self.url.clone(),
-                reason: e.to_string(),
-            })
+        request.body(body).send().await.map_err(|e| UpstreamError::Unreachable {
+            server: self.server.clone(),
+            url: self.url.clone(),
+            reason: e.to_string(),
+        })
     }
 
     /// Reads an event stream up to the answer to request `id`, passing notifications on.
     /// A handshake-era stream that ends early after naming its events is resumed, as the
     /// 2025-11-25 transport allows: after the `retry` delay, a GET with `Last-Event-ID`.
-    async fn read_stream(
-        &self,
-        id: i64,
-        response: reqwest::Response,
-        listener: Option<&Listener>,
-    ) -> Result<Outcome, UpstreamError> {
+    async fn read_stream(&self, id: i64, response: reqwest::Response, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
         let mut response = response;
-        let mut resume = Resume {
-            last_event: None,
-            retry: DEFAULT_RETRY,
-        };
+        let mut resume = Resume { last_event: None, retry: DEFAULT_RETRY };
         for _ in 0..=MAX_RESUMES {
-            if let Some(answer) = self
-                .read_events(id, response, listener, &mut resume)
-                .await?
-            {
+            if let Some(answer) = self.read_events(id, response, listener, &mut resume).await? {
                 return Ok(Outcome::Answer(answer));
             }
-            let Some(last_event) = resume
-                .last_event
-                .clone()
-                .filter(|_| self.era == Era::Legacy)
-            else {
+            let Some(last_event) = resume.last_event.clone().filter(|_| self.era == Era::Legacy) else {
                 break;
             };
             tokio::time::sleep(resume.retry).await;
             let session = self.session.lock().await.clone();
-            response = self
-                .stream_request(session)
-                .header("last-event-id", last_event)
-                .send()
-                .await
-                .map_err(|e| UpstreamError::Unreachable {
-                    server: self.server.clone(),
-                    url: self.url.clone(),
-                    reason: e.to_string(),
-                })?;
+            response = self.stream_request(session).header("last-event-id", last_event).send().await.map_err(|e| UpstreamError::Unreachable {
+                server: self.server.clone(),
+                url: self.url.clone(),
+                reason: e.to_string(),
+            })?;
             if !response.status().is_success() {
-                return Err(self.broken(format!(
-                    "resuming the event stream answered HTTP {}",
-                    response.status()
-                )));
+                return Err(self.broken(format!("resuming the event stream answered HTTP {}", response.status())));
             }
         }
         Err(self.broken("the event stream ended before the answer"))
@@ -585,27 +422,13 @@ impl HttpConn {
     }
 
     /// One event: the answer to request `id`, or something to pass on or refuse.
-    async fn event(
-        &self,
-        id: i64,
-        data: &str,
-        listener: Option<&Listener>,
-    ) -> Option<Result<Value, RpcError>> {
-        let frame = Message::parse(data.as_bytes())
-            .and_then(Message::classify)
-            .ok()?;
+    async fn event(&self, id: i64, data: &str, listener: Option<&Listener>) -> Option<Result<Value, RpcError>> {
+        let frame = Message::parse(data.as_bytes()).and_then(Message::classify).ok()?;
         match frame {
-            Message::Response {
-                id: RequestId::Number(n),
-                outcome,
-            } if n == id => Some(outcome),
-            Message::Notification { method, params }
-                if method == "notifications/subscriptions/acknowledged" =>
-            {
+            Message::Response { id: RequestId::Number(n), outcome } if n == id => Some(outcome),
+            Message::Notification { method, params } if method == "notifications/subscriptions/acknowledged" => {
                 let listen = params["_meta"][meta::SUBSCRIPTION_ID].as_i64();
-                if let Some(acked) =
-                    listen.and_then(|id| self.acks.lock().expect("acks lock").remove(&id))
-                {
+                if let Some(acked) = listen.and_then(|id| self.acks.lock().expect("acks lock").remove(&id)) {
                     let _ = acked.send(());
                 }
                 None
@@ -622,14 +445,7 @@ impl HttpConn {
                         params[meta::PROGRESS_TOKEN] = listener.progress_token.clone()?;
                         (listener.notify)(message::notification(&method, params));
                     }
-                    "notifications/message"
-                        if listener.wants_log(
-                            params
-                                .get("level")
-                                .and_then(Value::as_str)
-                                .unwrap_or("info"),
-                        ) =>
-                    {
+                    "notifications/message" if listener.wants_log(params.get("level").and_then(Value::as_str).unwrap_or("info")) => {
                         (listener.notify)(message::notification(&method, params));
                     }
                     _ => {}
@@ -671,11 +487,7 @@ impl HttpConn {
     }
 
     fn broken(&self, detail: impl Into<String>) -> UpstreamError {
-        UpstreamError::Protocol {
-            server: self.server.clone(),
-            url: self.url.clone(),
-            detail: detail.into(),
-        }
+        UpstreamError::Protocol { server: self.server.clone(), url: self.url.clone(), detail: detail.into() }
     }
 }
 
@@ -694,11 +506,7 @@ impl<'a> AskerGuard<'a> {
 
 impl Drop for AskerGuard<'_> {
     fn drop(&mut self) {
-        self.conn
-            .askers
-            .lock()
-            .expect("askers lock")
-            .remove(&self.id);
+        self.conn.askers.lock().expect("askers lock").remove(&self.id);
     }
 }
 
@@ -711,9 +519,7 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
     let mut backoff = std::time::Duration::from_millis(250);
     loop {
         let Some(live) = conn.upgrade() else { return };
-        let Some(session) = live.session.lock().await.clone() else {
-            return;
-        };
+        let Some(session) = live.session.lock().await.clone() else { return };
         match live.stream_request(Some(session)).send().await {
             Ok(response) if response.status().is_success() => {
                 drop(live);
@@ -734,9 +540,7 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
 }
 
 async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: reqwest::Response) {
-    let Some(max_line) = conn.upgrade().map(|c| c.max_line) else {
-        return;
-    };
+    let Some(max_line) = conn.upgrade().map(|c| c.max_line) else { return };
     let mut events = Events::new(response, max_line);
     while let Some(Ok(event)) = events.next().await {
         let Some(live) = conn.upgrade() else { return };
@@ -763,12 +567,7 @@ struct Events {
 
 impl Events {
     fn new(response: reqwest::Response, max_line: usize) -> Events {
-        Events {
-            body: Box::pin(response.bytes_stream()),
-            buffer: BytesMut::new(),
-            pending: Event::empty(),
-            max_line,
-        }
+        Events { body: Box::pin(response.bytes_stream()), buffer: BytesMut::new(), pending: Event::empty(), max_line }
     }
 
     /// The next event (with data, or naming an `id` or `retry`); `None` at the end.
@@ -778,10 +577,7 @@ impl Events {
                 let raw = self.buffer.split_to(end + 1);
                 let line = String::from_utf8_lossy(&raw);
                 let line = line.trim_end_matches(['\n', '\r']);
-                let field = |name: &str| {
-                    line.strip_prefix(name)
-                        .map(|rest| rest.strip_prefix(' ').unwrap_or(rest))
-                };
+                let field = |name: &str| line.strip_prefix(name).map(|rest| rest.strip_prefix(' ').unwrap_or(rest));
                 if let Some(rest) = field("data:") {
                     if !self.pending.data.is_empty() {
                         self.pending.data.push('\n');
@@ -796,10 +592,7 @@ impl Events {
                 }
             }
             if self.buffer.len() > self.max_line || self.pending.data.len() > self.max_line {
-                return Some(Err(format!(
-                    "an event longer than limits.maxLineBytes ({} bytes)",
-                    self.max_line
-                )));
+                return Some(Err(format!("an event longer than limits.maxLineBytes ({} bytes)", self.max_line)));
             }
             match self.body.next().await? {
                 Ok(chunk) => self.buffer.extend_from_slice(&chunk),
@@ -811,11 +604,7 @@ impl Events {
 
 impl Event {
     fn empty() -> Event {
-        Event {
-            data: String::new(),
-            id: None,
-            retry: None,
-        }
+        Event { data: String::new(), id: None, retry: None }
     }
 
     fn is_empty(&self) -> bool {
@@ -827,13 +616,7 @@ impl HttpConn {
     fn standalone_event(self: &Arc<Self>, data: &str) {
         match Message::parse(data.as_bytes()).and_then(Message::classify) {
             Ok(Message::Request { id, method, params }) => {
-                let ask = self
-                    .askers
-                    .lock()
-                    .expect("askers lock")
-                    .values()
-                    .next()
-                    .cloned();
+                let ask = self.askers.lock().expect("askers lock").values().next().cloned();
                 let conn = self.clone();
                 tokio::spawn(async move {
                     let outcome = match ask {
@@ -845,9 +628,7 @@ impl HttpConn {
                         Ok(result) => message::result_response(&id.to_value(), result),
                         Err(e) => message::error_response(Some(&id.to_value()), &e),
                     };
-                    let _ = conn
-                        .send(body_of(&reply), "", None, Some(conn.revision))
-                        .await;
+                    let _ = conn.send(body_of(&reply), "", None, Some(conn.revision)).await;
                 });
             }
             Ok(Message::Notification { method, params }) if crate::is_change(&method) => {
@@ -873,9 +654,5 @@ const MAX_RESUMES: usize = 5;
 
 fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
-    if text.trim().is_empty() {
-        "(empty body)".into()
-    } else {
-        text.trim().to_owned()
-    }
+    if text.trim().is_empty() { "(empty body)".into() } else { text.trim().to_owned() }
 }

@@ -54,9 +54,7 @@ pub struct Listener {
 
 /// Puts a server→client request (method, params) to a caller and resolves to its answer.
 pub type Ask = std::sync::Arc<
-    dyn Fn(String, Value) -> std::pin::Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>
-        + Send
-        + Sync,
+    dyn Fn(String, Value) -> std::pin::Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>> + Send + Sync,
 >;
 
 /// Notifications that say something changed on the server, as opposed to notifications
@@ -85,16 +83,7 @@ pub(crate) fn untagged_change(method: &str, mut params: Value) -> Value {
 }
 
 /// Log levels, least severe first (RFC 5424, as MCP names them).
-pub const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
+pub const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 impl Listener {
     pub fn wants_log(&self, level: &str) -> bool {
@@ -166,47 +155,24 @@ pub struct ServerFacts {
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     #[error("server {server:?}: could not start {command:?}: {source}")]
-    Spawn {
-        server: String,
-        command: String,
-        source: std::io::Error,
-    },
+    Spawn { server: String, command: String, source: std::io::Error },
     #[error("server {server:?}: handshake failed: {reason}")]
     Handshake { server: String, reason: String },
     #[error("server {server:?} exited{}", status.as_ref().map(|s| format!(" ({s})")).unwrap_or_default())]
-    Exited {
-        server: String,
-        status: Option<String>,
-    },
+    Exited { server: String, status: Option<String> },
     #[error("server {server:?} at {url} is unreachable: {reason}")]
-    Unreachable {
-        server: String,
-        url: String,
-        reason: String,
-    },
+    Unreachable { server: String, url: String, reason: String },
     #[error("server {server:?} at {url} answered with something that is not MCP: {detail}")]
-    Protocol {
-        server: String,
-        url: String,
-        detail: String,
-    },
+    Protocol { server: String, url: String, detail: String },
     #[error(
         "server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {}",
         if *in_flight == 1 { "it was most likely the answer to this request".to_owned() } else {
             format!("it may have held the answer to this request or to one of the {} others in flight on the instance, which all fail", in_flight - 1)
         }
     )]
-    LineTooLong {
-        server: String,
-        limit: usize,
-        in_flight: usize,
-    },
+    LineTooLong { server: String, limit: usize, in_flight: usize },
     #[error("server {server:?} did not answer {method} within {after:?}")]
-    Timeout {
-        server: String,
-        method: String,
-        after: Duration,
-    },
+    Timeout { server: String, method: String, after: Duration },
     /// The upstream answered with a JSON-RPC error: relayed to the caller as is.
     #[error("{0}")]
     Rpc(RpcError),

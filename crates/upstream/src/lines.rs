@@ -29,11 +29,7 @@ pub struct Lines {
 
 impl Lines {
     pub fn new(max: usize) -> Lines {
-        Lines {
-            max,
-            dropping: false,
-            searched: 0,
-        }
+        Lines { max, dropping: false, searched: 0 }
     }
 
     fn line(&self, bytes: &[u8]) -> Line {
@@ -102,10 +98,7 @@ mod tests {
     use tokio_util::codec::FramedRead;
 
     async fn read(input: &[u8], max: usize) -> Vec<Line> {
-        FramedRead::new(input, Lines::new(max))
-            .map(|l| l.unwrap())
-            .collect()
-            .await
+        FramedRead::new(input, Lines::new(max)).map(|l| l.unwrap()).collect().await
     }
 
     #[tokio::test]
@@ -121,10 +114,7 @@ mod tests {
                 Line::TooLong,
             ]
         );
-        assert_eq!(
-            read(b"a\nlast", 10).await,
-            vec![Line::Text("a".into()), Line::Text("last".into())]
-        );
+        assert_eq!(read(b"a\nlast", 10).await, vec![Line::Text("a".into()), Line::Text("last".into())]);
     }
 
     #[tokio::test]
@@ -134,20 +124,10 @@ mod tests {
         for cut in 1..10 {
             let input = b"okJanc\r\nend\n";
             let reader = tokio_util::io::StreamReader::new(futures::stream::iter(
-                input
-                    .chunks(cut)
-                    .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
-                    .collect::<Vec<_>>(),
+                input.chunks(cut).map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c))).collect::<Vec<_>>(),
             ));
-            let lines: Vec<Line> = FramedRead::new(reader, Lines::new(6))
-                .map(|l| l.unwrap())
-                .collect()
-                .await;
-            assert_eq!(
-                lines,
-                vec![Line::Text("okJanc".into()), Line::Text("end".into())],
-                "reads of {cut} bytes"
-            );
+            let lines: Vec<Line> = FramedRead::new(reader, Lines::new(6)).map(|l| l.unwrap()).collect().await;
+            assert_eq!(lines, vec![Line::Text("okJanc".into()), Line::Text("end".into())], "reads of {cut} bytes");
         }
     }
 
@@ -157,14 +137,9 @@ mod tests {
         let mut long = vec![b'x'; 10_000];
         long.extend_from_slice(b"\nafter\n");
         let reader = tokio_util::io::StreamReader::new(futures::stream::iter(
-            long.chunks(7)
-                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
-                .collect::<Vec<_>>(),
+            long.chunks(7).map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c))).collect::<Vec<_>>(),
         ));
-        let lines: Vec<Line> = FramedRead::new(reader, Lines::new(100))
-            .map(|l| l.unwrap())
-            .collect()
-            .await;
+        let lines: Vec<Line> = FramedRead::new(reader, Lines::new(100)).map(|l| l.unwrap()).collect().await;
         assert_eq!(lines, vec![Line::TooLong, Line::Text("after".into())]);
     }
 }

@@ -67,10 +67,7 @@ struct Pending {
 impl Inner {
     /// Launches the server and makes the connection: probes the era (unless `era_hint`
     /// says which one this server spoke last time) and completes the handshake.
-    pub(crate) async fn spawn(
-        spec: &StdioSpec,
-        era_hint: Option<Era>,
-    ) -> Result<(Arc<Inner>, ServerFacts), UpstreamError> {
+    pub(crate) async fn spawn(spec: &StdioSpec, era_hint: Option<Era>) -> Result<(Arc<Inner>, ServerFacts), UpstreamError> {
         let spawned = stdio::spawn(spec)?;
         let inner = Arc::new(Inner {
             server: spec.server.clone(),
@@ -89,16 +86,8 @@ impl Inner {
             gone: tokio::sync::watch::channel(false).0,
             exit: Mutex::new(None),
         });
-        tokio::spawn(read_stdout(
-            Arc::downgrade(&inner),
-            spawned.stdout,
-            spec.max_line_bytes,
-        ));
-        tokio::spawn(read_stderr(
-            spec.server.clone(),
-            spawned.stderr,
-            spec.max_line_bytes,
-        ));
+        tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
+        tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
         match handshake::connect(&inner, era_hint).await {
             Ok(facts) => Ok((inner, facts)),
             Err(e) => {
@@ -120,11 +109,7 @@ impl Inner {
 
     /// Asks a stateless server for updates to `uris` on a listen of their own, open until
     /// the returned request is dropped (which cancels it).
-    pub(crate) async fn listen_to_resources(
-        self: &Arc<Self>,
-        envelope: Value,
-        uris: &[String],
-    ) -> Result<Waiting, UpstreamError> {
+    pub(crate) async fn listen_to_resources(self: &Arc<Self>, envelope: Value, uris: &[String]) -> Result<Waiting, UpstreamError> {
         let mut params = serde_json::json!({ "notifications": { "resourceSubscriptions": uris } });
         params["_meta"] = envelope;
         self.start("subscriptions/listen", params, None).await
@@ -136,13 +121,7 @@ impl Inner {
         if self.is_alive() || self.stopping.load(Ordering::Acquire) {
             return None;
         }
-        Some(
-            self.exit
-                .lock()
-                .expect("exit lock")
-                .clone()
-                .unwrap_or_else(|| "no exit status".into()),
-        )
+        Some(self.exit.lock().expect("exit lock").clone().unwrap_or_else(|| "no exit status".into()))
     }
 
     /// False once the process has exited or its stdout closed.
@@ -172,12 +151,7 @@ impl Inner {
 
     /// Sends a request and waits for its answer, relaying notifications about it to
     /// `listener`, the connection's request timeout at most.
-    pub(crate) async fn call(
-        self: &Arc<Self>,
-        method: &str,
-        params: Value,
-        listener: Option<Listener>,
-    ) -> Reply {
+    pub(crate) async fn call(self: &Arc<Self>, method: &str, params: Value, listener: Option<Listener>) -> Reply {
         let mut waiting = self.start(method, params, listener).await?;
         self.wait(method, &mut waiting, self.timeouts.request).await
     }
@@ -192,23 +166,14 @@ impl Inner {
         self.wait(method, &mut waiting, within).await
     }
 
-    async fn wait(
-        &self,
-        method: &str,
-        waiting: &mut Waiting,
-        within: std::time::Duration,
-    ) -> Reply {
+    async fn wait(&self, method: &str, waiting: &mut Waiting, within: std::time::Duration) -> Reply {
         match tokio::time::timeout(within, &mut waiting.reply).await {
             Ok(Ok(reply)) => {
                 waiting.done = true;
                 reply
             }
             Ok(Err(_)) => Err(self.exited().await),
-            Err(_) => Err(UpstreamError::Timeout {
-                server: self.server.clone(),
-                method: method.into(),
-                after: within,
-            }),
+            Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: within }),
         }
     }
 
@@ -230,31 +195,15 @@ impl Inner {
         }
         if let Some(listener) = listener {
             if listener.progress_token.is_some() {
-                meta::of_mut(&mut params)
-                    .insert(meta::PROGRESS_TOKEN.into(), progress_token(id).into());
+                meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), progress_token(id).into());
             }
-            self.listeners
-                .lock()
-                .expect("listeners lock")
-                .insert(id, listener);
+            self.listeners.lock().expect("listeners lock").insert(id, listener);
         }
         let (tx, rx) = oneshot::channel();
-        let pending = Pending {
-            reply: tx,
-            listen: method == "subscriptions/listen",
-        };
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id, pending);
-        let waiting = Waiting {
-            inner: self.clone(),
-            id,
-            reply: rx,
-            done: false,
-        };
-        self.write(&message::request(&RequestId::Number(id), method, params))
-            .await?;
+        let pending = Pending { reply: tx, listen: method == "subscriptions/listen" };
+        self.pending.lock().expect("pending lock").insert(id, pending);
+        let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
+        self.write(&message::request(&RequestId::Number(id), method, params)).await?;
         Ok(waiting)
     }
 
@@ -279,10 +228,7 @@ impl Inner {
     /// fail a moment before the reader sees the end, so this waits for it (briefly).
     async fn exited(&self) -> UpstreamError {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(500), self.ended()).await;
-        UpstreamError::Exited {
-            server: self.server.clone(),
-            status: self.exit.lock().expect("exit lock").clone(),
-        }
+        UpstreamError::Exited { server: self.server.clone(), status: self.exit.lock().expect("exit lock").clone() }
     }
 
     /// Marks the connection dead and fails every request still waiting on it.
@@ -292,10 +238,7 @@ impl Inner {
         self.gone.send_replace(true);
         let pending: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
         for (_, p) in pending {
-            let _ = p.reply.send(Err(UpstreamError::Exited {
-                server: self.server.clone(),
-                status: status.clone(),
-            }));
+            let _ = p.reply.send(Err(UpstreamError::Exited { server: self.server.clone(), status: status.clone() }));
         }
     }
 
@@ -308,29 +251,15 @@ impl Inner {
     fn lost_a_line(&self, limit: usize) {
         let lost: Vec<_> = {
             let mut pending = self.pending.lock().expect("pending lock");
-            let ids: Vec<i64> = pending
-                .iter()
-                .filter(|(_, p)| !p.listen)
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| pending.remove(&id))
-                .collect()
+            let ids: Vec<i64> = pending.iter().filter(|(_, p)| !p.listen).map(|(id, _)| *id).collect();
+            ids.into_iter().filter_map(|id| pending.remove(&id)).collect()
         };
         let in_flight = lost.len();
         if in_flight > 0 {
-            tracing::warn!(
-                server = self.server,
-                in_flight,
-                "a line over limits.maxLineBytes was dropped; the requests in flight fail"
-            );
+            tracing::warn!(server = self.server, in_flight, "a line over limits.maxLineBytes was dropped; the requests in flight fail");
         }
         for p in lost {
-            let _ = p.reply.send(Err(UpstreamError::LineTooLong {
-                server: self.server.clone(),
-                limit,
-                in_flight,
-            }));
+            let _ = p.reply.send(Err(UpstreamError::LineTooLong { server: self.server.clone(), limit, in_flight }));
         }
     }
 
@@ -347,25 +276,11 @@ impl Inner {
     /// Hands an upstream progress notification to the caller whose request it is about,
     /// under the caller's own token. Progress for requests no longer in flight is dropped.
     fn relay_progress(&self, mut params: Value) {
-        let Some(id) = params
-            .get(meta::PROGRESS_TOKEN)
-            .and_then(Value::as_str)
-            .and_then(request_of_token)
-        else {
+        let Some(id) = params.get(meta::PROGRESS_TOKEN).and_then(Value::as_str).and_then(request_of_token) else {
             return;
         };
-        let Some(listener) = self
-            .listeners
-            .lock()
-            .expect("listeners lock")
-            .get(&id)
-            .cloned()
-        else {
-            return;
-        };
-        let Some(token) = listener.progress_token.clone() else {
-            return;
-        };
+        let Some(listener) = self.listeners.lock().expect("listeners lock").get(&id).cloned() else { return };
+        let Some(token) = listener.progress_token.clone() else { return };
         params[meta::PROGRESS_TOKEN] = token;
         (listener.notify)(message::notification("notifications/progress", params));
     }
@@ -373,17 +288,8 @@ impl Inner {
     /// A log message carries no request: it goes to every request in flight on this
     /// connection whose caller asked for messages at its level.
     fn relay_log(&self, params: Value) {
-        let level = params
-            .get("level")
-            .and_then(Value::as_str)
-            .unwrap_or("info");
-        let listeners: Vec<Listener> = self
-            .listeners
-            .lock()
-            .expect("listeners lock")
-            .values()
-            .cloned()
-            .collect();
+        let level = params.get("level").and_then(Value::as_str).unwrap_or("info");
+        let listeners: Vec<Listener> = self.listeners.lock().expect("listeners lock").values().cloned().collect();
         let frame = message::notification("notifications/message", params.clone());
         for listener in listeners.iter().filter(|l| l.wants_log(level)) {
             (listener.notify)(frame.clone());
@@ -398,10 +304,7 @@ impl Inner {
     fn answer(self: &Arc<Self>, id: RequestId, method: String, params: Value) {
         let asker = {
             let listeners = self.listeners.lock().expect("listeners lock");
-            let mut askers: Vec<_> = listeners
-                .iter()
-                .filter_map(|(n, l)| l.ask.clone().map(|a| (*n, a)))
-                .collect();
+            let mut askers: Vec<_> = listeners.iter().filter_map(|(n, l)| l.ask.clone().map(|a| (*n, a))).collect();
             askers.sort_by_key(|(n, _)| *n);
             askers.into_iter().next().map(|(_, a)| a)
         };
@@ -439,20 +342,8 @@ fn request_of_token(token: &str) -> Option<i64> {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.inner
-            .listeners
-            .lock()
-            .expect("listeners lock")
-            .remove(&self.id);
-        if self.done
-            || self
-                .inner
-                .pending
-                .lock()
-                .expect("pending lock")
-                .remove(&self.id)
-                .is_none()
-        {
+        self.inner.listeners.lock().expect("listeners lock").remove(&self.id);
+        if self.done || self.inner.pending.lock().expect("pending lock").remove(&self.id).is_none() {
             return;
         }
         let inner = self.inner.clone();
@@ -476,10 +367,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         let line = match line {
             Ok(Line::Text(line)) => line,
             Ok(Line::TooLong) => {
-                tracing::warn!(
-                    server,
-                    "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)"
-                );
+                tracing::warn!(server, "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)");
                 inner.lost_a_line(max_line);
                 continue;
             }
@@ -498,40 +386,25 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         let frame = match Message::parse(line.as_bytes()).and_then(Message::classify) {
             Ok(frame) => frame,
             Err(e) => {
-                tracing::warn!(
-                    server,
-                    "the upstream wrote something that is not JSON-RPC: {}",
-                    e.error.message
-                );
+                tracing::warn!(server, "the upstream wrote something that is not JSON-RPC: {}", e.error.message);
                 continue;
             }
         };
         match frame {
-            Message::Response {
-                id: RequestId::Number(id),
-                outcome,
-            } => {
+            Message::Response { id: RequestId::Number(id), outcome } => {
                 let pending = inner.pending.lock().expect("pending lock").remove(&id);
                 if let Some(pending) = pending {
                     let _ = pending.reply.send(outcome.map_err(UpstreamError::Rpc));
                 }
             }
-            Message::Response { id, .. } => {
-                tracing::warn!(server, ?id, "a response to no request of ours")
-            }
+            Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
             Message::Request { id, method, params } => inner.answer(id, method, params),
-            Message::Notification { method, params } if method == "notifications/progress" => {
-                inner.relay_progress(params)
-            }
-            Message::Notification { method, params } if method == "notifications/message" => {
-                inner.relay_log(params)
-            }
+            Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
+            Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
             Message::Notification { method, params } if crate::is_change(&method) => {
                 let _ = inner.changes.send(crate::untagged_change(&method, params));
             }
-            Message::Notification { method, .. } => {
-                tracing::debug!(server, method, "upstream notification")
-            }
+            Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }
     }
     if let Some(inner) = inner.upgrade() {
@@ -539,11 +412,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         if inner.stopping.load(Ordering::Acquire) {
             tracing::debug!(server, pid = inner.pid, "upstream stopped");
         } else {
-            tracing::warn!(
-                server,
-                pid = inner.pid,
-                "upstream exited unexpectedly; calls in flight fail, the next call starts a fresh instance"
-            );
+            tracing::warn!(server, pid = inner.pid, "upstream exited unexpectedly; calls in flight fail, the next call starts a fresh instance");
         }
         inner.fail_all(status);
     }

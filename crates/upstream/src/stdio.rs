@@ -44,29 +44,17 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
             Ok(())
         });
     }
-    let spawn_error = |source| UpstreamError::Spawn {
-        server: spec.server.clone(),
-        command: spec.command.clone(),
-        source,
-    };
+    let spawn_error =
+        |source| UpstreamError::Spawn { server: spec.server.clone(), command: spec.command.clone(), source };
     let mut child = cmd.spawn().map_err(spawn_error)?;
     let pgid = child.id().map(|p| p as i32).ok_or_else(|| {
-        spawn_error(std::io::Error::other(
-            "the process exited before it could be registered",
-        ))
+        spawn_error(std::io::Error::other("the process exited before it could be registered"))
     })?;
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         unreachable!("all three pipes were requested");
     };
-    Ok(Spawned {
-        child,
-        pgid,
-        stdin,
-        stdout,
-        stderr,
-    })
+    Ok(Spawned { child, pgid, stdin, stdout, stderr })
 }
 
 /// Stops a child whose stdin the caller has already closed: waits, then SIGTERM, then

@@ -34,12 +34,7 @@ impl ServeStdio {
             .expect("start mcpx serve");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        ServeStdio {
-            child,
-            stdin,
-            stdout,
-            _dir: dir,
-        }
+        ServeStdio { child, stdin, stdout, _dir: dir }
     }
 
     fn send(&mut self, frame: Value) {
@@ -50,15 +45,10 @@ impl ServeStdio {
     /// The next frame mcpx writes, checked against the 2025-11-25 schema.
     fn read(&mut self) -> Value {
         let mut line = String::new();
-        self.stdout
-            .read_line(&mut line)
-            .expect("read from mcpx serve");
+        self.stdout.read_line(&mut line).expect("read from mcpx serve");
         assert!(!line.is_empty(), "mcpx serve closed its stdout");
         let frame: Value = serde_json::from_str(&line).expect("a JSON line");
-        let method = frame
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let method = frame.get("method").and_then(Value::as_str).map(str::to_owned);
         let def = match method.as_deref() {
             Some("sampling/createMessage") => "CreateMessageRequest",
             Some("elicitation/create") => "ElicitRequest",
@@ -71,11 +61,9 @@ impl ServeStdio {
     }
 
     fn initialize(&mut self, capabilities: Value) {
-        self.send(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
-            "clientInfo": {"name": "e2e", "version": "0"}}}),
-        );
+            "clientInfo": {"name": "e2e", "version": "0"}}}));
         assert_eq!(self.read()["result"]["protocolVersion"], "2025-11-25");
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
@@ -96,57 +84,31 @@ fn sampling_call(prompt: &str) -> Value {
 #[test]
 fn a_handshake_era_upstreams_question_is_asked_on_the_callers_connection_and_answered() {
     let t = tag();
-    let mut serve = ServeStdio::start(&config(&[(
-        "fx",
-        fakemcp(
-            "global",
-            &t,
-            &["--fixture", "conformance", "--era", "legacy"],
-        ),
-    )]));
+    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
     serve.initialize(json!({"sampling": {}}));
     serve.send(sampling_call("What is 2+2?"));
 
     let question = serve.read();
     assert_eq!(question["method"], "sampling/createMessage", "{question}");
-    assert_eq!(
-        question["params"]["messages"][0]["content"]["text"],
-        "What is 2+2?"
-    );
+    assert_eq!(question["params"]["messages"][0]["content"]["text"], "What is 2+2?");
     serve.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {
         "role": "assistant", "content": {"type": "text", "text": "Four"}, "model": "e2e"}}));
 
     let answer = serve.read();
     assert_eq!(answer["id"], 2, "{answer}");
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "LLM response: Four",
-        "{answer}"
-    );
+    assert_eq!(answer["result"]["content"][0]["text"], "LLM response: Four", "{answer}");
     drop(serve);
-    assert_eq!(
-        wait_until_gone(&t, std::time::Duration::from_secs(10)),
-        Vec::<u32>::new()
-    );
+    assert_eq!(wait_until_gone(&t, std::time::Duration::from_secs(10)), Vec::<u32>::new());
 }
 
 #[test]
 fn a_handshake_era_caller_without_the_capability_is_never_asked() {
     let t = tag();
-    let mut serve = ServeStdio::start(&config(&[(
-        "fx",
-        fakemcp(
-            "global",
-            &t,
-            &["--fixture", "conformance", "--era", "legacy"],
-        ),
-    )]));
+    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
     serve.initialize(json!({}));
     serve.send(sampling_call("p"));
     // The very next frame is the call's answer: no request was put to this caller.
     let answer = serve.read();
-    assert_eq!(
-        answer["id"], 2,
-        "mcpx asked a caller that cannot answer: {answer}"
-    );
+    assert_eq!(answer["id"], 2, "mcpx asked a caller that cannot answer: {answer}");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
 }

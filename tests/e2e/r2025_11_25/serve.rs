@@ -7,9 +7,7 @@ use std::time::Duration;
 use mcpx_e2e::python::sdk_stdio_client;
 use mcpx_e2e::schema::LEGACY;
 use mcpx_e2e::serve::legacy_frame;
-use mcpx_e2e::{
-    Daemon, Home, Whoami, config, fakemcp, paths, processes_with, tag, wait_until_gone,
-};
+use mcpx_e2e::{Daemon, Home, Whoami, config, fakemcp, paths, processes_with, tag, wait_until_gone};
 use serde_json::json;
 
 fn mcpx_call(tool: &str, arguments: serde_json::Value) -> serde_json::Value {
@@ -27,17 +25,11 @@ fn a_legacy_client_of_serve_keeps_its_session_when_the_daemon_is_killed() {
     let mut client = daemon.home().serve().start();
     client.initialize(LEGACY);
     let before = Whoami::from_structured(
-        client
-            .legacy_request("tools/call", mcpx_call("whoami", json!({})))
-            .structured(),
+        client.legacy_request("tools/call", mcpx_call("whoami", json!({}))).structured(),
     );
     let slow = legacy_frame("tools/call", mcpx_call("slow", json!({"ms": 60_000})));
     client.send(&slow);
-    assert!(
-        daemon
-            .home()
-            .wait_in_use("shared", 1, Duration::from_secs(10))
-    );
+    assert!(daemon.home().wait_in_use("shared", 1, Duration::from_secs(10)));
 
     daemon.kill();
     let failed = client.answer(&slow["id"], Duration::from_secs(10));
@@ -51,10 +43,7 @@ fn a_legacy_client_of_serve_keeps_its_session_when_the_daemon_is_killed() {
     let home = daemon.home();
     let daemons = home.daemons();
     assert_eq!(daemons.len(), 1, "{daemons:?}");
-    assert_ne!(
-        daemons[0], old_daemon,
-        "a new daemon must serve the session"
-    );
+    assert_ne!(daemons[0], old_daemon, "a new daemon must serve the session");
 
     home.stop_daemons();
     assert!(
@@ -71,9 +60,7 @@ fn a_legacy_client_of_serve_keeps_its_session_across_a_daemon_restart() {
     let mut daemon = Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[]))]));
     let mut client = daemon.home().serve().start();
     client.initialize(LEGACY);
-    client
-        .legacy_request("tools/call", mcpx_call("whoami", json!({})))
-        .structured();
+    client.legacy_request("tools/call", mcpx_call("whoami", json!({}))).structured();
     daemon.stop();
     daemon.restart();
     let again = client.legacy_request("tools/call", mcpx_call("echo", json!({"after": "restart"})));
@@ -92,8 +79,7 @@ fn python_sdk_client_in_legacy_mode_launches_mcpx_serve_and_calls_an_upstream() 
         paths::mcpx().display(),
         home.config_path().display()
     );
-    let arguments =
-        json!({"server": "shared", "tool": "echo", "arguments": {"from": "python legacy"}});
+    let arguments = json!({"server": "shared", "tool": "echo", "arguments": {"from": "python legacy"}});
     let out = sdk_stdio_client(
         &command,
         &[("MCPX_STATE_DIR", home.state_dir().as_os_str())],
@@ -104,14 +90,6 @@ fn python_sdk_client_in_legacy_mode_launches_mcpx_serve_and_calls_an_upstream() 
     assert_eq!(out["era"], "legacy", "{out}");
     assert_eq!(out["protocolVersion"], LEGACY, "{out}");
     assert_eq!(out["result"]["isError"], false, "{out}");
-    assert_eq!(
-        out["result"]["structuredContent"],
-        json!({"from": "python legacy"}),
-        "{out}"
-    );
-    assert_eq!(
-        home.daemons().len(),
-        1,
-        "serve started the daemon on demand"
-    );
+    assert_eq!(out["result"]["structuredContent"], json!({"from": "python legacy"}), "{out}");
+    assert_eq!(home.daemons().len(), 1, "serve started the daemon on demand");
 }

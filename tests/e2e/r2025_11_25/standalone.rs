@@ -10,8 +10,8 @@ use mcpx_e2e::client::LegacySession;
 use mcpx_e2e::daemon::Daemon;
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::process::tag;
-use mcpx_e2e::schema;
 use mcpx_e2e::upstreams::everything;
+use mcpx_e2e::schema;
 use serde_json::{Value, json};
 
 #[test]
@@ -26,22 +26,10 @@ fn a_sessions_standalone_stream_carries_an_upstreams_list_changes() {
 
     // The upstream announces a change while serving this session's call.
     let reply = session.mcpx_call("f", "changed", json!({}));
-    assert_eq!(
-        reply.structured()["announced"],
-        "notifications/tools/list_changed"
-    );
-    let change = arrived
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the change reached the standalone stream");
-    assert_eq!(
-        change["method"], "notifications/tools/list_changed",
-        "{change}"
-    );
-    schema::spec(schema::LEGACY).assert_valid(
-        "ToolListChangedNotification",
-        &change,
-        "a notification on the standalone stream",
-    );
+    assert_eq!(reply.structured()["announced"], "notifications/tools/list_changed");
+    let change = arrived.recv_timeout(Duration::from_secs(10)).expect("the change reached the standalone stream");
+    assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
+    schema::spec(schema::LEGACY).assert_valid("ToolListChangedNotification", &change, "a notification on the standalone stream");
 }
 
 /// The events of a session's standalone stream, as they arrive.
@@ -54,12 +42,7 @@ fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value
         .send()
         .expect("GET the standalone stream");
     assert_eq!(response.status(), 200);
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let (events, arrived) = mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in BufReader::new(response).lines() {
@@ -84,30 +67,22 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
         .filter_map(|r| r["uri"].as_str().map(str::to_owned))
         .collect();
     let (watched, other) = (&uris[0], &uris[1]);
-    session
-        .request("resources/subscribe", json!({ "uri": watched }))
-        .result();
+    session.request("resources/subscribe", json!({ "uri": watched })).result();
     let arrived = standalone_events(daemon.url(), &session);
     // Another session on the same (global) instance subscribes to another resource: the
     // upstream sends both updates on its one connection, and each session hears its own.
     let neighbour = LegacySession::open(daemon.url());
-    neighbour
-        .request("resources/subscribe", json!({ "uri": other }))
-        .result();
+    neighbour.request("resources/subscribe", json!({ "uri": other })).result();
     let neighbour_arrived = standalone_events(daemon.url(), &neighbour);
     // server-everything sends updates for what it was subscribed to once this is on, then
     // every 5 seconds.
-    session
-        .mcpx_call("everything", "toggle-subscriber-updates", json!({}))
-        .result();
+    session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();
     let updates = |events: &mpsc::Receiver<Value>, within: Duration| -> Vec<Value> {
         let deadline = std::time::Instant::now() + within;
         let mut seen = Vec::new();
         while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
             match events.recv_timeout(left) {
-                Ok(event) if event["method"] == "notifications/resources/updated" => {
-                    seen.push(event)
-                }
+                Ok(event) if event["method"] == "notifications/resources/updated" => seen.push(event),
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -115,28 +90,14 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
         seen
     };
     let mine = updates(&arrived, Duration::from_secs(7));
-    assert!(
-        !mine.is_empty(),
-        "no update reached the subscribed session's standalone stream"
-    );
+    assert!(!mine.is_empty(), "no update reached the subscribed session's standalone stream");
     for update in &mine {
-        assert_eq!(
-            update["params"]["uri"],
-            json!(watched),
-            "a session hears only what it subscribed to: {update}"
-        );
-        schema::spec(schema::LEGACY).assert_valid(
-            "ResourceUpdatedNotification",
-            update,
-            "an update on the standalone stream",
-        );
+        assert_eq!(update["params"]["uri"], json!(watched), "a session hears only what it subscribed to: {update}");
+        schema::spec(schema::LEGACY).assert_valid("ResourceUpdatedNotification", update, "an update on the standalone stream");
     }
     // Its stream was filling meanwhile.
     let theirs = updates(&neighbour_arrived, Duration::from_millis(500));
-    assert!(
-        !theirs.is_empty() && theirs.iter().all(|u| u["params"]["uri"] == json!(other)),
-        "{theirs:?}"
-    );
+    assert!(!theirs.is_empty() && theirs.iter().all(|u| u["params"]["uri"] == json!(other)), "{theirs:?}");
 }
 
 #[test]
@@ -144,11 +105,7 @@ fn a_standalone_stream_needs_a_session_and_an_event_stream() {
     let t = tag();
     let daemon = Daemon::start(&config(&[("f", fakemcp("global", &t, &[]))]));
     let http = mcpx_e2e::client::http();
-    let without = http
-        .get(daemon.url())
-        .header("Accept", "text/event-stream")
-        .send()
-        .unwrap();
+    let without = http.get(daemon.url()).header("Accept", "text/event-stream").send().unwrap();
     assert_eq!(without.status(), 405);
     let session = LegacySession::open(daemon.url());
     let json_only = http

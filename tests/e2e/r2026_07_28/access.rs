@@ -54,9 +54,7 @@ fn a_stdio_relay_claiming_a_pid_other_than_its_own_is_refused() {
     let request = Modern::mcpx_call("shared", "whoami", json!({})).frame();
     writeln!(stream.get_mut(), "{request}").expect("write to the relay");
     let mut line = String::new();
-    stream
-        .read_line(&mut line)
-        .expect("read the relay's answer");
+    stream.read_line(&mut line).expect("read the relay's answer");
     let answer: Value = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("the relay wrote no JSON ({e}): {line:?}"));
     schema::assert_frame(MODERN, Some("tools/call"), &answer);
@@ -113,11 +111,7 @@ fn with_tokens_configured_tcp_needs_the_token_and_the_socket_does_not() {
     let none = call().send(url);
     unauthorized(none.status, &none.headers, "a modern /mcp request");
     let bad = call().header("Authorization", &wrong).send(url);
-    unauthorized(
-        bad.status,
-        &bad.headers,
-        "a modern /mcp request (wrong token)",
-    );
+    unauthorized(bad.status, &bad.headers, "a modern /mcp request (wrong token)");
     Whoami::of(&call().header("Authorization", &bearer).send(url));
 
     // /mcp, legacy initialize.
@@ -128,10 +122,7 @@ fn with_tokens_configured_tcp_needs_the_token_and_the_socket_does_not() {
         url,
         headers: vec![
             ("Content-Type".into(), "application/json".into()),
-            (
-                "Accept".into(),
-                "application/json, text/event-stream".into(),
-            ),
+            ("Accept".into(), "application/json, text/event-stream".into()),
             ("Authorization".into(), bearer.clone()),
         ],
         body: Some(
@@ -162,10 +153,7 @@ fn with_tokens_configured_tcp_needs_the_token_and_the_socket_does_not() {
     let stop_url = format!("{base}/v1/stop");
     let v1 = plain("POST", &stop_url, &[], None);
     unauthorized(v1.status, &v1.headers, "POST /v1/stop");
-    assert!(
-        mcpx_e2e::alive(daemon.pid()),
-        "an unauthorized stop stopped the daemon"
-    );
+    assert!(mcpx_e2e::alive(daemon.pid()), "an unauthorized stop stopped the daemon");
 
     // The socket is trusted: no token.
     let home = daemon.home();
@@ -180,18 +168,8 @@ fn the_state_dir_is_private_and_the_socket_is_owner_only() {
     // A state dir made with the default umask before the daemon ran.
     let daemon = Daemon::start(&config(&[]));
     let home = daemon.home();
-    assert_eq!(
-        mode(home.state_dir()),
-        0o700,
-        "state dir {}",
-        home.state_dir().display()
-    );
-    assert_eq!(
-        mode(&home.socket()),
-        0o600,
-        "socket {}",
-        home.socket().display()
-    );
+    assert_eq!(mode(home.state_dir()), 0o700, "state dir {}", home.state_dir().display());
+    assert_eq!(mode(&home.socket()), 0o600, "socket {}", home.socket().display());
     let record = home.record().expect("daemon.json");
     assert_eq!(
         record["socket"].as_str().map(Path::new),
@@ -202,9 +180,7 @@ fn the_state_dir_is_private_and_the_socket_is_owner_only() {
     // A state dir a client creates when it starts a daemon on demand.
     let fresh = Home::without_state_dir(&config(&[]));
     assert!(!fresh.state_dir().exists());
-    fresh
-        .cli(&["ls", "--config", fresh.config_path().to_str().unwrap()])
-        .assert_code(0);
+    fresh.cli(&["ls", "--config", fresh.config_path().to_str().unwrap()]).assert_code(0);
     assert_eq!(mode(fresh.state_dir()), 0o700);
     assert_eq!(mode(&fresh.socket()), 0o600);
 }
@@ -244,16 +220,11 @@ fn a_world_writable_state_dir_is_refused_with_a_clear_error() {
     use std::os::unix::fs::PermissionsExt;
     let home = Home::new(&config(&[]));
     std::fs::create_dir_all(home.state_dir()).expect("the state dir");
-    std::fs::set_permissions(home.state_dir(), std::fs::Permissions::from_mode(0o1777))
-        .expect("chmod");
+    std::fs::set_permissions(home.state_dir(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     let run = home.cli(&["daemon", "--port", "0"]);
     assert_ne!(run.code, Some(0), "{}", run.stderr);
     assert!(run.stderr.contains("writable by others"), "{}", run.stderr);
-    assert_eq!(
-        mode(home.state_dir()),
-        0o777,
-        "the shared dir is left as it was"
-    );
+    assert_eq!(mode(home.state_dir()), 0o777, "the shared dir is left as it was");
     assert!(!home.socket().exists());
 }
 
@@ -270,22 +241,12 @@ fn only_a_whole_configured_token_is_admitted_and_it_names_its_own_client() {
     let daemon = Daemon::start(&cfg);
     let url = daemon.url();
     let call = |token: &str| {
-        Modern::mcpx_call("shared", "meta", json!({}))
-            .header("Authorization", &format!("Bearer {token}"))
-            .send(url)
+        Modern::mcpx_call("shared", "meta", json!({})).header("Authorization", &format!("Bearer {token}")).send(url)
     };
 
     let one_off = format!("{}X", &TOKEN[..TOKEN.len() - 1]);
     let padded = format!("{SHORT}{}", &TOKEN[SHORT.len()..]);
-    for guess in [
-        &TOKEN[..TOKEN.len() - 1],
-        &format!("{TOKEN}0"),
-        &one_off,
-        &padded,
-        &SHORT[..4],
-        "",
-        "x",
-    ] {
+    for guess in [&TOKEN[..TOKEN.len() - 1], &format!("{TOKEN}0"), &one_off, &padded, &SHORT[..4], "", "x"] {
         let reply = call(guess);
         assert_eq!(reply.status, 401, "{guess:?} must be refused:\n{reply}");
     }

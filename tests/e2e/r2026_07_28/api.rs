@@ -79,35 +79,17 @@ fn every_documented_v1_route_is_served_with_a_documented_status() {
     );
     // Deletes after the reads of what they delete; stop last: it ends the daemon.
     let mut ordered: Vec<&(String, String)> = routes.iter().collect();
-    ordered.sort_by_key(|(path, method)| {
-        (
-            path == "/v1/stop" && method == "post",
-            method == "delete",
-            path.clone(),
-        )
-    });
+    ordered.sort_by_key(|(path, method)| (path == "/v1/stop" && method == "post", method == "delete", path.clone()));
     // A path with an `{id}` is tried with one that exists: an artifact of this caller's session.
-    let kept = home.v1(
-        "POST",
-        "/v1/exec",
-        Some(&json!({"script": "return await artifact('a.txt', 'kept')"})),
-    );
-    let uri = kept.json()["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let id = uri
-        .strip_prefix("mcpx://artifacts/")
-        .unwrap_or_else(|| panic!("no artifact made: {uri:?}"))
-        .to_owned();
+    let kept = home.v1("POST", "/v1/exec", Some(&json!({"script": "return await artifact('a.txt', 'kept')"})));
+    let uri = kept.json()["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let id = uri.strip_prefix("mcpx://artifacts/").unwrap_or_else(|| panic!("no artifact made: {uri:?}")).to_owned();
 
     for (documented_path, method) in ordered {
         let concrete = documented_path.replace("{id}", &id);
         let path = &concrete;
         let status = match (path.as_str(), method.as_str()) {
-            ("/v1/stdio", "get") => {
-                stdio_upgrade(&home.socket(), Some(std::process::id()), None).status
-            }
+            ("/v1/stdio", "get") => stdio_upgrade(&home.socket(), Some(std::process::id()), None).status,
             ("/v1/call", "post") => {
                 let body = json!({"server": "alpha", "tool": "whoami", "arguments": {}});
                 home.v1("POST", path, Some(&body)).status
@@ -160,35 +142,11 @@ fn every_v1_route_the_daemon_serves_is_documented() {
     // Probe the routed paths and others a daemon might plausibly serve, with every method:
     // anything answered other than 404/405 must be documented as that method.
     let plausible = [
-        "/v1",
-        "/v1/",
-        "/v1/status",
-        "/v1/tools",
-        "/v1/call",
-        "/v1/stop",
-        "/v1/stdio",
-        "/v1/search",
-        "/v1/ls",
-        "/v1/servers",
-        "/v1/instances",
-        "/v1/sessions",
-        "/v1/config",
-        "/v1/reload",
-        "/v1/restart",
-        "/v1/health",
-        "/v1/healthz",
-        "/v1/version",
-        "/v1/logs",
-        "/v1/metrics",
-        "/v1/resources",
-        "/v1/prompts",
-        "/v1/exec",
-        "/v1/ask",
-        "/v1/artifacts",
-        "/v1/openapi.json",
-        "/v1/tools/call",
-        "/v1/status/instances",
-        "/v1/stdio/",
+        "/v1", "/v1/", "/v1/status", "/v1/tools", "/v1/call", "/v1/stop", "/v1/stdio",
+        "/v1/search", "/v1/ls", "/v1/servers", "/v1/instances", "/v1/sessions", "/v1/config",
+        "/v1/reload", "/v1/restart", "/v1/health", "/v1/healthz", "/v1/version", "/v1/logs",
+        "/v1/metrics", "/v1/resources", "/v1/prompts", "/v1/exec", "/v1/ask", "/v1/artifacts",
+        "/v1/openapi.json", "/v1/tools/call", "/v1/status/instances", "/v1/stdio/",
     ];
     let probes: BTreeSet<String> = plausible
         .iter()

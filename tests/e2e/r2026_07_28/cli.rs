@@ -63,10 +63,7 @@ fn mcpx_usage_errors_exit_2_without_starting_a_daemon() {
         all.extend(["--config", &config_path]);
         let run = home.cli(&all);
         run.assert_code(2);
-        assert!(
-            !run.stderr.is_empty(),
-            "a usage error must say what is wrong:\n{run}"
-        );
+        assert!(!run.stderr.is_empty(), "a usage error must say what is wrong:\n{run}");
     }
     assert!(
         home.daemons().is_empty(),
@@ -90,9 +87,7 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
         names.sort();
         names
     };
-    let fake_tools = [
-        "changed", "crash", "echo", "env", "fail", "meta", "slow", "whoami",
-    ];
+    let fake_tools = ["changed", "crash", "echo", "env", "fail", "meta", "slow", "whoami"];
 
     let all = home.cli(&["ls"]);
     all.assert_code(0);
@@ -103,9 +98,7 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
     expected.sort();
     assert_eq!(listed(&all), expected, "{all}");
     assert!(
-        all.stdout
-            .lines()
-            .any(|l| l.starts_with("alpha.slow") && l.contains("Sleep")),
+        all.stdout.lines().any(|l| l.starts_with("alpha.slow") && l.contains("Sleep")),
         "each tool is listed with its description:\n{all}"
     );
 
@@ -118,19 +111,13 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
     let tools = as_json["tools"].as_array().expect("tools");
     assert_eq!(tools.len(), fake_tools.len(), "{as_json}");
     assert!(
-        tools
-            .iter()
-            .all(|t| t["server"] == "alpha" && t["tool"].is_string()),
+        tools.iter().all(|t| t["server"] == "alpha" && t["tool"].is_string()),
         "{as_json}"
     );
 
     let search = home.cli(&["search", "beta", "sleep"]);
     search.assert_code(0);
-    assert_eq!(
-        listed(&search),
-        ["beta.slow"],
-        "every word must match:\n{search}"
-    );
+    assert_eq!(listed(&search), ["beta.slow"], "every word must match:\n{search}");
 }
 
 #[test]
@@ -139,10 +126,8 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
     let daemon = Daemon::start(&two_servers(&tag));
     let home = daemon.home();
     home.cli(&["call", "alpha.whoami"]).assert_code(0);
-    home.cli(&["call", "beta.whoami", "--session", "one"])
-        .assert_code(0);
-    home.cli(&["call", "beta.whoami", "--session", "two"])
-        .assert_code(0);
+    home.cli(&["call", "beta.whoami", "--session", "one"]).assert_code(0);
+    home.cli(&["call", "beta.whoami", "--session", "two"]).assert_code(0);
 
     let run = home.cli(&["status", "--json"]);
     run.assert_code(0);
@@ -164,31 +149,18 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
         .as_array()
         .expect("servers")
         .iter()
-        .map(|s| {
-            (
-                s["name"].as_str().unwrap().into(),
-                s["scope"].as_str().unwrap().into(),
-            )
-        })
+        .map(|s| (s["name"].as_str().unwrap().into(), s["scope"].as_str().unwrap().into()))
         .collect();
     servers.sort();
     assert_eq!(
         servers,
-        [
-            ("alpha".into(), "global".into()),
-            ("beta".into(), "session".into())
-        ]
+        [("alpha".into(), "global".into()), ("beta".into(), "session".into())]
     );
 
     let instances = status["instances"].as_array().expect("instances");
     let mut keys: Vec<(String, String)> = instances
         .iter()
-        .map(|i| {
-            (
-                i["server"].as_str().unwrap().into(),
-                i["key"].as_str().unwrap().into(),
-            )
-        })
+        .map(|i| (i["server"].as_str().unwrap().into(), i["key"].as_str().unwrap().into()))
         .collect();
     keys.sort();
     assert_eq!(
@@ -203,10 +175,7 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
     let mut pids: Vec<u64> = instances.iter().filter_map(|i| i["pid"].as_u64()).collect();
     pids.sort_unstable();
     let running: Vec<u64> = processes_with(&tag).into_iter().map(u64::from).collect();
-    assert_eq!(
-        pids, running,
-        "the instances' pids are the upstream processes: {status}"
-    );
+    assert_eq!(pids, running, "the instances' pids are the upstream processes: {status}");
     for i in instances {
         assert!(i["ageMs"].is_u64() && i["idleMs"].is_u64(), "{i}");
         assert_eq!(i["inUse"], 0, "{i}");
@@ -214,16 +183,8 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
 
     let text = home.cli(&["status"]);
     text.assert_code(0);
-    for needle in [
-        "session:one",
-        "session:two",
-        "global",
-        &daemon.pid().to_string(),
-    ] {
-        assert!(
-            text.stdout.contains(needle),
-            "status must show {needle}:\n{text}"
-        );
+    for needle in ["session:one", "session:two", "global", &daemon.pid().to_string()] {
+        assert!(text.stdout.contains(needle), "status must show {needle}:\n{text}");
     }
 }
 
@@ -250,17 +211,12 @@ fn mcpx_stop_returns_only_when_the_daemon_and_its_children_are_gone() {
     cfg["timeouts"] = json!({"stopGrace": "500ms"});
     let home = Home::without_state_dir(&cfg);
     let config_path = home.config_path().to_str().unwrap().to_owned();
-    home.cli(&[
-        "call",
-        "deaf.whoami",
-        "--session",
-        "x",
-        "--config",
-        &config_path,
-    ])
-    .assert_code(0);
+    home.cli(&["call", "deaf.whoami", "--session", "x", "--config", &config_path])
+        .assert_code(0);
     let mut client = home.serve().start();
-    client.send(&mcpx_e2e::Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame());
+    client.send(
+        &mcpx_e2e::Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame(),
+    );
     assert!(home.wait_in_use("shared", 1, Duration::from_secs(10)));
     let daemons = home.daemons();
     assert_eq!(daemons.len(), 1);
@@ -270,15 +226,8 @@ fn mcpx_stop_returns_only_when_the_daemon_and_its_children_are_gone() {
     let left = processes_with(&tag);
     let daemon_alive = alive(daemons[0]);
     stop.assert_code(0);
-    assert!(
-        !daemon_alive,
-        "mcpx stop returned while the daemon {} ran:\n{stop}",
-        daemons[0]
-    );
-    assert!(
-        left.is_empty(),
-        "mcpx stop returned while upstreams ran: {left:?}\n{stop}"
-    );
+    assert!(!daemon_alive, "mcpx stop returned while the daemon {} ran:\n{stop}", daemons[0]);
+    assert!(left.is_empty(), "mcpx stop returned while upstreams ran: {left:?}\n{stop}");
     assert!(
         !home.socket().exists() && home.record().is_none(),
         "a clean stop removes the socket and daemon.json"
@@ -298,9 +247,7 @@ fn mcpx_config_check_accepts_a_good_file_and_names_file_line_and_column_of_a_bad
     let cases = [
         (
             "syntax.json",
-            format!(
-                "{{\n  \"mcpServers\": {{\n    \"alpha\": {{\"command\": \"{fakemcp}\"}},\n  }}\n}}\n"
-            ),
+            format!("{{\n  \"mcpServers\": {{\n    \"alpha\": {{\"command\": \"{fakemcp}\"}},\n  }}\n}}\n"),
             4,
         ),
         (
@@ -322,10 +269,7 @@ fn mcpx_config_check_accepts_a_good_file_and_names_file_line_and_column_of_a_bad
             "the error must start with {path}:{line}:<column>:\n{bad}"
         );
     }
-    assert!(
-        home.daemons().is_empty(),
-        "config check must not start a daemon"
-    );
+    assert!(home.daemons().is_empty(), "config check must not start a daemon");
 }
 
 /// A problem found after parsing (a rule spanning several values) is still a problem in a

@@ -69,10 +69,7 @@ fn fakemcp_over_http_answers_modern_requests_and_legacy_sessions_with_its_stdio_
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert!(
-        names.contains(&"echo") && names.contains(&"whoami"),
-        "{list}"
-    );
+    assert!(names.contains(&"echo") && names.contains(&"whoami"), "{list}");
     let echo = Modern::tools_call("echo", arguments()).send(&fake.url);
     assert_eq!(echo.status, 200, "{echo}");
     assert_eq!(echo.structured(), &arguments(), "{echo}");
@@ -109,15 +106,8 @@ fn a_daemon_answers_tools_calls_through_a_url_server_that_is_fakemcp_over_http()
     let echo = Modern::mcpx_call("fake", "echo", arguments()).send(daemon.url());
     assert_eq!(echo.structured(), &arguments(), "{echo}");
     let through = Whoami::of(&Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()));
-    assert_eq!(
-        through.instance, direct.instance,
-        "mcpx reached the fakemcp that listens on {}",
-        fake.url
-    );
-    assert_eq!(
-        through.era, "modern",
-        "fakemcp answers server/discover, so mcpx speaks 2026 to it"
-    );
+    assert_eq!(through.instance, direct.instance, "mcpx reached the fakemcp that listens on {}", fake.url);
+    assert_eq!(through.era, "modern", "fakemcp answers server/discover, so mcpx speaks 2026 to it");
     assert!(through.calls > direct.calls);
 
     let session = LegacySession::open(daemon.url());
@@ -133,10 +123,7 @@ fn a_daemon_falls_back_to_a_session_with_a_handshake_era_fakemcp_over_http() {
     let echo = Modern::mcpx_call("fake", "echo", arguments()).send(daemon.url());
     assert_eq!(echo.structured(), &arguments(), "{echo}");
     let first = Whoami::of(&Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()));
-    assert_eq!(
-        first.era, "legacy",
-        "mcpx opened a session after server/discover was refused"
-    );
+    assert_eq!(first.era, "legacy", "mcpx opened a session after server/discover was refused");
     let second = Whoami::of(&Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()));
     assert_eq!(second.instance, first.instance);
     assert_eq!(second.calls, first.calls + 1);

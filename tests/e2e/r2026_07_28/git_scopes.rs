@@ -80,10 +80,7 @@ fn two_serve_processes_in_one_repository_share_its_repo_and_worktree_instances()
         "cwd scope tells the two directories apart"
     );
     assert_eq!(home.instance_keys("git"), [key("repo", &common_dir(&repo))]);
-    assert_eq!(
-        home.instance_keys("tree"),
-        [key("worktree", &top_level(&repo))]
-    );
+    assert_eq!(home.instance_keys("tree"), [key("worktree", &top_level(&repo))]);
 }
 
 #[test]
@@ -136,10 +133,7 @@ fn the_daemons_own_git_dir_does_not_decide_a_callers_repository() {
         let git_dir = git_dir.to_str().unwrap();
         let daemon = Daemon::start_with_env(
             &git_config(&tag),
-            &[
-                ("GIT_DIR", git_dir),
-                ("GIT_WORK_TREE", other.to_str().unwrap()),
-            ],
+            &[("GIT_DIR", git_dir), ("GIT_WORK_TREE", other.to_str().unwrap())],
         );
         let home = daemon.home();
         let mut in_a = home.serve().cwd(&a).start();

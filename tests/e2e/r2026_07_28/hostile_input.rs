@@ -19,10 +19,8 @@ fn modern_frame(id: Value, method: Value, params: Value) -> String {
     if let Some(p) = params.as_object_mut() {
         let meta = p.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.entry("io.modelcontextprotocol/protocolVersion")
-                .or_insert(json!("2026-07-28"));
-            meta.entry("io.modelcontextprotocol/clientCapabilities")
-                .or_insert(json!({}));
+            meta.entry("io.modelcontextprotocol/protocolVersion").or_insert(json!("2026-07-28"));
+            meta.entry("io.modelcontextprotocol/clientCapabilities").or_insert(json!({}));
         }
     }
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
@@ -33,28 +31,18 @@ fn deep_nesting_and_bodies_that_are_not_utf8_are_400_parse_error() {
     let daemon = gateway();
     let url = daemon.url();
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    Modern::discover()
-        .raw_body(deep)
-        .send(url)
-        .assert_error(400, -32700);
+    Modern::discover().raw_body(deep).send(url).assert_error(400, -32700);
     // Valid JSON, but nested deeper than mcpx reads (128 levels) inside params.
     let nested = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{"x":{}1{}}}}}"#,
         "[".repeat(200),
         "]".repeat(200)
     );
-    Modern::discover()
-        .raw_body(nested)
-        .send(url)
-        .assert_error(400, -32700);
-    let mut not_utf8 =
-        br#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":""#.to_vec();
+    Modern::discover().raw_body(nested).send(url).assert_error(400, -32700);
+    let mut not_utf8 = br#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":""#.to_vec();
     not_utf8.extend_from_slice(b"\xff\xfe\xc3\x28");
     not_utf8.extend_from_slice(br#""}}"#);
-    Modern::discover()
-        .raw_body(not_utf8)
-        .send(url)
-        .assert_error(400, -32700);
+    Modern::discover().raw_body(not_utf8).send(url).assert_error(400, -32700);
     assert_serving(url);
 }
 
@@ -63,61 +51,24 @@ fn a_huge_string_under_the_body_limit_is_relayed_whole() {
     let daemon = gateway();
     let big = "é".repeat(1_500_000); // 3 MB of two-byte characters, under the 4 MiB default
     let reply = Modern::mcpx_call("up", "echo", json!({"big": big})).send(daemon.url());
-    assert_eq!(
-        reply.structured()["big"].as_str().map(str::len),
-        Some(3_000_000),
-        "status {}",
-        reply.status
-    );
+    assert_eq!(reply.structured()["big"].as_str().map(str::len), Some(3_000_000), "status {}", reply.status);
     assert_serving(daemon.url());
 }
 
 #[test]
 fn ids_of_every_json_type_are_echoed_or_refused_as_invalid_requests() {
     let daemon = gateway();
-    for id in [
-        json!(""),
-        json!("x y"),
-        json!(0),
-        json!(-1),
-        json!(i64::MAX),
-        json!(i64::MIN),
-    ] {
-        let reply = Modern::discover()
-            .raw_body(modern_frame(
-                id.clone(),
-                json!("server/discover"),
-                json!({}),
-            ))
-            .send(daemon.url());
+    for id in [json!(""), json!("x y"), json!(0), json!(-1), json!(i64::MAX), json!(i64::MIN)] {
+        let reply = Modern::discover().raw_body(modern_frame(id.clone(), json!("server/discover"), json!({}))).send(daemon.url());
         assert_eq!(reply.status, 200, "id {id}:\n{reply}");
         assert_eq!(reply.frame()["id"], id, "id {id}:\n{reply}");
-        assert!(
-            reply.result()["supportedVersions"].is_array(),
-            "id {id}:\n{reply}"
-        );
+        assert!(reply.result()["supportedVersions"].is_array(), "id {id}:\n{reply}");
     }
     // Not ids: null, fractions, integers beyond 64-bit signed, booleans, objects, arrays.
-    for id in [
-        json!(null),
-        json!(1.5),
-        json!(9_223_372_036_854_775_808u64),
-        json!(true),
-        json!({"a": 1}),
-        json!([1]),
-    ] {
-        let reply = Modern::discover()
-            .raw_body(modern_frame(
-                id.clone(),
-                json!("server/discover"),
-                json!({}),
-            ))
-            .send(daemon.url());
+    for id in [json!(null), json!(1.5), json!(9_223_372_036_854_775_808u64), json!(true), json!({"a": 1}), json!([1])] {
+        let reply = Modern::discover().raw_body(modern_frame(id.clone(), json!("server/discover"), json!({}))).send(daemon.url());
         reply.assert_error(400, -32600);
-        assert!(
-            reply.frame().get("id").is_none(),
-            "an unreadable id {id} is not echoed:\n{reply}"
-        );
+        assert!(reply.frame().get("id").is_none(), "an unreadable id {id} is not echoed:\n{reply}");
     }
     assert_serving(daemon.url());
 }
@@ -126,8 +77,7 @@ fn ids_of_every_json_type_are_echoed_or_refused_as_invalid_requests() {
 fn wrong_types_in_the_fields_mcpx_reads_are_precise_errors() {
     let daemon = gateway();
     let url = daemon.url();
-    let envelope =
-        |id: u64, method: &str, params: Value| modern_frame(json!(id), json!(method), params);
+    let envelope = |id: u64, method: &str, params: Value| modern_frame(json!(id), json!(method), params);
     let cases: Vec<(&str, &str, String, u16, i64)> = vec![
         ("jsonrpc is a number", "server/discover", json!({"jsonrpc": 2, "id": 1, "method": "server/discover"}).to_string(), 400, -32600),
         ("method is a number", "server/discover", modern_frame(json!(1), json!(7), json!({})), 400, -32600),
@@ -146,20 +96,10 @@ fn wrong_types_in_the_fields_mcpx_reads_are_precise_errors() {
     for (what, method, body, status, code) in cases {
         let mut request = Modern::new(method, json!({})).raw_body(body);
         if method == "tools/call" {
-            request = request.header(
-                "Mcp-Name",
-                if what.contains("search") {
-                    "mcpx_search"
-                } else {
-                    "mcpx_call"
-                },
-            );
+            request = request.header("Mcp-Name", if what.contains("search") { "mcpx_search" } else { "mcpx_call" });
         }
         let reply = request.send(url);
-        let code_got = reply
-            .frame()
-            .get("error")
-            .map(|e| e["code"].as_i64().unwrap_or_default());
+        let code_got = reply.frame().get("error").map(|e| e["code"].as_i64().unwrap_or_default());
         if (reply.status, code_got) != (status, Some(code)) {
             wrong.push(format!("{what}: expected {status} {code}, got:\n{reply}"));
         }
@@ -192,11 +132,7 @@ fn a_response_to_no_question_in_a_legacy_session_is_dropped_and_the_session_goes
             ("Mcp-Session-Id".into(), session.id().into()),
             ("MCP-Protocol-Version".into(), session.revision().into()),
         ],
-        body: Some(
-            json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}})
-                .to_string()
-                .into_bytes(),
-        ),
+        body: Some(json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}}).to_string().into_bytes()),
         revision: "2025-11-25",
         method: None,
     }
@@ -217,25 +153,12 @@ fn a_duplicate_id_in_flight_on_stdio_is_refused_and_the_first_is_answered() {
     again["id"] = slow["id"].clone();
     serve.send(&slow);
     serve.send(&again);
-    let first = serve
-        .next_frame(Duration::from_secs(30))
-        .expect("an answer");
+    let first = serve.next_frame(Duration::from_secs(30)).expect("an answer");
     assert_eq!(first["error"]["code"], -32600, "{first}");
-    assert!(
-        first["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("already in flight"),
-        "{first}"
-    );
-    let second = serve
-        .next_frame(Duration::from_secs(30))
-        .expect("the slow call's answer");
+    assert!(first["error"]["message"].as_str().unwrap_or_default().contains("already in flight"), "{first}");
+    let second = serve.next_frame(Duration::from_secs(30)).expect("the slow call's answer");
     assert_eq!(second["id"], slow["id"]);
-    assert_eq!(
-        second["result"]["structuredContent"]["sleptMs"], 1500,
-        "{second}"
-    );
+    assert_eq!(second["result"]["structuredContent"]["sleptMs"], 1500, "{second}");
 }
 
 #[test]
@@ -270,10 +193,7 @@ fn a_duplicate_id_in_flight_in_a_legacy_session_is_refused_and_the_first_is_answ
         let post = post.clone();
         move || post(slow)
     });
-    assert!(
-        daemon.home().wait_in_use("up", 1, Duration::from_secs(20)),
-        "the slow call never started"
-    );
+    assert!(daemon.home().wait_in_use("up", 1, Duration::from_secs(20)), "the slow call never started");
     let second = post(frame("echo", json!({"second": true})));
     assert_eq!(second.error_code(), -32600, "{second}");
     let first = first.join().expect("the first request");

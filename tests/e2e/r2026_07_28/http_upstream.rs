@@ -20,11 +20,7 @@ fn py_config(python: &HttpServer, extra: Value) -> Value {
 /// A tool result's JSON body: its structured content, else its first text block parsed.
 #[track_caller]
 fn tool_json(result: &Value) -> Value {
-    assert_ne!(
-        result["isError"],
-        json!(true),
-        "the tool call failed: {result}"
-    );
+    assert_ne!(result["isError"], json!(true), "the tool call failed: {result}");
     if result["structuredContent"].is_object() {
         return result["structuredContent"].clone();
     }
@@ -36,11 +32,7 @@ fn tool_json(result: &Value) -> Value {
 
 #[track_caller]
 fn first_text(result: &Value) -> &str {
-    assert_ne!(
-        result["isError"],
-        json!(true),
-        "the tool call failed: {result}"
-    );
+    assert_ne!(result["isError"], json!(true), "the tool call failed: {result}");
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("a result without text: {result}"))
@@ -74,11 +66,7 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
 
     // Modern over HTTP.
     let list = Modern::tools_list().send(url);
-    assert_eq!(
-        listed_py_tools(list.result()),
-        expected_py_tools(),
-        "{list}"
-    );
+    assert_eq!(listed_py_tools(list.result()), expected_py_tools(), "{list}");
     let echo = list.result()["tools"]
         .as_array()
         .unwrap()
@@ -92,11 +80,7 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
     let direct = Modern::tools_call("py__echo", json!({"text": "modern"})).send(url);
     assert_eq!(first_text(direct.result()), "echo: modern", "{direct}");
     let gateway = Modern::mcpx_call("py", "echo", json!({"text": "via mcpx_call"})).send(url);
-    assert_eq!(
-        first_text(gateway.result()),
-        "echo: via mcpx_call",
-        "{gateway}"
-    );
+    assert_eq!(first_text(gateway.result()), "echo: via mcpx_call", "{gateway}");
     let search = Modern::tools_call("mcpx_search", json!({"query": "echo"})).send(url);
     let found: Vec<(&str, &str)> = search.structured()["tools"]
         .as_array()
@@ -109,11 +93,7 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
     // Legacy over HTTP.
     let legacy = LegacySession::open(url);
     let list = legacy.request("tools/list", json!({}));
-    assert_eq!(
-        listed_py_tools(list.result()),
-        expected_py_tools(),
-        "{list}"
-    );
+    assert_eq!(listed_py_tools(list.result()), expected_py_tools(), "{list}");
     let direct = legacy.tools_call("py__echo", json!({"text": "legacy"}));
     assert_eq!(first_text(direct.result()), "echo: legacy", "{direct}");
     let gateway = legacy.mcpx_call("py", "echo", json!({"text": "legacy mcpx_call"}));
@@ -126,20 +106,12 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
     let mut handshake = daemon.home().serve().start();
     handshake.initialize(mcpx_e2e::schema::LEGACY);
     let list = handshake.legacy_request("tools/list", json!({}));
-    assert_eq!(
-        listed_py_tools(list.result()),
-        expected_py_tools(),
-        "{list}"
-    );
+    assert_eq!(listed_py_tools(list.result()), expected_py_tools(), "{list}");
     let answer = handshake.legacy_request(
         "tools/call",
         json!({"name": "py__echo", "arguments": {"text": "stdio legacy"}}),
     );
-    assert_eq!(
-        first_text(answer.result()),
-        "echo: stdio legacy",
-        "{answer}"
-    );
+    assert_eq!(first_text(answer.result()), "echo: stdio legacy", "{answer}");
 }
 
 /// The upstream reports progress against mcpx's token; the caller sees it against its own.
@@ -152,11 +124,7 @@ fn progress_from_an_http_upstream_reaches_the_caller_under_its_own_token() {
             .into_iter()
             .filter(|f| f["method"] == "notifications/progress")
             .collect();
-        assert_eq!(
-            progress.len(),
-            3,
-            "{how}: expected three progress notifications: {progress:?}"
-        );
+        assert_eq!(progress.len(), 3, "{how}: expected three progress notifications: {progress:?}");
         for (step, n) in progress.iter().enumerate() {
             assert_eq!(&n["params"]["progressToken"], token, "{how}: {n}");
             assert_eq!(n["params"]["progress"], json!(step + 1), "{how}: {n}");
@@ -210,16 +178,8 @@ fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured
             !headers.contains_key("x-caller-secret"),
             "{how}: a caller's header reached the upstream: {headers:?}"
         );
-        assert_eq!(
-            headers.get("x-api-key"),
-            Some(&json!("configured-key")),
-            "{how}"
-        );
-        assert_eq!(
-            headers.get("x-from-env"),
-            Some(&json!("from-env-123")),
-            "{how}"
-        );
+        assert_eq!(headers.get("x-api-key"), Some(&json!("configured-key")), "{how}");
+        assert_eq!(headers.get("x-from-env"), Some(&json!("from-env-123")), "{how}");
     };
 
     let reply = Modern::tools_call("py__headers", json!({}))
@@ -232,15 +192,9 @@ fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured
     let reply = Modern::mcpx_call("py", "headers", json!({}))
         .header("Authorization", &bearer)
         .send(daemon.url());
-    check(
-        tool_json(reply.result()).as_object().expect("headers"),
-        "mcpx_call",
-    );
+    check(tool_json(reply.result()).as_object().expect("headers"), "mcpx_call");
 
     let mut client = daemon.home().serve().start();
     let answer = client.call("py", "headers", json!({}));
-    check(
-        tool_json(answer.result()).as_object().expect("headers"),
-        "stdio",
-    );
+    check(tool_json(answer.result()).as_object().expect("headers"), "stdio");
 }

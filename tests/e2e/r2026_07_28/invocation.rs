@@ -40,11 +40,7 @@ const FORGED_VALUES: [&str; 6] = [
 /// server's, as structured content or as JSON text).
 #[track_caller]
 fn received_meta(result: &Value) -> Map<String, Value> {
-    assert_ne!(
-        result["isError"],
-        json!(true),
-        "the meta call failed: {result}"
-    );
+    assert_ne!(result["isError"], json!(true), "the meta call failed: {result}");
     let body = match &result["structuredContent"] {
         Value::Object(_) => result["structuredContent"].clone(),
         _ => {
@@ -79,10 +75,7 @@ fn context_of(meta: &Map<String, Value>) -> Map<String, Value> {
         .clone();
     assert_eq!(context["version"], 1, "{context:?}");
     let call_id = context["callId"].as_str().unwrap_or_default();
-    assert!(
-        !call_id.is_empty(),
-        "the context has no callId: {context:?}"
-    );
+    assert!(!call_id.is_empty(), "the context has no callId: {context:?}");
     context
 }
 
@@ -104,9 +97,7 @@ fn assert_no_forgery(meta: &Map<String, Value>) {
 fn forged_call(server: &str, tool: &str) -> Modern {
     forged()
         .into_iter()
-        .fold(Modern::mcpx_call(server, tool, json!({})), |m, (k, v)| {
-            m.meta(&k, v)
-        })
+        .fold(Modern::mcpx_call(server, tool, json!({})), |m, (k, v)| m.meta(&k, v))
 }
 
 #[test]
@@ -118,10 +109,7 @@ fn a_callers_own_invocation_context_and_dev_mcpx_keys_never_reach_the_upstream()
     // Modern HTTP, session named by _meta, plus a host context key over HTTP.
     let reply = forged_call("f", "meta")
         .session("a")
-        .meta(
-            "qwen-code/invocation",
-            json!({"version": 1, "sessionId": "qwen-forged", "promptId": "p"}),
-        )
+        .meta("qwen-code/invocation", json!({"version": 1, "sessionId": "qwen-forged", "promptId": "p"}))
         .send(url);
     let meta = received_meta(reply.result());
     let context = context_of(&meta);
@@ -136,18 +124,13 @@ fn a_callers_own_invocation_context_and_dev_mcpx_keys_never_reach_the_upstream()
 
     // Legacy HTTP session.
     let legacy = LegacySession::open(url);
-    let mut params =
-        json!({"name": "mcpx_call", "arguments": {"server": "f", "tool": "meta", "arguments": {}}});
+    let mut params = json!({"name": "mcpx_call", "arguments": {"server": "f", "tool": "meta", "arguments": {}}});
     params["_meta"] = Value::Object(forged());
     let reply = legacy.request("tools/call", params);
     let context = context_of(&received_meta(reply.result()));
     let session = format!("mcp-{}", legacy.id());
     assert_eq!(context["sessionId"], session.as_str(), "{context:?}");
-    assert_eq!(
-        context["scope"],
-        format!("session:{session}"),
-        "{context:?}"
-    );
+    assert_eq!(context["scope"], format!("session:{session}"), "{context:?}");
 
     // stdio, through mcpx serve.
     let mut client = daemon.home().serve().session("s").start();
@@ -177,9 +160,7 @@ fn concurrent_calls_from_five_sessions_through_one_global_instance_each_carry_th
                 let url = url.clone();
                 scope.spawn(move || {
                     let session = format!("s{}", i % 3);
-                    let reply = Modern::mcpx_call("g", "meta", json!({}))
-                        .session(&session)
-                        .send(&url);
+                    let reply = Modern::mcpx_call("g", "meta", json!({})).session(&session).send(&url);
                     (session, context_of(&received_meta(reply.result())))
                 })
             })
@@ -195,16 +176,10 @@ fn concurrent_calls_from_five_sessions_through_one_global_instance_each_carry_th
                 .collect();
             for frame in frames {
                 let answer = serve.answer(&frame["id"], mcpx_e2e::serve::ANSWER_TIMEOUT);
-                seen.push((
-                    format!("s{}", n + 3),
-                    context_of(&received_meta(answer.result())),
-                ));
+                seen.push((format!("s{}", n + 3), context_of(&received_meta(answer.result()))));
             }
         }
-        seen.extend(
-            http.into_iter()
-                .map(|h| h.join().expect("an HTTP caller thread")),
-        );
+        seen.extend(http.into_iter().map(|h| h.join().expect("an HTTP caller thread")));
         seen
     });
 
@@ -212,23 +187,14 @@ fn concurrent_calls_from_five_sessions_through_one_global_instance_each_carry_th
     let mut call_ids = BTreeSet::new();
     for (session, context) in &seen {
         assert_eq!(
-            context["sessionId"],
-            session.as_str(),
+            context["sessionId"], session.as_str(),
             "a call of session {session} reached the upstream with another caller's context: {context:?}"
         );
         assert_eq!(context["scope"], "global", "{context:?}");
         call_ids.insert(context["callId"].as_str().unwrap().to_owned());
     }
-    assert_eq!(
-        call_ids.len(),
-        50,
-        "every admitted call must have its own callId"
-    );
-    assert_eq!(
-        home.instance_keys("g"),
-        ["global"],
-        "all 50 went through one instance"
-    );
+    assert_eq!(call_ids.len(), 50, "every admitted call must have its own callId");
+    assert_eq!(home.instance_keys("g"), ["global"], "all 50 went through one instance");
 }
 
 /// A pass-through tool (`expose`), called directly, carries the context too.
@@ -242,9 +208,7 @@ fn an_exposed_tool_call_carries_the_context() {
 
     let direct = forged()
         .into_iter()
-        .fold(Modern::tools_call("f__meta", json!({})), |m, (k, v)| {
-            m.meta(&k, v)
-        })
+        .fold(Modern::tools_call("f__meta", json!({})), |m, (k, v)| m.meta(&k, v))
         .session("x")
         .send(url);
     let context = context_of(&received_meta(direct.result()));
@@ -254,11 +218,7 @@ fn an_exposed_tool_call_carries_the_context() {
     let legacy = LegacySession::open(url);
     let reply = legacy.tools_call("f__meta", json!({}));
     let context = context_of(&received_meta(reply.result()));
-    assert_eq!(
-        context["sessionId"],
-        format!("mcp-{}", legacy.id()),
-        "{context:?}"
-    );
+    assert_eq!(context["sessionId"], format!("mcp-{}", legacy.id()), "{context:?}");
 
     let mut client = daemon.home().serve().session("y").start();
     let answer = client.request(&Modern::tools_call("f__meta", json!({})).frame());
@@ -283,10 +243,7 @@ fn an_http_upstream_and_a_server_with_the_context_turned_off_receive_no_dev_mcpx
     for server in ["py", "quiet"] {
         let over_http = forged_call(server, "meta")
             .session("a")
-            .meta(
-                "qwen-code/invocation",
-                json!({"version": 1, "sessionId": "qwen-forged", "promptId": "p"}),
-            )
+            .meta("qwen-code/invocation", json!({"version": 1, "sessionId": "qwen-forged", "promptId": "p"}))
             .send(url);
         let over_stdio = client.request(&forged_call(server, "meta").frame());
         for (how, result) in [("HTTP", over_http.result()), ("stdio", over_stdio.result())] {
@@ -343,10 +300,7 @@ fn the_client_id_is_the_name_of_the_token_presented() {
     assert_eq!(context_of(&received_meta(as_ci.result()))["clientId"], "ci");
 
     let bot_claiming_ci = Modern::mcpx_call("f", "meta", json!({}))
-        .meta(
-            "io.modelcontextprotocol/clientInfo",
-            json!({"name": "ci", "version": "1"}),
-        )
+        .meta("io.modelcontextprotocol/clientInfo", json!({"name": "ci", "version": "1"}))
         .header("Authorization", &format!("Bearer {TOKEN_BOT}"))
         .send(url);
     assert_eq!(
@@ -362,11 +316,7 @@ fn the_client_id_is_the_name_of_the_token_presented() {
         Some(&json!({"server": "f", "tool": "meta", "arguments": {}}).to_string()),
     );
     assert_eq!(v1.status, 200, "{v1}");
-    assert_eq!(
-        context_of(&received_meta(&v1.json()))["clientId"],
-        "ci",
-        "{v1}"
-    );
+    assert_eq!(context_of(&received_meta(&v1.json()))["clientId"], "ci", "{v1}");
 
     let mut client = daemon.home().serve().start();
     let answer = client.call("f", "meta", json!({}));

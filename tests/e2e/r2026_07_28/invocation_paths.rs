@@ -19,23 +19,10 @@ fn upstream_meta(text: &str) -> Value {
 
 fn requests(session: &str) -> Vec<(&'static str, Modern)> {
     let forged = json!({"version": 1, "sessionId": "forged", "callId": "forged"});
-    let sign = |m: Modern| {
-        m.session(session)
-            .meta("dev.mcpx/invocation", forged.clone())
-            .meta("dev.mcpx/other", json!(1))
-    };
+    let sign = |m: Modern| m.session(session).meta("dev.mcpx/invocation", forged.clone()).meta("dev.mcpx/other", json!(1));
     vec![
-        (
-            "read",
-            sign(Modern::new(
-                "resources/read",
-                json!({"uri": "mcpx://f/fake://meta"}),
-            )),
-        ),
-        (
-            "prompt",
-            sign(Modern::new("prompts/get", json!({"name": "f__meta"}))),
-        ),
+        ("read", sign(Modern::new("resources/read", json!({"uri": "mcpx://f/fake://meta"})))),
+        ("prompt", sign(Modern::new("prompts/get", json!({"name": "f__meta"})))),
         (
             "complete",
             sign(Modern::new(
@@ -52,9 +39,7 @@ fn text_of(kind: &str, result: &Value) -> String {
         "prompt" => &result["messages"][0]["content"]["text"],
         _ => &result["completion"]["values"][0],
     };
-    text.as_str()
-        .unwrap_or_else(|| panic!("{kind}: no text in {result}"))
-        .to_owned()
+    text.as_str().unwrap_or_else(|| panic!("{kind}: no text in {result}")).to_owned()
 }
 
 #[test]
@@ -80,31 +65,18 @@ fn reads_prompts_and_completions_carry_their_own_callers_context_concurrently() 
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect()
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
     });
     assert_eq!(seen.len(), 5 * 3 * 3);
     let mut call_ids = HashSet::new();
     for (session, kind, meta) in &seen {
         let context = &meta["dev.mcpx/invocation"];
         assert_eq!(context["version"], 1, "{kind}: {meta}");
-        assert_eq!(
-            context["sessionId"],
-            json!(session),
-            "{kind} of {session} carried another context: {meta}"
-        );
+        assert_eq!(context["sessionId"], json!(session), "{kind} of {session} carried another context: {meta}");
         assert_eq!(context["scope"], "global", "{kind}: {meta}");
-        assert!(
-            meta.get("dev.mcpx/other").is_none(),
-            "a caller's dev.mcpx/ key passed: {meta}"
-        );
+        assert!(meta.get("dev.mcpx/other").is_none(), "a caller's dev.mcpx/ key passed: {meta}");
         let call_id = context["callId"].as_str().expect("a callId").to_owned();
         assert_ne!(call_id, "forged");
-        assert!(
-            call_ids.insert(call_id),
-            "two requests shared a callId: {meta}"
-        );
+        assert!(call_ids.insert(call_id), "two requests shared a callId: {meta}");
     }
 }

@@ -20,23 +20,13 @@ fn with(servers: &[(&str, Value)], settings: Value) -> Value {
 /// The message of the JSON-RPC error a call got.
 #[track_caller]
 fn error_message(reply: &Reply) -> String {
-    reply.assert_error(200, -32603)["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    reply.assert_error(200, -32603)["message"].as_str().unwrap_or_default().to_owned()
 }
 
 #[test]
 fn an_instance_over_pool_max_instances_per_server_is_refused_naming_the_setting() {
-    let daemon = Daemon::start(&with(
-        &[("up", fakemcp("session", &tag(), &[]))],
-        json!({"pool": {"maxInstancesPerServer": 2}}),
-    ));
-    let call = |session: &str| {
-        Modern::mcpx_call("up", "whoami", json!({}))
-            .session(session)
-            .send(daemon.url())
-    };
+    let daemon = Daemon::start(&with(&[("up", fakemcp("session", &tag(), &[]))], json!({"pool": {"maxInstancesPerServer": 2}})));
+    let call = |session: &str| Modern::mcpx_call("up", "whoami", json!({})).session(session).send(daemon.url());
     Whoami::of(&call("a"));
     Whoami::of(&call("b"));
     let refused = error_message(&call("c"));
@@ -48,11 +38,7 @@ fn an_instance_over_pool_max_instances_per_server_is_refused_naming_the_setting(
 #[test]
 fn an_instance_over_pool_max_instances_in_all_is_refused_naming_the_setting() {
     let t = tag();
-    let servers = [
-        ("a", fakemcp("global", &t, &[])),
-        ("b", fakemcp("global", &t, &[])),
-        ("c", fakemcp("global", &t, &[])),
-    ];
+    let servers = [("a", fakemcp("global", &t, &[])), ("b", fakemcp("global", &t, &[])), ("c", fakemcp("global", &t, &[]))];
     let daemon = Daemon::start(&with(&servers, json!({"pool": {"maxInstances": 2}})));
     let call = |server: &str| Modern::mcpx_call(server, "whoami", json!({})).send(daemon.url());
     Whoami::of(&call("a"));
@@ -64,65 +50,32 @@ fn an_instance_over_pool_max_instances_in_all_is_refused_naming_the_setting() {
 
 #[test]
 fn a_client_over_limits_max_calls_per_client_is_refused_and_other_clients_are_served() {
-    let daemon = Daemon::start(&with(
-        &[("up", fakemcp("global", &tag(), &[]))],
-        json!({"limits": {"maxCallsPerClient": 1}}),
-    ));
+    let daemon = Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"limits": {"maxCallsPerClient": 1}})));
     let url = daemon.url().to_owned();
     let slow = std::thread::spawn(move || {
-        Modern::mcpx_call("up", "slow", json!({"ms": 2000}))
-            .session("busy")
-            .send(&url)
+        Modern::mcpx_call("up", "slow", json!({"ms": 2000})).session("busy").send(&url)
     });
-    assert!(
-        daemon.home().wait_in_use("up", 1, Duration::from_secs(20)),
-        "the slow call never started"
-    );
-    let refused = error_message(
-        &Modern::mcpx_call("up", "echo", json!({}))
-            .session("busy")
-            .send(daemon.url()),
-    );
+    assert!(daemon.home().wait_in_use("up", 1, Duration::from_secs(20)), "the slow call never started");
+    let refused = error_message(&Modern::mcpx_call("up", "echo", json!({})).session("busy").send(daemon.url()));
     assert!(refused.contains("limits.maxCallsPerClient"), "{refused}");
-    let other = Modern::mcpx_call("up", "echo", json!({"k": 1}))
-        .session("calm")
-        .send(daemon.url());
+    let other = Modern::mcpx_call("up", "echo", json!({"k": 1})).session("calm").send(daemon.url());
     assert_eq!(other.structured(), &json!({"k": 1}));
-    assert_eq!(
-        slow.join().expect("the slow call").structured()["sleptMs"],
-        2000
-    );
+    assert_eq!(slow.join().expect("the slow call").structured()["sleptMs"], 2000);
     // Its call done, the busy client is served again.
-    let again = Modern::mcpx_call("up", "echo", json!({"k": 2}))
-        .session("busy")
-        .send(daemon.url());
+    let again = Modern::mcpx_call("up", "echo", json!({"k": 2})).session("busy").send(daemon.url());
     assert_eq!(again.structured(), &json!({"k": 2}));
 }
 
 #[test]
 fn an_instance_unused_for_pool_idle_timeout_is_stopped() {
-    let daemon = Daemon::start(&with(
-        &[("up", fakemcp("global", &tag(), &[]))],
-        json!({"pool": {"idleTimeout": "1s"}}),
-    ));
+    let daemon = Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"pool": {"idleTimeout": "1s"}})));
     let first = Whoami::of(&Modern::mcpx_call("up", "whoami", json!({})).send(daemon.url()));
-    let gone = poll(Duration::from_secs(20), || {
-        daemon.home().instances("up").is_empty().then_some(())
-    });
-    assert!(
-        gone.is_some(),
-        "the idle instance was never stopped: {}",
-        daemon.home().status()
-    );
-    let exited = poll(Duration::from_secs(10), || {
-        (!alive(first.pid)).then_some(())
-    });
+    let gone = poll(Duration::from_secs(20), || daemon.home().instances("up").is_empty().then_some(()));
+    assert!(gone.is_some(), "the idle instance was never stopped: {}", daemon.home().status());
+    let exited = poll(Duration::from_secs(10), || (!alive(first.pid)).then_some(()));
     assert!(exited.is_some(), "pid {} outlived its instance", first.pid);
     let second = Whoami::of(&Modern::mcpx_call("up", "whoami", json!({})).send(daemon.url()));
-    assert_ne!(
-        second.instance, first.instance,
-        "a fresh instance serves the next call"
-    );
+    assert_ne!(second.instance, first.instance, "a fresh instance serves the next call");
     assert!(alive(second.pid));
 }
 
@@ -181,10 +134,7 @@ fn an_upstream_that_never_answers_fails_the_call_at_the_start_timeouts() {
         json!({"timeouts": {"probe": "300ms", "handshake": "700ms"}}),
     ));
     let refused = error_message(&Modern::mcpx_call("silent", "x", json!({})).send(daemon.url()));
-    assert!(
-        refused.contains("silent") && refused.contains("initialize"),
-        "{refused}"
-    );
+    assert!(refused.contains("silent") && refused.contains("initialize"), "{refused}");
     let other = Modern::mcpx_call("up", "echo", json!({"k": 1})).send(daemon.url());
     assert_eq!(other.structured(), &json!({"k": 1}));
 }

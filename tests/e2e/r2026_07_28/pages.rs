@@ -7,12 +7,7 @@ use mcpx_e2e::process::tag;
 use serde_json::{Value, json};
 
 fn names(result: &Value) -> Vec<String> {
-    result["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
+    result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
 #[test]
@@ -49,16 +44,7 @@ fn tools_list_pages_cover_the_whole_list_once_in_order() {
 fn a_cursor_that_mcpx_did_not_issue_is_invalid_params() {
     let t = tag();
     let daemon = Daemon::start(&config(&[("fake", fakemcp("global", &t, &[]))]));
-    Modern::new("tools/list", json!({"cursor": "bm90LWEtY3Vyc29y"}))
-        .send(daemon.url())
-        .assert_error(200, -32602);
+    Modern::new("tools/list", json!({"cursor": "bm90LWEtY3Vyc29y"})).send(daemon.url()).assert_error(200, -32602);
     // The empty string is a valid cursor: the start of the list.
-    assert!(
-        !names(
-            Modern::new("tools/list", json!({"cursor": ""}))
-                .send(daemon.url())
-                .result()
-        )
-        .is_empty()
-    );
+    assert!(!names(Modern::new("tools/list", json!({"cursor": ""})).send(daemon.url()).result()).is_empty());
 }

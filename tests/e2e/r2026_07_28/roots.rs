@@ -13,28 +13,19 @@ const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `whoami` on the cwd-scoped server, answering mcpx's roots question with `root`.
 fn whoami_in(daemon: &Daemon, root: &std::path::Path) -> Whoami {
     let call = |extra: Value| {
-        let mut params =
-            json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+        let mut params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
         for (k, v) in extra.as_object().into_iter().flatten() {
             params[k] = v.clone();
         }
-        Modern::new("tools/call", params)
-            .meta(CAPABILITIES, json!({"roots": {}}))
-            .send(daemon.url())
+        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}})).send(daemon.url())
     };
     let asked = call(json!({}));
     let result = asked.result();
     assert_eq!(result["resultType"], "input_required", "{asked}");
-    let (key, question) = result["inputRequests"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .next()
-        .unwrap();
+    let (key, question) = result["inputRequests"].as_object().unwrap().iter().next().unwrap();
     assert_eq!(question["method"], "roots/list", "{asked}");
     let answer = json!({"roots": [{"uri": format!("file://{}", root.display()), "name": "work"}]});
-    let retry =
-        json!({"inputResponses": {key.clone(): answer}, "requestState": result["requestState"]});
+    let retry = json!({"inputResponses": {key.clone(): answer}, "requestState": result["requestState"]});
     Whoami::of(&call(retry))
 }
 
@@ -50,18 +41,8 @@ fn a_caller_that_declares_roots_gets_the_instance_of_its_first_root() {
     assert_eq!(a_again.calls, 2);
     assert_ne!(a.instance, b.instance, "another root, another instance");
     let canonical = |p: &std::path::Path| p.canonicalize().unwrap();
-    assert_eq!(
-        std::path::PathBuf::from(a.cwd.unwrap())
-            .canonicalize()
-            .unwrap(),
-        canonical(one.path())
-    );
-    assert_eq!(
-        std::path::PathBuf::from(b.cwd.unwrap())
-            .canonicalize()
-            .unwrap(),
-        canonical(two.path())
-    );
+    assert_eq!(std::path::PathBuf::from(a.cwd.unwrap()).canonicalize().unwrap(), canonical(one.path()));
+    assert_eq!(std::path::PathBuf::from(b.cwd.unwrap()).canonicalize().unwrap(), canonical(two.path()));
 }
 
 #[test]
@@ -78,31 +59,17 @@ fn roots_that_name_no_directory_degrade_instead_of_asking_again() {
     let t = tag();
     let daemon = Daemon::start(&config(&[("lsp", fakemcp("cwd", &t, &[]))]));
     let call = |extra: Value| {
-        let mut params =
-            json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+        let mut params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
         for (k, v) in extra.as_object().into_iter().flatten() {
             params[k] = v.clone();
         }
-        Modern::new("tools/call", params)
-            .meta(CAPABILITIES, json!({"roots": {}}))
-            .send(daemon.url())
+        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}})).send(daemon.url())
     };
     let asked = call(json!({}));
-    let key = asked.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = asked.result()["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
     let answer = json!({"roots": [{"uri": "https://example.com/not-a-directory"}]});
-    let retry =
-        json!({"inputResponses": {key: answer}, "requestState": asked.result()["requestState"]});
+    let retry = json!({"inputResponses": {key: answer}, "requestState": asked.result()["requestState"]});
     let done = call(retry);
-    assert_ne!(
-        done.result()["resultType"],
-        "input_required",
-        "asked again: {done}"
-    );
+    assert_ne!(done.result()["resultType"], "input_required", "asked again: {done}");
     Whoami::of(&done);
 }

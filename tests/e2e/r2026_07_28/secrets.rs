@@ -27,24 +27,16 @@ fn expanded_secrets_and_tokens_never_reach_logs_status_or_errors() {
     });
     let daemon = Daemon::start_with_env(
         &config,
-        &[
-            ("MCPX_TEST_SECRET", SECRET),
-            ("MCPX_TEST_HEADER_SECRET", HEADER_SECRET),
-            ("MCPX_LOG", "debug"),
-        ],
+        &[("MCPX_TEST_SECRET", SECRET), ("MCPX_TEST_HEADER_SECRET", HEADER_SECRET), ("MCPX_LOG", "debug")],
     );
     let url = daemon.url();
     let auth = format!("Bearer {TOKEN}");
 
     // The secret did reach the server it was meant for.
-    let seen = Modern::mcpx_call("f", "env", json!({"name": "API_KEY"}))
-        .header("Authorization", &auth)
-        .send(url);
+    let seen = Modern::mcpx_call("f", "env", json!({"name": "API_KEY"})).header("Authorization", &auth).send(url);
     assert_eq!(seen.structured()["value"], SECRET, "{seen}");
     // The unreachable server's error names it and its URL, not its headers.
-    let refused = Modern::mcpx_call("down", "anything", json!({}))
-        .header("Authorization", &auth)
-        .send(url);
+    let refused = Modern::mcpx_call("down", "anything", json!({})).header("Authorization", &auth).send(url);
     let mut seen_by_callers = vec![refused.to_string()];
     // A wrong token, and no token: refused without echoing anything back.
     for header in [Some("Bearer ci-token-0123456789abcdef-wrong"), None] {
@@ -60,29 +52,15 @@ fn expanded_secrets_and_tokens_never_reach_logs_status_or_errors() {
     let cli = daemon.home().cli(&["status", "--json"]);
     seen_by_callers.push(status.to_string());
     seen_by_callers.push(cli.stdout.clone());
-    let api = plain(
-        "GET",
-        &format!("{}/v1/status", base_url(url)),
-        &[("Authorization", auth.as_str())],
-        None,
-    );
+    let api = plain("GET", &format!("{}/v1/status", base_url(url)), &[("Authorization", auth.as_str())], None);
     seen_by_callers.push(api.json().to_string());
 
     let log = daemon.stderr();
-    assert!(
-        log.contains("DEBUG") || log.contains("debug"),
-        "the daemon logged at debug level:\n{log}"
-    );
+    assert!(log.contains("DEBUG") || log.contains("debug"), "the daemon logged at debug level:\n{log}");
     for secret in [SECRET, HEADER_SECRET, TOKEN] {
-        assert!(
-            !log.contains(secret),
-            "the daemon log shows {secret:?}:\n{log}"
-        );
+        assert!(!log.contains(secret), "the daemon log shows {secret:?}:\n{log}");
         for text in &seen_by_callers {
-            assert!(
-                !text.contains(secret),
-                "a caller was shown {secret:?}:\n{text}"
-            );
+            assert!(!text.contains(secret), "a caller was shown {secret:?}:\n{text}");
         }
     }
 }
@@ -95,9 +73,6 @@ fn no_server_name_reaches_what_the_config_does_not_have() {
     for name in ["F", "f ", "../f", "f/..", "mcpx", "artifacts", "", "f\u{0}"] {
         let reply = Modern::mcpx_call(name, "whoami", json!({})).send(url);
         reply.assert_error(200, -32602);
-        assert!(
-            !reply.to_string().contains("\"instance\""),
-            "{name:?} reached an instance:\n{reply}"
-        );
+        assert!(!reply.to_string().contains("\"instance\""), "{name:?} reached an instance:\n{reply}");
     }
 }

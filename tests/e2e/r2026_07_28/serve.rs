@@ -228,11 +228,7 @@ fn a_daemon_killed_mid_call_fails_the_call_and_the_next_call_starts_a_new_daemon
     client.whoami("browser");
     let slow = Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame();
     client.send(&slow);
-    assert!(
-        daemon
-            .home()
-            .wait_in_use("shared", 1, Duration::from_secs(10))
-    );
+    assert!(daemon.home().wait_in_use("shared", 1, Duration::from_secs(10)));
 
     daemon.kill();
     let started = Instant::now();
@@ -285,11 +281,7 @@ fn after_a_daemon_restart_the_call_in_flight_fails_and_the_next_one_reaches_the_
     let before = client.whoami("shared");
     let slow = Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame();
     client.send(&slow);
-    assert!(
-        daemon
-            .home()
-            .wait_in_use("shared", 1, Duration::from_secs(10))
-    );
+    assert!(daemon.home().wait_in_use("shared", 1, Duration::from_secs(10)));
 
     let status = daemon.stop();
     assert!(status.success(), "{status}");
@@ -332,11 +324,7 @@ fn a_second_daemon_for_the_same_state_dir_refuses_and_names_the_running_one() {
 
     assert_eq!(home.daemons(), [daemon.pid()]);
     assert_eq!(home.record().expect("daemon.json")["pid"], daemon.pid());
-    assert_eq!(
-        home.status()["pid"],
-        daemon.pid(),
-        "the first daemon still serves the socket"
-    );
+    assert_eq!(home.status()["pid"], daemon.pid(), "the first daemon still serves the socket");
     mcpx_e2e::assert_serving(daemon.url());
 }
 
@@ -373,11 +361,7 @@ fn serve_processes_started_at_once_without_a_daemon_bring_up_exactly_one() {
         .collect();
     let survivor = one_daemon_remains(&home);
     assert_eq!(home.record().expect("daemon.json")["pid"], survivor);
-    assert_eq!(
-        home.status()["pid"],
-        survivor,
-        "the survivor owns the socket"
-    );
+    assert_eq!(home.status()["pid"], survivor, "the survivor owns the socket");
     assert!(
         answers.iter().all(|a| a.instance == answers[0].instance),
         "all clients must reach the one global instance of the one daemon: {answers:?}"
@@ -399,7 +383,13 @@ fn cli_calls_started_at_once_without_a_daemon_bring_up_exactly_one() {
             .map(|_| {
                 let (home, config_path) = (&home, &config_path);
                 scope.spawn(move || {
-                    home.cli(&["call", "shared.whoami", "--json", "--config", config_path])
+                    home.cli(&[
+                        "call",
+                        "shared.whoami",
+                        "--json",
+                        "--config",
+                        config_path,
+                    ])
                 })
             })
             .collect();
@@ -416,11 +406,7 @@ fn cli_calls_started_at_once_without_a_daemon_bring_up_exactly_one() {
         })
         .collect();
     let survivor = one_daemon_remains(&home);
-    assert_eq!(
-        home.status()["pid"],
-        survivor,
-        "the survivor owns the socket"
-    );
+    assert_eq!(home.status()["pid"], survivor, "the survivor owns the socket");
     assert!(
         instances.iter().all(|i| *i == instances[0]),
         "every call must reach the one daemon's global instance: {instances:?}"
@@ -440,9 +426,7 @@ fn serve_answers_a_request_written_just_before_stdin_closes() {
     let answer = client.answer(&frame["id"], Duration::from_secs(10));
     assert_eq!(answer.structured()["sleptMs"], 300, "{answer}");
     assert!(
-        client
-            .wait(Duration::from_secs(5))
-            .is_some_and(|s| s.success()),
+        client.wait(Duration::from_secs(5)).is_some_and(|s| s.success()),
         "serve must exit 0 once it delivered what it owed"
     );
 }
@@ -481,8 +465,7 @@ fn python_sdk_client_in_auto_mode_launches_mcpx_serve_and_calls_an_upstream() {
     let daemon = Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[]))]));
     let home = daemon.home();
     let command = format!("{} serve", mcpx_e2e::paths::mcpx().display());
-    let arguments =
-        json!({"server": "shared", "tool": "echo", "arguments": {"from": "python auto"}});
+    let arguments = json!({"server": "shared", "tool": "echo", "arguments": {"from": "python auto"}});
     let out = mcpx_e2e::python::sdk_stdio_client(
         &command,
         &[("MCPX_STATE_DIR", home.state_dir().as_os_str())],
@@ -493,22 +476,12 @@ fn python_sdk_client_in_auto_mode_launches_mcpx_serve_and_calls_an_upstream() {
     assert_eq!(out["era"], "modern", "{out}");
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
     assert_eq!(out["result"]["isError"], false, "{out}");
-    assert_eq!(
-        out["result"]["structuredContent"],
-        json!({"from": "python auto"}),
-        "{out}"
-    );
+    assert_eq!(out["result"]["structuredContent"], json!({"from": "python auto"}), "{out}");
     assert!(
-        out["tools"]
-            .as_array()
-            .is_some_and(|t| t.contains(&json!("mcpx_call"))),
+        out["tools"].as_array().is_some_and(|t| t.contains(&json!("mcpx_call"))),
         "{out}"
     );
-    assert_eq!(
-        home.daemons(),
-        [daemon.pid()],
-        "serve must use the running daemon"
-    );
+    assert_eq!(home.daemons(), [daemon.pid()], "serve must use the running daemon");
     assert_eq!(home.instance_keys("shared"), ["global"]);
 }
 
@@ -532,28 +505,18 @@ fn serve_without_a_daemon_runs_its_own_gateway_and_its_upstreams_end_with_it() {
     let first = client.whoami("browser");
     assert_eq!(client.whoami("browser").instance, first.instance);
     let dir = client.whoami("dir");
-    assert_eq!(
-        dir.cwd.as_deref(),
-        cwd.to_str(),
-        "a cwd-scoped server starts in the client's cwd"
-    );
+    assert_eq!(dir.cwd.as_deref(), cwd.to_str(), "a cwd-scoped server starts in the client's cwd");
     let meta = client.call("browser", "meta", json!({}));
     assert_eq!(
-        meta.structured()["meta"]["dev.mcpx/invocation"]["sessionId"],
-        "solo",
+        meta.structured()["meta"]["dev.mcpx/invocation"]["sessionId"], "solo",
         "{meta}"
     );
-    assert!(
-        home.daemons().is_empty(),
-        "--no-daemon must not start a daemon"
-    );
+    assert!(home.daemons().is_empty(), "--no-daemon must not start a daemon");
     assert!(!home.socket().exists());
 
     client.close_stdin();
     assert!(
-        client
-            .wait(Duration::from_secs(10))
-            .is_some_and(|s| s.success()),
+        client.wait(Duration::from_secs(10)).is_some_and(|s| s.success()),
         "serve --no-daemon must exit 0 on stdin EOF"
     );
     assert!(
@@ -572,18 +535,11 @@ fn a_stale_socket_of_a_killed_daemon_is_recognised_and_replaced() {
     let old_pid = daemon.pid();
     daemon.kill();
     let home = daemon.home();
-    assert!(
-        home.socket().exists(),
-        "SIGKILL leaves the socket file behind"
-    );
+    assert!(home.socket().exists(), "SIGKILL leaves the socket file behind");
 
     let status = home.cli(&["status", "--json"]);
     status.assert_code(0);
-    assert_eq!(
-        status.json()["running"],
-        false,
-        "a stale socket is not a daemon:\n{status}"
-    );
+    assert_eq!(status.json()["running"], false, "a stale socket is not a daemon:\n{status}");
     assert!(home.daemons().is_empty(), "status must not start a daemon");
 
     let config_path = home.config_path().to_str().unwrap().to_owned();

@@ -18,9 +18,7 @@ fn an_over_long_line_or_garbage_is_refused_and_the_stream_goes_on() {
 
     let long = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"pad": "x".repeat(3000)}});
     serve.send_line(&long.to_string());
-    let refused = serve
-        .next_frame(Duration::from_secs(10))
-        .expect("an answer to the long line");
+    let refused = serve.next_frame(Duration::from_secs(10)).expect("an answer to the long line");
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
 
     serve.send_line("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"\u{fffd}\"}\u{0}");

@@ -37,9 +37,7 @@ pub struct Options {
 
 pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let launches = options.launches.max(1);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut daemon = Tally::with_capacity(launches);
     let mut serve = Tally::with_capacity(launches);
     let mut fakemcp = Tally::with_capacity(launches);
@@ -49,8 +47,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let running = Daemon::start(binaries, &scratch, &binaries.mcpx_config())?;
     // Interleaved: one launch of each per turn.
     for turn in 0..launches {
-        let (elapsed, peak) =
-            launch_daemon(&runtime, binaries).with_context(|| format!("daemon launch {turn}"))?;
+        let (elapsed, peak) = launch_daemon(&runtime, binaries).with_context(|| format!("daemon launch {turn}"))?;
         daemon.count(elapsed, Ok(()));
         daemon.elapsed += elapsed;
         peak_daemon = peak;
@@ -58,8 +55,8 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             .with_context(|| format!("mcpx serve launch {turn}"))?;
         serve.count(elapsed, Ok(()));
         serve.elapsed += elapsed;
-        let elapsed = launch_stdio(binaries, &scratch, "fakemcp", None)
-            .with_context(|| format!("fakemcp launch {turn}"))?;
+        let elapsed =
+            launch_stdio(binaries, &scratch, "fakemcp", None).with_context(|| format!("fakemcp launch {turn}"))?;
         fakemcp.count(elapsed, Ok(()));
         fakemcp.elapsed += elapsed;
     }
@@ -70,29 +67,12 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let measured = |name, path, tally: Tally, peak_rss| tally.measured(name, path, peak_rss);
     Ok(Run {
         scenario: "cold-start",
-        heading: format!(
-            "cold-start · {launches} launches each · time to first answer (calls/s: launches/s)"
-        ),
+        heading: format!("cold-start · {launches} launches each · time to first answer (calls/s: launches/s)"),
         settings: json!({"launches": launches, "era": Era::Modern.label(), "request": "server/discover"}),
         contenders: vec![
-            measured(
-                "daemon",
-                "spawn mcpx daemon → first server/discover answered over HTTP",
-                daemon,
-                peak_daemon,
-            ),
-            measured(
-                "serve",
-                "spawn mcpx serve (daemon running) → first answer on stdout",
-                serve,
-                serve_peak,
-            ),
-            measured(
-                "fakemcp",
-                "spawn fakemcp (stdio) → first answer on stdout, for scale",
-                fakemcp,
-                Vec::new(),
-            ),
+            measured("daemon", "spawn mcpx daemon → first server/discover answered over HTTP", daemon, peak_daemon),
+            measured("serve", "spawn mcpx serve (daemon running) → first answer on stdout", serve, serve_peak),
+            measured("fakemcp", "spawn fakemcp (stdio) → first answer on stdout, for scale", fakemcp, Vec::new()),
         ],
         comparisons: Vec::new(),
         // With 20 launches, p99 is the slowest launch: every launch must make it.
@@ -119,20 +99,13 @@ fn launch_daemon(
         let mut client = loop {
             match HttpClient::connect(daemon.addr).await {
                 Ok(client) => break client,
-                Err(_) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_micros(250)).await
-                }
+                Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_micros(250)).await,
                 Err(e) => return Err(e.context("the daemon never accepted a connection")),
             }
         };
-        let reply = client
-            .modern("server/discover", mcp::discover_request(1))
-            .await?;
+        let reply = client.modern("server/discover", mcp::discover_request(1)).await?;
         mcp::check_id(&reply, 1)?;
-        if reply["result"]["supportedVersions"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-        {
+        if reply["result"]["supportedVersions"].as_array().is_none_or(Vec::is_empty) {
             bail!("server/discover named no versions: {reply}");
         }
         Ok(started.elapsed())
@@ -148,18 +121,11 @@ fn launch_daemon(
 
 /// One launch of a stdio program (`mcpx serve` next to `daemon`, else fakemcp) to its
 /// answer to a `server/discover` written at once.
-fn launch_stdio(
-    binaries: &Binaries,
-    scratch: &Scratch,
-    role: &str,
-    daemon: Option<&Daemon>,
-) -> anyhow::Result<Duration> {
+fn launch_stdio(binaries: &Binaries, scratch: &Scratch, role: &str, daemon: Option<&Daemon>) -> anyhow::Result<Duration> {
     let mut command = match daemon {
         Some(daemon) => {
             let mut command = Command::new(&binaries.mcpx);
-            command
-                .arg("serve")
-                .env("MCPX_STATE_DIR", daemon.state_dir());
+            command.arg("serve").env("MCPX_STATE_DIR", daemon.state_dir());
             command
         }
         None => Command::new(&binaries.fakemcp),

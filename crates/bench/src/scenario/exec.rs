@@ -33,31 +33,14 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let rounds = options.rounds.max(1);
     let scratch = Scratch::new("exec")?;
     let daemon = Daemon::start(binaries, &scratch, &binaries.mcpx_config())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let calls = [
-        (
-            "mcpx_call",
-            "bench → mcpx daemon (HTTP) → mcpx_call → fakemcp (stdio)",
-            Route::Gateway { server: UPSTREAM },
-        ),
-        (
-            "exec-1-call",
-            "bench → mcpx daemon (HTTP) → mcpx_exec script → call() → fakemcp (stdio)",
-            Route::Script { server: UPSTREAM },
-        ),
-        (
-            "exec-no-call",
-            "bench → mcpx daemon (HTTP) → mcpx_exec script that returns at once",
-            Route::ScriptAlone,
-        ),
+        ("mcpx_call", "bench → mcpx daemon (HTTP) → mcpx_call → fakemcp (stdio)", Route::Gateway { server: UPSTREAM }),
+        ("exec-1-call", "bench → mcpx daemon (HTTP) → mcpx_exec script → call() → fakemcp (stdio)", Route::Script { server: UPSTREAM }),
+        ("exec-no-call", "bench → mcpx daemon (HTTP) → mcpx_exec script that returns at once", Route::ScriptAlone),
     ];
     let timeout = options.load.timeout();
-    let mut tallies: Vec<Tally> = calls
-        .iter()
-        .map(|_| Tally::with_capacity(options.load.requests))
-        .collect();
+    let mut tallies: Vec<Tally> = calls.iter().map(|_| Tally::with_capacity(options.load.requests)).collect();
     let per_slice = options.load.requests.div_ceil(rounds);
     let outcome: anyhow::Result<()> = runtime.block_on(async {
         let mut client = HttpClient::connect(daemon.addr).await?;
@@ -78,8 +61,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
                     id += 1;
                     let started = Instant::now();
                     let answer = tokio::time::timeout(timeout, client.call(&call, id)).await;
-                    let answer =
-                        answer.map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))??;
+                    let answer = answer.map_err(|_| anyhow::anyhow!("no answer within {timeout:?}"))??;
                     tallies[which].count(started.elapsed(), answer);
                 }
                 tallies[which].elapsed += slice_started.elapsed();
@@ -100,24 +82,12 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let requests: usize = contenders.iter().map(|c| c.samples.len()).sum();
     Ok(Run {
         scenario: "exec",
-        heading: format!(
-            "exec · 1 client · modern HTTP · {requests} calls in {rounds} interleaved rounds"
-        ),
+        heading: format!("exec · 1 client · modern HTTP · {requests} calls in {rounds} interleaved rounds"),
         settings: json!({ "rounds": rounds, "requests": options.load.requests, "warmup": options.load.warmup.min(200) }),
         contenders,
         comparisons: vec![
-            Comparison {
-                baseline: "mcpx_call",
-                subject: "exec-1-call",
-                added_p50_target_micros: None,
-                min_throughput_ratio: None,
-            },
-            Comparison {
-                baseline: "mcpx_call",
-                subject: "exec-no-call",
-                added_p50_target_micros: None,
-                min_throughput_ratio: None,
-            },
+            Comparison { baseline: "mcpx_call", subject: "exec-1-call", added_p50_target_micros: None, min_throughput_ratio: None },
+            Comparison { baseline: "mcpx_call", subject: "exec-no-call", added_p50_target_micros: None, min_throughput_ratio: None },
         ],
         targets: Vec::new(),
         facts: None,

@@ -93,12 +93,8 @@ impl Contender {
             Contender::Direct => "bench → fakemcp (HTTP)",
             Contender::McpxHttp => "bench → HTTP /mcp → mcpx daemon → fakemcp (HTTP)",
             Contender::McpxStdio => "bench → HTTP /mcp → mcpx daemon → fakemcp (stdio)",
-            Contender::McpxLegacy => {
-                "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)"
-            }
-            Contender::McpProxy => {
-                "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)"
-            }
+            Contender::McpxLegacy => "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)",
+            Contender::McpProxy => "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)",
             Contender::Fastmcp => "bench → fastmcp 4 run → fakemcp (stdio)",
         }
     }
@@ -118,9 +114,7 @@ impl Contender {
 
     fn route(self) -> Route<'static> {
         match self {
-            Contender::McpxHttp | Contender::McpxStdio | Contender::McpxLegacy => {
-                Route::Gateway { server: UPSTREAM }
-            }
+            Contender::McpxHttp | Contender::McpxStdio | Contender::McpxLegacy => Route::Gateway { server: UPSTREAM },
             _ => Route::Direct,
         }
     }
@@ -140,13 +134,10 @@ impl Contender {
     fn start(self, binaries: &Binaries, scratch: &Scratch) -> anyhow::Result<Running> {
         let fakemcp = binaries.fakemcp.display().to_string();
         Ok(match self {
-            Contender::Direct => {
-                Running::Server(HttpServer::fakemcp(binaries, scratch, "fakemcp")?)
+            Contender::Direct => Running::Server(HttpServer::fakemcp(binaries, scratch, "fakemcp")?),
+            Contender::McpxStdio | Contender::McpxLegacy => {
+                Running::Daemon(Daemon::start(binaries, scratch, &binaries.mcpx_config())?, None)
             }
-            Contender::McpxStdio | Contender::McpxLegacy => Running::Daemon(
-                Daemon::start(binaries, scratch, &binaries.mcpx_config())?,
-                None,
-            ),
             Contender::McpxHttp => {
                 let upstream = HttpServer::fakemcp(binaries, scratch, "fakemcp (HTTP upstream)")?;
                 let url = format!("http://{}/mcp", upstream.addr);
@@ -158,13 +149,7 @@ impl Contender {
                 let port = free_port()?;
                 let mut command = Command::new(program);
                 command
-                    .args([
-                        "--stateless",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        &port.to_string(),
-                    ])
+                    .args(["--stateless", "--host", "127.0.0.1", "--port", &port.to_string()])
                     .args(["--log-level", "WARNING", "--", &fakemcp]);
                 Running::Server(HttpServer::spawn("mcp-proxy", &mut command, scratch, port)?)
             }
@@ -178,14 +163,7 @@ impl Contender {
                 command
                     .arg("run")
                     .arg(&config)
-                    .args([
-                        "--transport",
-                        "http",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        &port.to_string(),
-                    ])
+                    .args(["--transport", "http", "--host", "127.0.0.1", "--port", &port.to_string()])
                     .args(["--log-level", "WARNING", "--no-banner", "--skip-env"]);
                 Running::Server(HttpServer::spawn("fastmcp", &mut command, scratch, port)?)
             }
@@ -223,23 +201,14 @@ impl Running {
     /// live, so read it before stopping them).
     fn cpu_time(&self) -> CpuTime {
         let (front, behind) = match self {
-            Running::Daemon(daemon, upstream) => {
-                (daemon.pid(), upstream.as_ref().map(HttpServer::pid))
-            }
+            Running::Daemon(daemon, upstream) => (daemon.pid(), upstream.as_ref().map(HttpServer::pid)),
             Running::Server(server) => (server.pid(), None),
         };
-        let mut all: Vec<u32> = [front]
-            .into_iter()
-            .chain(behind)
-            .flat_map(|pid| children_of(pid).into_iter().chain([pid]))
-            .collect();
+        let mut all: Vec<u32> = [front].into_iter().chain(behind).flat_map(|pid| children_of(pid).into_iter().chain([pid])).collect();
         all.sort_unstable();
         all.dedup();
         let front = memory::cpu_time(front).unwrap_or_default();
-        CpuTime {
-            front,
-            all: all.into_iter().filter_map(memory::cpu_time).sum(),
-        }
+        CpuTime { front, all: all.into_iter().filter_map(memory::cpu_time).sum() }
     }
 
     fn stop(self) -> anyhow::Result<()> {
@@ -256,19 +225,10 @@ impl Running {
 
 pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Vec<Run>> {
     let runtime = match options.threads {
-        0 | 1 => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()?,
+        0 | 1 => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build()?,
     };
-    let contenders: Vec<Contender> = Contender::ALL
-        .iter()
-        .copied()
-        .filter(|c| c.available(binaries))
-        .collect();
+    let contenders: Vec<Contender> = Contender::ALL.iter().copied().filter(|c| c.available(binaries)).collect();
     let mut runs = Vec::new();
     for (level, &clients) in options.clients.iter().enumerate() {
         let clients = clients.max(1);
@@ -315,12 +275,7 @@ fn comparisons(clients: usize) -> Vec<Comparison> {
         compare("mcp-proxy", "mcpx-stdio", 20.0),
         compare("fastmcp", "mcpx-stdio", 20.0),
         // The handshake era on both sides, for what most clients speak today; no target.
-        Comparison {
-            baseline: "mcp-proxy",
-            subject: "mcpx-legacy",
-            added_p50_target_micros: None,
-            min_throughput_ratio: None,
-        },
+        Comparison { baseline: "mcp-proxy", subject: "mcpx-legacy", added_p50_target_micros: None, min_throughput_ratio: None },
     ]
 }
 
@@ -331,11 +286,7 @@ fn targets(clients: usize) -> Vec<Target> {
     }
     ["mcpx-stdio", "mcpx-http"]
         .into_iter()
-        .map(|name| Target {
-            contender: name,
-            min_calls_per_second: Some(10_000.0),
-            max_p99_micros: Some(10_000.0),
-        })
+        .map(|name| Target { contender: name, min_calls_per_second: Some(10_000.0), max_p99_micros: Some(10_000.0) })
         .collect()
 }
 
@@ -357,40 +308,15 @@ fn measure_level(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut sides = Vec::new();
     for (&contender, scratch) in contenders.iter().zip(&scratches) {
-        let running = contender
-            .start(binaries, scratch)
-            .with_context(|| format!("starting {}", contender.name()))?;
+        let running = contender.start(binaries, scratch).with_context(|| format!("starting {}", contender.name()))?;
         let call = EchoCall::new(contender.era(), contender.route());
-        let requests = if contender.is_peer() {
-            options.peer_requests
-        } else {
-            load.requests
-        };
-        sides.push(Side {
-            contender,
-            running,
-            call,
-            requests,
-            tally: Tally::with_capacity(requests),
-            cpu: CpuTime::default(),
-        });
+        let requests = if contender.is_peer() { options.peer_requests } else { load.requests };
+        sides.push(Side { contender, running, call, requests, tally: Tally::with_capacity(requests), cpu: CpuTime::default() });
     }
     for side in &sides {
-        let warmup = if side.contender.is_peer() {
-            load.warmup.min(side.requests / 4)
-        } else {
-            load.warmup
-        };
+        let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
         runtime
-            .block_on(drive(
-                side.running.addr(),
-                &side.call,
-                side.contender.in_session(),
-                clients,
-                warmup.max(clients),
-                None,
-                timeout,
-            ))
+            .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, warmup.max(clients), None, timeout))
             .with_context(|| format!("{}: warm-up", side.contender.name()))?;
     }
     let budget = load.duration().map(|d| d / rounds as u32);
@@ -402,15 +328,7 @@ fn measure_level(
             let slice = side.requests.div_ceil(rounds);
             let cpu_before = side.running.cpu_time();
             let tally = runtime
-                .block_on(drive(
-                    side.running.addr(),
-                    &side.call,
-                    side.contender.in_session(),
-                    clients,
-                    slice,
-                    budget,
-                    timeout,
-                ))
+                .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, slice, budget, timeout))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
             side.cpu += side.running.cpu_time().since(cpu_before);
             side.tally.absorb(tally);
@@ -419,12 +337,8 @@ fn measure_level(
     let mut measured = Vec::new();
     for side in sides {
         let peak_rss = side.running.peak_rss();
-        side.running
-            .stop()
-            .with_context(|| format!("stopping {}", side.contender.name()))?;
-        let mut figures =
-            side.tally
-                .measured(side.contender.name(), side.contender.path(), peak_rss);
+        side.running.stop().with_context(|| format!("stopping {}", side.contender.name()))?;
+        let mut figures = side.tally.measured(side.contender.name(), side.contender.path(), peak_rss);
         figures.cpu = Some(side.cpu);
         measured.push(figures);
     }
@@ -459,10 +373,7 @@ async fn drive(
     for _ in 0..clients {
         let mut connection = HttpClient::connect(addr).await?;
         if in_session {
-            connection
-                .open_session()
-                .await
-                .context("opening a 2025-11-25 session")?;
+            connection.open_session().await.context("opening a 2025-11-25 session")?;
         }
         connections.push(connection);
     }

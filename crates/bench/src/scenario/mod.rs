@@ -61,10 +61,7 @@ pub struct Tally {
 
 impl Tally {
     pub fn with_capacity(capacity: usize) -> Tally {
-        Tally {
-            samples: Samples::with_capacity(capacity),
-            ..Tally::default()
-        }
+        Tally { samples: Samples::with_capacity(capacity), ..Tally::default() }
     }
 
     /// Counts one request: a sample when it was answered right, an error otherwise.
@@ -79,12 +76,7 @@ impl Tally {
     }
 
     /// What a contender measured, as the report shows it.
-    pub fn measured(
-        self,
-        name: &'static str,
-        path: &'static str,
-        peak_rss: Vec<(String, Option<u64>)>,
-    ) -> Measured {
+    pub fn measured(self, name: &'static str, path: &'static str, peak_rss: Vec<(String, Option<u64>)>) -> Measured {
         Measured {
             name,
             path,

@@ -18,8 +18,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::http::HttpClient;
-use crate::mcp::{EchoCall, Era, Route};
 use crate::memory;
+use crate::mcp::{EchoCall, Era, Route};
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
 use crate::report::Run;
 use crate::scenario::Tally;
@@ -64,9 +64,7 @@ async fn settled(rss: &impl Fn() -> anyhow::Result<u64>) -> anyhow::Result<u64> 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let scratch = Scratch::new("sessions")?;
     let sessions = options.sessions.max(1);
     let idle_timeout = Duration::from_secs(options.idle_timeout.max(1));
@@ -98,16 +96,8 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             "idleTimeoutSeconds": idle_timeout.as_secs(),
         }),
         contenders: vec![
-            measured(
-                "new-session",
-                "first call of a session: mcpx starts its instance (fakemcp, stdio)",
-                new,
-            ),
-            measured(
-                "existing",
-                "a later call of a session whose instance is up",
-                existing,
-            ),
+            measured("new-session", "first call of a session: mcpx starts its instance (fakemcp, stdio)", new),
+            measured("existing", "a later call of a session whose instance is up", existing),
         ],
         comparisons: Vec::new(),
         targets: Vec::new(),
@@ -132,22 +122,15 @@ async fn measure(
     // away with the call, so the baseline has every lazy setup done and no instance.
     let warm = EchoCall::new(Era::Modern, Route::Gateway { server: UPSTREAM });
     client.call(&warm, 1).await?.context("the warm-up call")?;
-    wait_for_instances(&mut client, daemon, 0, Duration::from_secs(30))
-        .await
-        .context("after the warm-up call")?;
+    wait_for_instances(&mut client, daemon, 0, Duration::from_secs(30)).await.context("after the warm-up call")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let baseline = rss()?;
 
     let calls: Vec<EchoCall> = (0..sessions)
-        .map(|i| {
-            warm.clone()
-                .with_meta(SESSION_META_KEY, json!(format!("bench-session-{i:05}")))
-        })
+        .map(|i| warm.clone().with_meta(SESSION_META_KEY, json!(format!("bench-session-{i:05}"))))
         .collect();
     let created = Instant::now();
-    let new = pass(&mut client, &calls, 1_000, timeout)
-        .await
-        .context("new sessions")?;
+    let new = pass(&mut client, &calls, 1_000, timeout).await.context("new sessions")?;
     let creation = created.elapsed();
     if creation >= idle_timeout {
         bail!(
@@ -157,34 +140,23 @@ async fn measure(
     let listed = session_instances(&status(&mut client).await?);
     let processes = daemon.upstreams().len();
     let with_all = rss()?;
-    let existing = pass(&mut client, &calls, 1_000_000, timeout)
-        .await
-        .context("existing sessions")?;
+    let existing = pass(&mut client, &calls, 1_000_000, timeout).await.context("existing sessions")?;
     let last_use = Instant::now();
 
     // The reaper checks once a second: everything should be gone one tick after the timeout.
     let bound = idle_timeout + Duration::from_secs(60);
-    wait_for_instances(&mut client, daemon, 0, bound)
-        .await
-        .context("waiting for the reap")?;
+    wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the reap")?;
     let reaped_after = last_use.elapsed();
     let after_reap = settled(&rss).await?;
 
     // The same again with new names: memory the first reap did not give back to the
     // system is either reused now (the allocator keeps it) or added to (a leak).
     let again: Vec<EchoCall> = (0..sessions)
-        .map(|i| {
-            warm.clone()
-                .with_meta(SESSION_META_KEY, json!(format!("bench-again-{i:05}")))
-        })
+        .map(|i| warm.clone().with_meta(SESSION_META_KEY, json!(format!("bench-again-{i:05}"))))
         .collect();
-    let second = pass(&mut client, &again, 2_000_000, timeout)
-        .await
-        .context("a second round of new sessions")?;
+    let second = pass(&mut client, &again, 2_000_000, timeout).await.context("a second round of new sessions")?;
     let with_all_again = rss()?;
-    wait_for_instances(&mut client, daemon, 0, bound)
-        .await
-        .context("waiting for the second reap")?;
+    wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the second reap")?;
     let after_second_reap = settled(&rss).await?;
     let mut new = new;
     new.absorb(second);
@@ -217,12 +189,7 @@ async fn measure(
 }
 
 /// One call per session, in order; ids start at `first_id`.
-async fn pass(
-    client: &mut HttpClient,
-    calls: &[EchoCall],
-    first_id: u64,
-    timeout: Duration,
-) -> anyhow::Result<Tally> {
+async fn pass(client: &mut HttpClient, calls: &[EchoCall], first_id: u64, timeout: Duration) -> anyhow::Result<Tally> {
     let started = Instant::now();
     let mut tally = Tally::with_capacity(calls.len());
     for (i, call) in calls.iter().enumerate() {
@@ -247,32 +214,21 @@ fn session_instances(status: &Value) -> usize {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|i| {
-            i["server"] == UPSTREAM && i["key"].as_str().is_some_and(|k| k.starts_with("session:"))
-        })
+        .filter(|i| i["server"] == UPSTREAM && i["key"].as_str().is_some_and(|k| k.starts_with("session:")))
         .count()
 }
 
 /// Waits until the daemon lists `count` instances and runs as many upstream processes.
-async fn wait_for_instances(
-    client: &mut HttpClient,
-    daemon: &Daemon,
-    count: usize,
-    bound: Duration,
-) -> anyhow::Result<()> {
+async fn wait_for_instances(client: &mut HttpClient, daemon: &Daemon, count: usize, bound: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + bound;
     loop {
-        let listed = status(client).await?["instances"]
-            .as_array()
-            .map_or(0, Vec::len);
+        let listed = status(client).await?["instances"].as_array().map_or(0, Vec::len);
         let processes = daemon.upstreams().len();
         if listed == count && processes == count {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!(
-                "after {bound:?} the daemon still lists {listed} instance(s) and runs {processes} upstream process(es)"
-            );
+            bail!("after {bound:?} the daemon still lists {listed} instance(s) and runs {processes} upstream process(es)");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -95,10 +95,7 @@ impl Op {
     ];
 
     fn index(self) -> usize {
-        Op::MIX
-            .iter()
-            .position(|(op, _)| *op == self)
-            .expect("every op is in the mix")
+        Op::MIX.iter().position(|(op, _)| *op == self).expect("every op is in the mix")
     }
 
     fn name(self) -> &'static str {
@@ -121,9 +118,7 @@ impl Op {
             Op::Slow => "mcpx_call fake.slow (25 ms)",
             Op::Fail => "mcpx_call fake.fail: a tool error with the message sent",
             Op::ToolsList => "tools/list: gateway tools and the session's fake__* tools",
-            Op::ReadMeta => {
-                "resources/read mcpx://fake/fake://meta: the context names the caller's session"
-            }
+            Op::ReadMeta => "resources/read mcpx://fake/fake://meta: the context names the caller's session",
         }
     }
 
@@ -233,10 +228,7 @@ struct Failure {
 
 impl Failure {
     fn new(kind: Kind, detail: impl Into<String>) -> Failure {
-        Failure {
-            kind,
-            detail: detail.into(),
-        }
+        Failure { kind, detail: detail.into() }
     }
 }
 
@@ -259,11 +251,7 @@ struct ClientTally {
 
 impl ClientTally {
     fn new() -> ClientTally {
-        ClientTally {
-            ops: Op::MIX.iter().map(|_| Tally::default()).collect(),
-            failed: BTreeMap::new(),
-            examples: BTreeMap::new(),
-        }
+        ClientTally { ops: Op::MIX.iter().map(|_| Tally::default()).collect(), failed: BTreeMap::new(), examples: BTreeMap::new() }
     }
 
     fn count(&mut self, op: Op, latency: Duration, outcome: Result<(), Failure>) {
@@ -273,9 +261,7 @@ impl ClientTally {
             Err(failure) => {
                 if !failure.kind.expected() {
                     tally.errors += 1;
-                    tally.first_error.get_or_insert_with(|| {
-                        format!("{}: {}", failure.kind.label(), failure.detail)
-                    });
+                    tally.first_error.get_or_insert_with(|| format!("{}: {}", failure.kind.label(), failure.detail));
                 }
                 *self.failed.entry(failure.kind.clone()).or_default() += 1;
                 self.examples.entry(failure.kind).or_insert(failure.detail);
@@ -316,9 +302,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
         "pool": {"maxInstancesPerServer": sessions + 16, "maxInstances": sessions + 16},
     });
     let daemon = Daemon::start(binaries, &scratch, &config)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = runtime.block_on(soak(&daemon, clients, sessions, duration, options));
     let peak_rss = daemon.peak_rss().into_iter().take(1).collect::<Vec<_>>();
     let stopped = daemon.halt();
@@ -341,12 +325,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let overall = all.summary();
     let completed = all.len();
     let failed: usize = tally.failed.values().sum();
-    let unexpected: usize = tally
-        .failed
-        .iter()
-        .filter(|(k, _)| !k.expected())
-        .map(|(_, n)| n)
-        .sum();
+    let unexpected: usize = tally.failed.iter().filter(|(k, _)| !k.expected()).map(|(_, n)| n).sum();
     // "first" is the daemon before any load; "warm" once the load has run a while (a
     // tenth of the run, at most a minute): flat means "last" stays near "warm".
     let warm_at = (elapsed.as_secs_f64() / 10.0).min(60.0);
@@ -398,9 +377,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let leaks = stopped.outlived.len() + left.len() + usize::from(stopped.needed_sigkill.is_some());
     if leaks > 0 {
         contenders[0].errors += leaks;
-        contenders[0].first_error.get_or_insert_with(|| {
-            format!("{leaks} process(es) outlived the daemon or needed SIGKILL")
-        });
+        contenders[0].first_error.get_or_insert_with(|| format!("{leaks} process(es) outlived the daemon or needed SIGKILL"));
     }
     Ok(Run {
         scenario: "soak",
@@ -438,13 +415,7 @@ struct Crashes {
 
 type Outcome = (ClientTally, Seen, Vec<Sample>, Crashes, Duration);
 
-async fn soak(
-    daemon: &Daemon,
-    clients: usize,
-    sessions: usize,
-    duration: Duration,
-    options: &Options,
-) -> anyhow::Result<Outcome> {
+async fn soak(daemon: &Daemon, clients: usize, sessions: usize, duration: Duration, options: &Options) -> anyhow::Result<Outcome> {
     let addr = daemon.addr;
     let pid = daemon.pid();
     let timeout = Duration::from_secs_f64(options.timeout.max(0.1));
@@ -455,12 +426,7 @@ async fn soak(
     let mut tasks = JoinSet::new();
     for client in 0..clients {
         let seen = Arc::clone(&seen);
-        let mut random = Random::new(
-            options
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(client as u64),
-        );
+        let mut random = Random::new(options.seed.wrapping_mul(1_000_003).wrapping_add(client as u64));
         tasks.spawn(async move {
             let session = client % sessions;
             let mut tally = ClientTally::new();
@@ -473,23 +439,11 @@ async fn soak(
                 let outcome = match connection.as_mut() {
                     Some(c) => request(c, op, session, client, id, timeout, &seen).await,
                     None => match HttpClient::connect(addr).await {
-                        Ok(c) => {
-                            request(
-                                connection.insert(c),
-                                op,
-                                session,
-                                client,
-                                id,
-                                timeout,
-                                &seen,
-                            )
-                            .await
-                        }
+                        Ok(c) => request(connection.insert(c), op, session, client, id, timeout, &seen).await,
                         Err(e) => Err(Failure::new(Kind::Connection, format!("{e:#}"))),
                     },
                 };
-                if matches!(&outcome, Err(f) if matches!(f.kind, Kind::Connection | Kind::NoAnswer))
-                {
+                if matches!(&outcome, Err(f) if matches!(f.kind, Kind::Connection | Kind::NoAnswer)) {
                     // The connection is in an unknown state: start afresh.
                     connection = None;
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -516,32 +470,18 @@ async fn soak(
                     client = HttpClient::connect(addr).await.ok();
                 }
                 let Some(c) = client.as_mut() else { continue };
-                let body = tool_call(
-                    1_000_000_000 + crashes.injected as u64,
-                    session,
-                    "crash",
-                    json!({}),
-                );
-                match tokio::time::timeout(
-                    Duration::from_secs(30),
-                    c.modern_named("tools/call", Some("mcpx_call"), body),
-                )
-                .await
-                {
+                let body = tool_call(1_000_000_000 + crashes.injected as u64, session, "crash", json!({}));
+                match tokio::time::timeout(Duration::from_secs(30), c.modern_named("tools/call", Some("mcpx_call"), body)).await {
                     Ok(Ok(reply)) => {
                         let message = reply["error"]["message"].as_str().unwrap_or_default();
                         if Kind::of_error(message) == Kind::UpstreamExited {
                             crashes.exited += 1;
                         } else {
-                            crashes
-                                .other_answer
-                                .get_or_insert_with(|| reply.to_string());
+                            crashes.other_answer.get_or_insert_with(|| reply.to_string());
                         }
                     }
                     outcome => {
-                        crashes
-                            .other_answer
-                            .get_or_insert_with(|| format!("{outcome:?}"));
+                        crashes.other_answer.get_or_insert_with(|| format!("{outcome:?}"));
                         client = None;
                     }
                 }
@@ -558,12 +498,7 @@ async fn soak(
         loop {
             let upstreams = crate::processes::children_of(pid).len();
             if let (Some(rss_kib), Some(fds)) = (memory::rss_kib(pid), open_fds(pid)) {
-                samples.push(Sample {
-                    seconds: started.elapsed().as_secs_f64(),
-                    rss_kib,
-                    fds,
-                    upstreams,
-                });
+                samples.push(Sample { seconds: started.elapsed().as_secs_f64(), rss_kib, fds, upstreams });
             }
             if reported.elapsed() >= Duration::from_secs(60) {
                 reported = Instant::now();
@@ -596,17 +531,9 @@ async fn soak(
     tokio::time::sleep(Duration::from_secs(2)).await;
     if let (Some(rss_kib), Some(fds)) = (memory::rss_kib(pid), open_fds(pid)) {
         let upstreams = crate::processes::children_of(pid).len();
-        samples.push(Sample {
-            seconds: started.elapsed().as_secs_f64(),
-            rss_kib,
-            fds,
-            upstreams,
-        });
+        samples.push(Sample { seconds: started.elapsed().as_secs_f64(), rss_kib, fds, upstreams });
     }
-    let seen = Arc::try_unwrap(seen)
-        .map_err(|_| anyhow::anyhow!("a client is still running"))?
-        .into_inner()
-        .expect("seen lock");
+    let seen = Arc::try_unwrap(seen).map_err(|_| anyhow::anyhow!("a client is still running"))?.into_inner().expect("seen lock");
     Ok((total, seen, samples, crashes, elapsed))
 }
 
@@ -659,20 +586,12 @@ async fn request(
         ),
     };
     let reply = match tokio::time::timeout(timeout, client.modern_named(method, name, body)).await {
-        Err(_) => {
-            return Err(Failure::new(
-                Kind::NoAnswer,
-                format!("{method} unanswered after {timeout:?}"),
-            ));
-        }
+        Err(_) => return Err(Failure::new(Kind::NoAnswer, format!("{method} unanswered after {timeout:?}"))),
         Ok(Err(e)) => return Err(Failure::new(Kind::Connection, format!("{e:#}"))),
         Ok(Ok(reply)) => reply,
     };
     if reply["id"].as_u64() != Some(id) {
-        return Err(Failure::new(
-            Kind::WrongAnswer,
-            format!("expected the answer to request {id}, got {reply}"),
-        ));
+        return Err(Failure::new(Kind::WrongAnswer, format!("expected the answer to request {id}, got {reply}")));
     }
     if let Some(message) = reply["error"]["message"].as_str() {
         return Err(Failure::new(Kind::of_error(message), message));
@@ -685,20 +604,10 @@ async fn request(
         Op::Echo => wrong("echo did not echo"),
         Op::Slow if content["sleptMs"] == SLOW_MS => Ok(()),
         Op::Slow => wrong("slow did not sleep"),
-        Op::Fail
-            if result["isError"] == true
-                && result["content"][0]["text"] == fail_message.as_str() =>
-        {
-            Ok(())
-        }
+        Op::Fail if result["isError"] == true && result["content"][0]["text"] == fail_message.as_str() => Ok(()),
         Op::Fail => wrong("fail is not the tool error asked for"),
         Op::ToolsList => {
-            let names: Vec<&str> = result["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t["name"].as_str())
-                .collect();
+            let names: Vec<&str> = result["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
             if names.contains(&"mcpx_call") && names.contains(&"fake__whoami") {
                 Ok(())
             } else {
@@ -706,19 +615,13 @@ async fn request(
             }
         }
         Op::Whoami => {
-            let Some(instance) = content["instance"].as_str() else {
-                return wrong("whoami named no instance");
-            };
+            let Some(instance) = content["instance"].as_str() else { return wrong("whoami named no instance") };
             let mut seen = seen.lock().expect("seen lock");
             let owner = *seen.owners.entry(instance.to_owned()).or_insert(session);
             if owner == session {
                 return Ok(());
             }
-            let detail = format!(
-                "instance {instance} answered {} after {}",
-                session_name(session),
-                session_name(owner)
-            );
+            let detail = format!("instance {instance} answered {} after {}", session_name(session), session_name(owner));
             seen.cross_session += 1;
             if seen.cross_examples.len() < 5 {
                 seen.cross_examples.push(detail.clone());
@@ -745,10 +648,7 @@ fn check_context(meta: &Value, session: usize, seen: &Mutex<Seen>) -> Result<(),
         return Ok(());
     }
     if got_session.is_none() && got_scope.is_none() {
-        return Err(Failure::new(
-            Kind::WrongAnswer,
-            format!("no invocation context in {meta}"),
-        ));
+        return Err(Failure::new(Kind::WrongAnswer, format!("no invocation context in {meta}")));
     }
     let detail = format!("{name} was served with the context {context}");
     let mut seen = seen.lock().expect("seen lock");
@@ -772,53 +672,30 @@ mod tests {
         }
         for ((_, weight), count) in Op::MIX.iter().zip(counts) {
             let share = count as f64 / 1_000.0;
-            assert!(
-                (share - *weight as f64).abs() < 1.5,
-                "{count} of 100,000 for weight {weight}"
-            );
+            assert!((share - *weight as f64).abs() < 1.5, "{count} of 100,000 for weight {weight}");
         }
     }
 
     #[test]
     fn mcpx_errors_are_sorted_into_kinds() {
+        assert_eq!(Kind::of_error("server \"fake\" exited (exit status: 3)"), Kind::UpstreamExited);
         assert_eq!(
-            Kind::of_error("server \"fake\" exited (exit status: 3)"),
-            Kind::UpstreamExited
-        );
-        assert_eq!(
-            Kind::of_error(
-                "server \"fake\" exited (x) (server \"fake\" failed to start 2 times in a row; mcpx tries again in 900ms)"
-            ),
+            Kind::of_error("server \"fake\" exited (x) (server \"fake\" failed to start 2 times in a row; mcpx tries again in 900ms)"),
             Kind::Backoff
         );
-        assert_eq!(
-            Kind::of_error("mcpx already runs 66 instances in all (pool.maxInstances); wait"),
-            Kind::InstanceLimit
-        );
+        assert_eq!(Kind::of_error("mcpx already runs 66 instances in all (pool.maxInstances); wait"), Kind::InstanceLimit);
         assert_eq!(Kind::of_error("something else"), Kind::Other);
-        assert!(
-            Kind::UpstreamExited.expected()
-                && !Kind::Other.expected()
-                && !Kind::CrossSession.expected()
-        );
+        assert!(Kind::UpstreamExited.expected() && !Kind::Other.expected() && !Kind::CrossSession.expected());
     }
 
     #[test]
     fn a_context_of_another_session_is_a_cross_session_observation() {
         let seen = Mutex::new(Seen::default());
-        let own =
-            json!({"dev.mcpx/invocation": {"sessionId": "soak-001", "scope": "session:soak-001"}});
+        let own = json!({"dev.mcpx/invocation": {"sessionId": "soak-001", "scope": "session:soak-001"}});
         assert!(check_context(&own, 1, &seen).is_ok());
-        let other =
-            json!({"dev.mcpx/invocation": {"sessionId": "soak-002", "scope": "session:soak-002"}});
-        assert_eq!(
-            check_context(&other, 1, &seen).unwrap_err().kind,
-            Kind::CrossSession
-        );
-        assert_eq!(
-            check_context(&json!({}), 1, &seen).unwrap_err().kind,
-            Kind::WrongAnswer
-        );
+        let other = json!({"dev.mcpx/invocation": {"sessionId": "soak-002", "scope": "session:soak-002"}});
+        assert_eq!(check_context(&other, 1, &seen).unwrap_err().kind, Kind::CrossSession);
+        assert_eq!(check_context(&json!({}), 1, &seen).unwrap_err().kind, Kind::WrongAnswer);
         assert_eq!(seen.lock().unwrap().cross_session, 1);
     }
 }

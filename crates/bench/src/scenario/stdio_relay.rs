@@ -49,40 +49,19 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let direct_clients = (0..clients)
         .map(|i| {
             let mut command = Command::new(&binaries.fakemcp);
-            Client::start(
-                &format!("fakemcp {i}"),
-                &mut command,
-                &scratch,
-                era,
-                Route::Direct,
-                timeout,
-            )
+            Client::start(&format!("fakemcp {i}"), &mut command, &scratch, era, Route::Direct, timeout)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let relay_clients = (0..clients)
         .map(|i| {
             let mut command = Command::new(&binaries.mcpx);
-            command
-                .arg("serve")
-                .env("MCPX_STATE_DIR", daemon.state_dir());
+            command.arg("serve").env("MCPX_STATE_DIR", daemon.state_dir());
             let route = Route::Gateway { server: UPSTREAM };
-            Client::start(
-                &format!("mcpx serve {i}"),
-                &mut command,
-                &scratch,
-                era,
-                route,
-                timeout,
-            )
+            Client::start(&format!("mcpx serve {i}"), &mut command, &scratch, era, route, timeout)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut sides = [
-        Side {
-            name: "direct",
-            path: "bench → fakemcp (stdio)",
-            clients: direct_clients,
-            tally: Tally::default(),
-        },
+        Side { name: "direct", path: "bench → fakemcp (stdio)", clients: direct_clients, tally: Tally::default() },
         Side {
             name: "relay",
             path: "bench → mcpx serve → unix socket → mcpx daemon → fakemcp (stdio)",
@@ -152,12 +131,7 @@ struct Side {
 
 impl Side {
     /// Every client makes up to `per_client` calls (fewer if `budget` runs out), all at once.
-    fn slice(
-        &mut self,
-        per_client: usize,
-        budget: Option<Duration>,
-        timeout: Duration,
-    ) -> anyhow::Result<Tally> {
+    fn slice(&mut self, per_client: usize, budget: Option<Duration>, timeout: Duration) -> anyhow::Result<Tally> {
         let started = Instant::now();
         let until = budget.map(|b| started + b);
         let mut tally = Tally::default();
@@ -171,10 +145,7 @@ impl Side {
                     .iter_mut()
                     .map(|client| scope.spawn(move || client.calls(per_client, until, timeout)))
                     .collect();
-                running
-                    .into_iter()
-                    .map(|t| t.join().expect("a client thread does not panic"))
-                    .collect()
+                running.into_iter().map(|t| t.join().expect("a client thread does not panic")).collect()
             });
             for client_tally in tallies {
                 tally.absorb(client_tally?);
@@ -197,16 +168,10 @@ impl Side {
     /// Stops the clients' processes (closing stdin first, as a host would) and hands the
     /// measurement over.
     fn finish(self, peak_rss: Vec<(String, Option<u64>)>) -> anyhow::Result<Measured> {
-        for Client {
-            mut process, io, ..
-        } in self.clients
-        {
+        for Client { mut process, io, .. } in self.clients {
             drop(io);
             if !process.stop() {
-                anyhow::bail!(
-                    "{} did not exit when its stdin closed, nor on SIGTERM",
-                    process.role
-                );
+                anyhow::bail!("{} did not exit when its stdin closed, nor on SIGTERM", process.role);
             }
         }
         Ok(self.tally.measured(self.name, self.path, peak_rss))
@@ -234,27 +199,12 @@ impl Client {
         let (stdin, stdout) = process.take_stdio()?;
         let mut io = StdioClient::new(stdin, stdout);
         io.handshake(era, Instant::now() + timeout)
-            .with_context(|| {
-                format!(
-                    "{role}: opening the session; its stderr:\n{}",
-                    process.log_tail()
-                )
-            })?;
-        Ok(Client {
-            process,
-            io,
-            call: EchoCall::new(era, route),
-            next_id: 1,
-        })
+            .with_context(|| format!("{role}: opening the session; its stderr:\n{}", process.log_tail()))?;
+        Ok(Client { process, io, call: EchoCall::new(era, route), next_id: 1 })
     }
 
     /// Up to `count` sequential calls, stopping early at `until`.
-    fn calls(
-        &mut self,
-        count: usize,
-        until: Option<Instant>,
-        timeout: Duration,
-    ) -> anyhow::Result<Tally> {
+    fn calls(&mut self, count: usize, until: Option<Instant>, timeout: Duration) -> anyhow::Result<Tally> {
         let mut tally = Tally::with_capacity(count);
         for _ in 0..count {
             if until.is_some_and(|until| Instant::now() >= until) {
@@ -263,16 +213,9 @@ impl Client {
             let id = self.next_id;
             self.next_id += 1;
             let start = Instant::now();
-            let outcome = self
-                .io
-                .call(&self.call, id, start + timeout)
-                .with_context(|| {
-                    format!(
-                        "{}: request {id} failed; its stderr:\n{}",
-                        self.process.role,
-                        self.process.log_tail()
-                    )
-                })?;
+            let outcome = self.io.call(&self.call, id, start + timeout).with_context(|| {
+                format!("{}: request {id} failed; its stderr:\n{}", self.process.role, self.process.log_tail())
+            })?;
             tally.count(start.elapsed(), outcome);
         }
         Ok(tally)

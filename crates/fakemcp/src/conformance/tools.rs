@@ -229,10 +229,7 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
             "This is a simple text response for testing.",
         )])),
         "test_image_content" => done(tool_result(vec![png()])),
-        "test_header_param" => done(tool_result(vec![text(&format!(
-            "Region: {}",
-            string_argument("region")?
-        ))])),
+        "test_header_param" => done(tool_result(vec![text(&format!("Region: {}", string_argument("region")?))])),
         "test_audio_content" => done(tool_result(vec![wav()])),
         "test_embedded_resource" => done(tool_result(vec![embedded(
             "test://embedded-resource",

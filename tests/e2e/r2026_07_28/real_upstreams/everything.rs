@@ -24,10 +24,8 @@ fn upstream_result(tap: &StdioTap, method: &str) -> Value {
         .unwrap_or_else(|| panic!("mcpx never sent {method} upstream:\n{}", tap.transcript()));
     // The tap logs the server's answer as it relays it: it may land a moment after mcpx
     // already used it.
-    let response = poll(Duration::from_secs(5), || {
-        upstream_exchange(tap, method, |_| true).and_then(|(_, r)| r)
-    })
-    .unwrap_or_else(|| panic!("no upstream answer to {request}"));
+    let response = poll(Duration::from_secs(5), || upstream_exchange(tap, method, |_| true).and_then(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no upstream answer to {request}"));
     response["result"].clone()
 }
 

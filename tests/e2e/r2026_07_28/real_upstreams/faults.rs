@@ -201,15 +201,8 @@ fn an_upstream_that_exits_at_start_fails_calls_with_an_error_naming_it() {
             message.starts_with(&format!("server \"{server}\" ")) && message.contains("exited"),
             "the error must name the server and say it exited: {message}"
         );
-        let status = if server == "dead" {
-            "(exit status: 3)"
-        } else {
-            "(exit status: 1)"
-        };
-        assert!(
-            message.contains(status),
-            "the error must say how the server exited: {message}"
-        );
+        let status = if server == "dead" { "(exit status: 3)" } else { "(exit status: 1)" };
+        assert!(message.contains(status), "the error must say how the server exited: {message}");
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "a dead server is noticed at once, not at a timeout: {:?}",
@@ -337,11 +330,7 @@ fn an_upstream_that_floods_its_stderr_keeps_serving() {
         assert_eq!(echo.structured(), &json!({"n": n}), "{echo}");
     }
     let last = Whoami::of(&Modern::mcpx_call("flood", "whoami", json!({})).send(url));
-    assert_eq!(
-        (last.instance.as_str(), last.calls),
-        (first.instance.as_str(), 22),
-        "one instance served all"
-    );
+    assert_eq!((last.instance.as_str(), last.calls), (first.instance.as_str(), 22), "one instance served all");
     assert_healthy_answers(url);
 }
 
@@ -363,9 +352,8 @@ fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_se
     let reply = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
     let message = internal_error(&reply);
     assert!(
-        message.starts_with(
-            r#"server "big" wrote a line longer than limits.maxLineBytes (65536 bytes)"#
-        ) && message.contains("most likely the answer to this request"),
+        message.starts_with(r#"server "big" wrote a line longer than limits.maxLineBytes (65536 bytes)"#)
+            && message.contains("most likely the answer to this request"),
         "{message}"
     );
 
@@ -379,11 +367,7 @@ fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_se
     });
     for reply in [&slow, &echo] {
         let message = internal_error(reply);
-        assert!(
-            message.contains("limits.maxLineBytes")
-                && message.contains("one of the 1 others in flight"),
-            "{message}"
-        );
+        assert!(message.contains("limits.maxLineBytes") && message.contains("one of the 1 others in flight"), "{message}");
     }
 
     let after = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
