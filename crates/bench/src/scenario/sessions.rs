@@ -43,21 +43,15 @@ pub struct Options {
     pub idle_timeout: u64,
 }
 
-/// How long the daemon's memory is watched after a reap for it to settle: the reaper gives
-/// freed memory back a tick after the last instance has stopped, so one second (the old
-/// wait) could read it before or after, from run to run.
+/// How long the daemon's memory is left to settle after a reap before it is read: the
+/// reaper gives freed memory back a tick after the last instance has stopped, so one second
+/// (the old wait) could read it before or after, from run to run.
 const SETTLE: Duration = Duration::from_secs(3);
 
-/// The daemon's RSS once the reap has settled: read every 250 ms for `SETTLE`, the last
-/// reading.
+/// The daemon's RSS once the reap has settled.
 async fn settled(rss: &impl Fn() -> anyhow::Result<u64>) -> anyhow::Result<u64> {
-    let until = Instant::now() + SETTLE;
-    let mut last = rss()?;
-    while Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        last = rss()?;
-    }
-    Ok(last)
+    tokio::time::sleep(SETTLE).await;
+    rss()
 }
 
 /// How long one request may take before the run is abandoned.
