@@ -67,12 +67,17 @@ impl CallArgs {
             _ => Err(RpcError::invalid_params(format!("{CALL}: \"{name}\" must be a non-empty string"))),
         };
         let (server, tool) = (field("server")?, field("tool")?);
-        let tool_arguments = match arguments.get_mut("arguments").map(Value::take) {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v,
-            Some(_) => return Err(RpcError::invalid_params(format!("{CALL}: \"arguments\" must be an object"))),
-        };
-        Ok(CallArgs { server, tool, arguments: tool_arguments })
+        Ok(CallArgs { server, tool, arguments: take_arguments(&mut arguments, CALL)? })
+    }
+}
+
+/// Takes `"arguments"` out of a call's params (not copied): an object, or `{}` when absent
+/// or null. `caller` names the call in the error.
+fn take_arguments(params: &mut Value, caller: &str) -> Result<Value, RpcError> {
+    match params.get_mut("arguments").map(Value::take) {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v),
+        Some(_) => Err(RpcError::invalid_params(format!("{caller}: \"arguments\" must be an object"))),
     }
 }
 
@@ -126,11 +131,7 @@ impl Gateway {
             _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
         };
         // Taken, not copied: what is forwarded is built from the other params and these.
-        let arguments = match params.get_mut("arguments").map(Value::take) {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v,
-            Some(_) => return Err(RpcError::invalid_params("tools/call: \"arguments\" must be an object")),
-        };
+        let arguments = take_arguments(&mut params, "tools/call")?;
         let caller_meta = invocation::forwarded_meta(&params);
         match name.as_str() {
             SEARCH => {
