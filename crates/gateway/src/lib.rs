@@ -67,6 +67,32 @@ impl Answer {
     }
 }
 
+/// Every second: stops idle, exited, orphaned and reconfigured instances, gives memory back
+/// after a large reap, and sweeps held requests and (every minute) expired artifacts. Ends
+/// when the gateway is dropped.
+async fn reap(gateway: std::sync::Weak<Gateway>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick_count: u64 = 0;
+    let mut stopped_since_trim = 0;
+    loop {
+        tick.tick().await;
+        let Some(gateway) = gateway.upgrade() else { return };
+        let config = gateway.settings.config();
+        stopped_since_trim +=
+            gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
+        // Once a large reap's instances are all gone, their memory goes back to the system.
+        if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.pool.stopping() == 0 {
+            let stopped = std::mem::take(&mut stopped_since_trim);
+            tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
+        }
+        gateway.parking.sweep();
+        if tick_count % 60 == 0 {
+            gateway.sweep_artifacts();
+        }
+        tick_count += 1;
+    }
+}
+
 pub struct Gateway {
     settings: Settings,
     pool: Pool,
@@ -77,7 +103,7 @@ pub struct Gateway {
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
-    reaper: tokio::task::JoinHandle<()>,
+    reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -85,32 +111,12 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway on these settings. Starts the idle reaper on the current tokio runtime.
     pub fn new(settings: Settings) -> Arc<Gateway> {
-        Arc::new_cyclic(|this: &std::sync::Weak<Gateway>| {
-            let this = this.clone();
-            let reaper = tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(1));
-                let mut tick_count: u64 = 0;
-                let mut stopped_since_trim = 0;
-                loop {
-                    tick.tick().await;
-                    let Some(gateway) = this.upgrade() else { return };
-                    let config = gateway.settings.config();
-                    stopped_since_trim +=
-                        gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
-                    // Once a large reap's instances are all gone, their memory goes back to the system.
-                    if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.pool.stopping() == 0 {
-                        let stopped = std::mem::take(&mut stopped_since_trim);
-                        tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
-                    }
-                    gateway.parking.sweep();
-                    if tick_count % 60 == 0 {
-                        gateway.sweep_artifacts();
-                    }
-                    tick_count += 1;
-                }
-            });
-            Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper, closing: tokio::sync::watch::channel(false).0 }
-        })
+        let gateway = Arc::new(Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper: Default::default(), closing: tokio::sync::watch::channel(false).0 });
+        // Spawned only once the gateway exists: a worker may run the task at once, and a
+        // reaper that found nothing to upgrade would end for good.
+        let reaper = tokio::spawn(reap(Arc::downgrade(&gateway)));
+        let _ = gateway.reaper.set(reaper.abort_handle());
+        gateway
     }
 
     pub fn settings(&self) -> &Settings {
@@ -216,7 +222,9 @@ impl Gateway {
     /// Stops every upstream instance and waits until they are gone.
     pub async fn shutdown(&self) {
         self.closing.send_replace(true);
-        self.reaper.abort();
+        if let Some(reaper) = self.reaper.get() {
+            reaper.abort();
+        }
         self.pool.shutdown().await;
     }
 
