@@ -106,6 +106,16 @@ pub fn fakemcp_with_junk(tag: &str, non_utf8: bool) -> Value {
     json!({"command": python::venv_bin("python"), "args": args})
 }
 
+/// A `mcpServers` entry running `fakemcp --tag <tag>` behind
+/// `tests/python/id_in_the_middle.py`, which writes the id of every answer between its
+/// result and `"jsonrpc"`.
+pub fn fakemcp_id_in_the_middle(tag: &str) -> Value {
+    json!({
+        "command": python::venv_bin("python"),
+        "args": [python_script("id_in_the_middle.py"), paths::fakemcp(), "--tag", tag],
+    })
+}
+
 /// A server over HTTP on a free loopback port (a Python script, `script PORT args...`, or
 /// server-everything), killed on drop; its stdout and stderr go to a log shown when the
 /// test fails.

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Settings, Transport};
+use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
@@ -98,9 +99,19 @@ async fn relay(args: Args) -> anyhow::Result<()> {
                 let line = match line {
                     Some(Ok(Line::Text(line))) => Some(line),
                     // A bad line is the daemon's to refuse: pass on what it can judge.
-                    Some(Ok(Line::NotUtf8 | Line::TooLong)) => {
-                        let e = RpcError::invalid_request("a line that is not UTF-8 or longer than mcpx serve accepts");
+                    Some(Ok(Line::NotUtf8)) => {
+                        let e = RpcError::parse_error("the line is not UTF-8");
                         write_frame(&mut stdout, &error_response(None, &e)).await?;
+                        continue;
+                    }
+                    // Under the request's own id when the line's edges show it.
+                    Some(Ok(Line::TooLong(edges))) => {
+                        let e = RpcError::invalid_request(format!("message longer than mcpx serve accepts ({MAX_LINE} bytes)"));
+                        let id = match edges.read() {
+                            Some(Dropped::Request(id)) => Some(id.to_value()),
+                            _ => None,
+                        };
+                        write_frame(&mut stdout, &error_response(id.as_ref(), &e)).await?;
                         continue;
                     }
                     Some(Err(_)) | None => None,

@@ -7,6 +7,7 @@
 //!
 //! Pure data: no I/O, no async, nothing that knows about upstreams or sessions.
 
+pub mod dropped;
 pub mod error;
 pub mod header;
 pub mod message;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Transport};
+use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Message, RequestId, RpcError, meta};
 use serde_json::Value;
@@ -60,9 +61,15 @@ where
             Ok(Line::Text(line)) if line.trim().is_empty() => {}
             Ok(Line::Text(line)) => stream.frame(&line).await,
             // A bad line gets its error and the stream goes on: nothing accepted is lost.
-            Ok(Line::TooLong) => {
+            // Answered under the request's own id when the line's edges show it, so the
+            // caller's request does not wait forever.
+            Ok(Line::TooLong(edges)) => {
                 let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
-                stream.send(error_response(None, &e)).await;
+                let id = match edges.read() {
+                    Some(Dropped::Request(id)) => Some(id.to_value()),
+                    _ => None,
+                };
+                stream.send(error_response(id.as_ref(), &e)).await;
             }
             Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
             Err(e) => {

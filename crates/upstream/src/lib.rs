@@ -164,18 +164,36 @@ pub enum UpstreamError {
     Unreachable { server: String, url: String, reason: String },
     #[error("server {server:?} at {url} answered with something that is not MCP: {detail}")]
     Protocol { server: String, url: String, detail: String },
-    #[error(
-        "server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {}",
-        if *in_flight == 1 { "it was most likely the answer to this request".to_owned() } else {
-            format!("it may have held the answer to this request or to one of the {} others in flight on the instance, which all fail", in_flight - 1)
-        }
-    )]
-    LineTooLong { server: String, limit: usize, in_flight: usize },
+    #[error("server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {whose}")]
+    LineTooLong { server: String, limit: usize, whose: LostLine },
     #[error("server {server:?} did not answer {method} within {after:?}")]
     Timeout { server: String, method: String, after: Duration },
     /// The upstream answered with a JSON-RPC error: relayed to the caller as is.
     #[error("{0}")]
     Rpc(RpcError),
+}
+
+/// Whose answer a dropped over-long line held, as far as mcpx can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostLine {
+    /// Its edges named this request.
+    Own,
+    /// It showed no id: any one of this many requests in flight (all of which fail).
+    OneOf(usize),
+}
+
+impl std::fmt::Display for LostLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LostLine::Own => f.write_str("it was the answer to this request"),
+            LostLine::OneOf(1) => f.write_str("it showed no id, and this was the only request in flight"),
+            LostLine::OneOf(n) => write!(
+                f,
+                "it showed no id, so it may have held the answer to this request or to one of the {} others in flight on the instance, which all fail",
+                n - 1
+            ),
+        }
+    }
 }
 
 impl UpstreamError {

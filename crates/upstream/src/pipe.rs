@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use futures::StreamExt;
+use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{self, Message, RequestId};
 use mcpx_protocol::{Era, RpcError, meta};
 use serde_json::{Value, json};
@@ -19,9 +20,9 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
-use crate::lines::{Line, Lines};
+use crate::lines::{Edges, Line, Lines};
 
-use crate::{ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
+use crate::{LostLine, ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
 type Reply = Result<Value, UpstreamError>;
 
@@ -242,24 +243,47 @@ impl Inner {
         }
     }
 
-    /// A line longer than `limit` was dropped as it arrived, so whatever it held is lost;
-    /// its id was never read. If it was an answer, it belongs to one of the requests in
-    /// flight, and which one cannot be known: rather than leave one of them waiting out
-    /// `timeouts.request` for an answer that will never come, every one of them fails now
-    /// with an error naming the limit (a later answer to any of them is then dropped as
-    /// an answer to no request). Listens stay: they are never answered with a large result.
-    fn lost_a_line(&self, limit: usize) {
-        let lost: Vec<_> = {
-            let mut pending = self.pending.lock().expect("pending lock");
-            let ids: Vec<i64> = pending.iter().filter(|(_, p)| !p.listen).map(|(id, _)| *id).collect();
-            ids.into_iter().filter_map(|id| pending.remove(&id)).collect()
+    /// A line longer than `limit` was dropped as it arrived, so whatever it held is lost.
+    /// Its edges usually still show whose it was: an answer fails its own request; a
+    /// request of the server's is refused, so the server does not wait for an answer that
+    /// will never come; a notification is only logged. When the edges show nothing, an
+    /// answer may belong to any request in flight: rather than leave one of them waiting
+    /// out `timeouts.request`, every one of them fails now with an error naming the limit
+    /// (a later answer to any of them is then dropped as an answer to no request). Listens
+    /// stay: they are never answered with a large result.
+    fn lost_a_line(self: &Arc<Self>, limit: usize, edges: &Edges) {
+        let server = &self.server;
+        let lost: Vec<_> = match edges.read() {
+            Some(Dropped::Response(id)) => {
+                let own = match id {
+                    RequestId::Number(n) => self.pending.lock().expect("pending lock").remove(&n),
+                    RequestId::String(_) => None,
+                };
+                if own.is_none() {
+                    tracing::warn!(server, ?id, "dropped an over-long answer to no request in flight");
+                }
+                own.into_iter().map(|p| (p, LostLine::Own)).collect()
+            }
+            Some(Dropped::Request(id)) => {
+                tracing::warn!(server, ?id, "refused a request from the upstream longer than limits.maxLineBytes ({limit} bytes)");
+                let e = RpcError::invalid_request(format!("message longer than mcpx's limits.maxLineBytes ({limit} bytes)"));
+                let inner = self.clone();
+                tokio::spawn(async move { inner.write(&message::error_response(Some(&id.to_value()), &e)).await });
+                Vec::new()
+            }
+            Some(Dropped::Unidentified) => Vec::new(),
+            None => {
+                let mut pending = self.pending.lock().expect("pending lock");
+                let ids: Vec<i64> = pending.iter().filter(|(_, p)| !p.listen).map(|(id, _)| *id).collect();
+                let in_flight = ids.len();
+                if in_flight > 0 {
+                    tracing::warn!(server, in_flight, "a line over limits.maxLineBytes showed no id; the requests in flight fail");
+                }
+                ids.into_iter().filter_map(|id| pending.remove(&id)).map(|p| (p, LostLine::OneOf(in_flight))).collect()
+            }
         };
-        let in_flight = lost.len();
-        if in_flight > 0 {
-            tracing::warn!(server = self.server, in_flight, "a line over limits.maxLineBytes was dropped; the requests in flight fail");
-        }
-        for p in lost {
-            let _ = p.reply.send(Err(UpstreamError::LineTooLong { server: self.server.clone(), limit, in_flight }));
+        for (p, whose) in lost {
+            let _ = p.reply.send(Err(UpstreamError::LineTooLong { server: server.clone(), limit, whose }));
         }
     }
 
@@ -366,9 +390,9 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         let Some(inner) = inner.upgrade() else { return };
         let line = match line {
             Ok(Line::Text(line)) => line,
-            Ok(Line::TooLong) => {
+            Ok(Line::TooLong(edges)) => {
                 tracing::warn!(server, "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)");
-                inner.lost_a_line(max_line);
+                inner.lost_a_line(max_line, &edges);
                 continue;
             }
             Ok(bad) => {

@@ -16,10 +16,28 @@ fn an_over_long_line_or_garbage_is_refused_and_the_stream_goes_on() {
     let home = Home::new(&cfg);
     let mut serve = home.serve().arg("--no-daemon").start();
 
-    let long = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"pad": "x".repeat(3000)}});
-    serve.send_line(&long.to_string());
-    let refused = serve.next_frame(Duration::from_secs(10)).expect("an answer to the long line");
-    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    // The error carries the request's id when the line's edges show it (first or last),
+    // so the caller's request ends; with the id in the middle, it cannot.
+    let pad = "x".repeat(3000);
+    let lines = [
+        (format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"pad":"{pad}"}}}}"#), json!(2)),
+        (format!(r#"{{"method":"tools/call","params":{{"pad":"{pad}"}},"jsonrpc":"2.0","id":"last"}}"#), json!("last")),
+        (format!(r#"{{"method":"tools/call","params":{{"pad":"{pad}"}},"id":4,"jsonrpc":"2.0"}}"#), json!(null)),
+    ];
+    for (line, id) in lines {
+        // Sent as written (keys in this order); an id it can be answered under is noted.
+        let frame: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(frame.to_string(), line, "the keys keep their order");
+        if id.is_null() {
+            serve.send_line(&line);
+        } else {
+            serve.send(&frame);
+        }
+        let refused = serve.next_frame(Duration::from_secs(10)).expect("an answer to the long line");
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert_eq!(refused["id"], id, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("limits.maxLineBytes (2000 bytes)"), "{refused}");
+    }
 
     serve.send_line("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"\u{fffd}\"}\u{0}");
     let echoed = serve.call("f", "echo", json!({"still": "serving"}));

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use mcpx_e2e::process::free_port;
 use mcpx_e2e::tap::StdioTap;
-use mcpx_e2e::upstreams::{ScriptServer, fakemcp_with_junk, first_text, tapped, upstream_exchange};
+use mcpx_e2e::upstreams::{
+    ScriptServer, fakemcp_id_in_the_middle, fakemcp_with_junk, first_text, tapped, upstream_exchange,
+};
 use mcpx_e2e::{Daemon, LegacySession, Modern, Reply, Whoami, fakemcp, poll, processes_with, tag};
 use serde_json::{Value, json};
 
@@ -335,11 +337,11 @@ fn an_upstream_that_floods_its_stderr_keeps_serving() {
 }
 
 /// An answer on a line over `limits.maxLineBytes` is dropped unread (never buffered
-/// whole), so its id is never known: the requests in flight on that instance fail at
-/// once, naming the setting, instead of one of them waiting out `timeouts.request` for
-/// an answer that will never come. The instance serves on.
+/// whole), but the line's first bytes still show its id (fakemcp writes it before the
+/// result): only that call fails, at once and naming the setting; a call in flight beside
+/// it is answered, and the instance serves on.
 #[test]
-fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_setting() {
+fn an_answer_over_max_line_bytes_fails_only_its_own_call_naming_the_setting() {
     let big_tag = tag();
     let (mut cfg, _) = with_healthy(&[("big", fakemcp("global", &big_tag, &[]))], "120s");
     cfg["limits"] = json!({"maxLineBytes": 65536});
@@ -347,18 +349,49 @@ fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_se
     let url = daemon.url();
     let before = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
 
-    // Alone in flight: the lost line was its answer.
+    let huge = "x".repeat(100_000);
+    let (slow, echo) = std::thread::scope(|s| {
+        let slow = s.spawn(|| Modern::mcpx_call("big", "slow", json!({"ms": 3000})).send(url));
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        let echo = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
+        assert!(started.elapsed() < Duration::from_secs(2), "the call failed after {:?}", started.elapsed());
+        (slow.join().unwrap(), echo)
+    });
+    let message = internal_error(&echo);
+    assert_eq!(
+        message,
+        r#"server "big" wrote a line longer than limits.maxLineBytes (65536 bytes), which mcpx dropped unread: it was the answer to this request"#
+    );
+    assert_eq!(slow.structured()["sleptMs"], 3000, "the call beside it is answered: {slow}");
+
+    let after = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
+    assert_eq!(after.instance, before.instance, "the instance serves on");
+    let small = Modern::mcpx_call("big", "echo", json!({"text": "small"})).send(url);
+    assert_eq!(small.structured()["text"], "small", "{small}");
+    assert_healthy_answers(url);
+}
+
+/// A server that writes the id in the middle of an over-long answer leaves no way to know
+/// whose it was: rather than one call waiting out `timeouts.request` for an answer that
+/// will never come, every call in flight on that instance fails at once, naming the
+/// setting. The instance serves on.
+#[test]
+fn an_over_long_answer_that_shows_no_id_fails_the_calls_in_flight_at_once() {
+    let (mut cfg, _) = with_healthy(&[("big", fakemcp_id_in_the_middle(&tag()))], "120s");
+    cfg["limits"] = json!({"maxLineBytes": 65536});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let before = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
+
+    // Alone in flight: the lost line was most likely its answer.
     let huge = "x".repeat(100_000);
     let reply = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
     let message = internal_error(&reply);
-    assert!(
-        message.starts_with(r#"server "big" wrote a line longer than limits.maxLineBytes (65536 bytes)"#)
-            && message.contains("most likely the answer to this request"),
-        "{message}"
-    );
+    assert!(message.ends_with("it showed no id, and this was the only request in flight"), "{message}");
 
-    // With a slow call in flight too, which answer was lost cannot be known: both fail
-    // (the slow one would otherwise have been answered after 5 s).
+    // With a slow call in flight too, both fail (the slow one would otherwise have been
+    // answered after 5 s).
     let (slow, echo) = std::thread::scope(|s| {
         let slow = s.spawn(|| Modern::mcpx_call("big", "slow", json!({"ms": 5000})).send(url));
         std::thread::sleep(Duration::from_millis(500));
@@ -372,7 +405,5 @@ fn an_answer_over_max_line_bytes_fails_the_calls_in_flight_at_once_naming_the_se
 
     let after = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));
     assert_eq!(after.instance, before.instance, "the instance serves on");
-    let small = Modern::mcpx_call("big", "echo", json!({"text": "small"})).send(url);
-    assert_eq!(small.structured()["text"], "small", "{small}");
     assert_healthy_answers(url);
 }
