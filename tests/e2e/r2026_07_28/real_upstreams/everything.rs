@@ -458,3 +458,34 @@ fn a_modern_caller_closing_its_stream_cancels_the_call_at_server_everything() {
         tap.transcript()
     );
 }
+
+/// server-everything (the TypeScript SDK) writes an answer's id last. An answer over
+/// `limits.maxLineBytes` is dropped unread, but the end of its line still names the call
+/// it answers: that call fails at once, naming the setting, and a call in flight beside
+/// it is answered.
+#[test]
+fn an_over_long_answer_with_its_id_last_fails_only_its_own_call() {
+    let tap = StdioTap::new();
+    let mut cfg = everything_config(&tap);
+    cfg["limits"] = json!({"maxLineBytes": 65536});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let (long, echo) = std::thread::scope(|s| {
+        let long = s.spawn(|| {
+            Modern::tools_call("everything__trigger-long-running-operation", json!({"duration": 2, "steps": 2})).send(url)
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        let echo = Modern::tools_call("everything__echo", json!({"message": "x".repeat(100_000)})).send(url);
+        assert!(started.elapsed() < Duration::from_secs(2), "the call failed after {:?}", started.elapsed());
+        (long.join().unwrap(), echo)
+    });
+    let error = echo.assert_error(200, -32603);
+    assert_eq!(
+        error["message"],
+        r#"server "everything" wrote a line longer than limits.maxLineBytes (65536 bytes), which mcpx dropped unread: it was the answer to this request"#
+    );
+    assert!(first_text(long.result()).starts_with("Long running operation completed"), "{long}");
+    let small = Modern::tools_call("everything__echo", json!({"message": "small"})).send(url);
+    assert_eq!(first_text(small.result()), "Echo: small", "{small}");
+}
