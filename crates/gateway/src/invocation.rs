@@ -19,12 +19,12 @@ use crate::identity::HOST_CONTEXT_KEYS;
 /// context keys, and without the caller's protocol envelope (the upstream connection
 /// supplies its own). `None` when nothing is left.
 pub fn forwarded_meta(params: &Value) -> Option<Map<String, Value>> {
-    let mut m = meta::of(params)?.clone();
-    meta::strip_mcpx_keys(&mut m);
-    meta::strip_modern_envelope(&mut m);
-    for key in HOST_CONTEXT_KEYS {
-        m.remove(key);
-    }
+    // Only what travels is copied, not the envelope (the caller's capabilities) with it.
+    let travels = |key: &str| {
+        !key.starts_with(meta::MCPX_PREFIX) && !meta::ENVELOPE_KEYS.contains(&key) && !HOST_CONTEXT_KEYS.contains(&key)
+    };
+    let m: Map<String, Value> =
+        meta::of(params)?.iter().filter(|(k, _)| travels(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     (!m.is_empty()).then_some(m)
 }
 

@@ -129,8 +129,12 @@ impl Gateway {
         Identity::resolve(meta::of(params), &config.transport.session_meta_keys, transport)
     }
 
-    pub fn server_info() -> Value {
-        json!({ "name": "mcpx", "title": "mcpx MCP gateway", "version": env!("CARGO_PKG_VERSION") })
+    /// Built once: every 2026-07-28 result carries it.
+    pub fn server_info() -> &'static Value {
+        static SERVER_INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+            json!({ "name": "mcpx", "title": "mcpx MCP gateway", "version": env!("CARGO_PKG_VERSION") })
+        });
+        &SERVER_INFO
     }
 
     /// What mcpx serves. Resources, prompts and completions are relayed from upstreams

@@ -85,10 +85,13 @@ pub fn strip_mcpx_keys(meta: &mut Map<String, Value>) {
 /// Removes the stateless envelope keys, for forwarding to a handshake-era upstream that
 /// negotiated them once in `initialize`.
 pub fn strip_modern_envelope(meta: &mut Map<String, Value>) {
-    for key in [PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL] {
+    for key in ENVELOPE_KEYS {
         meta.remove(key);
     }
 }
+
+/// The keys of the stateless envelope a 2026-07-28 request carries in `_meta`.
+pub const ENVELOPE_KEYS: [&str; 4] = [PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL];
 
 #[cfg(test)]
 mod tests {

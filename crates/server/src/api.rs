@@ -188,7 +188,7 @@ async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: 
     let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(mut result) => {
-            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
             Json(result).into_response()
         }
         Err(e) => error(&e),
@@ -256,7 +256,7 @@ async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Op
         }
         Ok(mut result) => {
             // A /v1 caller gets the tool result plain, without protocol fields.
-            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, &Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
             (StatusCode::OK, result)
         }
         Err(e) => error_parts(&e),

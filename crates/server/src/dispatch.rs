@@ -19,7 +19,7 @@ pub async fn answer(gateway: &Gateway, ctx: &CallContext, method: &str, params: 
 
 pub fn shaped(outcome: Result<Answer, RpcError>, ctx: &CallContext, method: &str) -> Result<Value, RpcError> {
     let Answer { mut result, cache } = outcome.map_err(|e| shape_error(e, ctx.revision))?;
-    shape_result(&mut result, method, ctx.revision, &Gateway::server_info(), cache);
+    shape_result(&mut result, method, ctx.revision, Gateway::server_info(), cache);
     Ok(result)
 }
 

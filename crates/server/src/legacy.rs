@@ -80,7 +80,7 @@ pub fn initialize_result(gateway: &Gateway, revision: Revision) -> Value {
     json!({
         "protocolVersion": revision.as_str(),
         "capabilities": gateway.capabilities(),
-        "serverInfo": Gateway::server_info(),
+        "serverInfo": Gateway::server_info().clone(),
         "instructions": gateway.instructions(),
     })
 }

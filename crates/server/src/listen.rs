@@ -37,7 +37,7 @@ pub fn ended(id: &Value) -> Value {
         id,
         json!({
             "resultType": "complete",
-            "_meta": { meta::SUBSCRIPTION_ID: id, meta::SERVER_INFO: Gateway::server_info() },
+            "_meta": { meta::SUBSCRIPTION_ID: id, meta::SERVER_INFO: Gateway::server_info().clone() },
         }),
     )
 }
