@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Settings, Transport};
-use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
@@ -107,10 +106,7 @@ async fn relay(args: Args) -> anyhow::Result<()> {
                     // Under the request's own id when the line's edges show it.
                     Some(Ok(Line::TooLong(edges))) => {
                         let e = RpcError::invalid_request(format!("message longer than mcpx serve accepts ({MAX_LINE} bytes)"));
-                        let id = match edges.read() {
-                            Some(Dropped::Request(id)) => Some(id.to_value()),
-                            _ => None,
-                        };
+                        let id = edges.request_id().map(|id| id.to_value());
                         write_frame(&mut stdout, &error_response(id.as_ref(), &e)).await?;
                         continue;
                     }

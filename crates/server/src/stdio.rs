@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Transport};
-use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Message, RequestId, RpcError, meta};
 use serde_json::Value;
@@ -65,10 +64,7 @@ where
             // caller's request does not wait forever.
             Ok(Line::TooLong(edges)) => {
                 let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
-                let id = match edges.read() {
-                    Some(Dropped::Request(id)) => Some(id.to_value()),
-                    _ => None,
-                };
+                let id = edges.request_id().map(|id| id.to_value());
                 stream.send(error_response(id.as_ref(), &e)).await;
             }
             Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
