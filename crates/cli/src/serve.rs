@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Settings, Transport};
 use mcpx_protocol::message::{self, error_response};
+use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -103,12 +104,22 @@ async fn relay(args: Args) -> anyhow::Result<()> {
                         write_frame(&mut stdout, &error_response(None, &e)).await?;
                         continue;
                     }
-                    // Under the request's own id when the line's edges show it.
+                    // Whoever waits on it is told, when the line's edges show who: a request
+                    // is refused under its own id; an answer to the daemon's question goes on
+                    // as an error, so the question does not wait out its timeout.
                     Some(Ok(Line::TooLong(edges))) => {
                         let e = RpcError::invalid_request(format!("message longer than mcpx serve accepts ({MAX_LINE} bytes)"));
-                        let id = edges.request_id().map(|id| id.to_value());
-                        write_frame(&mut stdout, &error_response(id.as_ref(), &e)).await?;
-                        continue;
+                        match edges.read() {
+                            Some(Dropped::Response(id)) => Some(error_response(Some(&id.to_value()), &e).to_string()),
+                            Some(Dropped::Request(id)) => {
+                                write_frame(&mut stdout, &error_response(Some(&id.to_value()), &e)).await?;
+                                continue;
+                            }
+                            Some(Dropped::Unidentified) | None => {
+                                write_frame(&mut stdout, &error_response(None, &e)).await?;
+                                continue;
+                            }
+                        }
                     }
                     Some(Err(_)) | None => None,
                 };

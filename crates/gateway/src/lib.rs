@@ -43,7 +43,7 @@ pub use identity::{Identity, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
 pub use ask::caller_can_answer;
-pub use mcpx_upstream::lines::{Line, Lines};
+pub use mcpx_upstream::lines::{Edges, Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use artifacts::Artifact;
 pub use settings::Settings;

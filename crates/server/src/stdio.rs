@@ -20,7 +20,8 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use mcpx_gateway::{Line, Lines};
+use mcpx_gateway::{Edges, Line, Lines};
+use mcpx_protocol::dropped::Dropped;
 use tokio_util::codec::FramedRead;
 use tokio_util::task::TaskTracker;
 
@@ -60,13 +61,7 @@ where
             Ok(Line::Text(line)) if line.trim().is_empty() => {}
             Ok(Line::Text(line)) => stream.frame(&line).await,
             // A bad line gets its error and the stream goes on: nothing accepted is lost.
-            // Answered under the request's own id when the line's edges show it, so the
-            // caller's request does not wait forever.
-            Ok(Line::TooLong(edges)) => {
-                let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
-                let id = edges.request_id().map(|id| id.to_value());
-                stream.send(error_response(id.as_ref(), &e)).await;
-            }
+            Ok(Line::TooLong(edges)) => stream.too_long(&edges, max_line).await,
             Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
             Err(e) => {
                 tracing::debug!("stdio stream ended: {e}");
@@ -109,6 +104,23 @@ impl Stream {
 
     async fn send(&self, frame: Value) {
         let _ = self.outbox.send(frame).await;
+    }
+
+    /// A line over `limits.maxLineBytes`, dropped unread. Whoever waits on it is told at
+    /// once, when the line's edges show who: a request is refused under its own id, and
+    /// the client's answer to a question an upstream asked fails that question.
+    async fn too_long(&self, edges: &Edges, max_line: usize) {
+        let e = RpcError::invalid_request(format!("message longer than limits.maxLineBytes ({max_line} bytes)"));
+        match edges.read() {
+            Some(Dropped::Response(id)) => {
+                if let Some(negotiated) = &self.negotiated {
+                    let e = RpcError::internal(format!("the caller's answer was dropped unread: {}", e.message));
+                    negotiated.questions.answer(&id, Err(e));
+                }
+            }
+            Some(Dropped::Request(id)) => self.send(error_response(Some(&id.to_value()), &e)).await,
+            Some(Dropped::Unidentified) | None => self.send(error_response(None, &e)).await,
+        }
     }
 
     async fn frame(&mut self, line: &str) {

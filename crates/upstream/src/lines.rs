@@ -7,7 +7,6 @@
 //! kept, to tell whose message it was (`mcpx_protocol::dropped`).
 
 use bytes::{Buf, BytesMut};
-use mcpx_protocol::RequestId;
 use mcpx_protocol::dropped::{self, Dropped, EDGE_BYTES};
 use tokio_util::codec::Decoder;
 
@@ -32,15 +31,6 @@ impl Edges {
     /// Whose message the line held, when its edges show it.
     pub fn read(&self) -> Option<Dropped> {
         dropped::read_edges(&self.head, &self.tail)
-    }
-
-    /// The id of the request the line held, when its edges show one: what a refusal of
-    /// the line is sent under.
-    pub fn request_id(&self) -> Option<RequestId> {
-        match self.read() {
-            Some(Dropped::Request(id)) => Some(id),
-            _ => None,
-        }
     }
 
     fn of(line: &[u8]) -> Edges {

@@ -5,7 +5,11 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use std::time::Duration;
+
 use mcpx_e2e::fixtures::{config, fakemcp};
+use mcpx_e2e::home::Home;
+use mcpx_e2e::serve::Serve;
 use mcpx_e2e::paths;
 use mcpx_e2e::process::{TempDir, tag, wait_until_gone};
 use mcpx_e2e::schema;
@@ -111,4 +115,47 @@ fn a_handshake_era_caller_without_the_capability_is_never_asked() {
     let answer = serve.read();
     assert_eq!(answer["id"], 2, "mcpx asked a caller that cannot answer: {answer}");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
+}
+
+/// The caller's answer to a question, over `limits.maxLineBytes`: the question fails at once
+/// with the reason (it does not wait out `timeouts.request`), and the stream goes on. Both
+/// on the stdio of `mcpx serve --no-daemon` and through `mcpx serve` to the daemon.
+#[test]
+fn a_callers_answer_over_max_line_bytes_fails_the_question_at_once_and_the_stream_goes_on() {
+    for no_daemon in [true, false] {
+        let t = tag();
+        let mut cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
+        cfg["limits"] = json!({"maxLineBytes": 4000});
+        cfg["timeouts"] = json!({"request": "60s"});
+        let home = Home::new(&cfg);
+        let serve = home.serve();
+        let mut serve = if no_daemon { serve.arg("--no-daemon") } else { serve }.start();
+        let answer = serve.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+            "clientInfo": {"name": "e2e", "version": "0"}}}));
+        assert_eq!(answer.result()["protocolVersion"], "2025-11-25");
+        serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+        let ask = |serve: &mut Serve, id: u64, prompt: &str| {
+            let mut call = sampling_call(prompt);
+            call["id"] = id.into();
+            serve.send(&call);
+            let question = serve.next_frame(Duration::from_secs(10)).expect("the upstream's question");
+            assert_eq!(question["method"], "sampling/createMessage", "{question}");
+            question["id"].clone()
+        };
+        // The id comes first, as most clients write it; the text makes the line too long.
+        let question = ask(&mut serve, 2, "What is 2+2?");
+        serve.send(&json!({"jsonrpc": "2.0", "id": question, "result": {
+            "role": "assistant", "content": {"type": "text", "text": "Four ".repeat(2000)}, "model": "e2e"}}));
+        let answer = serve.answer(&json!(2), Duration::from_secs(10));
+        assert!(answer.to_string().contains("limits.maxLineBytes (4000 bytes)"), "the call did not say why: {answer}");
+
+        // Nothing else was lost: the next question is asked and answered on the same stream.
+        let question = ask(&mut serve, 3, "And 3+3?");
+        serve.send(&json!({"jsonrpc": "2.0", "id": question, "result": {
+            "role": "assistant", "content": {"type": "text", "text": "Six"}, "model": "e2e"}}));
+        let answer = serve.answer(&json!(3), Duration::from_secs(10));
+        assert_eq!(answer.result()["content"][0]["text"], "LLM response: Six", "{answer}");
+    }
 }
