@@ -104,6 +104,7 @@ pub struct Gateway {
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
     reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
+    session_streams: watch::SessionStreams,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -111,7 +112,7 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway on these settings. Starts the idle reaper on the current tokio runtime.
     pub fn new(settings: Settings) -> Arc<Gateway> {
-        let gateway = Arc::new(Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper: Default::default(), closing: tokio::sync::watch::channel(false).0 });
+        let gateway = Arc::new(Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper: Default::default(), session_streams: Default::default(), closing: tokio::sync::watch::channel(false).0 });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
         // reaper that found nothing to upgrade would end for good.
         let reaper = tokio::spawn(reap(Arc::downgrade(&gateway)));
@@ -526,13 +527,17 @@ impl Gateway {
             None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
         let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
-        self.pool
+        let lease = self
+            .pool
             .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server, config.pool.max_instances)
             .await
             .map_err(|e| match e {
                 PoolError::Upstream(e) => e.to_rpc(),
                 other => RpcError::internal(other.to_string()),
-            })
+            })?;
+        // Before the call is sent, so a change it provokes reaches the sessions' streams.
+        self.session_streams.join(&lease).await;
+        Ok(lease)
     }
 }
 

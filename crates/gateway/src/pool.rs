@@ -85,6 +85,8 @@ impl Failing {
 
 struct Slot {
     key: InstanceKey,
+    /// Tells one start of a key from the next.
+    serial: u64,
     /// The server definition this instance was started from.
     definition: String,
     upstream: OnceCell<Upstream>,
@@ -165,6 +167,15 @@ impl Pool {
             }
         }
         Err(PoolError::Upstream(UpstreamError::Exited { server: key.server.clone(), status: None }))
+    }
+
+    /// The instance running at `key`, with its serial, without leasing it: for a watcher
+    /// that must neither start an instance nor keep one from being reaped.
+    pub fn running(&self, key: &InstanceKey) -> Option<(u64, Upstream)> {
+        let slots = self.inner.slots.lock().expect("pool lock");
+        let slot = slots.get(key).filter(|s| !s.retired.load(Ordering::Acquire))?;
+        let upstream = slot.upstream.get().filter(|u| u.is_alive())?;
+        Some((slot.serial, upstream.clone()))
     }
 
     /// Remembers each server's era in `file` (across restarts), starting from its contents.
@@ -355,8 +366,10 @@ impl Inner {
                 if slots.len() >= max_total {
                     return Err(PoolError::FullTotal { limit: max_total });
                 }
+                static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let slot = Arc::new(Slot {
                     key: key.clone(),
+                    serial: SERIALS.fetch_add(1, Ordering::Relaxed),
                     definition: definition.to_owned(),
                     upstream: OnceCell::new(),
                     leases: AtomicUsize::new(0),
@@ -403,6 +416,11 @@ impl Lease {
 
     pub fn key(&self) -> &InstanceKey {
         &self.slot.key
+    }
+
+    /// Which start of its key this instance is (see [`Pool::running`]).
+    pub fn serial(&self) -> u64 {
+        self.slot.serial
     }
 }
 

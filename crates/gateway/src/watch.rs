@@ -7,9 +7,15 @@
 //! are held (not reaped) while it listens. When one of them exits, nothing of its
 //! connection survives: mcpx starts the caller's instance again (after a pause that
 //! grows while it keeps exiting) and opens the same subscriptions on it.
+//!
+//! A handshake-era session's change stream is not asked for: clients open it as they
+//! connect. So it must never start an instance or keep one from being reaped. It hears the
+//! instances its session reaches that are running: those up when it opens, and each one a
+//! call of the session leases later, joined before that call is sent.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use mcpx_protocol::RpcError;
@@ -17,7 +23,7 @@ use mcpx_upstream::Upstream;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::{CallContext, Gateway, Lease, naming};
+use crate::{CallContext, Gateway, InstanceKey, Lease, naming};
 
 const KINDS: [(&str, &str); 3] = [
     ("toolsListChanged", "notifications/tools/list_changed"),
@@ -39,6 +45,7 @@ pub struct Watch {
     /// Change notifications, untagged (the front end tags them with the listen's id).
     pub changes: mpsc::UnboundedReceiver<Value>,
     _relays: Vec<Relay>,
+    _session: Option<Arc<SessionStream>>,
 }
 
 struct Relay(tokio::task::JoinHandle<()>);
@@ -69,12 +76,143 @@ impl Wanted {
     }
 }
 
+/// The open change streams of handshake-era sessions, by the key of each instance their
+/// calls reach.
+#[derive(Default)]
+pub(crate) struct SessionStreams {
+    open: AtomicUsize,
+    by_key: Mutex<HashMap<InstanceKey, Vec<Weak<SessionStream>>>>,
+}
+
+/// One session's change stream: what it hears from each server, and the instances it has
+/// joined, by serial.
+pub(crate) struct SessionStream {
+    gateway: Weak<Gateway>,
+    wanted: BTreeMap<String, Wanted>,
+    keys: Vec<InstanceKey>,
+    tx: mpsc::UnboundedSender<Value>,
+    joined: Mutex<HashMap<u64, Option<tokio::task::AbortHandle>>>,
+}
+
+impl SessionStreams {
+    /// Joins the instance `lease` holds to every open session stream that reaches it and
+    /// has not joined it yet. Called for every lease, so it costs one atomic load while no
+    /// session stream is open.
+    pub(crate) async fn join(&self, lease: &Lease) {
+        if self.open.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let streams: Vec<Arc<SessionStream>> = match self.by_key.lock().expect("session streams lock").get(lease.key()) {
+            Some(streams) => streams.iter().filter_map(Weak::upgrade).collect(),
+            None => return,
+        };
+        for stream in streams {
+            stream.join(&lease.key().server, lease.serial(), lease.upstream()).await;
+        }
+    }
+}
+
+impl SessionStream {
+    /// Relays the changes of one instance of `server` until it ends or the stream closes.
+    /// Holds the connection, not a lease: the instance is reaped as if nobody listened.
+    async fn join(self: &Arc<Self>, server: &str, serial: u64, upstream: &mcpx_upstream::Upstream) {
+        let Some(wanted) = self.wanted.get(server) else { return };
+        if self.joined.lock().expect("joined lock").insert(serial, None).is_some() {
+            return;
+        }
+        let mut changes = upstream.changes().await;
+        let (gateway, server, wanted, tx, upstream) =
+            (self.gateway.clone(), server.to_owned(), wanted.clone(), self.tx.clone(), upstream.clone());
+        let stream = Arc::downgrade(self);
+        let relay = tokio::spawn(async move {
+            let ended = upstream.ended();
+            tokio::pin!(ended);
+            loop {
+                tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(change) => {
+                            let Some(gateway) = gateway.upgrade() else { break };
+                            if let Some(change) = deliverable(&gateway.settings.config(), &server, &wanted, change)
+                                && tx.send(change).is_err()
+                            {
+                                break;
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    },
+                    _ = &mut ended => break,
+                    _ = tx.closed() => break,
+                }
+            }
+            if let Some(stream) = stream.upgrade() {
+                stream.joined.lock().expect("joined lock").remove(&serial);
+            }
+        });
+        if let Some(slot) = self.joined.lock().expect("joined lock").get_mut(&serial) {
+            *slot = Some(relay.abort_handle());
+        }
+    }
+}
+
+impl Drop for SessionStream {
+    fn drop(&mut self) {
+        for relay in self.joined.get_mut().expect("joined lock").values().flatten() {
+            relay.abort();
+        }
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let streams = &gateway.session_streams;
+        let mut by_key = streams.by_key.lock().expect("session streams lock");
+        for key in &self.keys {
+            if let Some(list) = by_key.get_mut(key) {
+                list.retain(|w| w.strong_count() > 0);
+                if list.is_empty() {
+                    by_key.remove(key);
+                }
+            }
+        }
+        streams.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Gateway {
-    /// The change stream of a handshake-era session: every list change of the instances
-    /// it reaches, and updates to the resources it subscribed to (as `interest` says).
+    /// The change stream of a handshake-era session: the list changes of the instances it
+    /// reaches, and updates to the resources it subscribed to (as `interest` says). It
+    /// starts no instance and holds none (see the module's top comment).
     pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, RpcError> {
-        let every_kind = KINDS.iter().map(|(_, method)| *method).collect();
-        self.open_watch(ctx, every_kind, Vec::new(), Some(interest)).await
+        let config = self.settings.config();
+        let (mut wanted, mut keys) = (BTreeMap::new(), Vec::new());
+        for (server, server_config) in &config.mcp_servers {
+            let key = self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
+            // A per-call instance is its call's alone.
+            if key.is_per_call() {
+                continue;
+            }
+            let kinds = KINDS
+                .iter()
+                .map(|(_, method)| *method)
+                .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
+                .collect();
+            wanted.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) });
+            keys.push(key);
+        }
+        let (tx, changes) = mpsc::unbounded_channel();
+        let stream = Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
+        {
+            let mut by_key = self.session_streams.by_key.lock().expect("session streams lock");
+            for key in &stream.keys {
+                by_key.entry(key.clone()).or_default().push(Arc::downgrade(&stream));
+            }
+            self.session_streams.open.fetch_add(1, Ordering::AcqRel);
+        }
+        // Registered first, so an instance starting meanwhile is joined by its lease if
+        // not here (a serial is joined once).
+        for key in &stream.keys {
+            if let Some((serial, upstream)) = self.pool.running(key) {
+                stream.join(&key.server, serial, &upstream).await;
+            }
+        }
+        Ok(Watch { honored: Value::Object(Map::new()), changes, _relays: Vec::new(), _session: Some(stream) })
     }
 
     /// A 2026-07-28 `subscriptions/listen`.
@@ -153,7 +291,7 @@ impl Gateway {
             let taken: Vec<Value> = resource_uris.iter().filter(|u| subscribed.contains(u)).map(|u| json!(u)).collect();
             honored.insert("resourceSubscriptions".into(), taken.into());
         }
-        Ok(Watch { honored: Value::Object(honored), changes: rx, _relays: relays })
+        Ok(Watch { honored: Value::Object(honored), changes: rx, _relays: relays, _session: None })
     }
 }
 
@@ -205,7 +343,7 @@ async fn relay(
             tokio::select! {
                 change = opened.changes.recv() => match change {
                     Ok(change) => {
-                        if let Some(change) = deliverable(&gateway, &server, &wanted, change)
+                        if let Some(change) = deliverable(&gateway.settings.config(), &server, &wanted, change)
                             && tx.send(change).is_err()
                         {
                             return;
@@ -248,13 +386,13 @@ async fn relay(
 
 /// A change as the caller asked for it, or `None`: list changes of the kinds wanted, and
 /// resource updates for a watched URI (or a resource under it), renamed to its public URI.
-fn deliverable(gateway: &Gateway, server: &str, wanted: &Wanted, mut change: Value) -> Option<Value> {
+fn deliverable(config: &crate::Config, server: &str, wanted: &Wanted, mut change: Value) -> Option<Value> {
     let method = change["method"].as_str()?;
     if method != RESOURCE_UPDATED {
         return wanted.kinds.contains(&method).then_some(change);
     }
     let uri = change["params"]["uri"].as_str()?;
-    let public = naming::public_uri(&gateway.settings.config(), server, uri);
+    let public = naming::public_uri(config, server, uri);
     let watched = wanted.resources.keys().any(|watched| is_under(watched, uri))
         || wanted.interest.as_ref().is_some_and(|i| i.lock().expect("interest lock").iter().any(|w| is_under(w, &public)));
     if !watched {

@@ -32,6 +32,34 @@ fn a_sessions_standalone_stream_carries_an_upstreams_list_changes() {
     schema::spec(schema::LEGACY).assert_valid("ToolListChangedNotification", &change, "a notification on the standalone stream");
 }
 
+/// Clients open the standalone stream as they connect, unasked: it must neither start the
+/// session's instances nor keep them from being reaped. It hears an instance from the
+/// moment a call of the session leases it, and again after a reap and a fresh start.
+#[test]
+fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
+    let t = tag();
+    let mut cfg = config(&[("f", fakemcp("session", &t, &["--era", "legacy"]))]);
+    cfg["expose"] = json!(["f"]);
+    cfg["pool"] = json!({"idleTimeout": "1s"});
+    let daemon = Daemon::start(&cfg);
+    let session = LegacySession::open(daemon.url());
+    let arrived = standalone_events(daemon.url(), &session);
+
+    // Two reaper ticks with the stream open: nothing was started for it.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(daemon.home().instances("f"), Vec::<Value>::new(), "the stream started an instance");
+
+    for round in ["first", "after the reap"] {
+        let reply = session.mcpx_call("f", "changed", json!({}));
+        assert_eq!(reply.structured()["announced"], "notifications/tools/list_changed");
+        let change = arrived.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("no change reached the stream ({round} instance)"));
+        assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
+        // Idle, the instance is reaped though the stream stays open.
+        let reaped = mcpx_e2e::poll(Duration::from_secs(20), || daemon.home().instances("f").is_empty().then_some(()));
+        assert!(reaped.is_some(), "the open stream kept an idle instance up: {}", daemon.home().status());
+    }
+}
+
 /// The events of a session's standalone stream, as they arrive.
 fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value> {
     let response = mcpx_e2e::client::http()
