@@ -54,6 +54,7 @@ where
         in_flight: InFlight::default(),
         tasks: TaskTracker::new(),
         listens: Default::default(),
+        changes: None,
     };
     let mut lines = FramedRead::new(reader, Lines::new(max_line));
     while let Some(line) = lines.next().await {
@@ -68,6 +69,9 @@ where
                 break;
             }
         }
+    }
+    if let Some(changes) = stream.changes.take() {
+        changes.abort();
     }
     stream.tasks.close();
     if tokio::time::timeout(EOF_GRACE, stream.tasks.wait()).await.is_err() {
@@ -90,6 +94,9 @@ struct Stream {
     tasks: TaskTracker,
     /// Ids of open listens, which end with a result when cancelled.
     listens: std::collections::HashSet<RequestId>,
+    /// A handshake-era session's list changes and resource updates, relayed from its
+    /// `notifications/initialized` until the stream ends.
+    changes: Option<AbortHandle>,
 }
 
 impl Stream {
@@ -234,6 +241,9 @@ impl Stream {
     }
 
     fn notification(&mut self, method: &str, params: &Value) {
+        if method == "notifications/initialized" {
+            return self.hear_changes();
+        }
         if method != "notifications/cancelled" {
             return;
         }
@@ -246,6 +256,33 @@ impl Stream {
                 let _ = self.outbox.try_send(listen::ended(&id.to_value()));
             }
         }
+    }
+
+    /// Relays what the session's standalone stream would carry over HTTP: the list changes
+    /// of the instances this session reaches, and updates to the resources it subscribed
+    /// to. Like that stream, it starts no instance and keeps none from being reaped.
+    fn hear_changes(&mut self) {
+        let Some(negotiated) = self.negotiated.as_ref().filter(|_| self.changes.is_none()) else { return };
+        let identity = self.gateway.identity(&Value::Null, &self.transport);
+        let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
+        let (gateway, interest, outbox) = (self.gateway.clone(), negotiated.interest.clone(), self.outbox.clone());
+        let relay = tokio::spawn(async move {
+            let mut watch = match gateway.watch_session(&ctx, interest).await {
+                Ok(watch) => watch,
+                Err(e) => return tracing::warn!("a stdio session hears no list changes: {}", e.message),
+            };
+            loop {
+                let change = tokio::select! {
+                    change = watch.changes.recv() => change,
+                    _ = gateway.closing() => None,
+                };
+                let Some(change) = change else { return };
+                if outbox.send(change).await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.changes = Some(relay.abort_handle());
     }
 
     /// Runs a request in its own task so that others are not held up behind it.

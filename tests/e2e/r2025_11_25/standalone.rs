@@ -144,3 +144,31 @@ fn a_standalone_stream_needs_a_session_and_an_event_stream() {
         .unwrap();
     assert_eq!(json_only.status(), 406);
 }
+
+/// On stdio the stream itself is the standalone stream: a handshake-era session hears the
+/// list changes of its instances there, with `mcpx serve --no-daemon` and through the
+/// daemon alike.
+#[test]
+fn a_stdio_session_hears_the_list_changes_of_its_instances() {
+    for no_daemon in [true, false] {
+        let t = tag();
+        let mut cfg = config(&[("f", fakemcp("session", &t, &["--era", "legacy"]))]);
+        cfg["expose"] = json!(["f"]);
+        let home = mcpx_e2e::Home::new(&cfg);
+        let serve = home.serve();
+        let mut serve = if no_daemon { serve.arg("--no-daemon") } else { serve }.start();
+        serve.initialize("2025-11-25");
+        let answer = serve.legacy_request("tools/call", json!({"name": "mcpx_call",
+            "arguments": {"server": "f", "tool": "changed", "arguments": {}}}));
+        assert_eq!(answer.structured()["announced"], "notifications/tools/list_changed");
+        let mut seen = answer.notifications.clone();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !seen.iter().any(|n| n["method"] == "notifications/tools/list_changed") {
+            let left = deadline.checked_duration_since(std::time::Instant::now()).unwrap_or_default();
+            match serve.next_frame(left) {
+                Some(frame) => seen.push(frame),
+                None => panic!("no list change reached the stdio session (no_daemon: {no_daemon}); saw {seen:?}"),
+            }
+        }
+    }
+}
