@@ -125,26 +125,7 @@ impl SessionStream {
             (self.gateway.clone(), server.to_owned(), wanted.clone(), self.tx.clone(), upstream.clone());
         let stream = Arc::downgrade(self);
         let relay = tokio::spawn(async move {
-            let ended = upstream.ended();
-            tokio::pin!(ended);
-            loop {
-                tokio::select! {
-                    change = changes.recv() => match change {
-                        Ok(change) => {
-                            let Some(gateway) = gateway.upgrade() else { break };
-                            if let Some(change) = deliverable(&gateway.settings.config(), &server, &wanted, change)
-                                && tx.send(change).is_err()
-                            {
-                                break;
-                            }
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                    },
-                    _ = &mut ended => break,
-                    _ = tx.closed() => break,
-                }
-            }
+            pass_on(&gateway, &server, &wanted, &upstream, &mut changes, &tx).await;
             if let Some(stream) = stream.upgrade() {
                 stream.joined.lock().expect("joined lock").remove(&serial);
             }
@@ -334,27 +315,12 @@ async fn relay(
     tx: mpsc::UnboundedSender<Value>,
 ) {
     let mut pause = REOPEN_FIRST;
+    let weak = Arc::downgrade(&gateway);
     loop {
         let started = Instant::now();
         let upstream = lease.upstream().clone();
-        let ended = upstream.ended();
-        tokio::pin!(ended);
-        loop {
-            tokio::select! {
-                change = opened.changes.recv() => match change {
-                    Ok(change) => {
-                        if let Some(change) = deliverable(&gateway.settings.config(), &server, &wanted, change)
-                            && tx.send(change).is_err()
-                        {
-                            return;
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                },
-                _ = &mut ended => break,
-                _ = tx.closed() => return,
-            }
+        if let Stopped::ListenerGone = pass_on(&weak, &server, &wanted, &upstream, &mut opened.changes, &tx).await {
+            return;
         }
         drop(opened);
         drop(lease);
@@ -380,6 +346,44 @@ async fn relay(
                 (lease, opened) = (l, o);
                 break;
             }
+        }
+    }
+}
+
+/// Why passing on one instance's changes stopped.
+enum Stopped {
+    InstanceGone,
+    ListenerGone,
+}
+
+/// Passes on one instance's changes, as `wanted` says, until its connection ends or
+/// nobody listens any more.
+async fn pass_on(
+    gateway: &Weak<Gateway>,
+    server: &str,
+    wanted: &Wanted,
+    upstream: &mcpx_upstream::Upstream,
+    changes: &mut tokio::sync::broadcast::Receiver<Value>,
+    tx: &mpsc::UnboundedSender<Value>,
+) -> Stopped {
+    let ended = upstream.ended();
+    tokio::pin!(ended);
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Ok(change) => {
+                    let Some(gateway) = gateway.upgrade() else { return Stopped::ListenerGone };
+                    if let Some(change) = deliverable(&gateway.settings.config(), server, wanted, change)
+                        && tx.send(change).is_err()
+                    {
+                        return Stopped::ListenerGone;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Stopped::InstanceGone,
+            },
+            _ = &mut ended => return Stopped::InstanceGone,
+            _ = tx.closed() => return Stopped::ListenerGone,
         }
     }
 }
