@@ -115,7 +115,7 @@ impl SessionStreams {
 impl SessionStream {
     /// Relays the changes of one instance of `server` until it ends or the stream closes.
     /// Holds the connection, not a lease: the instance is reaped as if nobody listened.
-    async fn join(self: &Arc<Self>, server: &str, serial: u64, upstream: &mcpx_upstream::Upstream) {
+    async fn join(self: &Arc<Self>, server: &str, serial: u64, upstream: &Upstream) {
         let Some(wanted) = self.wanted.get(server) else { return };
         if self.joined.lock().expect("joined lock").insert(serial, None).is_some() {
             return;
@@ -362,7 +362,7 @@ async fn pass_on(
     gateway: &Weak<Gateway>,
     server: &str,
     wanted: &Wanted,
-    upstream: &mcpx_upstream::Upstream,
+    upstream: &Upstream,
     changes: &mut tokio::sync::broadcast::Receiver<Value>,
     tx: &mpsc::UnboundedSender<Value>,
 ) -> Stopped {
