@@ -535,8 +535,11 @@ impl Gateway {
                 PoolError::Upstream(e) => e.to_rpc(),
                 other => RpcError::internal(other.to_string()),
             })?;
-        // Before the call is sent, so a change it provokes reaches the sessions' streams.
-        self.session_streams.join(&lease).await;
+        // A stream that opened before the start joins it here (one that opens later finds
+        // it running); before the call is sent, so a change it provokes is not missed.
+        if lease.started_it() {
+            self.session_streams.join(&lease).await;
+        }
         Ok(lease)
     }
 }

@@ -101,6 +101,8 @@ struct Slot {
 pub struct Lease {
     pool: Arc<Inner>,
     slot: Arc<Slot>,
+    /// This lease's acquire started the instance (of concurrent first callers, one does).
+    started_it: bool,
 }
 
 /// One live instance, for status displays.
@@ -127,7 +129,8 @@ impl Pool {
     ) -> Result<Lease, PoolError> {
         // One retry: an instance found dead is replaced once, then the error stands.
         for _ in 0..2 {
-            let lease = self.inner.lease(key, definition, max_per_server, max_total)?;
+            let mut lease = self.inner.lease(key, definition, max_per_server, max_total)?;
+            let mut started_it = false;
             let started = lease
                 .slot
                 .upstream
@@ -149,6 +152,7 @@ impl Pool {
                     }
                     .map_err(PoolError::from)
                     .inspect(|upstream| {
+                        started_it = true;
                         // Learnt once per start, not per lease: the key is a SHA-256.
                         self.inner.eras.learn(definition, upstream.facts().era);
                         self.inner.started(definition);
@@ -158,7 +162,10 @@ impl Pool {
                 }))
                 .await;
             match started {
-                Ok(upstream) if upstream.is_alive() => return Ok(lease),
+                Ok(upstream) if upstream.is_alive() => {
+                    lease.started_it = started_it;
+                    return Ok(lease);
+                }
                 Ok(_) => {
                     tracing::info!(instance = %key, "instance had exited; starting a fresh one");
                     self.inner.retire(&lease.slot);
@@ -382,7 +389,7 @@ impl Inner {
             }
         };
         slot.leases.fetch_add(1, Ordering::AcqRel);
-        Ok(Lease { pool: self.clone(), slot })
+        Ok(Lease { pool: self.clone(), slot, started_it: false })
     }
 
     /// Takes a slot out of service: it leaves the map now and stops once unused.
@@ -421,6 +428,11 @@ impl Lease {
     /// Which start of its key this instance is (see [`Pool::running`]).
     pub fn serial(&self) -> u64 {
         self.slot.serial
+    }
+
+    /// Whether acquiring this lease started its instance.
+    pub fn started_it(&self) -> bool {
+        self.started_it
     }
 }
 

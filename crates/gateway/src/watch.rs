@@ -11,7 +11,7 @@
 //! A handshake-era session's change stream is not asked for: clients open it as they
 //! connect. So it must never start an instance or keep one from being reaped. It hears the
 //! instances its session reaches that are running: those up when it opens, and each one a
-//! call of the session leases later, joined before that call is sent.
+//! call of the session starts later, joined before that call is sent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,9 +95,9 @@ pub(crate) struct SessionStream {
 }
 
 impl SessionStreams {
-    /// Joins the instance `lease` holds to every open session stream that reaches it and
-    /// has not joined it yet. Called for every lease, so it costs one atomic load while no
-    /// session stream is open.
+    /// Joins the instance `lease` just started to every open session stream that reaches
+    /// it. Called once per start, not per lease: a stream that opens later finds the
+    /// instance running (`Pool::running`), and one instance stays joined for its life.
     pub(crate) async fn join(&self, lease: &Lease) {
         if self.open.load(Ordering::Acquire) == 0 {
             return;
