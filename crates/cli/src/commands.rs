@@ -23,7 +23,8 @@ pub struct Common {
     /// Config file for a daemon started on demand.
     #[arg(long, global = true)]
     pub(crate) config: Option<PathBuf>,
-    /// Session name (default: $MCPX_SESSION_ID, else mcp-<pid of this command>).
+    /// Session name (default: $MCPX_SESSION_ID, else this command's own process, which no
+    /// later command can name).
     #[arg(long, global = true, env = "MCPX_SESSION_ID")]
     pub(crate) session: Option<String>,
     /// Print JSON instead of text.

@@ -1,7 +1,8 @@
 //! `mcpx serve`: what an agent host launches as its MCP server. A thin stdio front end:
 //! every line goes to the daemon over its unix socket, with the identity of this process
-//! (session `$MCPX_SESSION_ID` else `mcp-<pid>`, its cwd, its pid, which the daemon checks
-//! against the socket's credentials), and every line back goes to stdout.
+//! (session `$MCPX_SESSION_ID` if set, else this process as a session no label can name;
+//! its cwd, its pid, which the daemon checks against the socket's credentials), and every
+//! line back goes to stdout.
 //!
 //! It keeps just enough state to behave well when the daemon goes away: the requests in
 //! flight (they get an error at once) and the `initialize` of a handshake-era client
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use futures::StreamExt;
-use mcpx_gateway::{Gateway, Settings, Transport};
+use mcpx_gateway::{Gateway, Principal, Session, Settings, Transport};
 use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::{Message, RequestId, RpcError};
@@ -35,7 +36,8 @@ pub struct Args {
     /// Config file for a daemon started on demand (or for --no-daemon).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Session name for this client (default: $MCPX_SESSION_ID, else mcp-<pid of this process>).
+    /// Session name for this client (default: $MCPX_SESSION_ID, else this process itself,
+    /// a session no label can name).
     #[arg(long, env = "MCPX_SESSION_ID")]
     session: Option<String>,
     /// Run an in-process gateway for this one client instead of using the shared daemon.
@@ -65,10 +67,10 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
     let gateway = Gateway::new(settings);
     let pid = std::process::id();
     let transport = Transport {
-        session: Some(args.session.unwrap_or_else(|| format!("mcp-{pid}"))),
+        session: Some(args.session.map_or(Session::Process(pid), Session::Named)),
         cwd: Some(cwd),
         pid: Some(pid),
-        client: None,
+        principal: Principal::Local,
         stdio: true,
     };
     mcpx_server::stdio::serve_lines(gateway.clone(), transport, crate::stdio::stdin(), crate::stdio::stdout()).await;

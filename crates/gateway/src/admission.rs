@@ -1,7 +1,7 @@
 //! How many requests one client may have in flight: `limits.maxCallsPerClient`.
 //!
-//! A client is the name of the token it authenticated with, else the session it named
-//! (or its transport implies), else its stdio process. A request over the limit is refused
+//! A client is the name of the token it authenticated with, else its session (named, or
+//! implied by its transport), else its stdio process. A request over the limit is refused
 //! at once with a clear error, never queued: an agent that floods mcpx slows only itself.
 //! Unnamed requests (a 2026 HTTP request without a session) belong to no client and are
 //! bounded by the instance limits and `timeouts.request` instead.
@@ -44,10 +44,10 @@ impl Admission {
 }
 
 fn client_of(identity: &Identity) -> Option<String> {
-    if let Some(client) = &identity.client {
+    if let Some(client) = identity.client() {
         return Some(format!("client {client:?}"));
     }
-    if let Some(session) = &identity.session {
+    if let Some(session) = identity.session_key() {
         return Some(format!("session {session:?}"));
     }
     identity.pid.map(|pid| format!("process {pid}"))
@@ -68,10 +68,10 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{Source, Transport};
+    use crate::identity::{Session, Source, Transport};
 
     fn session(name: &str) -> Identity {
-        let transport = Transport { session: Some(name.into()), ..Transport::default() };
+        let transport = Transport { session: Some(Session::Named(name.into())), ..Transport::default() };
         Identity { source: Source::Transport, ..Identity::resolve(None, &[], &transport) }
     }
 

@@ -214,7 +214,7 @@ impl Gateway {
 
     fn artifact_store(&self, identity: &Identity) -> Result<(std::sync::Arc<Store>, String), RpcError> {
         let store = self.artifacts.get().cloned().ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
-        let session = identity.session.clone().ok_or_else(|| {
+        let session = identity.session_key().ok_or_else(|| {
             RpcError::invalid_params(
                 "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
             )

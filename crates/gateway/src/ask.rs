@@ -85,7 +85,7 @@ impl Asks {
             "v": 1,
             "server": key.server,
             "instance": key.key,
-            "session": ctx.identity.session,
+            "owner": ctx.identity.owner_key(),
             "expires": now_ms() + lifetime.as_millis() as u64,
             "request": digest(method, params),
             "call": ctx.call_id,
@@ -115,7 +115,7 @@ impl Asks {
         if payload["server"] != server {
             return Err(refuse("it belongs to another server"));
         }
-        if payload["session"] != json!(ctx.identity.session) {
+        if payload["owner"] != ctx.identity.owner_key() {
             return Err(refuse("it belongs to another session"));
         }
         if payload["request"] != digest(method, params) {
@@ -165,11 +165,12 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{Identity, Source};
+    use crate::identity::{Identity, Principal, Session, Source};
     use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let identity = Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
+        let session = session.map(|s| Session::Named(s.into()));
+        let identity = Identity { session, cwd: None, pid: None, principal: Principal::Local, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 

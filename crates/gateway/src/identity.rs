@@ -1,20 +1,52 @@
 //! Who is asking: the identity a request carries, resolved from the transport it arrived
 //! on and the session keys the config names. Never from the mcpx process itself.
+//!
+//! Two things make up who is asking. The *principal* is who authenticated: the local user
+//! (the unix socket, or TCP without tokens) or the holder of one of `http.tokens`. The
+//! *session* is typed by where it came from: a label the caller chose, which anyone of the
+//! same principal may type to join it, or a session mcpx derived from the transport (a
+//! stdio process, a legacy HTTP session), which no label can reach. Every per-caller
+//! namespace (session instances, artifacts, questions, held calls) is keyed by both, so
+//! two principals naming session `work` get two sessions.
 
 use std::path::PathBuf;
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Who authenticated.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Principal {
+    /// The user mcpx runs as: the unix socket, or TCP while no tokens are configured.
+    #[default]
+    Local,
+    /// The holder of the `http.tokens` entry of this name.
+    Token(String),
+}
+
+/// A session, by where its name came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Session {
+    /// A label the caller chose (a `_meta` key, `--session`, `$MCPX_SESSION_ID`,
+    /// `X-Mcpx-Session`): joinable by anyone of the same principal who types it.
+    Named(String),
+    /// A local process that named no session (`mcpx serve`, a CLI call): its pid, read
+    /// from the socket's credentials.
+    Process(u32),
+    /// A handshake-era HTTP session, by its `Mcp-Session-Id`. The id admits requests to
+    /// the session, so it never leaves the daemon: keys and upstreams see a digest.
+    Http(String),
+}
 
 /// What the front end knows about a connection before reading the request.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Transport {
-    /// The session the transport implies: `mcp-<Mcp-Session-Id>` inside a legacy HTTP
-    /// session, `$MCPX_SESSION_ID` or `mcp-<pid>` over stdio, none otherwise.
-    pub session: Option<String>,
+    /// The session the transport implies: the legacy HTTP session, the stdio process (or
+    /// the name it was given), none otherwise.
+    pub session: Option<Session>,
     pub cwd: Option<PathBuf>,
     pub pid: Option<u32>,
-    /// The authenticated client name, when the request came with a named token.
-    pub client: Option<String>,
+    pub principal: Principal,
     /// Whether this is a host's own stdio (through `mcpx serve`): a context the host
     /// attests there (`_meta["qwen-code/invocation"]`) is relayed to upstreams as `host`.
     /// Over HTTP such a context is only a session label.
@@ -34,10 +66,10 @@ pub enum Source {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Identity {
-    pub session: Option<String>,
+    pub session: Option<Session>,
     pub cwd: Option<PathBuf>,
     pub pid: Option<u32>,
-    pub client: Option<String>,
+    pub principal: Principal,
     pub source: Source,
     /// Contexts the host attested over its own stdio, by `_meta` key.
     pub host: Option<Map<String, Value>>,
@@ -52,7 +84,7 @@ impl Identity {
             session_keys.iter().find_map(|key| session_from(meta, key).map(|session| (key.clone(), session)))
         });
         let (session, source) = match named {
-            Some((key, session)) => (Some(session), Source::MetaKey(key)),
+            Some((key, label)) => (Some(Session::Named(label)), Source::MetaKey(key)),
             None if transport.session.is_some() => (transport.session.clone(), Source::Transport),
             None => (None, Source::Unnamed),
         };
@@ -63,8 +95,83 @@ impl Identity {
                 .collect();
             (!attested.is_empty()).then_some(attested)
         });
-        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, client: transport.client.clone(), source, host }
+        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, principal: transport.principal.clone(), source, host }
     }
+
+    /// The authenticated client's name, when a token admitted the request.
+    pub fn client(&self) -> Option<&str> {
+        match &self.principal {
+            Principal::Token(name) => Some(name),
+            Principal::Local => None,
+        }
+    }
+
+    /// The session as a key for the caller's per-session state (a `session`-scoped
+    /// instance, artifacts): `session:<label>` for the local user's named sessions,
+    /// `session@"<token>":<label>` for a token holder's, `process:<pid>` and
+    /// `http-session:<digest>` for the sessions mcpx derived. No label can produce another
+    /// kind's key or another principal's, and no key holds a `Mcp-Session-Id`.
+    pub fn session_key(&self) -> Option<String> {
+        let session = self.session.as_ref()?;
+        let principal = match &self.principal {
+            Principal::Local => String::new(),
+            Principal::Token(name) => format!("@{}", Value::String(name.clone())),
+        };
+        Some(match session {
+            Session::Named(label) => format!("session{principal}:{label}"),
+            Session::Process(pid) => format!("process{principal}:{pid}"),
+            Session::Http(id) => format!("http-session{principal}:{}", digest("http-session", id)),
+        })
+    }
+
+    /// Whose per-caller state this is (questions waiting for a `/v1` caller, a sealed
+    /// `requestState`): the session's key, or, without a session, the principal alone.
+    pub fn owner_key(&self) -> String {
+        self.session_key().unwrap_or_else(|| match &self.principal {
+            Principal::Local => "local".to_owned(),
+            Principal::Token(name) => format!("token:{}", Value::String(name.clone())),
+        })
+    }
+
+    /// The session as an upstream may see it (the invocation context's `sessionId`): a
+    /// label the local user chose, verbatim; any other session, an opaque value that is
+    /// stable for the session and says nothing that admits a request.
+    pub fn session_for_upstream(&self) -> Option<String> {
+        match (&self.session, &self.principal) {
+            (Some(Session::Named(label)), Principal::Local) => Some(label.clone()),
+            (Some(_), _) => self.session_key().map(|key| format!("mcpx-{}", digest("session", &key))),
+            (None, _) => None,
+        }
+    }
+
+    /// Whether an instance key belongs to this caller's principal, so a listing may show it
+    /// to this caller: every key to the local user; to a token holder, the instances
+    /// everyone shares (`global`) and those of its own sessions.
+    pub fn may_see_instance(&self, key: &str) -> bool {
+        let Principal::Token(name) = &self.principal else { return true };
+        let own = format!("@{}:", Value::String(name.clone()));
+        key == "global" || SESSION_KINDS.iter().any(|kind| key.strip_prefix(kind).is_some_and(|rest| rest.starts_with(&own)))
+    }
+
+    /// The name a person types to reach this session again (`--session`), when it has one.
+    pub fn session_label(&self) -> Option<&str> {
+        match &self.session {
+            Some(Session::Named(label)) => Some(label),
+            _ => None,
+        }
+    }
+}
+
+/// How each kind of session key begins (see `Identity::session_key`).
+const SESSION_KINDS: [&str; 3] = ["session", "process", "http-session"];
+
+/// 128 bits of SHA-256 over a domain tag and a value, as hex: stable, and not reversible.
+fn digest(domain: &str, value: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(domain.as_bytes());
+    hasher.update([0]);
+    hasher.update(value.as_bytes());
+    hasher.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `_meta` keys under which a host attests its own context to the stdio servers it
@@ -95,7 +202,7 @@ mod tests {
     #[test]
     fn the_first_listed_key_wins() {
         let id = resolve(json!({"ai.opencode/sessionID": "oc", "dev.mcpx/session": "mx"}), &Transport::default());
-        assert_eq!(id.session.as_deref(), Some("mx"));
+        assert_eq!(id.session, Some(Session::Named("mx".into())));
         assert_eq!(id.source, Source::MetaKey("dev.mcpx/session".into()));
     }
 
@@ -105,21 +212,21 @@ mod tests {
         assert_eq!(id.session, None);
         assert_eq!(id.source, Source::Unnamed);
         let id = resolve(json!({"dev.mcpx/session": 5, "ai.opencode/sessionID": "oc"}), &Transport::default());
-        assert_eq!(id.session.as_deref(), Some("oc"));
+        assert_eq!(id.session, Some(Session::Named("oc".into())));
     }
 
     #[test]
     fn keys_outside_the_list_are_ignored_and_the_transport_session_applies() {
-        let transport = Transport { session: Some("mcp-abc".into()), ..Transport::default() };
+        let transport = Transport { session: Some(Session::Http("abc".into())), ..Transport::default() };
         let id = resolve(json!({"other/session": "x"}), &transport);
-        assert_eq!(id.session.as_deref(), Some("mcp-abc"));
+        assert_eq!(id.session, Some(Session::Http("abc".into())));
         assert_eq!(id.source, Source::Transport);
     }
 
     #[test]
     fn a_key_can_name_a_field_of_an_object() {
         let id = resolve(json!({"qwen-code/invocation": {"sessionId": "q1"}}), &Transport::default());
-        assert_eq!(id.session.as_deref(), Some("q1"));
+        assert_eq!(id.session, Some(Session::Named("q1".into())));
     }
 
     #[test]
@@ -133,6 +240,48 @@ mod tests {
     #[test]
     fn the_value_is_used_verbatim() {
         let id = resolve(json!({"dev.mcpx/session": " A b/../ "}), &Transport::default());
-        assert_eq!(id.session.as_deref(), Some(" A b/../ "));
+        assert_eq!(id.session_label(), Some(" A b/../ "));
+    }
+
+    fn who(session: Option<Session>, principal: Principal) -> Identity {
+        Identity::resolve(None, &[], &Transport { session, principal, ..Transport::default() })
+    }
+
+    #[test]
+    fn no_label_reaches_a_derived_session_or_another_principals() {
+        let token = |name: &str| Principal::Token(name.into());
+        let derived = [
+            who(Some(Session::Process(42)), Principal::Local),
+            who(Some(Session::Http("0123abcd".into())), Principal::Local),
+            who(Some(Session::Named("work".into())), token("ci")),
+            who(Some(Session::Named("work".into())), token("ci\":x")),
+        ];
+        for target in &derived {
+            let key = target.session_key().unwrap();
+            // Whatever label a caller types, as the local user or another token holder,
+            // including the other key's own text and its parts.
+            let attempts = [key.clone(), key.trim_start_matches("session:").to_owned(), "42".into(), "mcp-42".into(), "0123abcd".into(), "work".into()];
+            for label in attempts {
+                for principal in [Principal::Local, token("ci"), token("other")] {
+                    let forger = who(Some(Session::Named(label.clone())), principal.clone());
+                    if forger.principal == target.principal && target.session == forger.session {
+                        continue;
+                    }
+                    assert_ne!(forger.session_key(), Some(key.clone()), "{label:?} as {principal:?} reached {target:?}");
+                    assert_ne!(forger.owner_key(), target.owner_key());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_upstream_never_sees_a_legacy_session_id() {
+        let id = "5f2b0c7d9e1a4b3c8d6e0f1a2b3c4d5e";
+        let legacy = who(Some(Session::Http(id.into())), Principal::Local);
+        let seen = legacy.session_for_upstream().unwrap();
+        assert!(!seen.contains(id) && !legacy.session_key().unwrap().contains(id), "{seen}");
+        assert_eq!(seen, who(Some(Session::Http(id.into())), Principal::Local).session_for_upstream().unwrap(), "stable");
+        assert_ne!(seen, who(Some(Session::Http("other".into())), Principal::Local).session_for_upstream().unwrap());
+        assert_eq!(who(Some(Session::Named("s".into())), Principal::Local).session_for_upstream().as_deref(), Some("s"));
     }
 }

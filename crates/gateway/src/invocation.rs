@@ -37,13 +37,13 @@ pub fn eligible(server: &ServerConfig) -> bool {
 /// The context for one upstream request made on behalf of `ctx`, routed by `key`.
 pub fn context(ctx: &CallContext, key: &InstanceKey) -> Value {
     let mut context = json!({ "version": 1 });
-    if let Some(session) = &ctx.identity.session {
-        context["sessionId"] = session.clone().into();
+    if let Some(session) = ctx.identity.session_for_upstream() {
+        context["sessionId"] = session.into();
     }
     context["callId"] = ctx.call_id.clone().into();
     context["scope"] = key.key.clone().into();
-    if let Some(client) = &ctx.identity.client {
-        context["clientId"] = client.clone().into();
+    if let Some(client) = ctx.identity.client() {
+        context["clientId"] = client.into();
     }
     if let Some(host) = &ctx.identity.host {
         context["host"] = Value::Object(host.clone());
@@ -59,12 +59,12 @@ pub fn attach(params: &mut Value, context: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{Identity, Source};
+    use crate::identity::{Identity, Principal, Session, Source};
     use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let identity =
-            Identity { session: session.map(Into::into), cwd: None, pid: None, client: None, source: Source::Unnamed, host: None };
+        let session = session.map(|s| Session::Named(s.into()));
+        let identity = Identity { session, cwd: None, pid: None, principal: Principal::Local, source: Source::Unnamed, host: None };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 

@@ -39,7 +39,7 @@ use serde_json::{Map, Value, json};
 
 pub use config::Config;
 pub use context::CallContext;
-pub use identity::{Identity, Transport};
+pub use identity::{Identity, Principal, Session, Transport};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
 pub use scope::{InstanceKey, Scope};
 pub use ask::caller_can_answer;

@@ -46,7 +46,8 @@ impl Scope {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InstanceKey {
     pub server: String,
-    /// `global`, `session:<id>`, `cwd:<path>`, `repo:<git common dir>`,
+    /// `global`, a session's key (`session:<label>`, `process:<pid>`, ... see
+    /// `Identity::session_key`), `cwd:<path>`, `repo:<git common dir>`,
     /// `worktree:<top level>`, `pid:<n>` or `call:<call id>`.
     pub key: String,
 }
@@ -101,7 +102,7 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<String, &'
         Scope::Global => Ok("global".into()),
         Scope::Call => Ok(format!("call:{call_id}")),
         Scope::Session => {
-            identity.session.as_ref().map(|s| format!("session:{s}")).ok_or("the request names no session")
+            identity.session_key().ok_or("the request names no session")
         }
         Scope::Pid => identity.pid.map(|p| format!("pid:{p}")).ok_or("the caller's pid is unknown on this transport"),
         Scope::Cwd => {
@@ -168,10 +169,11 @@ fn canonical(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{Identity, Source, Transport};
+    use crate::identity::{Identity, Principal, Session, Source, Transport};
 
     fn identity(session: Option<&str>, cwd: Option<&Path>) -> Identity {
-        let transport = Transport { session: session.map(Into::into), cwd: cwd.map(Into::into), ..Default::default() };
+        let session = session.map(|s| Session::Named(s.into()));
+        let transport = Transport { session, cwd: cwd.map(Into::into), ..Default::default() };
         Identity { source: Source::Transport, ..Identity::resolve(None, &[], &transport) }
     }
 
@@ -237,10 +239,21 @@ mod tests {
         // Names chosen to tempt collisions: prefixes of each other, separators, the
         // words the keys are built from. Cwds are outside any git repository, so `repo`
         // and `worktree` must degrade to the call.
-        let sessions = [None, Some("a"), Some("a:b"), Some("session:a"), Some("call:1"), Some("global"), Some(" a")];
+        let sessions = [
+            None,
+            Some(Session::Named("a".into())),
+            Some(Session::Named("a:b".into())),
+            Some(Session::Named("session:a".into())),
+            Some(Session::Named("call:1".into())),
+            Some(Session::Named("global".into())),
+            Some(Session::Named("process:1".into())),
+            Some(Session::Named(" a".into())),
+            Some(Session::Process(1)),
+            Some(Session::Http("a".into())),
+        ];
         let cwds = [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
         let pids = [None, Some(1u32), Some(11), Some(111)];
-        let clients = [None, Some("ci"), Some("bot")];
+        let principals = [Principal::Local, Principal::Token("ci".into()), Principal::Token("bot".into())];
         let scopes = [Scope::Global, Scope::Session, Scope::Cwd, Scope::Repo, Scope::Worktree, Scope::Pid, Scope::Call];
         for seed in 1..=200u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
@@ -249,10 +262,10 @@ mod tests {
             let mut served: std::collections::HashMap<InstanceKey, Vec<(Identity, String)>> = Default::default();
             for call in 0..300 {
                 let transport = Transport {
-                    session: rng.pick(&sessions).map(str::to_owned),
+                    session: rng.pick(&sessions).clone(),
                     cwd: rng.pick(&cwds).map(PathBuf::from),
                     pid: *rng.pick(&pids),
-                    client: rng.pick(&clients).map(str::to_owned),
+                    principal: rng.pick(&principals).clone(),
                     stdio: false,
                 };
                 let who = Identity::resolve(None, &[], &transport);
@@ -265,7 +278,10 @@ mod tests {
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {
                         Scope::Global => true,
-                        Scope::Session => who.session.is_some() && who.session == other.session || call_id == *other_call,
+                        Scope::Session => {
+                            who.session.is_some() && who.session == other.session && who.principal == other.principal
+                                || call_id == *other_call
+                        }
                         Scope::Cwd => who.cwd.is_some() && who.cwd == other.cwd || call_id == *other_call,
                         Scope::Pid => who.pid.is_some() && who.pid == other.pid || call_id == *other_call,
                         Scope::Repo | Scope::Worktree | Scope::Call => call_id == *other_call,

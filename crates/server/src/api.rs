@@ -19,7 +19,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::TokioIo;
-use mcpx_gateway::{CallContext, Gateway, Transport};
+use mcpx_gateway::{CallContext, Gateway, Identity, Session, Transport};
 use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{Revision, RpcError, code};
@@ -97,12 +97,13 @@ impl FromRequestParts<Arc<Front>> for Caller {
         front.daemon.touch();
         let mut transport = admit_peer(&front.gateway, &peer, &parts.headers)?;
         let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
-        transport.session = named.map(str::to_owned).or_else(|| transport.pid.map(|pid| format!("mcp-{pid}")));
+        transport.session = named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
         Ok(Caller(transport))
     }
 }
 
-async fn status(State(front): State<Arc<Front>>, _: Caller) -> Response {
+async fn status(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
+    let caller = who(&front, &transport);
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
     let servers: Vec<Value> = config
@@ -125,6 +126,8 @@ async fn status(State(front): State<Arc<Front>>, _: Caller) -> Response {
         .gateway
         .instances()
         .into_iter()
+        // A token holder sees the shared instances and its own, not other holders' sessions.
+        .filter(|i| caller.may_see_instance(&i.key.key))
         .map(|i| {
             json!({
                 "server": i.key.server, "key": i.key.key, "pid": i.pid,
@@ -195,9 +198,14 @@ async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: 
     }
 }
 
+/// Who a `/v1` caller is: its request carries no `_meta`, so its transport says it all.
+fn who(front: &Front, transport: &Transport) -> Identity {
+    front.gateway.identity(&Value::Null, transport)
+}
+
 /// The artifacts of the caller's session.
 async fn artifact_list(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
-    let identity = front.gateway.identity(&Value::Null, &transport);
+    let identity = who(&front, &transport);
     let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
@@ -208,7 +216,7 @@ async fn artifact_get(
     Caller(transport): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = front.gateway.identity(&Value::Null, &transport);
+    let identity = who(&front, &transport);
     match front.gateway.artifact(&identity, &id).await {
         Some((artifact, data)) => {
             let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
@@ -223,7 +231,7 @@ async fn artifact_remove(
     Caller(transport): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = front.gateway.identity(&Value::Null, &transport);
+    let identity = who(&front, &transport);
     if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
 }
 
@@ -249,7 +257,7 @@ async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Op
         Ok(result) if result["resultType"] == "input_required" => {
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
-            match front.pending.store(transport.session.as_deref(), &call, &result, lifetime, config.limits.pending_questions) {
+            match front.pending.store(&who(front, transport), &call, &result, lifetime, config.limits.pending_questions) {
                 Ok(question) => (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() })),
                 Err(e) => error_parts(&e),
             }
@@ -272,7 +280,7 @@ async fn ask_begin(State(front): State<Arc<Front>>, Caller(transport): Caller, b
     };
     let config = front.gateway.settings().config();
     let (id, outcome) =
-        match front.pending.begin(transport.session.as_deref(), config.timeouts.input_required, config.limits.pending_questions) {
+        match front.pending.begin(&who(&front, &transport), config.timeouts.input_required, config.limits.pending_questions) {
             Ok(begun) => begun,
             Err(e) => return error(&e),
         };
@@ -301,7 +309,7 @@ async fn ask_poll(
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
-    let Some(mut outcome) = front.pending.call(&id, transport.session.as_deref()) else {
+    let Some(mut outcome) = front.pending.call(&id, &who(&front, &transport)) else {
         return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
     };
     let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(25_000).min(60_000));
@@ -327,7 +335,7 @@ async fn ask_list(
     Caller(transport): Caller,
     Query(q): Query<AskQuery>,
 ) -> Response {
-    let mine = front.pending.of(transport.session.as_deref());
+    let mine = front.pending.of(&who(&front, &transport));
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
             Some(question) => Json(question.view()).into_response(),
@@ -343,7 +351,7 @@ async fn ask_answer(State(front): State<Arc<Front>>, Caller(transport): Caller, 
     let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object())) else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
     };
-    let Some(question) = front.pending.take(id, transport.session.as_deref()) else {
+    let Some(question) = front.pending.take(id, &who(&front, &transport)) else {
         return error(&no_such_question(id));
     };
     continue_call(&front, &transport, question.call, Some((responses.clone(), question.request_state))).await
@@ -355,7 +363,7 @@ async fn ask_abandon(State(front): State<Arc<Front>>, Caller(transport): Caller,
     let Some(id) = request["id"].as_str() else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
     };
-    match front.pending.take(id, transport.session.as_deref()) {
+    match front.pending.take(id, &who(&front, &transport)) {
         Some(_) => Json(json!({ "abandoned": id })).into_response(),
         None => error(&no_such_question(id)),
     }
@@ -387,11 +395,12 @@ async fn stdio_upgrade(
         return (StatusCode::FORBIDDEN, "the X-Mcpx-Pid claim does not match the connected process\n").into_response();
     }
     let named = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
+    let session = named.map(|label| Session::Named(label.to_owned())).unwrap_or(Session::Process(peer_pid));
     let transport = Transport {
-        session: Some(named.map(str::to_owned).unwrap_or_else(|| format!("mcp-{peer_pid}"))),
+        session: Some(session),
         cwd: socket::cwd_of(peer_pid),
         pid: Some(peer_pid),
-        client: None,
+        principal: mcpx_gateway::Principal::Local,
         stdio: true,
     };
     let upgrade = hyper::upgrade::on(request);

@@ -17,7 +17,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use mcpx_gateway::{Gateway, Transport};
+use mcpx_gateway::{Gateway, Principal, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, RpcError, meta};
 use serde_json::Value;
@@ -102,7 +102,7 @@ async fn mcp(
 /// as they happen, until the client closes it or the daemon stops.
 async fn standalone(front: &Front, base: &Transport, session: crate::session::Session) -> Response {
     let gateway = front.gateway.clone();
-    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
+    let transport = Transport { session: Some(session.identity()), ..base.clone() };
     let identity = gateway.identity(&Value::Null, &transport);
     let negotiated = &session.negotiated;
     let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
@@ -223,7 +223,7 @@ pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result
                 })
             });
             match matched {
-                Some(name) => Ok(Transport { client: Some(name.clone()), ..Transport::default() }),
+                Some(name) => Ok(Transport { principal: Principal::Token(name.clone()), ..Transport::default() }),
                 None => {
                     let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
                     response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));

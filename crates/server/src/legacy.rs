@@ -225,7 +225,7 @@ pub async fn in_session(
             return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
         }
     }
-    let transport = Transport { session: Some(session.identity_name()), ..base.clone() };
+    let transport = Transport { session: Some(session.identity()), ..base.clone() };
     let negotiated = &session.negotiated;
     match body {
         Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {

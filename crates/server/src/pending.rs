@@ -5,12 +5,14 @@
 //! until `timeouts.inputRequired`), the call reports it, and the same identity answers it
 //! later with `POST /v1/ask/answer`, which carries the call on (the upstream call itself is
 //! held by the gateway, or resumed from its sealed state). A question raised for one
-//! session is visible and answerable by that session only.
+//! caller is visible and answerable by that caller only: the same principal (token) and
+//! the same session, or, for a caller without a session, the same principal.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mcpx_gateway::Identity;
 use mcpx_protocol::RpcError;
 use serde_json::{Value, json};
 
@@ -22,7 +24,8 @@ pub struct Pending {
 
 /// A background call: whose it is, and where its outcome (HTTP status, body) appears.
 struct Begun {
-    session: Option<String>,
+    /// `Identity::owner_key` of the caller that began it.
+    owner: String,
     outcome: tokio::sync::watch::Receiver<Option<(u16, Value)>>,
     expires: Instant,
 }
@@ -31,7 +34,10 @@ struct Begun {
 #[derive(Clone)]
 pub struct Question {
     pub id: String,
-    session: Option<String>,
+    /// `Identity::owner_key` of the caller it waits for.
+    owner: String,
+    /// The session name that caller typed, if it named one: shown in the answer command.
+    label: Option<String>,
     /// The `mcpx_call` arguments of the call: server, tool, arguments.
     pub call: Value,
     pub input_requests: Value,
@@ -46,8 +52,8 @@ impl Default for Pending {
 }
 
 impl Pending {
-    /// Keeps the questions of an `input_required` answer to `call`, for `session`.
-    pub fn store(&self, session: Option<&str>, call: &Value, asked: &Value, lifetime: Duration, max: usize) -> Result<Question, RpcError> {
+    /// Keeps the questions of an `input_required` answer to `call`, for `owner`.
+    pub fn store(&self, owner: &Identity, call: &Value, asked: &Value, lifetime: Duration, max: usize) -> Result<Question, RpcError> {
         let mut questions = self.questions.lock().expect("pending lock");
         questions.retain(|_, q| q.expires > Instant::now());
         if questions.len() >= max {
@@ -57,7 +63,8 @@ impl Pending {
         }
         let question = Question {
             id: mcpx_gateway::context::new_call_id()[..12].to_owned(),
-            session: session.map(str::to_owned),
+            owner: owner.owner_key(),
+            label: owner.session_label().map(str::to_owned),
             call: call.clone(),
             input_requests: asked.get("inputRequests").cloned().unwrap_or_else(|| json!({})),
             request_state: asked.get("requestState").cloned().unwrap_or(Value::Null),
@@ -67,31 +74,33 @@ impl Pending {
         Ok(question)
     }
 
-    /// The questions waiting for `session`.
-    pub fn of(&self, session: Option<&str>) -> Vec<Question> {
+    /// The questions waiting for `owner`.
+    pub fn of(&self, owner: &Identity) -> Vec<Question> {
+        let owner = owner.owner_key();
         let questions = self.questions.lock().expect("pending lock");
         let mut mine: Vec<Question> = questions
             .values()
-            .filter(|q| q.session.as_deref() == session && q.expires > Instant::now())
+            .filter(|q| q.owner == owner && q.expires > Instant::now())
             .cloned()
             .collect();
         mine.sort_by_key(|q| q.expires);
         mine
     }
 
-    /// Takes question `id` of `session` out, to answer or abandon it.
-    pub fn take(&self, id: &str, session: Option<&str>) -> Option<Question> {
+    /// Takes question `id` of `owner` out, to answer or abandon it.
+    pub fn take(&self, id: &str, owner: &Identity) -> Option<Question> {
+        let owner = owner.owner_key();
         let mut questions = self.questions.lock().expect("pending lock");
-        let mine = questions.get(id).is_some_and(|q| q.session.as_deref() == session && q.expires > Instant::now());
+        let mine = questions.get(id).is_some_and(|q| q.owner == owner && q.expires > Instant::now());
         if mine { questions.remove(id) } else { None }
     }
 }
 
 impl Pending {
-    /// Registers a background call for `session`; its outcome goes into the sender.
+    /// Registers a background call for `owner`; its outcome goes into the sender.
     pub fn begin(
         &self,
-        session: Option<&str>,
+        owner: &Identity,
         lifetime: Duration,
         max: usize,
     ) -> Result<(String, tokio::sync::watch::Sender<Option<(u16, Value)>>), RpcError> {
@@ -104,14 +113,15 @@ impl Pending {
         }
         let id = mcpx_gateway::context::new_call_id()[..12].to_owned();
         let (tx, rx) = tokio::sync::watch::channel(None);
-        calls.insert(id.clone(), Begun { session: session.map(str::to_owned), outcome: rx, expires: Instant::now() + lifetime });
+        calls.insert(id.clone(), Begun { owner: owner.owner_key(), outcome: rx, expires: Instant::now() + lifetime });
         Ok((id, tx))
     }
 
-    /// The outcome channel of background call `id` of `session`.
-    pub fn call(&self, id: &str, session: Option<&str>) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
+    /// The outcome channel of background call `id` of `owner`.
+    pub fn call(&self, id: &str, owner: &Identity) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
+        let owner = owner.owner_key();
         let calls = self.calls.lock().expect("pending lock");
-        calls.get(id).filter(|c| c.session.as_deref() == session && c.expires > Instant::now()).map(|c| c.outcome.clone())
+        calls.get(id).filter(|c| c.owner == owner && c.expires > Instant::now()).map(|c| c.outcome.clone())
     }
 
     /// Forgets a background call whose outcome was delivered.
@@ -123,7 +133,7 @@ impl Pending {
 impl Question {
     /// How the question looks to the caller, with the command that answers it.
     pub fn view(&self) -> Value {
-        let session = self.session.as_deref().map(|s| format!(" --session {s}")).unwrap_or_default();
+        let session = self.label.as_deref().map(|s| format!(" --session {s}")).unwrap_or_default();
         json!({
             "id": self.id,
             "server": self.call["server"],

@@ -1,5 +1,6 @@
 //! Handshake-era HTTP sessions: minted by `initialize`, named by `Mcp-Session-Id`, ended by
-//! `DELETE` or by going unused. A session is who is asking: session `mcp-<id>`.
+//! `DELETE` or by going unused. A session is who is asking: `Session::Http(<id>)`, a kind of
+//! session no label can name.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,9 +15,9 @@ pub struct Session {
 }
 
 impl Session {
-    /// The identity's session name for this HTTP session.
-    pub fn identity_name(&self) -> String {
-        format!("mcp-{}", self.id)
+    /// The identity's session for this HTTP session.
+    pub fn identity(&self) -> mcpx_gateway::Session {
+        mcpx_gateway::Session::Http(self.id.clone())
     }
 }
 

@@ -293,9 +293,12 @@ fn two_legacy_sessions_read_a_session_scoped_resource_from_their_own_instances()
             .unwrap_or_default()
             .to_owned()
     };
-    assert_eq!(scope(&one), format!("session:mcp-{}", one.id()));
-    assert_eq!(scope(&two), format!("session:mcp-{}", two.id()));
-    assert_eq!(scope(&one), format!("session:mcp-{}", one.id()));
+    // Each session its own key, stable, and never its Mcp-Session-Id.
+    let (first, second) = (scope(&one), scope(&two));
+    assert!(first.starts_with("http-session:") && !first.contains(one.id()), "{first}");
+    assert!(second.starts_with("http-session:") && !second.contains(two.id()), "{second}");
+    assert_ne!(first, second);
+    assert_eq!(scope(&one), first);
     let (w1, w2) = (
         Whoami::of(&one.mcpx_call("f", "whoami", json!({}))),
         Whoami::of(&two.mcpx_call("f", "whoami", json!({}))),

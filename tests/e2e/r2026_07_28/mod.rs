@@ -18,6 +18,7 @@ mod interop_ts_sdk;
 mod invocation;
 mod invocation_paths;
 mod lifecycle;
+mod namespaces;
 mod limits;
 mod pages;
 mod param_headers;

@@ -108,7 +108,8 @@ fn a_stdio_client_and_an_http_client_naming_the_same_session_reach_the_same_inst
     );
 }
 
-/// Without `MCPX_SESSION_ID` the session is `mcp-<pid of mcpx serve>`; `--session` names it.
+/// Without `MCPX_SESSION_ID` the session is the serve process itself (a kind of session no
+/// label can name, keyed `process:<pid>`); `--session` names it.
 #[test]
 fn a_serve_process_without_a_session_name_is_its_own_session_and_the_flag_names_one() {
     let tag = tag();
@@ -119,7 +120,7 @@ fn a_serve_process_without_a_session_name_is_its_own_session_and_the_flag_names_
     anonymous.whoami("browser");
     flagged.whoami("browser");
     let mut expected = vec![
-        format!("session:mcp-{}", anonymous.pid()),
+        format!("process:{}", anonymous.pid()),
         "session:from-flag".to_owned(),
     ];
     expected.sort();
