@@ -145,6 +145,10 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Most legacy (handshake-era) HTTP sessions open at once. Default 4096.
     pub max_sessions: usize,
+    /// Most legacy HTTP sessions one client (a token's name; without tokens, the local
+    /// user) may hold; at the limit its least recently used idle session is ended to make
+    /// room. Default 256.
+    pub max_sessions_per_client: usize,
     /// A legacy HTTP session unused for this long is ended. Default 1 hour.
     #[serde(with = "duration")]
     pub session_idle_timeout: Duration,
@@ -160,6 +164,7 @@ impl Default for HttpConfig {
             port: 7750,
             max_body_bytes: 4 * 1024 * 1024,
             max_sessions: 4096,
+            max_sessions_per_client: 256,
             session_idle_timeout: Duration::from_secs(3600),
             tokens: BTreeMap::new(),
         }
@@ -212,11 +217,28 @@ pub struct LimitConfig {
     /// Most requests one client (a token's name, else a session, else a stdio process)
     /// may have in flight at once; more are refused at once. Default 64.
     pub max_calls_per_client: usize,
+    /// Most entries in one JSON-RPC batch (2025-03-26 sessions); a larger batch is
+    /// refused whole with one error. Default 32.
+    pub max_batch: usize,
+    /// Entries of one batch that run at once; the rest wait their turn. Default 4.
+    pub batch_concurrency: usize,
+    /// Notifications (progress, log messages, list changes) held for one caller's stream
+    /// while the caller does not read it; past this the oldest are dropped and counted.
+    /// Default 1024.
+    pub max_buffered_notifications: usize,
 }
 
 impl Default for LimitConfig {
     fn default() -> Self {
-        LimitConfig { max_line_bytes: 16 * 1024 * 1024, page_size: 500, pending_questions: 256, max_calls_per_client: 64 }
+        LimitConfig {
+            max_line_bytes: 16 * 1024 * 1024,
+            page_size: 500,
+            pending_questions: 256,
+            max_calls_per_client: 64,
+            max_batch: 32,
+            batch_concurrency: 4,
+            max_buffered_notifications: 1024,
+        }
     }
 }
 

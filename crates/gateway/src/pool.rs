@@ -2,7 +2,9 @@
 //!
 //! It starts instances lazily, never two for one key (concurrent first callers wait for
 //! the same start), reuses them, replaces one that died, stops idle ones, stops a
-//! per-call instance when its call ends, caps instances per server with a clear error,
+//! per-call instance when its call ends, caps instances per server and in all (at a cap,
+//! the least recently used idle instance is stopped to make room; only when every one is
+//! busy does the caller get a clear error),
 //! backs off a server that keeps failing to start or crashing soon after it started,
 //! and on shutdown stops every instance it ever started and waits until they are gone.
 
@@ -367,10 +369,10 @@ impl Inner {
                     self.retire_removed(old);
                 }
                 let live = slots.keys().filter(|k| k.server == key.server).count();
-                if live >= max {
+                if live >= max && !self.make_room(&mut slots, Some(&key.server), "pool.maxInstancesPerServer") {
                     return Err(PoolError::Full { server: key.server.clone(), limit: max });
                 }
-                if slots.len() >= max_total {
+                if slots.len() >= max_total && !self.make_room(&mut slots, None, "pool.maxInstances") {
                     return Err(PoolError::FullTotal { limit: max_total });
                 }
                 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -390,6 +392,22 @@ impl Inner {
         };
         slot.leases.fetch_add(1, Ordering::AcqRel);
         Ok(Lease { pool: self.clone(), slot, started_it: false })
+    }
+
+    /// At a cap: stops the least recently used instance (of `server`, or of any server)
+    /// that nobody is using, so a new one can start. False when every one is busy.
+    fn make_room(&self, slots: &mut HashMap<InstanceKey, Arc<Slot>>, server: Option<&str>, setting: &str) -> bool {
+        let idle = slots
+            .values()
+            .filter(|s| server.is_none_or(|server| s.key.server == server))
+            .filter(|s| s.leases.load(Ordering::Acquire) == 0 && s.upstream.get().is_some())
+            .min_by_key(|s| *s.last_used.lock().expect("slot lock"))
+            .cloned();
+        let Some(slot) = idle else { return false };
+        tracing::info!(instance = %slot.key, "stopping the least recently used idle instance to make room ({setting})");
+        slots.remove(&slot.key);
+        self.retire_removed(slot);
+        true
     }
 
     /// Takes a slot out of service: it leaves the map now and stops once unused.

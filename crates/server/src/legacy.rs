@@ -4,7 +4,7 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use futures::future::join_all;
+use futures::StreamExt;
 use mcpx_gateway::{CallContext, Gateway, Transport};
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
@@ -179,9 +179,30 @@ pub async fn answer(
 }
 
 /// Answers a batch (2025-03-26 only): the replies in order, `None` when there are none.
+/// At most `limits.batchConcurrency` entries run at once. A batch longer than
+/// `limits.maxBatch` is refused whole before any entry runs: every request in it gets the
+/// same error under its own id (an error without an id is not valid in 2025-03-26, and a
+/// client could not match it to its requests, which would wait for their timeouts).
 pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frames: Vec<Value>) -> Option<Value> {
-    let replies: Vec<Value> =
-        join_all(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
+    let limits = gateway.settings().config().limits.clone();
+    if frames.len() > limits.max_batch {
+        let e = RpcError::invalid_request(format!(
+            "a batch of {} entries is more than limits.maxBatch ({}); send fewer at a time",
+            frames.len(),
+            limits.max_batch
+        ))
+        .with_data(json!({ "limit": limits.max_batch, "setting": "limits.maxBatch" }));
+        let refusals: Vec<Value> = frames
+            .iter()
+            .filter(|f| f.get("method").is_some())
+            .filter_map(|f| f.get("id").and_then(RequestId::from_value))
+            .map(|id| error_response(Some(&id.to_value()), &e))
+            .collect();
+        return (!refusals.is_empty()).then_some(Value::Array(refusals));
+    }
+    let replies: Vec<Value> = futures::stream::iter(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
+        .buffered(limits.batch_concurrency.max(1))
+        .collect::<Vec<Reply>>()
         .await
         .into_iter()
         .filter_map(Reply::into_frame)

@@ -23,29 +23,65 @@ fn error_message(reply: &Reply) -> String {
     reply.assert_error(200, -32603)["message"].as_str().unwrap_or_default().to_owned()
 }
 
-#[test]
-fn an_instance_over_pool_max_instances_per_server_is_refused_naming_the_setting() {
-    let daemon = Daemon::start(&with(&[("up", fakemcp("session", &tag(), &[]))], json!({"pool": {"maxInstancesPerServer": 2}})));
-    let call = |session: &str| Modern::mcpx_call("up", "whoami", json!({})).session(session).send(daemon.url());
-    Whoami::of(&call("a"));
-    Whoami::of(&call("b"));
-    let refused = error_message(&call("c"));
-    assert!(refused.contains("pool.maxInstancesPerServer"), "{refused}");
-    // The sessions that have an instance keep it.
-    Whoami::of(&call("a"));
+/// Holds a slow call in flight on `server` for `session` (the `in_use`th call in use on
+/// that server), until the returned thread ends.
+fn busy(daemon: &Daemon, server: &str, session: &str, in_use: u64) -> std::thread::JoinHandle<Reply> {
+    let (url, owned_server, session) = (daemon.url().to_owned(), server.to_owned(), session.to_owned());
+    let call = std::thread::spawn(move || Modern::mcpx_call(&owned_server, "slow", json!({"ms": 3000})).session(&session).send(&url));
+    assert!(daemon.home().wait_in_use(server, in_use, Duration::from_secs(20)), "the slow call never started");
+    call
 }
 
 #[test]
-fn an_instance_over_pool_max_instances_in_all_is_refused_naming_the_setting() {
+fn at_pool_max_instances_per_server_an_idle_instance_makes_room_and_only_busy_ones_refuse() {
+    let daemon = Daemon::start(&with(&[("up", fakemcp("session", &tag(), &[]))], json!({"pool": {"maxInstancesPerServer": 2}})));
+    let call = |session: &str| Modern::mcpx_call("up", "whoami", json!({})).session(session).send(daemon.url());
+    let a = Whoami::of(&call("a"));
+    Whoami::of(&call("b"));
+    // A third session gets an instance: the least recently used idle one (a's) makes room.
+    Whoami::of(&call("c"));
+    let stopped = poll(Duration::from_secs(10), || (!alive(a.pid)).then_some(()));
+    assert!(stopped.is_some(), "a's idle instance was not stopped: {}", daemon.home().status());
+    assert_eq!(daemon.home().instance_keys("up"), ["session:b", "session:c"]);
+
+    // With every slot busy, the next session is refused, naming the setting.
+    let (slow_b, slow_c) = (busy(&daemon, "up", "b", 1), busy(&daemon, "up", "c", 2));
+    let refused = error_message(&call("d"));
+    assert!(refused.contains("pool.maxInstancesPerServer"), "{refused}");
+    for slow in [slow_b, slow_c] {
+        assert_eq!(slow.join().expect("the slow call").structured()["sleptMs"], 3000);
+    }
+}
+
+#[test]
+fn at_pool_max_instances_an_idle_instance_of_any_server_makes_room_and_only_busy_ones_refuse() {
     let t = tag();
     let servers = [("a", fakemcp("global", &t, &[])), ("b", fakemcp("global", &t, &[])), ("c", fakemcp("global", &t, &[]))];
     let daemon = Daemon::start(&with(&servers, json!({"pool": {"maxInstances": 2}})));
     let call = |server: &str| Modern::mcpx_call(server, "whoami", json!({})).send(daemon.url());
-    Whoami::of(&call("a"));
+    let a = Whoami::of(&call("a"));
     Whoami::of(&call("b"));
-    let refused = error_message(&call("c"));
+    Whoami::of(&call("c"));
+    let stopped = poll(Duration::from_secs(10), || (!alive(a.pid)).then_some(()));
+    assert!(stopped.is_some(), "a's idle instance was not stopped: {}", daemon.home().status());
+
+    let url = daemon.url().to_owned();
+    let slow = |server: &'static str| {
+        let url = url.clone();
+        std::thread::spawn(move || Modern::mcpx_call(server, "slow", json!({"ms": 3000})).send(&url))
+    };
+    let (slow_b, slow_c) = (slow("b"), slow("c"));
+    let both_busy = poll(Duration::from_secs(20), || {
+        let status = daemon.home().status();
+        let busy = status["instances"].as_array()?.iter().filter(|i| i["inUse"].as_u64() > Some(0)).count();
+        (busy == 2).then_some(())
+    });
+    assert!(both_busy.is_some(), "the slow calls never started: {}", daemon.home().status());
+    let refused = error_message(&call("a"));
     assert!(refused.contains("pool.maxInstances"), "{refused}");
-    Whoami::of(&call("a"));
+    for slow in [slow_b, slow_c] {
+        assert_eq!(slow.join().expect("the slow call").structured()["sleptMs"], 3000);
+    }
 }
 
 #[test]
