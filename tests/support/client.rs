@@ -427,6 +427,8 @@ pub struct LegacySession {
     url: String,
     id: String,
     revision: String,
+    /// Sent with every request of the session (a bearer token).
+    extra: Vec<(String, String)>,
     /// The `InitializeResult`.
     pub initialized: Value,
 }
@@ -442,7 +444,15 @@ impl LegacySession {
     /// session id, and accepts `notifications/initialized`.
     #[track_caller]
     pub fn open_with(url: &str, revision: &str) -> LegacySession {
-        let reply = initialize(url, revision);
+        LegacySession::open_as(url, revision, &[])
+    }
+
+    /// As [`LegacySession::open_with`], sending `extra` headers (a bearer token) with
+    /// `initialize` and every later request.
+    #[track_caller]
+    pub fn open_as(url: &str, revision: &str, extra: &[(&str, &str)]) -> LegacySession {
+        let extra: Vec<(String, String)> = extra.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+        let reply = initialize_with(url, revision, &extra);
         let result = reply.result().clone();
         assert_eq!(
             result["protocolVersion"],
@@ -461,6 +471,7 @@ impl LegacySession {
             url: url.to_owned(),
             id,
             revision: revision.to_owned(),
+            extra,
             initialized: result,
         };
         let ack = session.notify("notifications/initialized", json!({}));
@@ -480,12 +491,14 @@ impl LegacySession {
     }
 
     fn headers(&self) -> Vec<(String, String)> {
-        vec![
+        let mut headers = vec![
             ("Content-Type".into(), "application/json".into()),
             ("Accept".into(), ACCEPT_BOTH.into()),
             ("Mcp-Session-Id".into(), self.id.clone()),
             ("MCP-Protocol-Version".into(), self.revision.clone()),
-        ]
+        ];
+        headers.extend(self.extra.iter().cloned());
+        headers
     }
 
     /// A request inside the session.
@@ -583,6 +596,12 @@ impl LegacySession {
 /// A bare `initialize` (no session yet) asking for `revision`.
 #[track_caller]
 pub fn initialize(url: &str, revision: &str) -> Reply {
+    initialize_with(url, revision, &[])
+}
+
+/// As [`initialize`], with `extra` headers.
+#[track_caller]
+pub fn initialize_with(url: &str, revision: &str, extra: &[(String, String)]) -> Reply {
     let frame = json!({
         "jsonrpc": "2.0",
         "id": next_id(),
@@ -596,10 +615,10 @@ pub fn initialize(url: &str, revision: &str) -> Reply {
     Raw {
         http_method: "POST",
         url,
-        headers: vec![
-            ("Content-Type".into(), "application/json".into()),
-            ("Accept".into(), ACCEPT_BOTH.into()),
-        ],
+        headers: [("Content-Type".to_owned(), "application/json".to_owned()), ("Accept".to_owned(), ACCEPT_BOTH.to_owned())]
+            .into_iter()
+            .chain(extra.iter().cloned())
+            .collect(),
         body: Some(frame.to_string().into_bytes()),
         revision: schema_revision(revision),
         method: Some("initialize"),

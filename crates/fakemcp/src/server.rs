@@ -291,6 +291,9 @@ impl Server {
         if params.get("name").and_then(Value::as_str) == Some("changed") {
             self.out.notify("notifications/tools/list_changed");
         }
+        if params.get("name").and_then(Value::as_str) == Some("flood") {
+            self.flood(&params);
+        }
         let instance = Arc::clone(&self.instance);
         self.spawn_reply(
             id,
@@ -301,6 +304,17 @@ impl Server {
                 })
             }),
         );
+    }
+
+    /// `flood`: `count` progress notifications to the request's token, back to back.
+    fn flood(&self, params: &Value) {
+        let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        let count = params.get("arguments").and_then(|a| a.get("count")).and_then(Value::as_u64).unwrap_or(0);
+        let Some(token) = token else { return };
+        for i in 0..count {
+            let progress = json!({"progressToken": token, "progress": i, "total": count, "message": "flooding"});
+            self.out.notify_with("notifications/progress", progress);
+        }
     }
 
     fn answer(&self, id: Value, answer: Answer) {

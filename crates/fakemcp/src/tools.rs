@@ -2,8 +2,8 @@
 //!
 //! Each tool exists to make one gateway behaviour observable from a test: identity and
 //! pooling (`whoami`), pass-through of arguments and `_meta` (`echo`, `meta`), error
-//! results (`fail`), concurrency (`slow`), supervision (`crash`) and the launch
-//! environment (`env`). The result shapes are what the gateway's tests assert on, so they
+//! results (`fail`), concurrency (`slow`), supervision (`crash`), the launch
+//! environment (`env`) and a caller that does not read its stream (`flood`). The result shapes are what the gateway's tests assert on, so they
 //! change only together with those tests.
 
 use std::thread;
@@ -70,6 +70,15 @@ pub fn catalogue() -> Value {
                 "required": ["name"],
             },
         },
+        {
+            "name": "flood",
+            "description": "Send count progress notifications for this request (to its progressToken) as fast as the pipe takes them, then answer.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"count": {"type": "integer", "minimum": 0}},
+                "required": ["count"],
+            },
+        },
     ])
 }
 
@@ -127,6 +136,8 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
         "meta" => Ok(structured(json!({"meta": params.get("_meta").cloned()}))),
         // The notification itself is sent by the server loop, which owns the output.
         "changed" => Ok(structured(json!({"announced": "notifications/tools/list_changed"}))),
+        // Sent by the server loop too, before the answer.
+        "flood" => Ok(structured(json!({"sent": arguments.get("count").and_then(Value::as_u64).unwrap_or(0)}))),
         "env" => {
             let variable = arguments
                 .get("name")

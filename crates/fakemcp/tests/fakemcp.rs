@@ -247,7 +247,7 @@ fn legacy_requests_before_initialize_are_rejected_except_ping() {
         .collect();
     assert_eq!(
         names,
-        ["whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env"]
+        ["whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env", "flood"]
     );
     assert!(reply["result"].get("ttlMs").is_none());
     let reply = fake.request(json!(4), "logging/setLevel", json!({"level": "info"}));
@@ -311,7 +311,7 @@ fn modern_tools_list_and_call_carry_the_modern_envelope() {
         "fakemcp"
     );
     let tools = list["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 9);
     for tool in tools {
         assert!(tool["description"].is_string(), "{tool}");
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");

@@ -43,7 +43,7 @@ pub struct Watch {
     /// The filter mcpx honours: the subset of what was asked that it can deliver.
     pub honored: Value,
     /// Change notifications, untagged (the front end tags them with the listen's id).
-    pub changes: mpsc::UnboundedReceiver<Value>,
+    pub changes: mpsc::Receiver<Value>,
     _relays: Vec<Relay>,
     _session: Option<Arc<SessionStream>>,
 }
@@ -90,7 +90,7 @@ pub(crate) struct SessionStream {
     gateway: Weak<Gateway>,
     wanted: BTreeMap<String, Wanted>,
     keys: Vec<InstanceKey>,
-    tx: mpsc::UnboundedSender<Value>,
+    tx: mpsc::Sender<Value>,
     joined: Mutex<HashMap<u64, Option<tokio::task::AbortHandle>>>,
 }
 
@@ -177,7 +177,7 @@ impl Gateway {
             wanted.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) });
             keys.push(key);
         }
-        let (tx, changes) = mpsc::unbounded_channel();
+        let (tx, changes) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
         let stream = Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
         {
             let mut by_key = self.session_streams.by_key.lock().expect("session streams lock");
@@ -248,7 +248,7 @@ impl Gateway {
             }
         }
 
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
         let mut relays = Vec::new();
         let mut subscribed = Vec::new();
         for (server, wanted) in by_server {
@@ -312,7 +312,7 @@ async fn relay(
     wanted: Wanted,
     mut lease: Lease,
     mut opened: Opened,
-    tx: mpsc::UnboundedSender<Value>,
+    tx: mpsc::Sender<Value>,
 ) {
     let mut pause = REOPEN_FIRST;
     let weak = Arc::downgrade(&gateway);
@@ -364,7 +364,7 @@ async fn pass_on(
     wanted: &Wanted,
     upstream: &Upstream,
     changes: &mut tokio::sync::broadcast::Receiver<Value>,
-    tx: &mpsc::UnboundedSender<Value>,
+    tx: &mpsc::Sender<Value>,
 ) -> Stopped {
     let ended = upstream.ended();
     tokio::pin!(ended);
@@ -373,10 +373,17 @@ async fn pass_on(
             change = changes.recv() => match change {
                 Ok(change) => {
                     let Some(gateway) = gateway.upgrade() else { return Stopped::ListenerGone };
-                    if let Some(change) = deliverable(&gateway.settings.config(), server, wanted, change)
-                        && tx.send(change).is_err()
-                    {
-                        return Stopped::ListenerGone;
+                    // A watcher that does not read is not waited for: past
+                    // limits.maxBufferedNotifications a change is dropped (one that missed a
+                    // list change re-lists anyway).
+                    if let Some(change) = deliverable(&gateway.settings.config(), server, wanted, change) {
+                        match tx.try_send(change) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(_)) => {
+                                tracing::debug!(server, "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)");
+                            }
+                            Err(mpsc::error::TrySendError::Closed(_)) => return Stopped::ListenerGone,
+                        }
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}

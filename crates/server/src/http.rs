@@ -69,7 +69,7 @@ async fn mcp(
     let idle = front.gateway.settings().config().http.session_idle_timeout;
     let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
     let session = match &session_id {
-        Some(id) => match front.sessions.get(id, idle) {
+        Some(id) => match front.sessions.get(id, &base.principal, idle) {
             Some(session) => Some(session),
             None => {
                 let e = RpcError::invalid_request("unknown or ended session; send initialize without Mcp-Session-Id");
@@ -160,7 +160,7 @@ async fn post(
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            legacy::initialize(front, format, &id.to_value(), &params)
+            legacy::initialize(front, &base.principal, format, &id.to_value(), &params)
         }
         Message::Request { id, .. } => {
             let e = RpcError::invalid_request(

@@ -53,6 +53,11 @@ impl InFlight {
         })
     }
 
+    /// Whether no request of the session is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.requests.lock().expect("in-flight lock").is_empty()
+    }
+
     fn done(&self, id: &Value) {
         self.requests.lock().expect("in-flight lock").remove(&id.to_string());
     }
@@ -214,14 +219,17 @@ pub fn batch_refused(revision: Revision) -> RpcError {
     RpcError::invalid_request(format!("JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"))
 }
 
-/// HTTP `initialize` outside any session: negotiate and mint a session.
-pub fn initialize(front: &Front, format: Format, id: &Value, params: &Value) -> Response {
+/// HTTP `initialize` outside any session: negotiate and mint a session for `owner`.
+pub fn initialize(front: &Front, owner: &mcpx_gateway::Principal, format: Format, id: &Value, params: &Value) -> Response {
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
-    let Ok(session) = front.sessions.open(negotiated, http.max_sessions, http.session_idle_timeout) else {
-        let e = RpcError::internal(format!("mcpx has {} sessions open (http.maxSessions); try again later", http.max_sessions));
-        return reply::error(StatusCode::SERVICE_UNAVAILABLE, format, Some(id), &e);
+    let session = match front.sessions.open(negotiated, owner, &http) {
+        Ok(session) => session,
+        Err(full) => {
+            let e = RpcError::internal(full.message());
+            return reply::error(StatusCode::SERVICE_UNAVAILABLE, format, Some(id), &e);
+        }
     };
     tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
     let result = initialize_result(&front.gateway, revision);
@@ -261,7 +269,8 @@ pub async fn in_session(
         single if format.allows_stream() && single.get("id").is_some() && single.get("method").is_some() => {
             let gateway = front.gateway.clone();
             let negotiated = negotiated.clone();
-            reply::streamed(false, format, move |notify| async move {
+            let max_notes = gateway.settings().config().limits.max_buffered_notifications;
+            reply::streamed(false, format, max_notes, move |notify| async move {
                 match answer(&gateway, &negotiated, &transport, single, Some(&notify)).await {
                     Reply::Frame(f) | Reply::Invalid(f) => f,
                     Reply::Nothing => Value::Null,

@@ -133,7 +133,8 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
     if format.allows_stream() && dispatch::may_notify(&params) {
         let gateway = front.gateway.clone();
         let transport = transport.clone();
-        return reply::streamed(true, format, move |notify| async move {
+        let max_notes = gateway.settings().config().limits.max_buffered_notifications;
+        return reply::streamed(true, format, max_notes, move |notify| async move {
             frame_of(&id, answer(&gateway, &transport, admitted, &method, params, Some(&notify), param_headers).await)
         })
         .await;

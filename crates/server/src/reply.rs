@@ -76,21 +76,24 @@ pub fn event(json: &str) -> String {
 /// With `cancel_on_close`, a caller closing the stream cancels the work (2026-07-28); a
 /// handshake-era caller's disconnect is not a cancellation, so its work runs on.
 ///
+/// A caller that does not read its stream holds at most `max_notes` notifications: past
+/// that the oldest progress and log messages are dropped (and counted in the daemon's
+/// log), so an upstream that floods a silent caller cannot grow the daemon's memory.
+///
 /// The work runs inside the response, not as a task of its own: a spawn per request (the
 /// future moved into the task, a wake-up across tasks for the answer) was the largest cost
 /// of a handshake-era call. Only if the caller goes away before the answer, and the work is
 /// not to be cancelled, is what is left of it spawned to finish on its own.
-pub async fn streamed<F, Fut>(cancel_on_close: bool, format: Format, work: F) -> Response
+pub async fn streamed<F, Fut>(cancel_on_close: bool, format: Format, max_notes: usize, work: F) -> Response
 where
     F: FnOnce(Notify) -> Fut,
     Fut: Future<Output = Value> + Send + 'static,
 {
-    let (tx, notes) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let notify: Notify = std::sync::Arc::new(move |frame| {
-        let _ = tx.send(frame);
-    });
+    let notes = std::sync::Arc::new(Notes::new(max_notes));
+    let held = notes.clone();
+    let notify: Notify = std::sync::Arc::new(move |frame| held.push(frame));
     let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close };
-    let mut progress = Progress { notes, notes_open: true, work, last: None };
+    let mut progress = Progress { notes, work, last: None };
     // Until the first notification, the answer can still be a plain JSON reply.
     let first = match progress.next().await {
         Some(Item::Last(last)) => return frame_or_nothing(format, &last),
@@ -122,11 +125,56 @@ enum Item {
     Last(Value),
 }
 
+/// The notifications of one request not yet written to its caller, at most `max`.
+struct Notes {
+    queue: std::sync::Mutex<std::collections::VecDeque<Value>>,
+    /// Woken (a permit kept) whenever one is added.
+    added: tokio::sync::Notify,
+    max: usize,
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+impl Notes {
+    fn new(max: usize) -> Notes {
+        Notes { queue: Default::default(), added: tokio::sync::Notify::new(), max: max.max(1), dropped: Default::default() }
+    }
+
+    /// Adds a frame. When full, the oldest progress or log message goes; the server's
+    /// questions never do, they wait for answers.
+    fn push(&self, frame: Value) {
+        let droppable = |f: &Value| matches!(f["method"].as_str(), Some("notifications/progress" | "notifications/message"));
+        let mut queue = self.queue.lock().expect("notes lock");
+        if queue.len() >= self.max {
+            if let Some(oldest) = queue.iter().position(droppable) {
+                queue.remove(oldest);
+                self.count_dropped();
+            } else if droppable(&frame) {
+                self.count_dropped();
+                return;
+            }
+            // Nothing held but questions: this one is kept too (each waits for its answer,
+            // and the upstream's own requests in flight bound them).
+        }
+        queue.push_back(frame);
+        drop(queue);
+        self.added.notify_one();
+    }
+
+    fn count_dropped(&self) {
+        let dropped = self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if dropped == 1 || dropped.is_power_of_two() {
+            tracing::warn!(dropped, "a caller is not reading its event stream: dropped its oldest notifications (limits.maxBufferedNotifications)");
+        }
+    }
+
+    fn pop(&self) -> Option<Value> {
+        self.queue.lock().expect("notes lock").pop_front()
+    }
+}
+
 /// A request being answered: its notifications so far, then its answer.
 struct Progress {
-    notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
-    /// False once the work has dropped its `Notify`.
-    notes_open: bool,
+    notes: std::sync::Arc<Notes>,
     work: Work,
     /// The answer, held until the notifications sent before it are out.
     last: Option<Value>,
@@ -137,7 +185,7 @@ impl Progress {
     /// out; `None` after the answer.
     async fn next(&mut self) -> Option<Item> {
         loop {
-            if let Ok(note) = self.notes.try_recv() {
+            if let Some(note) = self.notes.pop() {
                 return Some(Item::Note(note));
             }
             if let Some(last) = self.last.take() {
@@ -145,10 +193,7 @@ impl Progress {
             }
             let future = self.work.future.as_mut()?;
             tokio::select! {
-                note = self.notes.recv(), if self.notes_open => match note {
-                    Some(note) => return Some(Item::Note(note)),
-                    None => self.notes_open = false,
-                },
+                _ = self.notes.added.notified() => {}
                 last = future => {
                     self.work.future = None;
                     self.last = Some(last);

@@ -6,11 +6,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mcpx_gateway::Principal;
+use mcpx_gateway::config::HttpConfig;
+
 use crate::legacy::Negotiated;
 
 #[derive(Clone, Debug)]
 pub struct Session {
     pub id: String,
+    /// Who opened it: only the same principal may use it.
+    pub owner: Principal,
     pub negotiated: Negotiated,
 }
 
@@ -26,27 +31,52 @@ pub struct Sessions {
     open: Mutex<HashMap<String, (Session, Instant)>>,
 }
 
+/// Why no session could be opened.
 #[derive(Debug)]
-pub struct Full;
+pub enum Full {
+    /// `http.maxSessions` are open, none of them idle.
+    All(usize),
+    /// This client holds `http.maxSessionsPerClient`, none of them idle.
+    Client(usize),
+}
+
+impl Full {
+    pub fn message(&self) -> String {
+        match self {
+            Full::All(max) => format!("mcpx has {max} sessions open (http.maxSessions), all busy; try again later"),
+            Full::Client(max) => {
+                format!("this client holds {max} sessions (http.maxSessionsPerClient), all busy; end one with DELETE")
+            }
+        }
+    }
+}
 
 impl Sessions {
-    /// Opens a session, unless `max` are open already (after ending those idle longer
-    /// than `idle_timeout`).
-    pub fn open(&self, negotiated: Negotiated, max: usize, idle_timeout: Duration) -> Result<Session, Full> {
+    /// Opens a session for `owner`, after ending those idle longer than the timeout.
+    /// A token holder at `http.maxSessionsPerClient`, or anyone at `http.maxSessions`,
+    /// gets room by ending its own least recently used idle session (one with no request
+    /// in flight); only when all of its sessions are busy is it refused. One client
+    /// cannot take every session, nor end another client's.
+    pub fn open(&self, negotiated: Negotiated, owner: &Principal, limits: &HttpConfig) -> Result<Session, Full> {
         let mut open = self.open.lock().expect("sessions lock");
-        open.retain(|_, (_, used)| used.elapsed() < idle_timeout);
-        if open.len() >= max {
-            return Err(Full);
+        open.retain(|_, (_, used)| used.elapsed() < limits.session_idle_timeout);
+        let owned = |open: &HashMap<String, (Session, Instant)>| open.values().filter(|(s, _)| s.owner == *owner).count();
+        if matches!(owner, Principal::Token(_)) && owned(&open) >= limits.max_sessions_per_client {
+            evict_idle(&mut open, owner).ok_or(Full::Client(limits.max_sessions_per_client))?;
         }
-        let session = Session { id: new_session_id(), negotiated };
+        if open.len() >= limits.max_sessions {
+            evict_idle(&mut open, owner).ok_or(Full::All(limits.max_sessions))?;
+        }
+        let session = Session { id: new_session_id(), owner: owner.clone(), negotiated };
         open.insert(session.id.clone(), (session.clone(), Instant::now()));
         Ok(session)
     }
 
-    /// The live session with this id, marked as used now.
-    pub fn get(&self, id: &str, idle_timeout: Duration) -> Option<Session> {
+    /// The live session with this id, opened by `owner`, marked as used now. Another
+    /// principal presenting the id finds nothing, as if it did not exist.
+    pub fn get(&self, id: &str, owner: &Principal, idle_timeout: Duration) -> Option<Session> {
         let mut open = self.open.lock().expect("sessions lock");
-        let (session, used) = open.get_mut(id)?;
+        let (session, used) = open.get_mut(id).filter(|(s, _)| s.owner == *owner)?;
         if used.elapsed() >= idle_timeout {
             open.remove(id);
             return None;
@@ -58,6 +88,18 @@ impl Sessions {
     pub fn end(&self, id: &str) -> bool {
         self.open.lock().expect("sessions lock").remove(id).is_some()
     }
+}
+
+/// Ends `owner`'s least recently used session that has no request in flight.
+fn evict_idle(open: &mut HashMap<String, (Session, Instant)>, owner: &Principal) -> Option<()> {
+    let oldest = open
+        .iter()
+        .filter(|(_, (s, _))| s.owner == *owner && s.negotiated.in_flight.is_empty())
+        .min_by_key(|(_, (_, used))| *used)
+        .map(|(id, _)| id.clone())?;
+    tracing::info!("ended the least recently used idle legacy session of a client to make room for a new one");
+    open.remove(&oldest);
+    Some(())
 }
 
 /// 128 random bits as hex: visible ASCII, as the transport requires, and unguessable,

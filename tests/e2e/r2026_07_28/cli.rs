@@ -87,7 +87,7 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
         names.sort();
         names
     };
-    let fake_tools = ["changed", "crash", "echo", "env", "fail", "meta", "slow", "whoami"];
+    let fake_tools = ["changed", "crash", "echo", "env", "fail", "flood", "meta", "slow", "whoami"];
 
     let all = home.cli(&["ls"]);
     all.assert_code(0);

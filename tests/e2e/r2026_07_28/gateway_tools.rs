@@ -59,7 +59,7 @@ fn mcpx_search_finds_upstream_tools_with_their_schemas() {
     tools.sort_unstable();
     assert_eq!(
         tools,
-        ["changed", "crash", "echo", "env", "fail", "meta", "slow", "whoami"],
+        ["changed", "crash", "echo", "env", "fail", "flood", "meta", "slow", "whoami"],
         "{all}"
     );
 

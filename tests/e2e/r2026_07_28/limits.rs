@@ -174,3 +174,62 @@ fn an_upstream_that_never_answers_fails_the_call_at_the_start_timeouts() {
     let other = Modern::mcpx_call("up", "echo", json!({"k": 1})).send(daemon.url());
     assert_eq!(other.structured(), &json!({"k": 1}));
 }
+
+/// The daemon's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the daemon's /proc status");
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number of KiB")
+}
+
+/// A caller that stops reading its event stream while an upstream floods it with progress
+/// holds the daemon to `limits.maxBufferedNotifications` of them: the oldest are dropped,
+/// memory stays flat, and the response itself still arrives when the caller reads on.
+#[test]
+fn a_caller_that_does_not_read_its_stream_costs_at_most_limits_max_buffered_notifications() {
+    use std::io::{BufRead, BufReader, Write};
+    const FLOOD: u64 = 200_000;
+    let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
+    // Started, so the baseline includes the instance and its connection.
+    Whoami::of(&Modern::mcpx_call("up", "whoami", json!({})).send(daemon.url()));
+    let before = rss_kib(daemon.pid());
+
+    let request = Modern::mcpx_call("up", "flood", json!({"count": FLOOD})).meta("progressToken", json!("silent"));
+    let body = request.frame().to_string();
+    let address = daemon.url().trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let mut socket = std::net::TcpStream::connect(&address).expect("connect");
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in request.headers() {
+        if !name.eq_ignore_ascii_case("content-type") {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    socket.write_all(format!("{head}\r\n{body}").as_bytes()).expect("send the request");
+
+    // The caller reads nothing while the upstream sends every notification. fakemcp
+    // floods from its request loop, so a call it answers after the flood started is
+    // answered after the last notification went through the daemon.
+    assert!(daemon.home().wait_in_use("up", 1, Duration::from_secs(20)), "the flood never started");
+    let after = Modern::mcpx_call("up", "echo", json!({"after": "flood"})).send(daemon.url());
+    assert_eq!(after.structured(), &json!({"after": "flood"}));
+    let grown = rss_kib(daemon.pid()).saturating_sub(before);
+    assert!(grown < 64 * 1024, "the daemon grew by {grown} KiB holding notifications for a caller that does not read");
+
+    // Reading on, the caller gets what was kept and then its response, whole.
+    let mut progress = 0u64;
+    let mut response = None;
+    for line in BufReader::new(socket).lines() {
+        let line = line.expect("the stream reads");
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        let frame: Value = serde_json::from_str(data).expect("an event is JSON");
+        if frame.get("id").is_some() {
+            response = Some(frame);
+            break;
+        }
+        progress += 1;
+    }
+    let response = response.expect("the response after the notifications");
+    mcpx_e2e::schema::assert_frame(mcpx_e2e::schema::MODERN, Some("tools/call"), &response);
+    assert_eq!(response["result"]["structuredContent"]["sent"], FLOOD, "{response}");
+    assert!(progress > 0 && progress < FLOOD, "{progress} of {FLOOD} notifications were kept");
+}

@@ -185,3 +185,43 @@ fn a_v1_question_is_seen_and_answered_only_by_the_token_holder_it_waits_for() {
     assert_eq!(answered.status, 200, "{answered}");
     assert!(answered.body.contains("Ada"), "{answered}");
 }
+
+/// One token holder cannot take every legacy session: at `http.maxSessionsPerClient` its
+/// own least recently used idle session makes room, with all of its sessions busy it is
+/// refused, and meanwhile another holder opens sessions as usual. A session belongs to
+/// the holder that opened it: another token presenting its id finds nothing.
+#[test]
+fn a_token_holder_cannot_take_every_legacy_session_nor_use_anothers() {
+    let tag = tag();
+    let mut cfg = config(&[("up", fakemcp("global", &tag, &[]))]);
+    cfg["http"] = json!({"tokens": {"alice": ALICE, "bob": BOB}, "maxSessions": 4, "maxSessionsPerClient": 2});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url().to_owned();
+    let (alice, bob) = (bearer(ALICE), bearer(BOB));
+    let open = |token: &str| LegacySession::open_as(&url, "2025-11-25", &[("Authorization", token)]);
+
+    let first = open(&alice);
+    let second = open(&alice);
+    assert_eq!(second.request("ping", json!({})).status, 200);
+    // A third: alice's least recently used idle session (first) makes room.
+    let third = open(&alice);
+    assert_eq!(first.request("ping", json!({})).status, 404, "the least recently used idle session should have ended");
+    assert_eq!(second.request("ping", json!({})).status, 200);
+
+    // Both of alice's sessions busy: the next one is refused, naming the setting.
+    let slow = |session: LegacySession| std::thread::spawn(move || session.mcpx_call("up", "slow", json!({"ms": 3000})));
+    let (busy_second, busy_third) = (slow(second), slow(third));
+    assert!(daemon.home().wait_in_use("up", 2, std::time::Duration::from_secs(20)), "the slow calls never started");
+    let refused = mcpx_e2e::client::initialize_with(&url, "2025-11-25", &[("Authorization".into(), alice.clone())]);
+    assert_eq!(refused.status, 503, "{refused}");
+    assert!(refused.frame()["error"]["message"].as_str().unwrap_or_default().contains("http.maxSessionsPerClient"), "{refused}");
+
+    // Bob is not held up by alice, and cannot use her session by its id.
+    let bobs = open(&bob);
+    assert_eq!(bobs.request("ping", json!({})).status, 200);
+    let stolen = plain("POST", &url, &[("Authorization", &bob), ("Mcp-Session-Id", first.id())], Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+    assert_eq!(stolen.status, 404, "{stolen}");
+    for busy in [busy_second, busy_third] {
+        assert_eq!(busy.join().expect("the slow call").structured()["sleptMs"], 3000);
+    }
+}
