@@ -20,6 +20,7 @@ mod invocation;
 mod invocation_paths;
 mod lifecycle;
 mod limits;
+mod local_trust;
 mod pages;
 mod param_headers;
 mod roots;
