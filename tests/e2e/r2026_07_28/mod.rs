@@ -8,6 +8,7 @@ mod cli;
 mod clashes;
 mod eras;
 mod exec;
+mod exec_limits;
 mod fakemcp_http;
 mod gateway_tools;
 mod hostile_input;
