@@ -166,16 +166,17 @@ pub fn owner_tag(dir: &Path) -> String {
 /// other live daemon can own `dir`, so every such process is an orphan. Returns how many
 /// processes were found.
 pub fn reap_orphans(dir: &Path) -> usize {
-    let prefix = format!("{OWNER_ENV}={}#", dir.display());
-    let ours = owner_tag(dir);
+    let (dir, ours) = (dir.display().to_string(), owner_tag(dir));
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut found = 0;
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        let owned = environ.split(|b| *b == 0).filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
-            v.starts_with(&prefix) && v != format!("{OWNER_ENV}={ours}")
-        });
+        let owned = environ
+            .split(|b| *b == 0)
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .filter_map(|v| v.strip_prefix(OWNER_ENV)?.strip_prefix('='))
+            .any(|tag| tag != ours && owner_dir(tag) == Some(dir.as_str()));
         if owned {
             found += 1;
             // SAFETY: plain syscalls on pids we found; a vanished one yields ESRCH.
@@ -191,9 +192,27 @@ pub fn reap_orphans(dir: &Path) -> usize {
     found
 }
 
+/// The state dir an owner tag (`<dir>#<pid>`) names, exactly: split at the last `#`,
+/// since a dir may hold `#` and a pid never does. A daemon for `/x/st` must not take the
+/// processes of one for `/x/st#b` as its own.
+fn owner_dir(tag: &str) -> Option<&str> {
+    let (dir, pid) = tag.rsplit_once('#')?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_tag_names_its_state_dir_exactly() {
+        assert_eq!(owner_dir("/x/st#123"), Some("/x/st"));
+        assert_eq!(owner_dir("/x/st#b#123"), Some("/x/st#b"), "a state dir with a # in it");
+        assert_ne!(owner_dir("/x/st#b#123"), Some("/x/st"), "another daemon's dir that starts like ours");
+        assert_eq!(owner_dir("/x/st#"), None);
+        assert_eq!(owner_dir("/x/st#12a"), None);
+        assert_eq!(owner_dir("/x/st"), None);
+    }
 
     #[test]
     fn a_state_dir_others_may_write_to_is_refused_and_a_new_one_is_private() {

@@ -20,6 +20,7 @@ mod interop_ts_sdk;
 mod invocation;
 mod invocation_paths;
 mod lifecycle;
+mod orphans;
 mod limits;
 mod local_trust;
 mod pages;
