@@ -238,7 +238,8 @@ impl Gateway {
     /// Every tool of `server`, as the instance the caller's identity selects lists them.
     pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
         let lease = self.lease(ctx, server).await?;
-        Ok(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?.0)
+        let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        Ok(listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect())
     }
 
     pub(crate) async fn forward_call(

@@ -33,6 +33,7 @@ mod state_disk;
 mod stdio_lines;
 mod transport;
 mod upstream;
+mod upstream_names;
 mod questions;
 mod questions_real_peers;
 mod real_upstreams;
