@@ -38,6 +38,8 @@ fn deleting_an_artifact_by_a_path_like_id_deletes_nothing_outside_the_store() {
 fn long_artifact_names_count_against_the_quota() {
     let mut c = config(&[("alpha", fakemcp("global", &tag(), &[]))]);
     c["artifacts"] = json!({ "quotaBytes": 1024 * 1024 });
+    // Room for every link in the result: the quota, not exec.maxOutputBytes, is under test.
+    c["exec"] = json!({ "maxOutputBytes": 64 * 1024 * 1024 });
     let daemon = Daemon::start(&c);
     // Each artifact keeps one byte of data under a 200 KB name: without counting names,
     // forty of them would keep 8 MB under a 1 MiB quota.
