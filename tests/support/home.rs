@@ -56,6 +56,16 @@ impl Home {
         }
     }
 
+    /// A home whose state dir is `state_dir`, which the test chose (and cleans up): two
+    /// homes whose state dirs are named alike, say. It is created if missing.
+    pub fn with_state_dir(config: &Value, state_dir: PathBuf) -> Home {
+        let mut home = Home::without_state_dir(config);
+        std::fs::create_dir_all(&state_dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", state_dir.display()));
+        home.state_dir = state_dir;
+        home
+    }
+
     /// The temporary directory holding everything (not inside any git repository).
     pub fn root(&self) -> &Path {
         self.dir.path()

@@ -13,6 +13,7 @@ pub mod git;
 pub mod home;
 pub mod node;
 pub mod paths;
+pub mod planted;
 pub mod process;
 pub mod python;
 pub mod schema;

@@ -3,6 +3,11 @@
 //!
 //! Starting is race-safe: every client that finds no daemon may start one, the daemon lock
 //! lets exactly one of them run, and every client then connects to that one.
+//!
+//! A client sends nothing (a call's arguments, a session) to a socket it has not checked:
+//! the state dir must be this user's and closed to others, and the process listening
+//! must run as this user (its credentials as the kernel gives them, `SO_PEERCRED`), so a
+//! socket another user planted is refused, not talked to.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,28 +32,44 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn new() -> Daemon {
-        Daemon { dir: state::state_dir() }
+    pub fn new() -> anyhow::Result<Daemon> {
+        Ok(Daemon { dir: state::state_dir()? })
     }
 
     fn socket(&self) -> PathBuf {
         self.dir.join(socket::SOCKET_FILE)
     }
 
-    /// A connection to the running daemon, if one runs.
-    pub async fn connect(&self) -> Option<UnixStream> {
-        UnixStream::connect(self.socket()).await.ok()
+    /// A connection to the running daemon, if one runs; an error when the state dir or
+    /// the process listening is not this user's own.
+    pub async fn connect(&self) -> anyhow::Result<Option<UnixStream>> {
+        match std::fs::metadata(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            _ => state::check_private_dir(&self.dir).with_context(|| format!("not trusting the daemon socket in {}", self.dir.display()))?,
+        }
+        let Ok(stream) = UnixStream::connect(self.socket()).await else { return Ok(None) };
+        let peer = stream.peer_cred().context("reading who listens on the daemon socket")?;
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        if peer.uid() != uid {
+            bail!(
+                "{} is served by a process of uid {}, not of this user ({uid}); refusing to send it anything",
+                self.socket().display(),
+                peer.uid()
+            );
+        }
+        Ok(Some(stream))
     }
 
     /// A connection to the daemon, starting one (detached, with an idle exit) if none runs.
     pub async fn connect_or_start(&self, config: Option<&Path>) -> anyhow::Result<UnixStream> {
-        if let Some(stream) = self.connect().await {
+        if let Some(stream) = self.connect().await? {
             return Ok(stream);
         }
         self.start(config)?;
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(stream) = self.connect().await {
+            if let Some(stream) = self.connect().await? {
                 return Ok(stream);
             }
             if Instant::now() > deadline {

@@ -67,7 +67,7 @@ pub(crate) async fn api(common: &Common, method: &str, path: &str, body: Option<
 
 /// A `/v1` request as this command's caller; the body as it came.
 pub(crate) async fn api_bytes(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, hyper::body::Bytes)> {
-    let stream = Daemon::new().connect_or_start(common.config.as_deref()).await?;
+    let stream = Daemon::new()?.connect_or_start(common.config.as_deref()).await?;
     let mut headers = Vec::new();
     if let Some(session) = &common.session {
         headers.push((mcpx_server::api::SESSION_HEADER, session.clone()));
@@ -98,11 +98,12 @@ pub(crate) fn api_error(status: u16, body: &Value) -> anyhow::Error {
 }
 
 pub async fn status(common: Common) -> anyhow::Result<Outcome> {
-    let Some(stream) = Daemon::new().connect().await else {
+    let daemon = Daemon::new()?;
+    let Some(stream) = daemon.connect().await? else {
         if common.json {
             println!("{}", json!({ "running": false }));
         } else {
-            println!("no daemon is running for {}", Daemon::new().dir.display());
+            println!("no daemon is running for {}", daemon.dir.display());
         }
         return Ok(Outcome::Ok);
     };
@@ -149,8 +150,8 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
 
 /// Asks the daemon to stop and returns once it and every child it started are gone.
 pub async fn stop(common: Common, timeout: Duration) -> anyhow::Result<Outcome> {
-    let daemon = Daemon::new();
-    let Some(stream) = daemon.connect().await else {
+    let daemon = Daemon::new()?;
+    let Some(stream) = daemon.connect().await? else {
         println!("no daemon is running for {}", daemon.dir.display());
         return Ok(Outcome::Ok);
     };

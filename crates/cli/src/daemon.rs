@@ -40,9 +40,16 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 pub fn run(args: Args) -> ExitCode {
     crate::init_logging();
+    let dir = match state::state_dir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("mcpx: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Every process the daemon starts inherits this, before any other thread exists.
     // SAFETY: single-threaded here: the runtime is not built yet.
-    unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&state::state_dir())) };
+    unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&dir)) };
     // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -59,7 +66,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let dir = state::state_dir();
+    let dir = state::state_dir()?;
     state::ensure_private_dir(&dir).with_context(|| format!("creating the state dir {}", dir.display()))?;
     let _lock = state::DaemonLock::acquire(&dir)?;
     let orphans = state::reap_orphans(&dir);

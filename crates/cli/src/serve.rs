@@ -89,7 +89,7 @@ struct Client {
 }
 
 async fn relay(args: Args) -> anyhow::Result<()> {
-    let daemon = Daemon::new();
+    let daemon = Daemon::new()?;
     let mut stdin = FramedRead::new(crate::stdio::stdin(), Lines::new(MAX_LINE));
     let mut stdout = crate::stdio::stdout();
     let mut client = Client::default();

@@ -261,11 +261,22 @@ fn install<'js>(ctx: &Ctx<'js>, host: &Rc<RefCell<Host>>, tripped: &Rc<Cell<Opti
         let call = host_call(&kind, &payload).map_err(|m| Exception::throw_type(&ctx, &m))?;
         let mut host = request_host.borrow_mut();
         let max_calls = host.max_tool_calls;
-        if matches!(call, HostCall::Tool { .. }) {
+        // A search reaches upstreams too (their listings), so it counts as a call.
+        if matches!(call, HostCall::Tool { .. } | HostCall::Search { .. }) {
             host.tool_calls += 1;
             if host.tool_calls > max_calls {
                 request_tripped.set(Some(Limit::ToolCalls));
                 return Err(Exception::throw_range(&ctx, &format!("limit maxToolCalls ({max_calls}) reached")));
+            }
+        }
+        // A kept artifact comes back as a link in the result, its name and media type
+        // included: those bytes are output too.
+        if let HostCall::Artifact { name, mime_type, .. } = &call {
+            let max_output = host.max_output_bytes;
+            host.output_bytes += crate::link_bytes(name, mime_type);
+            if host.output_bytes > max_output {
+                request_tripped.set(Some(Limit::Output));
+                return Err(Exception::throw_range(&ctx, &format!("limit maxOutputBytes ({max_output}) reached")));
             }
         }
         let (promise, resolve, reject) = Promise::new(&ctx)?;

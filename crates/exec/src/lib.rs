@@ -25,9 +25,10 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Bytes of native stack the engine may use (deep recursion stops here).
     pub stack_bytes: usize,
-    /// Tool calls one script may make.
+    /// Tool calls one script may make; each `search()` counts as one.
     pub max_tool_calls: usize,
-    /// Bytes of console output plus the returned value.
+    /// Bytes of console output, the returned value and the links to the artifacts the
+    /// script kept (see [`link_bytes`]).
     pub max_output_bytes: usize,
 }
 
@@ -58,8 +59,8 @@ impl Limit {
             Limit::Timeout => format!("the script ran past its time limit ({} ms)", limits.timeout.as_millis()),
             Limit::Memory => format!("the script used more than its memory limit ({} bytes)", limits.memory_bytes),
             Limit::Stack => format!("the script recursed past its stack limit ({} bytes)", limits.stack_bytes),
-            Limit::ToolCalls => format!("the script made more than {} tool calls", limits.max_tool_calls),
-            Limit::Output => format!("the script's output passed {} bytes", limits.max_output_bytes),
+            Limit::ToolCalls => format!("the script made more than {} tool calls and searches", limits.max_tool_calls),
+            Limit::Output => format!("the script's output (console, result and artifact links) passed {} bytes", limits.max_output_bytes),
         }
     }
 }
@@ -189,6 +190,15 @@ fn refill(slot: Weak<Mutex<Option<engine::Prepared>>>, stack_room: usize) -> Box
             *spare = engine::Prepared::start(stack_room, refill(slot, stack_room)).ok();
         }
     })
+}
+
+/// The bytes the link to a kept artifact adds to a script's result, as counted against
+/// [`Limits::max_output_bytes`]: its name and media type as JSON strings (escapes
+/// included) plus the fixed part of a `resource_link` (type, URI, size and field names).
+pub fn link_bytes(name: &str, mime_type: &str) -> usize {
+    const FIXED: usize = 128;
+    let quoted = |s: &str| serde_json::to_string(s).map_or(s.len(), |q| q.len());
+    FIXED + quoted(name) + quoted(mime_type)
 }
 
 /// The JavaScript identifier a server or tool name is reachable by as
@@ -362,6 +372,23 @@ mod tests {
         let tight = Limits { timeout: Duration::from_millis(200), ..limits() };
         let out = drive(engines.start("while (true) {}".into(), tight).unwrap()).await;
         assert!(matches!(out.ended, Ended::Stopped { limit: Limit::Timeout, .. }), "a waiting engine takes the script's own limits: {out:?}");
+    }
+
+    #[tokio::test]
+    async fn searches_count_as_tool_calls_even_all_at_once() {
+        let out = run("await Promise.all(Array.from({ length: 50 }, () => search('x'))); return 'went on';", limits()).await;
+        assert_eq!(stopped_by(&out), Limit::ToolCalls);
+        let out = run("for (let i = 0; i < 20; i++) { try { await search('x'); } catch {} } return 'went on';", limits()).await;
+        assert_eq!(stopped_by(&out), Limit::ToolCalls);
+    }
+
+    #[tokio::test]
+    async fn artifact_links_count_as_output() {
+        let small = Limits { max_output_bytes: 4096, ..limits() };
+        let out = run("try { await artifact('n'.repeat(8192), 'x'); } catch {} return 'went on';", small.clone()).await;
+        assert_eq!(stopped_by(&out), Limit::Output);
+        let out = run("for (let i = 0; i < 100; i++) await artifact('a' + i, 'x'); return 'went on';", small).await;
+        assert_eq!(stopped_by(&out), Limit::Output);
     }
 
     #[tokio::test]

@@ -1,7 +1,8 @@
 //! Who this process is: the identity tests use to tell upstream processes apart.
 //!
 //! The instance id is random per process, so a test can see whether two calls reached the
-//! same upstream or a restarted one; the call counter shows whether calls were pooled.
+//! same upstream or a restarted one; the call counter shows whether calls were pooled, and
+//! the listing counter how often a client listed the tools.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,10 +16,13 @@ pub struct Instance {
     pub name: String,
     pub version: &'static str,
     tool_calls: AtomicU64,
+    tool_lists: AtomicU64,
+    /// Tools listed besides the standard ones, by these exact names (`--tool-named`).
+    extra_tools: Vec<String>,
 }
 
 impl Instance {
-    pub fn new(name: String) -> Result<Self, getrandom::Error> {
+    pub fn new(name: String, extra_tools: Vec<String>) -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes)?;
         let id = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -28,12 +32,31 @@ impl Instance {
             name,
             version: env!("CARGO_PKG_VERSION"),
             tool_calls: AtomicU64::new(0),
+            tool_lists: AtomicU64::new(0),
+            extra_tools,
         })
     }
 
     /// Counts one more `tools/call` and returns the total including it.
     pub fn count_tool_call(&self) -> u64 {
         self.tool_calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The `tools` array of a `tools/list` answer, counting the listing.
+    pub fn list_tools(&self) -> Value {
+        self.tool_lists.fetch_add(1, Ordering::SeqCst);
+        let mut tools = crate::tools::catalogue();
+        if let Value::Array(list) = &mut tools {
+            for name in &self.extra_tools {
+                list.push(json!({ "name": name, "description": "A tool listed by --tool-named.", "inputSchema": { "type": "object" } }));
+            }
+        }
+        tools
+    }
+
+    /// How many times the tools were listed so far.
+    pub fn tool_lists(&self) -> u64 {
+        self.tool_lists.load(Ordering::SeqCst)
     }
 
     /// The MCP `Implementation` object: `{name, version}`.

@@ -66,6 +66,11 @@ struct Flags {
     #[arg(long = "tag", value_name = "STRING")]
     _tag: Vec<String>,
 
+    /// Also list a tool by this exact name, whatever characters it holds (repeatable):
+    /// how a test serves a name mcpx must refuse to pass on.
+    #[arg(long = "tool-named", value_name = "NAME")]
+    tool_named: Vec<String>,
+
     /// The serverInfo name to report.
     #[arg(long, default_value = "fakemcp")]
     name: String,
@@ -96,7 +101,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGTERM, libc::SIG_IGN);
         }
     }
-    let instance = match Instance::new(flags.name) {
+    let instance = match Instance::new(flags.name, flags.tool_named) {
         Ok(instance) => Arc::new(instance),
         Err(e) => {
             eprintln!("fakemcp: cannot draw a random instance id: {e}");

@@ -201,7 +201,7 @@ impl Server {
                 "cacheScope": "public",
             }),
             "tools/list" => {
-                json!({"tools": tools::catalogue(), "ttlMs": 0, "cacheScope": "public"})
+                json!({"tools": self.instance.list_tools(), "ttlMs": 0, "cacheScope": "public"})
             }
             "tools/call" => return self.spawn_tool_call(id, params, Era::Modern),
             _ => return self.unknown_method(id, method),
@@ -237,7 +237,7 @@ impl Server {
             "ping" => self.out.reply(&id, Ok(json!({}))),
             "tools/list" => self
                 .out
-                .reply(&id, Ok(json!({"tools": tools::catalogue()}))),
+                .reply(&id, Ok(json!({"tools": self.instance.list_tools()}))),
             "tools/call" => self.spawn_tool_call(id, params, Era::Legacy),
             _ => self.unknown_method(id, method),
         }

@@ -104,6 +104,7 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
             "instance": instance.id,
             "pid": instance.pid,
             "calls": calls,
+            "toolLists": instance.tool_lists(),
             "cwd": std::env::current_dir().ok().map(|cwd| cwd.to_string_lossy().into_owned()),
             "era": era.label(),
         }))),

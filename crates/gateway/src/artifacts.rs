@@ -6,10 +6,19 @@
 //! The id is a hash of the content, so storing the same bytes twice keeps one copy. A
 //! session's artifacts never count against, or show up for, another session. Blocking
 //! file I/O: call from a blocking thread.
+//!
+//! An id comes from callers (a URI, `/v1/artifacts/{id}`): the store checks it on every
+//! operation and never makes a path of it, and it reaches files only relative to folders
+//! it opened itself without following links, so no id and no planted link can reach a
+//! file outside the store.
 
+use std::ffi::{CStr, CString};
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
@@ -81,88 +90,292 @@ impl Store {
         Store { root }
     }
 
-    /// Keeps `data` for `session`; refused past the session's quota.
+    /// Keeps `data` for `session`; refused past the session's quota, which counts every
+    /// byte the artifact keeps on disk: its data and its record (name and media type).
     pub fn put(&self, session: &str, name: &str, mime_type: &str, data: &[u8], limits: &ArtifactConfig) -> Result<Artifact, String> {
-        let dir = self.session_dir(session);
         let digest = Sha256::digest(data);
         let id: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        let kept: Vec<Artifact> = self.list(session, limits.max_age);
-        let used: u64 = kept.iter().filter(|a| a.id != id).map(|a| a.size).sum();
-        if used + data.len() as u64 > limits.quota_bytes {
-            return Err(format!(
-                "artifact {name:?} ({} bytes) would take this session past its quota: {used} of {} bytes are in use (setting artifacts.quotaBytes)",
-                data.len(),
-                limits.quota_bytes
-            ));
-        }
         // Whole seconds, as the record keeps them.
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
         let created = SystemTime::UNIX_EPOCH + Duration::from_secs(now);
         let artifact = Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created };
-        private_dir(&self.root).and_then(|_| private_dir(&dir)).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        write_private(&dir, &artifact.id, data)
-            .and_then(|_| write_private(&dir, &format!("{}.json", artifact.id), artifact.record().to_string().as_bytes()))
-            .map_err(|e| format!("cannot store artifact {name:?} in {}: {e}", dir.display()))?;
+        let record = artifact.record().to_string();
+        let needs = artifact.size + record.len() as u64;
+        let kept: Vec<Artifact> = self.list(session, limits.max_age);
+        let used: u64 = kept.iter().filter(|a| a.id != artifact.id).map(Artifact::footprint).sum();
+        if used + needs > limits.quota_bytes {
+            return Err(format!(
+                "artifact {name:?} ({needs} bytes with its name and media type) would take this session past its quota: {used} of {} bytes are in use (setting artifacts.quotaBytes)",
+                limits.quota_bytes
+            ));
+        }
+        let shown = self.root.join(session_folder(session));
+        let dir = Dir::root(&self.root, true)
+            .and_then(|root| root.child(&session_folder(session), true))
+            .map_err(|e| format!("cannot create {}: {e}", shown.display()))?;
+        dir.write_private(&artifact.id, data)
+            .and_then(|_| dir.write_private(&format!("{}.json", artifact.id), record.as_bytes()))
+            .map_err(|e| format!("cannot store artifact {name:?} in {}: {e}", shown.display()))?;
         Ok(artifact)
     }
 
     /// The session's artifacts, oldest first.
     pub fn list(&self, session: &str, max_age: Duration) -> Vec<Artifact> {
-        let Ok(entries) = fs::read_dir(self.session_dir(session)) else { return Vec::new() };
-        let mut found: Vec<Artifact> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
-            .filter_map(|id| self.record(session, &id))
+        let Some(dir) = self.session_dir(session) else { return Vec::new() };
+        let mut found: Vec<Artifact> = dir
+            .names()
+            .iter()
+            .filter_map(|name| name.strip_suffix(".json"))
+            .filter_map(|id| record(&dir, id))
             .filter(|a| !a.expired(max_age))
             .collect();
         found.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
         found
     }
 
-    /// One of the session's artifacts with its bytes; `None` for another session's.
+    /// One of the session's artifacts with its bytes; `None` for another session's, or
+    /// for an id that is not one of ours.
     pub fn get(&self, session: &str, id: &str, max_age: Duration) -> Option<(Artifact, Vec<u8>)> {
-        let artifact = self.record(session, id).filter(|a| !a.expired(max_age))?;
-        let data = fs::read(self.session_dir(session).join(id)).ok()?;
+        if !is_id(id) {
+            return None;
+        }
+        let dir = self.session_dir(session)?;
+        let artifact = record(&dir, id).filter(|a| !a.expired(max_age))?;
+        let data = dir.read(id).ok()?;
         Some((artifact, data))
     }
 
-    /// Deletes one of the session's artifacts; false when it had none by that id.
+    /// Deletes one of the session's artifacts; false when it had none by that id. An id
+    /// that is not one of ours touches nothing, and the data goes only with its record.
     pub fn remove(&self, session: &str, id: &str) -> bool {
-        let dir = self.session_dir(session);
-        let found = fs::remove_file(dir.join(format!("{id}.json"))).is_ok();
-        let _ = fs::remove_file(dir.join(id));
-        found
+        if !is_id(id) {
+            return false;
+        }
+        let Some(dir) = self.session_dir(session) else { return false };
+        if dir.unlink(&format!("{id}.json")).is_err() {
+            return false;
+        }
+        let _ = dir.unlink(id);
+        true
     }
 
     /// Deletes every artifact older than `max_age`, in every session.
     pub fn sweep(&self, max_age: Duration) {
-        let Ok(sessions) = fs::read_dir(&self.root) else { return };
-        for dir in sessions.filter_map(Result::ok).map(|e| e.path()) {
-            let Ok(entries) = fs::read_dir(&dir) else { continue };
-            for record in entries.filter_map(Result::ok).map(|e| e.path()) {
-                let Some(id) = record.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) else { continue };
-                let artifact = fs::read(&record).ok().and_then(|b| serde_json::from_slice(&b).ok()).and_then(|r| Artifact::from_record(id, &r));
-                if artifact.is_none_or(|a| a.expired(max_age)) {
-                    let _ = fs::remove_file(dir.join(id));
-                    let _ = fs::remove_file(&record);
+        let Ok(root) = Dir::root(&self.root, false) else { return };
+        for folder in root.names().into_iter().filter(|n| is_id(n)) {
+            let Ok(dir) = root.child(&folder, false) else { continue };
+            for id in dir.names().iter().filter_map(|n| n.strip_suffix(".json")).filter(|id| is_id(id)) {
+                if record(&dir, id).is_none_or(|a| a.expired(max_age)) {
+                    let _ = dir.unlink(id);
+                    let _ = dir.unlink(&format!("{id}.json"));
                 }
             }
-            let _ = fs::remove_dir(&dir); // only succeeds once empty
+            drop(dir);
+            root.remove_dir(&folder); // only succeeds once empty
         }
     }
 
-    fn record(&self, session: &str, id: &str) -> Option<Artifact> {
-        if !is_id(id) {
-            return None;
+    /// The session's folder, opened without following a link; `None` when it has none.
+    fn session_dir(&self, session: &str) -> Option<Dir> {
+        Dir::root(&self.root, false).ok()?.child(&session_folder(session), false).ok()
+    }
+}
+
+impl Artifact {
+    /// The bytes the artifact keeps on disk, as the quota counts them.
+    fn footprint(&self) -> u64 {
+        self.size + self.record().to_string().len() as u64
+    }
+}
+
+/// The record of artifact `id` in `dir`, if `id` is one of ours and the record is sound.
+fn record(dir: &Dir, id: &str) -> Option<Artifact> {
+    if !is_id(id) {
+        return None;
+    }
+    let bytes = dir.read(&format!("{id}.json")).ok()?;
+    Artifact::from_record(id, &serde_json::from_slice(&bytes).ok()?)
+}
+
+/// A session's folder name: a hash of the session, which may be any string.
+fn session_folder(session: &str) -> String {
+    let digest = Sha256::digest(session.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An open directory of the store. Everything in it is reached relative to the open
+/// descriptor, by a single name component, never following a symbolic link: a link
+/// planted in place of the store, a session folder or an artifact file is refused, not
+/// followed somewhere else.
+struct Dir {
+    fd: OwnedFd,
+}
+
+impl Dir {
+    /// The store's root: a directory this user owns that no one else may write to
+    /// (created private when `create`).
+    fn root(path: &Path, create: bool) -> std::io::Result<Dir> {
+        if create {
+            private_dir(path)?;
         }
-        let bytes = fs::read(self.session_dir(session).join(format!("{id}.json"))).ok()?;
-        Artifact::from_record(id, &serde_json::from_slice(&bytes).ok()?)
+        let dir = Dir { fd: open_dir(libc::AT_FDCWD, &c_path(path.as_os_str().as_bytes())?)? };
+        let meta = dir.stat()?;
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        if meta.st_uid != uid || meta.st_mode & 0o022 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is not a private directory of this user", path.display()),
+            ));
+        }
+        Ok(dir)
     }
 
-    fn session_dir(&self, session: &str) -> PathBuf {
-        let digest = Sha256::digest(session.as_bytes());
-        self.root.join(digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
+    /// The folder `name` in this one (created private when `create`).
+    fn child(&self, name: &str, create: bool) -> std::io::Result<Dir> {
+        let name = component(name)?;
+        if create {
+            // SAFETY: a valid descriptor and a NUL-terminated name.
+            if unsafe { libc::mkdirat(self.fd.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Dir { fd: open_dir(self.fd.as_raw_fd(), &name)? })
     }
+
+    fn stat(&self) -> std::io::Result<libc::stat> {
+        let mut meta = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat fills `meta` on success.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), meta.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: initialised by the successful fstat.
+        Ok(unsafe { meta.assume_init() })
+    }
+
+    /// The whole of the regular file `name`.
+    fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        let name = component(name)?;
+        // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor we just opened and own.
+        let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file"));
+        }
+        let mut data = Vec::new();
+        file.read_to_end(&mut data)?;
+        Ok(data)
+    }
+
+    /// Writes a file readable by its owner only, atomically (a reader sees all or
+    /// nothing); a write that fails (a full disk) leaves nothing behind.
+    fn write_private(&self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let target = component(name)?;
+        let temporary = component(&format!(".{name}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), temporary.as_ptr(), flags, 0o600 as libc::c_uint) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor we just opened and own.
+        let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let written = file.write_all(data).and_then(|_| file.sync_data()).and_then(|_| {
+            let (at, temporary, target) = (self.fd.as_raw_fd(), temporary.as_ptr(), target.as_ptr());
+            // SAFETY: valid descriptors and NUL-terminated names.
+            match unsafe { libc::renameat(at, temporary, at, target) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+        if written.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(self.fd.as_raw_fd(), temporary.as_ptr(), 0) };
+        }
+        written
+    }
+
+    /// Removes the file `name` (a link itself, never what it points at).
+    fn unlink(&self, name: &str) -> std::io::Result<()> {
+        let name = component(name)?;
+        // SAFETY: a valid descriptor and a NUL-terminated name.
+        match unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+
+    /// Removes the folder `name` if it is empty.
+    fn remove_dir(&self, name: &str) {
+        if let Ok(name) = component(name) {
+            // SAFETY: a valid descriptor and a NUL-terminated name.
+            unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
+        }
+    }
+
+    /// The names in this folder (those that are UTF-8; ours all are).
+    fn names(&self) -> Vec<String> {
+        // fdopendir takes the descriptor it is given: hand it a copy.
+        let Ok(copy) = self.fd.try_clone() else { return Vec::new() };
+        // SAFETY: a descriptor we own, given up to the stream closedir closes.
+        let stream = unsafe { libc::fdopendir(copy.into_raw_fd()) };
+        if stream.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: a fresh stream: read from its start.
+        unsafe { libc::rewinddir(stream) };
+        let mut names = Vec::new();
+        loop {
+            // SAFETY: `stream` is open until closedir below; each entry is read before the next call.
+            let entry = unsafe { libc::readdir(stream) };
+            if entry.is_null() {
+                break;
+            }
+            // SAFETY: d_name is NUL-terminated.
+            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
+            if let Ok(name) = name.to_str()
+                && name != "."
+                && name != ".."
+            {
+                names.push(name.to_owned());
+            }
+        }
+        // SAFETY: closes the stream and its descriptor once.
+        unsafe { libc::closedir(stream) };
+        names
+    }
+}
+
+/// Opens the directory `name` relative to `at` without following a link.
+fn open_dir(at: libc::c_int, name: &CStr) -> std::io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid descriptor (or AT_FDCWD) and a NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor we just opened and own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `name` as one path component: never empty, `.`, `..`, or holding a `/` or a NUL.
+fn component(name: &str) -> std::io::Result<CString> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{name:?} is not a file name")));
+    }
+    c_path(name.as_bytes())
+}
+
+fn c_path(bytes: &[u8]) -> std::io::Result<CString> {
+    CString::new(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in a file name"))
 }
 
 impl Gateway {
@@ -235,25 +448,6 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Writes a file readable by its owner only, atomically (a reader sees all or nothing);
-/// a write that fails (a full disk) leaves nothing behind.
-fn write_private(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let temporary = dir.join(format!(".{name}.{}", std::process::id()));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .and_then(|mut file| file.write_all(data).and_then(|_| file.sync_data()))
-        .and_then(|_| fs::rename(&temporary, dir.join(name)));
-    if written.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    written
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,7 +476,8 @@ mod tests {
     #[test]
     fn the_quota_counts_one_session_and_old_artifacts_go() {
         let (store, root) = store();
-        let limits = ArtifactConfig { quota_bytes: 10, max_age: Duration::from_secs(3600) };
+        // Room for one small artifact with its record, not two.
+        let limits = ArtifactConfig { quota_bytes: 100, max_age: Duration::from_secs(3600) };
         store.put("alice", "a", "text/plain", b"123456", &limits).unwrap();
         let refused = store.put("alice", "b", "text/plain", b"abcdef", &limits).unwrap_err();
         assert!(refused.contains("artifacts.quotaBytes"), "{refused}");
@@ -291,6 +486,74 @@ mod tests {
         store.sweep(Duration::ZERO);
         assert!(store.list("alice", Duration::from_secs(3600)).is_empty());
         assert!(store.list("bob", Duration::from_secs(3600)).is_empty());
+        let _ = fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn an_id_that_is_not_ours_reaches_no_file_outside_the_store() {
+        let (store, root) = store();
+        let limits = ArtifactConfig::default();
+        let a = store.put("alice", "notes.txt", "text/plain", b"hello", &limits).unwrap();
+        let outside = root.with_extension("outside");
+        fs::write(&outside, b"precious").unwrap();
+        let folder = root.join(session_folder("alice"));
+        let beside = folder.join("0123456789abcdef0123456789abcdef");
+        fs::write(&beside, b"no record beside me").unwrap();
+        let absolute = outside.display().to_string();
+        let climbing = format!("../../{}", outside.file_name().unwrap().to_str().unwrap());
+        for id in [absolute.as_str(), climbing.as_str(), "..", ".", "", "a/b", "0123456789abcdef0123456789abcdef"] {
+            assert!(!store.remove("alice", id), "{id:?} named an artifact");
+            assert!(store.get("alice", id, limits.max_age).is_none(), "{id:?} read a file");
+        }
+        assert_eq!(fs::read(&outside).unwrap(), b"precious", "a file outside the store was touched");
+        assert!(beside.exists(), "a file with no record was deleted while the store said it had none");
+        assert!(store.remove("alice", &a.id));
+        let _ = fs::remove_file(outside);
+        let _ = fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn links_planted_in_the_store_are_never_followed() {
+        let (store, root) = store();
+        let limits = ArtifactConfig::default();
+        let a = store.put("alice", "notes.txt", "text/plain", b"hello", &limits).unwrap();
+        let elsewhere = root.with_extension("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(elsewhere.join(format!("{}.json", a.id)), a.record().to_string()).unwrap();
+        fs::write(elsewhere.join(&a.id), b"secret").unwrap();
+        // An artifact file replaced by a link to a file elsewhere is not read through.
+        let folder = root.join(session_folder("alice"));
+        fs::remove_file(folder.join(&a.id)).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join(&a.id), folder.join(&a.id)).unwrap();
+        assert!(store.get("alice", &a.id, limits.max_age).is_none(), "read through a linked artifact file");
+        // A session folder replaced by a link: nothing there is listed, read or deleted.
+        fs::remove_dir_all(&folder).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &folder).unwrap();
+        assert!(store.list("alice", limits.max_age).is_empty());
+        assert!(store.get("alice", &a.id, limits.max_age).is_none());
+        assert!(!store.remove("alice", &a.id));
+        assert!(store.put("alice", "more.txt", "text/plain", b"more", &limits).is_err(), "stored through a linked folder");
+        store.sweep(Duration::ZERO);
+        assert!(elsewhere.join(&a.id).exists() && elsewhere.join(format!("{}.json", a.id)).exists(), "deleted through a link");
+        // The store's root replaced by a link.
+        fs::remove_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &root).unwrap();
+        assert!(store.put("bob", "b.txt", "text/plain", b"b", &limits).is_err(), "stored through a linked root");
+        assert!(store.list("bob", limits.max_age).is_empty());
+        let _ = fs::remove_file(&root);
+        let _ = fs::remove_dir_all(elsewhere);
+    }
+
+    #[test]
+    fn the_quota_counts_names_and_media_types() {
+        let (store, root) = store();
+        let limits = ArtifactConfig { quota_bytes: 4096, max_age: Duration::from_secs(3600) };
+        let long = "n".repeat(3000);
+        store.put("alice", &long, "text/plain", b"1", &limits).unwrap();
+        let refused = store.put("alice", &long, "text/plain", b"2", &limits).unwrap_err();
+        assert!(refused.contains("artifacts.quotaBytes"), "{refused}");
+        let refused = store.put("bob", "b", &"m".repeat(5000), b"3", &limits).unwrap_err();
+        assert!(refused.contains("artifacts.quotaBytes"), "{refused}");
         let _ = fs::remove_dir_all(root);
     }
 

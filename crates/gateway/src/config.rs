@@ -279,7 +279,8 @@ impl Default for ExecConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ArtifactConfig {
-    /// Bytes of artifacts one session may keep; storing past it fails. Default 64 MiB.
+    /// Bytes of artifacts one session may keep, their names and media types included;
+    /// storing past it fails. Default 64 MiB.
     pub quota_bytes: u64,
     /// An artifact older than this is deleted. Default 24h.
     #[serde(with = "duration")]

@@ -14,7 +14,7 @@ use mcpx_protocol::{RpcError, message};
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
-use crate::{CallContext, Gateway};
+use crate::{CallContext, Gateway, tools};
 
 pub const EXEC: &str = "mcpx_exec";
 
@@ -99,7 +99,13 @@ impl Gateway {
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
         let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };
-        let host = Host { gateway: self, ctx: &script_ctx, listings: Default::default(), artifacts: Default::default() };
+        let host = Host {
+            gateway: self,
+            ctx: &script_ctx,
+            listings: Default::default(),
+            searched: Default::default(),
+            artifacts: Default::default(),
+        };
         let mut running = FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
@@ -125,6 +131,10 @@ struct Host<'a> {
     ctx: &'a CallContext,
     /// Tool names per server, listed once per script, to map identifiers back.
     listings: tokio::sync::Mutex<HashMap<String, Vec<String>>>,
+    /// What `search()` looks through, listed at the first search and reused by every
+    /// later one (concurrent ones wait for it): however many searches a script makes,
+    /// each server is listed for them once.
+    searched: tokio::sync::OnceCell<Vec<(String, Result<Vec<Value>, RpcError>)>>,
     artifacts: std::sync::Mutex<Vec<Artifact>>,
 }
 
@@ -142,8 +152,8 @@ impl Host<'_> {
                 Ok(message::object([("server", server.into()), ("tool", tool.into()), ("result", result)]))
             }
             HostCall::Search { query } => {
-                let found = self.gateway.search(self.ctx, query).await;
-                Ok(found["structuredContent"]["tools"].clone())
+                let listings = self.searched.get_or_init(|| self.gateway.search_listings(self.ctx)).await;
+                Ok(tools::found(query, listings)["tools"].take())
             }
             HostCall::Artifact { name, mime_type, data } => {
                 let artifact = self.gateway.keep_artifact(&self.ctx.identity, name, mime_type, data.clone()).await.map_err(|e| e.message)?;

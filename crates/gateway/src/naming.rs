@@ -5,6 +5,10 @@
 //! server part never contains `__` or `/`. The one exception is a server in `expose`
 //! whose names are not prefixed (`exposePrefix` `"never"`, or `"conditional"` with one
 //! exposed server): its names stay its own and mcpx routes them by the listings it builds.
+//!
+//! A listed name or title that holds a character which hides itself or reorders the text
+//! around it (bidirectional overrides, zero-width characters, controls) is refused: a
+//! host would show it as some other name, so such an item is left out of every listing.
 
 use crate::config::{Config, ExposePrefix};
 
@@ -46,10 +50,10 @@ pub fn split_uri(config: &Config, public: &str) -> Option<(String, String)> {
 pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Value) {
     use serde_json::Value;
     let rewrite = |item: &mut Value| {
-        if item.get("type").and_then(Value::as_str) == Some("resource_link") {
-            if let Some(uri) = item.get("uri").and_then(Value::as_str) {
-                item["uri"] = public_uri(config, server, uri).into();
-            }
+        if item.get("type").and_then(Value::as_str) == Some("resource_link")
+            && let Some(uri) = item.get("uri").and_then(Value::as_str)
+        {
+            item["uri"] = public_uri(config, server, uri).into();
         }
     };
     if let Some(Value::Array(content)) = result.get_mut("content") {
@@ -72,13 +76,13 @@ pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Va
 pub fn refuse_clashes<'a>(kind: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), mcpx_protocol::RpcError> {
     let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for (server, name) in entries {
-        if let Some(first) = seen.insert(name, server) {
-            if first != server {
-                return Err(mcpx_protocol::RpcError::internal(format!(
-                    "{kind} {name:?} is offered by both {first:?} and {server:?}: set \"exposePrefix\" to \"always\" (or expose one of them)"
-                ))
-                .with_data(serde_json::json!({ "name": name, "servers": [first, server] })));
-            }
+        if let Some(first) = seen.insert(name, server)
+            && first != server
+        {
+            return Err(mcpx_protocol::RpcError::internal(format!(
+                "{kind} {name:?} is offered by both {first:?} and {server:?}: set \"exposePrefix\" to \"always\" (or expose one of them)"
+            ))
+            .with_data(serde_json::json!({ "name": name, "servers": [first, server] })));
         }
     }
     Ok(())
@@ -140,9 +144,87 @@ pub fn matches_template(template: &str, uri: &str) -> bool {
     reachable[bytes.len()]
 }
 
+/// Whether `c` hides itself or changes how the text around it reads: C0 and C1 controls,
+/// bidirectional embeddings, overrides, isolates and marks, zero-width and other
+/// invisible formatting characters, the byte order mark and tag characters.
+fn hides_itself(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// Why a listed item may not be shown: the first field among `name` and `title` that
+/// holds a character which hides itself, with that character.
+pub fn hidden_in(item: &serde_json::Value) -> Option<(&'static str, char)> {
+    ["name", "title"].into_iter().find_map(|field| {
+        let text = item.get(field)?.as_str()?;
+        text.chars().find(|c| hides_itself(*c)).map(|c| (field, c))
+    })
+}
+
+/// Whether an item of `server`'s listing may be shown to a caller: its name and title
+/// hold no character that hides itself. Each refused one is logged, once per server and
+/// name.
+pub fn shows(kind: &str, server: &str, item: &serde_json::Value) -> bool {
+    let Some((field, c)) = hidden_in(item) else { return true };
+    let name = item.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
+    if first_refusal(server, name) {
+        tracing::warn!(
+            server,
+            "left out {kind} {name:?}: its {field} holds U+{:04X}, a character that hides itself or reorders the text around it, so it could read as another {kind}'s",
+            c as u32
+        );
+    }
+    false
+}
+
+/// Whether this is the first refusal of `name` from `server` (so it is logged once). The
+/// memory is bounded: past it, refusals are no longer logged rather than kept forever.
+fn first_refusal(server: &str, name: &str) -> bool {
+    const REMEMBERED: usize = 4096;
+    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>> = std::sync::Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = seen.get_or_insert_with(Default::default);
+    seen.len() < REMEMBERED && seen.insert((server.to_owned(), name.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_and_titles_with_characters_that_hide_themselves_are_left_out() {
+        let refused = [
+            "abc\u{202E}fdp", "a\u{202A}b", "a\u{2066}b", "a\u{2069}", "zero\u{200B}width", "rlm\u{200F}", "alm\u{061C}",
+            "bom\u{FEFF}", "nul\u{0}", "esc\u{1B}[31m", "c1\u{85}", "del\u{7F}", "soft\u{AD}hyphen", "tag\u{E0041}",
+        ];
+        for name in refused {
+            assert!(!shows("tool", "s", &json!({ "name": name })), "{name:?} was shown");
+            assert!(!shows("prompt", "s", &json!({ "name": "ok", "title": name })), "title {name:?} was shown");
+        }
+        for fine in [json!({ "name": "get_time", "title": "Get the time" }), json!({ "name": "héllo-世界.v2" }), json!({ "name": "عربي" })] {
+            assert!(shows("tool", "s", &fine), "{fine} was left out");
+        }
+    }
+
     use std::path::Path;
 
     fn config(text: &str) -> Config {

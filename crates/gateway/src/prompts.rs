@@ -14,6 +14,7 @@ impl Gateway {
         let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
         let renamed: Vec<(String, Value)> = items
             .into_iter()
+            .filter(|(server, prompt)| naming::shows("prompt", server, prompt))
             .map(|(server, mut prompt)| {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompt["name"] = naming::public_name(&config, &server, name).into();

@@ -17,8 +17,10 @@ impl Gateway {
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
         let uri_field = if field == "resources" { "uri" } else { "uriTemplate" };
+        let kind = if field == "resources" { "resource" } else { "resource template" };
         let renamed: Vec<(String, Value)> = items
             .into_iter()
+            .filter(|(server, item)| naming::shows(kind, server, item))
             .map(|(server, mut item)| {
                 if let Some(uri) = item.get(uri_field).and_then(Value::as_str) {
                     item[uri_field] = naming::public_uri(&config, &server, uri).into();
@@ -26,7 +28,6 @@ impl Gateway {
                 (server, item)
             })
             .collect();
-        let kind = if field == "resources" { "resource" } else { "resource template" };
         naming::refuse_clashes(kind, renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())))?;
         let mut listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
         let mut cache = cache;

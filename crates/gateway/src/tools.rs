@@ -93,6 +93,37 @@ pub fn matches(query: &str, server: &str, tool: &Value) -> bool {
     query.split_whitespace().all(|word| haystack.contains(&word.to_lowercase()))
 }
 
+/// The tools of `listings` a search for `query` finds, as `mcpx_search` answers them:
+/// `{query, tools, unavailable?}`.
+pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, RpcError>)]) -> Value {
+    let mut found = Vec::new();
+    let mut unavailable = Vec::new();
+    for (server, listing) in listings {
+        match listing {
+            Ok(listed) => {
+                for tool in listed.iter().filter(|t| matches(query, server, t)) {
+                    let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
+                    if let Some(js) = exec::accessor(&entry) {
+                        entry["js"] = js.into();
+                    }
+                    for field in ["title", "description", "inputSchema"] {
+                        if let Some(v) = tool.get(field) {
+                            entry[field] = v.clone();
+                        }
+                    }
+                    found.push(entry);
+                }
+            }
+            Err(e) => unavailable.push(json!({ "server": server, "error": e.message })),
+        }
+    }
+    let mut body = json!({ "query": query, "tools": found });
+    if !unavailable.is_empty() {
+        body["unavailable"] = unavailable.into();
+    }
+    body
+}
+
 /// A tool result mcpx builds itself: structured content plus its JSON text, as the spec
 /// recommends for clients that only read text.
 pub fn structured_result(value: Value) -> Value {
@@ -195,43 +226,20 @@ impl Gateway {
     }
 
     pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
+        structured_result(found(query, &self.search_listings(ctx).await))
+    }
+
+    /// What a search looks through: every configured server's tools, or why it has none.
+    pub(crate) async fn search_listings(&self, ctx: &CallContext) -> Vec<(String, Result<Vec<Value>, RpcError>)> {
         let config = self.settings.config();
-        let listings = join_all(
-            config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
-        )
-        .await;
-        let mut found = Vec::new();
-        let mut unavailable = Vec::new();
-        for (server, listing) in listings {
-            match listing {
-                Ok(listed) => {
-                    for tool in listed.iter().filter(|t| matches(query, &server, t)) {
-                        let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
-                        if let Some(js) = exec::accessor(&entry) {
-                            entry["js"] = js.into();
-                        }
-                        for field in ["title", "description", "inputSchema"] {
-                            if let Some(v) = tool.get(field) {
-                                entry[field] = v.clone();
-                            }
-                        }
-                        found.push(entry);
-                    }
-                }
-                Err(e) => unavailable.push(json!({ "server": server, "error": e.message })),
-            }
-        }
-        let mut body = json!({ "query": query, "tools": found });
-        if !unavailable.is_empty() {
-            body["unavailable"] = unavailable.into();
-        }
-        structured_result(body)
+        join_all(config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) })).await
     }
 
     /// Every tool of `server`, as the instance the caller's identity selects lists them.
     pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
         let lease = self.lease(ctx, server).await?;
-        Ok(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?.0)
+        let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        Ok(listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect())
     }
 
     pub(crate) async fn forward_call(

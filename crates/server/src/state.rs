@@ -11,42 +11,60 @@ use serde_json::{Value, json};
 pub const RECORD_FILE: &str = "daemon.json";
 
 /// `$MCPX_STATE_DIR`, else `$XDG_RUNTIME_DIR/mcpx`, else `$XDG_STATE_HOME/mcpx`, else
-/// `~/.local/state/mcpx`.
-pub fn state_dir() -> PathBuf {
+/// `~/.local/state/mcpx`. With none of them (no `HOME` either) there is no private place
+/// to name, and this refuses rather than fall back to a shared folder such as `/tmp`,
+/// where another user could be there first.
+pub fn state_dir() -> std::io::Result<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("MCPX_STATE_DIR") {
-        return dir;
+        return Ok(dir);
     }
     if let Some(dir) = var("XDG_RUNTIME_DIR") {
-        return dir.join("mcpx");
+        return Ok(dir.join("mcpx"));
     }
-    let state_home =
-        var("XDG_STATE_HOME").unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from("/tmp")).join(".local/state"));
-    state_home.join("mcpx")
+    match var("XDG_STATE_HOME").or_else(|| var("HOME").map(|home| home.join(".local/state"))) {
+        Some(state_home) => Ok(state_home.join("mcpx")),
+        None => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no private state dir to use: set MCPX_STATE_DIR, XDG_RUNTIME_DIR or HOME (mcpx does not fall back to a shared folder such as /tmp)",
+        )),
+    }
 }
 
 /// Creates the state dir readable by its owner only. An existing dir that another user
 /// owns, or that others may write to (a shared dir such as `/tmp` named as the state dir),
 /// is refused rather than taken over: its socket and records could be replaced by anyone.
 pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if let Ok(meta) = std::fs::metadata(dir) {
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
-        if meta.uid() != uid {
-            return refuse(format!("{} belongs to uid {}, not to this user ({uid}); use a private state dir", dir.display(), meta.uid()));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return refuse(format!(
-                "{} is writable by others (mode {:o}); name a private directory (mcpx makes it 0700), not a shared one",
-                dir.display(),
-                meta.mode() & 0o7777
-            ));
-        }
+    if std::fs::metadata(dir).is_ok() {
+        check_private_dir(dir)?;
     }
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Whether `dir` (followed if it is a link: what counts is the folder it names) belongs
+/// to this user and no one else may write to it. A client checks this before it trusts
+/// the socket in it; the daemon before it makes it its own.
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir)?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+    if !meta.is_dir() {
+        return refuse(format!("{} is not a directory", dir.display()));
+    }
+    if meta.uid() != uid {
+        return refuse(format!("{} belongs to uid {}, not to this user ({uid}); use a private state dir", dir.display(), meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "{} is writable by others (mode {:o}); name a private directory (mcpx makes it 0700), not a shared one",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 pub const LOCK_FILE: &str = "daemon.lock";
@@ -148,16 +166,17 @@ pub fn owner_tag(dir: &Path) -> String {
 /// other live daemon can own `dir`, so every such process is an orphan. Returns how many
 /// processes were found.
 pub fn reap_orphans(dir: &Path) -> usize {
-    let prefix = format!("{OWNER_ENV}={}#", dir.display());
-    let ours = owner_tag(dir);
+    let (dir, ours) = (dir.display().to_string(), owner_tag(dir));
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut found = 0;
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        let owned = environ.split(|b| *b == 0).filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
-            v.starts_with(&prefix) && v != format!("{OWNER_ENV}={ours}")
-        });
+        let owned = environ
+            .split(|b| *b == 0)
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .filter_map(|v| v.strip_prefix(OWNER_ENV)?.strip_prefix('='))
+            .any(|tag| tag != ours && owner_dir(tag) == Some(dir.as_str()));
         if owned {
             found += 1;
             // SAFETY: plain syscalls on pids we found; a vanished one yields ESRCH.
@@ -173,9 +192,27 @@ pub fn reap_orphans(dir: &Path) -> usize {
     found
 }
 
+/// The state dir an owner tag (`<dir>#<pid>`) names, exactly: split at the last `#`,
+/// since a dir may hold `#` and a pid never does. A daemon for `/x/st` must not take the
+/// processes of one for `/x/st#b` as its own.
+fn owner_dir(tag: &str) -> Option<&str> {
+    let (dir, pid) = tag.rsplit_once('#')?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_tag_names_its_state_dir_exactly() {
+        assert_eq!(owner_dir("/x/st#123"), Some("/x/st"));
+        assert_eq!(owner_dir("/x/st#b#123"), Some("/x/st#b"), "a state dir with a # in it");
+        assert_ne!(owner_dir("/x/st#b#123"), Some("/x/st"), "another daemon's dir that starts like ours");
+        assert_eq!(owner_dir("/x/st#"), None);
+        assert_eq!(owner_dir("/x/st#12a"), None);
+        assert_eq!(owner_dir("/x/st"), None);
+    }
 
     #[test]
     fn a_state_dir_others_may_write_to_is_refused_and_a_new_one_is_private() {

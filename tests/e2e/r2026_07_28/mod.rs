@@ -1,12 +1,14 @@
 //! MCP 2026-07-28 (stateless era), plus daemon behaviour observed through modern requests.
 
 mod access;
+mod artifact_store;
 mod ask;
 mod api;
 mod cli;
 mod clashes;
 mod eras;
 mod exec;
+mod exec_limits;
 mod fakemcp_http;
 mod gateway_tools;
 mod hostile_input;
@@ -19,7 +21,9 @@ mod invocation;
 mod invocation_paths;
 mod lifecycle;
 mod namespaces;
+mod orphans;
 mod limits;
+mod local_trust;
 mod pages;
 mod param_headers;
 mod roots;
@@ -30,6 +34,7 @@ mod state_disk;
 mod stdio_lines;
 mod transport;
 mod upstream;
+mod upstream_names;
 mod questions;
 mod questions_real_peers;
 mod real_upstreams;
