@@ -310,10 +310,10 @@ impl Serve {
             match sent {
                 Some((revision, method)) => {
                     schema::assert_frame(schema_revision(&revision), Some(&method), frame);
-                    if method == "initialize" {
-                        if let Some(v) = frame["result"]["protocolVersion"].as_str() {
-                            self.legacy = Some(v.to_owned());
-                        }
+                    if method == "initialize"
+                        && let Some(v) = frame["result"]["protocolVersion"].as_str()
+                    {
+                        self.legacy = Some(v.to_owned());
                     }
                 }
                 None if frame["id"].is_null() => {

@@ -134,9 +134,12 @@ struct Host<'a> {
     /// What `search()` looks through, listed at the first search and reused by every
     /// later one (concurrent ones wait for it): however many searches a script makes,
     /// each server is listed for them once.
-    searched: tokio::sync::OnceCell<Vec<(String, Result<Vec<Value>, RpcError>)>>,
+    searched: tokio::sync::OnceCell<Vec<Listing>>,
     artifacts: std::sync::Mutex<Vec<Artifact>>,
 }
+
+/// One server's tools as `search()` sees them, or why they could not be listed.
+type Listing = (String, Result<Vec<Value>, RpcError>);
 
 impl Host<'_> {
     async fn answer(&self, call: &HostCall) -> Result<Value, String> {

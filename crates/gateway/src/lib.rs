@@ -86,7 +86,7 @@ async fn reap(gateway: std::sync::Weak<Gateway>) {
             tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
         }
         gateway.parking.sweep();
-        if tick_count % 60 == 0 {
+        if tick_count.is_multiple_of(60) {
             gateway.sweep_artifacts();
         }
         tick_count += 1;

@@ -47,13 +47,13 @@ pub struct Invalid {
 
 impl Message {
     /// Classifies a parsed JSON value as a JSON-RPC 2.0 message.
-    pub fn classify(frame: Value) -> Result<Message, Invalid> {
+    pub fn classify(frame: Value) -> Result<Message, Box<Invalid>> {
         let Value::Object(mut obj) = frame else {
-            return Err(Invalid { id: None, error: RpcError::invalid_request("a message must be a JSON object") });
+            return Err(Box::new(Invalid { id: None, error: RpcError::invalid_request("a message must be a JSON object") }));
         };
         let raw_id = obj.remove("id");
         let readable_id = raw_id.clone().filter(|v| RequestId::from_value(v).is_some());
-        let invalid = |message: &str| Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) };
+        let invalid = |message: &str| Box::new(Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) });
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(invalid("\"jsonrpc\" must be \"2.0\""));
         }
@@ -86,8 +86,8 @@ impl Message {
     }
 
     /// Parses one frame from bytes. A parse failure is a -32700 with no id.
-    pub fn parse(bytes: &[u8]) -> Result<Value, Invalid> {
-        serde_json::from_slice(bytes).map_err(|e| Invalid { id: None, error: RpcError::parse_error(e) })
+    pub fn parse(bytes: &[u8]) -> Result<Value, Box<Invalid>> {
+        serde_json::from_slice(bytes).map_err(|e| Box::new(Invalid { id: None, error: RpcError::parse_error(e) }))
     }
 
     pub fn method(&self) -> Option<&str> {

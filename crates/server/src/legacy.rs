@@ -126,10 +126,10 @@ pub async fn answer(
             return Reply::Nothing;
         }
         Ok(Message::Notification { method, params }) => {
-            if method == "notifications/cancelled" {
-                if let Some(id) = params.get("requestId").and_then(RequestId::from_value) {
-                    negotiated.in_flight.cancel(&id);
-                }
+            if method == "notifications/cancelled"
+                && let Some(id) = params.get("requestId").and_then(RequestId::from_value)
+            {
+                negotiated.in_flight.cancel(&id);
             }
             return Reply::Nothing;
         }

@@ -22,11 +22,14 @@ pub struct Pending {
     calls: Mutex<HashMap<String, Begun>>,
 }
 
+/// A background call's outcome once it has one: the HTTP status and body to answer with.
+pub type Outcome = Option<(u16, Value)>;
+
 /// A background call: whose it is, and where its outcome (HTTP status, body) appears.
 struct Begun {
     /// `Identity::owner_key` of the caller that began it.
     owner: String,
-    outcome: tokio::sync::watch::Receiver<Option<(u16, Value)>>,
+    outcome: tokio::sync::watch::Receiver<Outcome>,
     expires: Instant,
 }
 
@@ -103,7 +106,7 @@ impl Pending {
         owner: &Identity,
         lifetime: Duration,
         max: usize,
-    ) -> Result<(String, tokio::sync::watch::Sender<Option<(u16, Value)>>), RpcError> {
+    ) -> Result<(String, tokio::sync::watch::Sender<Outcome>), RpcError> {
         let mut calls = self.calls.lock().expect("pending lock");
         calls.retain(|_, c| c.expires > Instant::now());
         if calls.len() >= max {
@@ -118,7 +121,7 @@ impl Pending {
     }
 
     /// The outcome channel of background call `id` of `owner`.
-    pub fn call(&self, id: &str, owner: &Identity) -> Option<tokio::sync::watch::Receiver<Option<(u16, Value)>>> {
+    pub fn call(&self, id: &str, owner: &Identity) -> Option<tokio::sync::watch::Receiver<Outcome>> {
         let owner = owner.owner_key();
         let calls = self.calls.lock().expect("pending lock");
         calls.get(id).filter(|c| c.owner == owner && c.expires > Instant::now()).map(|c| c.outcome.clone())
