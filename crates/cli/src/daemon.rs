@@ -85,7 +85,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}:{port}", http.host))?;
     let address = tcp.local_addr()?;
-    let url = format!("http://{address}/mcp");
+    // Listening on every address: the URL names loopback, an address a client can use
+    // (and a Host admission accepts).
+    let reachable = match address.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, address.port()).into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, address.port()).into(),
+        _ => address,
+    };
+    let url = format!("http://{reachable}/mcp");
     if !address.ip().is_loopback() {
         tracing::warn!(
             "listening beyond loopback on {address}: reachable from other machines; every TCP request needs a token from http.tokens"

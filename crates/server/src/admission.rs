@@ -7,7 +7,8 @@
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
 //! 2. **Host** (TCP): a present `Host` must name a loopback host, the address mcpx
-//!    listens on (`http.host`), or one of `http.allowedHosts` (403). DNS rebinding points
+//!    listens on (`http.host`, or the address the caller connected to when that is
+//!    `0.0.0.0` or `::`), or one of `http.allowedHosts` (403). DNS rebinding points
 //!    an attacker's name at the daemon, and the browser then sends that name as `Host` and
 //!    no foreign `Origin` for "same-origin" requests; this applies however mcpx listens,
 //!    since any port a browser can reach can be rebound. Over the unix socket no browser
@@ -19,6 +20,7 @@
 //!
 //! It never reads the body and never resolves an identity: handlers do that after it.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Json;
@@ -31,6 +33,7 @@ use mcpx_protocol::RpcError;
 use serde_json::json;
 
 use crate::http::{Front, admit_peer};
+use crate::listener::LocalAddr;
 use crate::reply::{self, Format};
 use crate::socket::Peer;
 
@@ -42,7 +45,8 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
     // A request that reached us without its connection's peer is treated as TCP: the
     // strictest case.
     let tcp = !matches!(peer, Some(Peer::Local { .. }));
-    if let Err(why) = check_browser(headers, tcp, &config.http) {
+    let local = request.extensions().get::<LocalAddr>().map(|LocalAddr(addr)| addr.ip());
+    if let Err(why) = check_browser(headers, tcp.then_some(local), &config.http) {
         return refuse(path, StatusCode::FORBIDDEN, &why);
     }
     if let Some(peer @ Peer::Tcp(_)) = &peer {
@@ -57,24 +61,25 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
     next.run(request).await
 }
 
-/// Steps 1 and 2: what a browser could send on behalf of a foreign page.
-fn check_browser(headers: &HeaderMap, tcp: bool, http: &HttpConfig) -> Result<(), String> {
+/// Steps 1 and 2: what a browser could send on behalf of a foreign page. `tcp` holds the
+/// address the caller connected to, when known; `None` for the unix socket.
+fn check_browser(headers: &HeaderMap, tcp: Option<Option<IpAddr>>, http: &HttpConfig) -> Result<(), String> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let allowed = origin
             .to_str()
             .ok()
             // "null" and other opaque origins have no authority: never a loopback page.
             .and_then(|o| o.split_once("://"))
-            .is_some_and(|(_, authority)| host_allowed(authority, http, false));
+            .is_some_and(|(_, authority)| host_allowed(authority, http, None));
         if !allowed {
             return Err(format!(
                 "forbidden Origin {origin:?}: mcpx accepts browser requests from loopback origins (and http.allowedHosts) only"
             ));
         }
     }
-    if tcp {
+    if let Some(local) = tcp {
         if let Some(host) = headers.get(header::HOST) {
-            if !host.to_str().is_ok_and(|h| host_allowed(h, http, true)) {
+            if !host.to_str().is_ok_and(|h| host_allowed(h, http, Some(local))) {
                 return Err(format!(
                     "forbidden Host {host:?}: not a loopback name, the address mcpx listens on, or one of http.allowedHosts"
                 ));
@@ -85,15 +90,20 @@ fn check_browser(headers: &HeaderMap, tcp: bool, http: &HttpConfig) -> Result<()
 }
 
 /// Whether the host of `authority` (`host[:port]`, `[v6][:port]`) is loopback, one of
-/// `http.allowedHosts`, or (for `Host`) the address mcpx listens on. Ports are not
-/// compared: a proxy may front mcpx on another port.
-fn host_allowed(authority: &str, http: &HttpConfig, listening_counts: bool) -> bool {
+/// `http.allowedHosts`, or (for `Host`, given the address the caller connected to) the
+/// address mcpx listens on. Ports are not compared: a proxy may front mcpx on another port.
+fn host_allowed(authority: &str, http: &HttpConfig, listening: Option<Option<IpAddr>>) -> bool {
     let host = host_of(authority);
     if host.is_empty() {
         return false;
     }
+    let listening_address = listening.is_some_and(|connected_to| {
+        let configured = !is_unspecified(&http.host) && host.eq_ignore_ascii_case(host_of(&http.host));
+        let reached = connected_to.is_some_and(|ip| host.parse::<IpAddr>().is_ok_and(|h| h == ip));
+        configured || reached
+    });
     is_loopback_host(host)
-        || (listening_counts && !is_unspecified(&http.host) && host.eq_ignore_ascii_case(host_of(&http.host)))
+        || listening_address
         || http.allowed_hosts.iter().any(|allowed| host.eq_ignore_ascii_case(host_of(allowed)))
 }
 
@@ -110,12 +120,12 @@ fn host_of(authority: &str) -> &str {
 }
 
 fn is_loopback_host(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `0.0.0.0` and `::` name every address, so no `Host` can be "the listening address".
 fn is_unspecified(host: &str) -> bool {
-    host_of(host).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified())
+    host_of(host).parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified())
 }
 
 fn needs_json(method: &Method, path: &str) -> bool {
@@ -153,10 +163,10 @@ mod tests {
     fn only_loopback_hosts_pass_by_default() {
         let http = HttpConfig::default();
         for ok in ["localhost", "LocalHost:3000", "127.0.0.1:80", "127.9.9.9", "[::1]:8080", "[::1]"] {
-            assert!(host_allowed(ok, &http, true), "{ok}");
+            assert!(host_allowed(ok, &http, Some(None)), "{ok}");
         }
         for bad in ["evil.example.com", "evil.example:7750", "10.0.0.1", "localhost.evil.com", "[::2]:1", ""] {
-            assert!(!host_allowed(bad, &http, true), "{bad}");
+            assert!(!host_allowed(bad, &http, Some(None)), "{bad}");
         }
     }
 
@@ -167,25 +177,28 @@ mod tests {
             allowed_hosts: vec!["mcpx.lan".into()],
             ..HttpConfig::default()
         };
-        assert!(host_allowed("192.168.1.5:7750", &http, true));
-        assert!(!host_allowed("192.168.1.5:7750", &http, false), "an Origin is never the listening address");
-        assert!(host_allowed("MCPX.lan:443", &http, true));
+        assert!(host_allowed("192.168.1.5:7750", &http, Some(None)));
+        assert!(!host_allowed("192.168.1.5:7750", &http, None), "an Origin is never the listening address");
+        assert!(host_allowed("MCPX.lan:443", &http, Some(None)));
         let any = HttpConfig { host: "0.0.0.0".into(), ..HttpConfig::default() };
-        assert!(!host_allowed("0.0.0.0:7750", &any, true));
-        assert!(!host_allowed("evil.example", &any, true));
+        let reached = Some(Some("10.1.2.3".parse().unwrap()));
+        assert!(host_allowed("10.1.2.3:7750", &any, reached), "the address the caller connected to");
+        assert!(!host_allowed("10.1.2.4:7750", &any, reached));
+        assert!(!host_allowed("0.0.0.0:7750", &any, reached));
+        assert!(!host_allowed("evil.example", &any, reached));
     }
 
     #[test]
     fn a_foreign_origin_or_host_is_refused_and_a_local_one_passes() {
         let http = HttpConfig::default();
         let h = headers(&[(header::ORIGIN, "http://evil.example.com")]);
-        assert!(check_browser(&h, false, &http).is_err(), "Origin is checked on the socket too");
-        assert!(check_browser(&headers(&[(header::ORIGIN, "null")]), true, &http).is_err());
+        assert!(check_browser(&h, None, &http).is_err(), "Origin is checked on the socket too");
+        assert!(check_browser(&headers(&[(header::ORIGIN, "null")]), Some(None), &http).is_err());
         let h = headers(&[(header::ORIGIN, "http://localhost:5173"), (header::HOST, "127.0.0.1:7750")]);
-        assert!(check_browser(&h, true, &http).is_ok());
+        assert!(check_browser(&h, Some(None), &http).is_ok());
         let h = headers(&[(header::HOST, "evil.example:7750")]);
-        assert!(check_browser(&h, true, &http).is_err());
-        assert!(check_browser(&h, false, &http).is_ok(), "the socket's clients name no real host");
+        assert!(check_browser(&h, Some(None), &http).is_err());
+        assert!(check_browser(&h, None, &http).is_ok(), "the socket's clients name no real host");
     }
 
     #[test]

@@ -63,13 +63,22 @@ pub enum Listener {
 
 type Stream = Either<tokio::net::TcpStream, tokio::net::UnixStream>;
 
+/// The address a TCP caller connected to (the daemon's side of the connection), attached
+/// to each of its requests beside `ConnectInfo<Peer>`: what "the address mcpx listens on"
+/// means when it listens on all of them.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalAddr(pub std::net::SocketAddr);
+
 impl Listener {
-    async fn accept(&self) -> std::io::Result<(Stream, Peer)> {
+    async fn accept(&self) -> std::io::Result<(Stream, Peer, Option<LocalAddr>)> {
         match self {
-            Listener::Tcp(l) => l.accept().await.map(|(s, addr)| (Either::Left(s), Peer::Tcp(addr))),
+            Listener::Tcp(l) => l.accept().await.map(|(s, addr)| {
+                let local = s.local_addr().ok().map(LocalAddr);
+                (Either::Left(s), Peer::Tcp(addr), local)
+            }),
             Listener::Unix(l) => l.accept().await.map(|(s, _)| {
                 let peer = Peer::of_unix(&s);
-                (Either::Right(s), peer)
+                (Either::Right(s), peer, None)
             }),
         }
     }
@@ -182,7 +191,7 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.cancelled() => break,
         };
-        let (stream, peer) = match accepted {
+        let (stream, peer, local) = match accepted {
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, say: the connections that hold them end in time.
@@ -199,6 +208,7 @@ pub async fn serve(
         let service = PerConnection {
             app: TowerToHyperService::new(app.clone()),
             peer,
+            local,
             body_timeout: http.body_read_timeout,
             in_flight: place.in_flight.clone(),
             close: place.close.clone(),
@@ -244,6 +254,7 @@ async fn refuse(mut stream: Stream) {
 struct PerConnection {
     app: TowerToHyperService<Router>,
     peer: Peer,
+    local: Option<LocalAddr>,
     body_timeout: Duration,
     in_flight: Arc<AtomicUsize>,
     close: CancellationToken,
@@ -260,6 +271,9 @@ impl Service<Request<Incoming>> for PerConnection {
         let close = self.close.clone();
         let mut request = request.map(|body| Body::new(Timed { body, deadline, sleep: None, close }));
         request.extensions_mut().insert(ConnectInfo(self.peer.clone()));
+        if let Some(local) = self.local {
+            request.extensions_mut().insert(local);
+        }
         let answer = self.app.call(request);
         Box::pin(async move {
             let response = answer.await?;
