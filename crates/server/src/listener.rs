@@ -275,8 +275,15 @@ impl Service<Request<Incoming>> for PerConnection {
             request.extensions_mut().insert(local);
         }
         let answer = self.app.call(request);
+        let close = self.close.clone();
         Box::pin(async move {
             let response = answer.await?;
+            if close.is_cancelled() {
+                // Its body timed out (or the connection was evicted): the handler's answer
+                // is about a request that never arrived whole. The connection closes
+                // without it.
+                std::future::pending::<()>().await;
+            }
             Ok(response.map(|body| Counted { body, _busy: busy }))
         })
     }
