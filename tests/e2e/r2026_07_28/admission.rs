@@ -146,40 +146,28 @@ fn every_route_refuses_a_foreign_origin_and_a_rebinding_host_on_every_method_and
     assert!(daemon.home().instance_keys("shared").is_empty(), "a refused request started an instance");
     assert!(processes_with(&tag).is_empty(), "a refused request started the upstream");
 
-    // The control: the same request from a loopback caller runs the tool, once.
-    let answer = raw(
-        port,
-        "POST",
-        "/v1/call",
-        &[("Host", &own_host), ("Content-Type", "application/json")],
-        &acting_body("/v1/call", "shared"),
-    );
-    assert_eq!(answer.status, 200, "{answer:?}");
-    let ran = Whoami::from_structured(&serde_json::from_str::<Value>(&answer.body).expect("JSON")["structuredContent"]);
-    assert_eq!(ran.calls, 1, "only the control call reached the upstream");
-}
-
-#[test]
-fn loopback_hosts_and_origins_including_ipv6_are_served() {
-    let tag = tag();
-    let daemon = Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[]))]));
-    let port = daemon.state()["port"].as_u64().expect("port") as u16;
+    // The control: the same request from loopback callers (IPv6 included, with or without
+    // a loopback Origin) runs the tool, once each: none of the refused ones ever did.
     let body = acting_body("/v1/call", "shared");
-    for (host, origin) in [
+    let controls = [
+        (own_host.clone(), None),
         (format!("[::1]:{port}"), None),
         ("[::1]".to_owned(), Some(format!("http://[::1]:{port}"))),
         (format!("localhost:{port}"), Some("http://localhost:5173".to_owned())),
-        (format!("127.0.0.1:{port}"), Some(format!("http://127.0.0.1:{port}"))),
-    ] {
+        (own_host.clone(), Some(format!("http://127.0.0.1:{port}"))),
+    ];
+    for (n, (host, origin)) in controls.iter().enumerate() {
         let mut headers = vec![("Host", host.as_str()), ("Content-Type", "application/json")];
-        if let Some(origin) = &origin {
+        if let Some(origin) = origin {
             headers.push(("Origin", origin));
         }
         let answer = raw(port, "POST", "/v1/call", &headers, &body);
         assert_eq!(answer.status, 200, "Host {host}, Origin {origin:?} must be served:\n{answer:?}");
+        let ran = Whoami::from_structured(&serde_json::from_str::<Value>(&answer.body).expect("JSON")["structuredContent"]);
+        assert_eq!(ran.calls, n as u64 + 1, "only the loopback calls reached the upstream");
     }
     let mcp = Modern::mcpx_call("shared", "whoami", json!({})).header("Host", &format!("[::1]:{port}")).send(daemon.url());
-    Whoami::of(&mcp);
+    assert_eq!(Whoami::of(&mcp).calls, controls.len() as u64 + 1);
 }
 
 #[test]
