@@ -49,10 +49,10 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
     if let Err(why) = check_browser(headers, tcp.then_some(local), &config.http) {
         return refuse(path, StatusCode::FORBIDDEN, &why);
     }
-    if let Some(peer @ Peer::Tcp(_)) = &peer {
-        if let Err(refusal) = admit_peer(&front.gateway, peer, headers) {
-            return refusal;
-        }
+    if let Some(peer @ Peer::Tcp(_)) = &peer
+        && let Err(refusal) = admit_peer(&front.gateway, peer, headers)
+    {
+        return refusal;
     }
     if needs_json(method, path) && !is_json(headers) {
         let why = format!("{method} {path} takes Content-Type: application/json (send {{}} when there is nothing to say)");
@@ -77,14 +77,13 @@ fn check_browser(headers: &HeaderMap, tcp: Option<Option<IpAddr>>, http: &HttpCo
             ));
         }
     }
-    if let Some(local) = tcp {
-        if let Some(host) = headers.get(header::HOST) {
-            if !host.to_str().is_ok_and(|h| host_allowed(h, http, Some(local))) {
-                return Err(format!(
-                    "forbidden Host {host:?}: not a loopback name, the address mcpx listens on, or one of http.allowedHosts"
-                ));
-            }
-        }
+    if let Some(local) = tcp
+        && let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(|h| host_allowed(h, http, Some(local)))
+    {
+        return Err(format!(
+            "forbidden Host {host:?}: not a loopback name, the address mcpx listens on, or one of http.allowedHosts"
+        ));
     }
     Ok(())
 }

@@ -250,19 +250,6 @@ fn not_allowed() -> Response {
     response
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_whole_secret_is_equal() {
-        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
-        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
-            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
-        }
-    }
-}
-
 /// A 2026 `subscriptions/listen` over HTTP: a long-lived event stream. The caller closing
 /// it ends the listen (and releases what it watched).
 pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admitted, id: Value, params: Value) -> Response {
@@ -290,4 +277,17 @@ pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admi
         }
     });
     reply::event_stream(Body::from_stream(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_whole_secret_is_equal() {
+        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
+        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
+            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
+        }
+    }
 }
