@@ -6,6 +6,8 @@
 //!
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
+//!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what
+//!    browsers send without an Origin (an `<img>`'s GET).
 //! 2. **Host** (TCP): a present `Host` must name a loopback host, the address mcpx
 //!    listens on (`http.host`, or the address the caller connected to when that is
 //!    `0.0.0.0` or `::`), or one of `http.allowedHosts` (403). DNS rebinding points
@@ -64,6 +66,9 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
 /// Steps 1 and 2: what a browser could send on behalf of a foreign page. `tcp` holds the
 /// address the caller connected to, when known; `None` for the unix socket.
 fn check_browser(headers: &HeaderMap, tcp: Option<Option<IpAddr>>, http: &HttpConfig) -> Result<(), String> {
+    if headers.get("sec-fetch-site").is_some_and(|site| site.as_bytes().eq_ignore_ascii_case(b"cross-site")) {
+        return Err("forbidden: a request another site's page made (Sec-Fetch-Site: cross-site)".into());
+    }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let allowed = origin
             .to_str()
@@ -198,6 +203,10 @@ mod tests {
         let h = headers(&[(header::HOST, "evil.example:7750")]);
         assert!(check_browser(&h, Some(None), &http).is_err());
         assert!(check_browser(&h, None, &http).is_ok(), "the socket's clients name no real host");
+        let h = headers(&[(header::HOST, "127.0.0.1:7750"), (header::HeaderName::from_static("sec-fetch-site"), "cross-site")]);
+        assert!(check_browser(&h, Some(None), &http).is_err());
+        let h = headers(&[(header::HOST, "127.0.0.1:7750"), (header::HeaderName::from_static("sec-fetch-site"), "same-site")]);
+        assert!(check_browser(&h, Some(None), &http).is_ok(), "another loopback port is the same site");
     }
 
     #[test]

@@ -124,17 +124,17 @@ fn every_route_refuses_a_foreign_origin_and_a_rebinding_host_on_every_method_and
     for path in &paths {
         let body = acting_body(path, "shared");
         for method in METHODS {
-            for (attack, origin, host) in [
-                ("a foreign Origin", Some("http://evil.example"), own_host.as_str()),
-                ("an opaque Origin", Some("null"), own_host.as_str()),
+            for (attack, extra, host) in [
+                ("a foreign Origin", Some(("Origin", "http://evil.example")), own_host.as_str()),
+                ("an opaque Origin", Some(("Origin", "null")), own_host.as_str()),
+                // What a browser sends for an <img> another site's page embeds: no Origin.
+                ("a cross-site fetch", Some(("Sec-Fetch-Site", "cross-site")), own_host.as_str()),
                 ("a rebinding Host", None, rebound.as_str()),
             ] {
                 let mut headers: Vec<(&str, &str)> =
                     mcp_headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
                 headers.push(("Host", host));
-                if let Some(origin) = origin {
-                    headers.push(("Origin", origin));
-                }
+                headers.extend(extra);
                 let answer = raw(port, method, path, &headers, &body);
                 assert_eq!(answer.status, 403, "{method} {path} with {attack} must be refused:\n{answer:?}");
                 assert_refusal_body(method, path, &answer);
