@@ -57,7 +57,8 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
         return refusal;
     }
     if needs_json(method, path) && !is_json(headers) {
-        let why = format!("{method} {path} takes Content-Type: application/json (send {{}} when there is nothing to say)");
+        let why =
+            format!("{method} {path} takes Content-Type: application/json (send {{}} when there is nothing to say)");
         return refuse(path, StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
     }
     next.run(request).await
@@ -176,11 +177,8 @@ mod tests {
 
     #[test]
     fn the_listening_address_and_allowed_hosts_pass_as_host() {
-        let http = HttpConfig {
-            host: "192.168.1.5".into(),
-            allowed_hosts: vec!["mcpx.lan".into()],
-            ..HttpConfig::default()
-        };
+        let http =
+            HttpConfig { host: "192.168.1.5".into(), allowed_hosts: vec!["mcpx.lan".into()], ..HttpConfig::default() };
         assert!(host_allowed("192.168.1.5:7750", &http, Some(None)));
         assert!(!host_allowed("192.168.1.5:7750", &http, None), "an Origin is never the listening address");
         assert!(host_allowed("MCPX.lan:443", &http, Some(None)));
@@ -203,9 +201,15 @@ mod tests {
         let h = headers(&[(header::HOST, "evil.example:7750")]);
         assert!(check_browser(&h, Some(None), &http).is_err());
         assert!(check_browser(&h, None, &http).is_ok(), "the socket's clients name no real host");
-        let h = headers(&[(header::HOST, "127.0.0.1:7750"), (header::HeaderName::from_static("sec-fetch-site"), "cross-site")]);
+        let h = headers(&[
+            (header::HOST, "127.0.0.1:7750"),
+            (header::HeaderName::from_static("sec-fetch-site"), "cross-site"),
+        ]);
         assert!(check_browser(&h, Some(None), &http).is_err());
-        let h = headers(&[(header::HOST, "127.0.0.1:7750"), (header::HeaderName::from_static("sec-fetch-site"), "same-site")]);
+        let h = headers(&[
+            (header::HOST, "127.0.0.1:7750"),
+            (header::HeaderName::from_static("sec-fetch-site"), "same-site"),
+        ]);
         assert!(check_browser(&h, Some(None), &http).is_ok(), "another loopback port is the same site");
     }
 

@@ -159,7 +159,8 @@ impl Connections {
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Slot { in_flight: Arc::default(), close: CancellationToken::new() };
-        let place = Open { id, in_flight: slot.in_flight.clone(), close: slot.close.clone(), connections: self.clone() };
+        let place =
+            Open { id, in_flight: slot.in_flight.clone(), close: slot.close.clone(), connections: self.clone() };
         open.insert(id, slot);
         Some(place)
     }

@@ -73,8 +73,9 @@ fn assert_refusal_body(method: &str, path: &str, answer: &Answer) {
 /// later whether documented or not), and two it does not route (the fallback).
 fn every_path() -> BTreeSet<String> {
     let root = paths::repo_root();
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(root.join("docs/api/openapi.json")).expect("openapi.json"))
-        .expect("openapi.json is JSON");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/api/openapi.json")).expect("openapi.json"))
+            .expect("openapi.json is JSON");
     let mut found: BTreeSet<String> =
         doc["paths"].as_object().expect("openapi.json has paths").keys().cloned().collect();
     let mut dirs = vec![root.join("crates/server/src")];
@@ -163,10 +164,12 @@ fn every_route_refuses_a_foreign_origin_and_a_rebinding_host_on_every_method_and
         }
         let answer = raw(port, "POST", "/v1/call", &headers, &body);
         assert_eq!(answer.status, 200, "Host {host}, Origin {origin:?} must be served:\n{answer:?}");
-        let ran = Whoami::from_structured(&serde_json::from_str::<Value>(&answer.body).expect("JSON")["structuredContent"]);
+        let ran =
+            Whoami::from_structured(&serde_json::from_str::<Value>(&answer.body).expect("JSON")["structuredContent"]);
         assert_eq!(ran.calls, n as u64 + 1, "only the loopback calls reached the upstream");
     }
-    let mcp = Modern::mcpx_call("shared", "whoami", json!({})).header("Host", &format!("[::1]:{port}")).send(daemon.url());
+    let mcp =
+        Modern::mcpx_call("shared", "whoami", json!({})).header("Host", &format!("[::1]:{port}")).send(daemon.url());
     assert_eq!(Whoami::of(&mcp).calls, controls.len() as u64 + 1);
 }
 
@@ -214,7 +217,8 @@ fn the_bearer_scheme_is_accepted_in_any_case() {
         let authorization = format!("{scheme} {TOKEN}");
         let v1 = plain("GET", &status_url, &[("Authorization", &authorization)], None);
         assert_eq!(v1.status, 200, "{authorization}: {v1}");
-        let mcp = Modern::mcpx_call("shared", "whoami", json!({})).header("Authorization", &authorization).send(daemon.url());
+        let mcp =
+            Modern::mcpx_call("shared", "whoami", json!({})).header("Authorization", &authorization).send(daemon.url());
         Whoami::of(&mcp);
     }
     for wrong in [format!("Basic {TOKEN}"), format!("Bearer{TOKEN}"), TOKEN.to_owned()] {
@@ -276,7 +280,11 @@ fn until_closed(port: u16, request: &[u8], patience: Duration) -> (Duration, Vec
             Ok(0) => return (started.elapsed(), got),
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (started.elapsed(), got),
-            Err(e) => panic!("the daemon kept the connection open for {:?} ({e}); it sent {:?}", started.elapsed(), String::from_utf8_lossy(&got)),
+            Err(e) => panic!(
+                "the daemon kept the connection open for {:?} ({e}); it sent {:?}",
+                started.elapsed(),
+                String::from_utf8_lossy(&got)
+            ),
         }
     }
 }
@@ -287,8 +295,11 @@ fn a_connection_that_sends_half_its_headers_is_closed_after_the_header_read_time
     cfg["http"] = json!({"headerReadTimeout": "1s"});
     let daemon = Daemon::start(&cfg);
     let port = daemon.state()["port"].as_u64().expect("port") as u16;
-    let (after, answer) =
-        until_closed(port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n", Duration::from_secs(15));
+    let (after, answer) = until_closed(
+        port,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+        Duration::from_secs(15),
+    );
     assert!(after >= Duration::from_millis(900), "closed after {after:?}, before the timeout");
     assert!(after < Duration::from_secs(10), "closed only after {after:?}");
     let answer = String::from_utf8_lossy(&answer);
@@ -318,7 +329,11 @@ fn a_body_that_stalls_is_cut_after_the_body_read_timeout() {
         let (after, answer) = until_closed(port, request.as_bytes(), Duration::from_secs(15));
         assert!(after >= Duration::from_millis(900), "{path}: closed after {after:?}, before the timeout");
         assert!(after < Duration::from_secs(10), "{path}: closed only after {after:?}");
-        assert!(answer.is_empty(), "{path}: the connection is closed without an answer: {}", String::from_utf8_lossy(&answer));
+        assert!(
+            answer.is_empty(),
+            "{path}: the connection is closed without an answer: {}",
+            String::from_utf8_lossy(&answer)
+        );
     }
     assert!(processes_with(&tag).is_empty(), "a cut request ran");
     mcpx_e2e::assert_serving(daemon.url());
