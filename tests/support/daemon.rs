@@ -28,6 +28,8 @@ pub struct Daemon {
     child: Option<Child>,
     /// Extra environment the daemon was started with (kept for `restart`).
     env: Vec<(String, String)>,
+    /// The soft open-file limit the daemon starts under, when a test sets one.
+    open_files: Option<u64>,
     stderr_path: PathBuf,
     state: Value,
     /// Declared last: dropped after the child is stopped.
@@ -59,10 +61,28 @@ impl Daemon {
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
                 .collect(),
+            open_files: None,
             stderr_path,
             state: Value::Null,
             home,
         };
+        daemon.spawn();
+        daemon
+    }
+
+    /// As [`Daemon::start`], under a soft open-file limit of `soft` (the hard limit is
+    /// left as it is), as a login shell's default of 1024 would start it.
+    #[track_caller]
+    pub fn start_with_open_file_limit(config: &Value, soft: u64) -> Daemon {
+        let mut daemon = Daemon {
+            child: None,
+            env: Vec::new(),
+            open_files: Some(soft),
+            stderr_path: PathBuf::new(),
+            state: Value::Null,
+            home: Home::new(config),
+        };
+        daemon.stderr_path = daemon.home.root().join("daemon.stderr");
         daemon.spawn();
         daemon
     }
@@ -87,6 +107,22 @@ impl Daemon {
             );
         for (name, value) in &self.env {
             command.env(name, value);
+        }
+        if let Some(soft) = self.open_files {
+            // SAFETY: getrlimit/setrlimit are async-signal-safe and touch only the struct.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    limit.rlim_cur = soft.min(limit.rlim_max);
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = command
             .spawn()

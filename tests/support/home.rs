@@ -137,7 +137,8 @@ impl Home {
     fn v1_with(&self, method: &str, path: &str, body: Option<&Value>, extra: &[(&str, String)]) -> SocketReply {
         let body = body.map(Value::to_string);
         let mut headers: Vec<(&str, String)> = extra.to_vec();
-        if body.is_some() {
+        // As the CLI does: the daemon takes only JSON on /v1 routes that act.
+        if body.is_some() || !matches!(method, "GET" | "HEAD" | "OPTIONS") {
             headers.push(("Content-Type", "application/json".to_owned()));
         }
         socket::request(

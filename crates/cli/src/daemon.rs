@@ -1,5 +1,6 @@
 //! `mcpx daemon`: take the state dir's lock, load settings, listen on loopback TCP and on
-//! the unix socket, record where, serve until told to stop (a signal, `POST /v1/stop`, or
+//! the unix socket (through `mcpx_server::listener`: connection cap and read timeouts),
+//! record where, serve until told to stop (a signal, `POST /v1/stop`, or
 //! idleness when started on demand), then stop every upstream before exiting. The one
 //! place that owns the daemon's shutdown order.
 
@@ -10,8 +11,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mcpx_gateway::{Gateway, Settings};
-use mcpx_server::{Daemon, Front, Peer, socket, state};
+use mcpx_server::listener::{self, Connections, Listener};
+use mcpx_server::{Daemon, Front, socket, state};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 /// How long open HTTP connections get to finish after the upstreams are stopped.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -89,7 +92,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}:{port}", http.host))?;
     let address = tcp.local_addr()?;
-    let url = format!("http://{address}/mcp");
+    // Listening on every address: the URL names loopback, an address a client can use
+    // (and a Host admission accepts).
+    let reachable = match address.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, address.port()).into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, address.port()).into(),
+        _ => address,
+    };
+    let url = format!("http://{reachable}/mcp");
     if !address.ip().is_loopback() {
         tracing::warn!(
             "listening beyond loopback on {address}: reachable from other machines; every TCP request needs a token from http.tokens"
@@ -116,20 +126,16 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     record.write(&dir).with_context(|| format!("writing the daemon record in {}", dir.display()))?;
     eprintln!("mcpx: listening on {url} and {}", socket_path.display());
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+    // One cap for both listeners, within what the open-file limit leaves beside the
+    // upstreams' pipes.
+    let config = gateway.settings().config();
+    let connections = Connections::new(listener::fd_budget(config.http.max_connections, config.pool.max_instances));
+    let stop = CancellationToken::new();
+    let serve_on = |on: Listener| {
+        tokio::spawn(listener::serve(on, app.clone(), gateway.clone(), connections.clone(), stop.clone()))
     };
-    let tcp_server = tokio::spawn(
-        axum::serve(tcp, app.clone().into_make_service_with_connect_info::<Peer>())
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
-    let unix_server = tokio::spawn(
-        axum::serve(unix, app.into_make_service_with_connect_info::<Peer>())
-            .with_graceful_shutdown(stopped(stop_rx))
-            .into_future(),
-    );
+    let tcp_server = serve_on(Listener::Tcp(tcp));
+    let unix_server = serve_on(Listener::Unix(unix));
 
     tokio::select! {
         _ = stop_signal() => tracing::info!("stopping on a signal"),
@@ -138,7 +144,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     // Upstreams first, so calls in flight fail at once instead of holding the drain open.
     gateway.shutdown().await;
-    let _ = stop_tx.send(true);
+    stop.cancel();
     if tokio::time::timeout(DRAIN, async {
         let _ = tcp_server.await;
         let _ = unix_server.await;

@@ -155,6 +155,24 @@ pub struct HttpConfig {
     /// Bearer tokens by client name. When any is set, every TCP request needs one, and the
     /// name becomes the caller's `Identity.client`. The unix socket needs none.
     pub tokens: BTreeMap<String, String>,
+    /// Host names (besides loopback ones, which always count) that may appear in a TCP
+    /// request's `Host`: a reverse proxy's or a LAN name when mcpx listens beyond
+    /// loopback. Any other name is refused (403), as DNS rebinding would send it; a page
+    /// served from one of these hosts may also send it as its `Origin`. Default empty.
+    pub allowed_hosts: Vec<String>,
+    /// Most connections (TCP and the unix socket together) open at once. At the limit a
+    /// new connection closes the oldest one that has no request in flight (one still
+    /// sending its headers, or idle between requests), so a flood cannot starve a caller.
+    /// Clamped at start to what the daemon's open-file limit leaves. Default 1024.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, and how long it may
+    /// sit idle between requests; then it is closed. Default 10s.
+    #[serde(with = "duration")]
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive, from the end of its headers; then
+    /// the connection is closed without an answer. Default 30s.
+    #[serde(with = "duration")]
+    pub body_read_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -167,6 +185,10 @@ impl Default for HttpConfig {
             max_sessions_per_client: 256,
             session_idle_timeout: Duration::from_secs(3600),
             tokens: BTreeMap::new(),
+            allowed_hosts: Vec::new(),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -357,6 +379,16 @@ impl Config {
         }
         if let Some((name, _)) = self.http.tokens.iter().find(|(_, t)| t.len() < 16) {
             return Err((format!("token {name:?} in \"http.tokens\" must be at least 16 characters"), name.clone()));
+        }
+        if self.http.max_connections == 0 {
+            return Err(("\"http.maxConnections\" must be at least 1".into(), "maxConnections".into()));
+        }
+        for (key, value) in
+            [("headerReadTimeout", self.http.header_read_timeout), ("bodyReadTimeout", self.http.body_read_timeout)]
+        {
+            if value.is_zero() {
+                return Err((format!("\"http.{key}\" must be longer than 0"), key.into()));
+            }
         }
         if self.exec.memory_bytes < 1024 * 1024 {
             return Err(("\"exec.memoryBytes\" must be at least 1048576 (1 MiB)".into(), "memoryBytes".into()));

@@ -3,7 +3,9 @@
 //! The daemon watches the file's directory (editors and tools replace a file by writing a
 //! new one and renaming it over the old, which a watch on the file itself would lose) and
 //! re-reads the file on every change. A file that does not parse is refused with its
-//! path, line and reason, and the last good config stays in force.
+//! path, line and reason, and the last good config stays in force. So is a file that
+//! changes what is fixed at start (where the daemon listens, see [`needs_restart`]): the
+//! listener could not follow it, and code reading the new value would disagree with it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -59,6 +61,29 @@ pub fn find_config(flag: Option<PathBuf>, cwd: &Path) -> Option<PathBuf> {
     Some(config_home.join("mcpx/config.json")).filter(|p| p.is_file())
 }
 
+/// Why `next` cannot replace `running` while the daemon runs, if it cannot: the daemon
+/// binds `http.host` and `http.port` once, at start, so a change to either needs a
+/// restart; and while it listens beyond loopback, dropping `http.tokens` would open it to
+/// anyone who can reach the port.
+pub fn needs_restart(running: &Config, next: &Config) -> Option<String> {
+    const RESTART: &str = "the listener is bound at start; restart the daemon (`mcpx stop`, then start it) to apply it";
+    let (was, now) = (&running.http, &next.http);
+    if was.host != now.host {
+        return Some(format!("\"http.host\" changed from {:?} to {:?}: {RESTART}", was.host, now.host));
+    }
+    if was.port != now.port {
+        return Some(format!("\"http.port\" changed from {} to {}: {RESTART}", was.port, now.port));
+    }
+    let loopback = was.host.parse::<std::net::IpAddr>().map_or(was.host == "localhost", |ip| ip.is_loopback());
+    if !loopback && !was.tokens.is_empty() && now.tokens.is_empty() {
+        return Some(format!(
+            "\"http.tokens\" would become empty while the daemon listens beyond loopback on {:?}: refused; to stop requiring tokens, set \"http.host\" to a loopback address and restart the daemon",
+            was.host
+        ));
+    }
+    None
+}
+
 fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::RecommendedWatcher> {
     let dir = path.parent()?.to_owned();
     let file = path.to_owned();
@@ -70,6 +95,10 @@ fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::Recom
         match Config::load(&file) {
             Ok(config) => {
                 let mut slot = current.write().expect("settings lock");
+                if let Some(why) = needs_restart(&slot, &config) {
+                    tracing::error!("config not applied, keeping the last good one: {}: {why}", file.display());
+                    return;
+                }
                 if **slot != config {
                     *slot = Arc::new(config);
                     tracing::info!(path = %file.display(), "config reloaded");
@@ -92,4 +121,27 @@ fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::Recom
         return None;
     }
     Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, Path::new("test.json")).expect("a valid config")
+    }
+
+    #[test]
+    fn a_reload_moving_the_listener_or_opening_it_needs_a_restart() {
+        let running = config(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#);
+        let moved = config(r#"{"http": {"host": "0.0.0.0", "port": 9000, "tokens": {"ci": "0123456789abcdef"}}}"#);
+        assert!(needs_restart(&running, &moved).is_some_and(|why| why.contains("http.port") && why.contains("restart")));
+        let loopback = config(r#"{"http": {"host": "127.0.0.1"}}"#);
+        assert!(needs_restart(&running, &loopback).is_some_and(|why| why.contains("http.host")));
+        let other_token = config(r#"{"http": {"host": "0.0.0.0", "tokens": {"bot": "fedcba9876543210"}}}"#);
+        assert_eq!(needs_restart(&running, &other_token), None);
+        let mut open = running.clone();
+        open.http.tokens.clear();
+        assert!(needs_restart(&running, &open).is_some_and(|why| why.contains("http.tokens")));
+    }
 }

@@ -1,8 +1,8 @@
 //! Streamable HTTP at `/mcp`, both eras on one endpoint.
 //!
-//! Before any JSON is read: a foreign `Origin` or `Host` is refused (403, DNS-rebinding
-//! protection), and a body over `http.maxBodyBytes` is refused from its `Content-Length`
-//! (413) or while reading. Then each request's era is decided (PROTOCOL-NOTES §6.3):
+//! Every request first passes `admission` (Origin, Host, token, content type), for every
+//! route. Then, before any JSON is read, a body over `http.maxBodyBytes` is refused from
+//! its `Content-Length` (413) or while reading. Then each request's era is decided:
 //!
 //! 1. `Mcp-Session-Id` present → legacy session traffic (unknown id → 404);
 //! 2. modern markers (the `_meta` version, or a non-legacy `MCP-Protocol-Version`) → modern;
@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::legacy::{self, SESSION_HEADER};
 use crate::reply::{self, Format};
+use crate::admission;
 use crate::api::{self, Daemon};
 use crate::modern;
 use crate::session::Sessions;
@@ -39,14 +40,17 @@ pub struct Front {
     pub pending: crate::pending::Pending,
 }
 
-/// The router for both listeners: `/mcp`, and the `/v1` API (see `api`).
-/// Serve it with `into_make_service_with_connect_info::<Peer>()`.
+/// The router for both listeners: `/mcp`, and the `/v1` API (see `api`), every route
+/// and the fallback behind `admission`. Serve it with `listener::serve`, which gives each
+/// request its `ConnectInfo<Peer>`.
 pub fn router(front: Arc<Front>) -> Router {
     Router::new()
         .route("/mcp", any(mcp))
         .merge(api::routes())
         // The limit is ours (a hot setting), enforced in `read_body`.
         .layer(DefaultBodyLimit::disable())
+        // Last, so it wraps every route above (and the fallback): add routes before it.
+        .layer(axum::middleware::from_fn_with_state(front.clone(), admission::admit))
         .with_state(front)
 }
 
@@ -58,10 +62,6 @@ async fn mcp(
     body: Body,
 ) -> Response {
     front.daemon.touch();
-    let loopback_only = is_loopback_authority(&front.gateway.settings().config().http.host);
-    if let Err(refusal) = check_origin(&headers, loopback_only) {
-        return refusal;
-    }
     let base = match admit_peer(&front.gateway, &peer, &headers) {
         Ok(transport) => transport,
         Err(refusal) => return refusal,
@@ -209,11 +209,13 @@ pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result
             if tokens.is_empty() {
                 return Ok(Transport::default());
             }
+            // The scheme is case-insensitive (RFC 6750 §2.1, RFC 9110 §11.1).
             let presented = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim);
+                .and_then(|v| v.trim_start().split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim());
             // Every configured token is compared, so the time taken says nothing about which
             // one (if any) matched.
             let matched = presented.and_then(|p| {
@@ -242,80 +244,10 @@ fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// DNS-rebinding protection: a browser page on another origin must not reach a local
-/// gateway. A present `Origin` must be a loopback origin, and, while mcpx listens on
-/// loopback only, `Host` a loopback host.
-fn check_origin(headers: &HeaderMap, loopback_only: bool) -> Result<(), Response> {
-    let foreign = |name: header::HeaderName, strip_scheme: bool| {
-        headers.get(&name).is_some_and(|v| {
-            let Ok(text) = v.to_str() else { return true };
-            let rest = if strip_scheme {
-                match text.split_once("://") {
-                    Some((_, rest)) => rest,
-                    // "null" and other opaque origins are not loopback pages.
-                    None => return true,
-                }
-            } else {
-                text
-            };
-            !is_loopback_authority(rest)
-        })
-    };
-    if foreign(header::ORIGIN, true) || (loopback_only && foreign(header::HOST, false)) {
-        let e = RpcError::invalid_request("forbidden origin: mcpx accepts browser requests from loopback origins only");
-        return Err(reply::error(StatusCode::FORBIDDEN, Format::Json, None, &e));
-    }
-    Ok(())
-}
-
-fn is_loopback_authority(authority: &str) -> bool {
-    let authority = authority.trim_end_matches('/');
-    let host = if let Some(rest) = authority.strip_prefix('[') {
-        rest.split(']').next().unwrap_or_default()
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
-    matches!(host, "localhost" | "::1") || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 fn not_allowed() -> Response {
     let mut response = reply::status(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
     response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST, DELETE"));
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_authorities_pass() {
-        for ok in ["localhost", "localhost:3000", "127.0.0.1:80", "127.9.9.9", "[::1]:8080"] {
-            assert!(is_loopback_authority(ok), "{ok}");
-        }
-        for bad in ["evil.example.com", "evil.example.com:3000", "10.0.0.1", "localhost.evil.com", "[::2]:1"] {
-            assert!(!is_loopback_authority(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_foreign_origin_is_refused_and_a_local_one_passes() {
-        let mut h = HeaderMap::new();
-        h.insert(header::ORIGIN, "http://evil.example.com".parse().unwrap());
-        assert!(check_origin(&h, true).is_err());
-        let mut h = HeaderMap::new();
-        h.insert(header::ORIGIN, "http://localhost:5173".parse().unwrap());
-        h.insert(header::HOST, "127.0.0.1:7750".parse().unwrap());
-        assert!(check_origin(&h, true).is_ok());
-    }
-
-    #[test]
-    fn only_the_whole_secret_is_equal() {
-        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
-        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
-            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
-        }
-    }
 }
 
 /// A 2026 `subscriptions/listen` over HTTP: a long-lived event stream. The caller closing
@@ -345,4 +277,17 @@ pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admi
         }
     });
     reply::event_stream(Body::from_stream(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_whole_secret_is_equal() {
+        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
+        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
+            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
+        }
+    }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
 
 pub const SOCKET_FILE: &str = "mcpx.sock";
 
@@ -31,7 +31,14 @@ impl Connected<IncomingStream<'_, TcpListener>> for Peer {
 
 impl Connected<IncomingStream<'_, UnixListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, UnixListener>) -> Self {
-        match stream.io().peer_cred() {
+        Peer::of_unix(stream.io())
+    }
+}
+
+impl Peer {
+    /// The process on the other end of a socket connection, from the kernel.
+    pub fn of_unix(stream: &UnixStream) -> Peer {
+        match stream.peer_cred() {
             Ok(cred) => Peer::Local { pid: cred.pid().and_then(|p| u32::try_from(p).ok()), uid: cred.uid() },
             // Unknowable credentials get no identity beyond the socket's own trust.
             Err(_) => Peer::Local { pid: None, uid: u32::MAX },

@@ -1,6 +1,7 @@
 //! MCP 2026-07-28 (stateless era), plus daemon behaviour observed through modern requests.
 
 mod access;
+mod admission;
 mod artifact_store;
 mod ask;
 mod api;

@@ -1,0 +1,225 @@
+//! Admission: the one step every request passes before any handler runs, whatever its
+//! path or method, so a route added later is covered without anyone remembering to.
+//! `http::router` wraps the whole router in it (the fallback included).
+//!
+//! In order, each refusal answered at once:
+//!
+//! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
+//!    `http.allowedHosts` (403). A page on another site is refused before it can act.
+//!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what
+//!    browsers send without an Origin (an `<img>`'s GET).
+//! 2. **Host** (TCP): a present `Host` must name a loopback host, the address mcpx
+//!    listens on (`http.host`, or the address the caller connected to when that is
+//!    `0.0.0.0` or `::`), or one of `http.allowedHosts` (403). DNS rebinding points
+//!    an attacker's name at the daemon, and the browser then sends that name as `Host` and
+//!    no foreign `Origin` for "same-origin" requests; this applies however mcpx listens,
+//!    since any port a browser can reach can be rebound. Over the unix socket no browser
+//!    can connect, and clients name no real host there.
+//! 3. **Authentication** (TCP, when `http.tokens` is set): a valid bearer token (401).
+//! 4. **Content type** (`/v1`): every method but `GET`, `HEAD` and `OPTIONS` needs
+//!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
+//!    (a form, `text/plain`, no preflight) can drive a state-changing route.
+//!
+//! It never reads the body and never resolves an identity: handlers do that after it.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use mcpx_gateway::config::HttpConfig;
+use mcpx_protocol::RpcError;
+use serde_json::json;
+
+use crate::http::{Front, admit_peer};
+use crate::listener::LocalAddr;
+use crate::reply::{self, Format};
+use crate::socket::Peer;
+
+/// The admission middleware (see the module documentation).
+pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<Peer>>().map(|ConnectInfo(peer)| peer.clone());
+    let config = front.gateway.settings().config();
+    let (method, path, headers) = (request.method(), request.uri().path(), request.headers());
+    // A request that reached us without its connection's peer is treated as TCP: the
+    // strictest case.
+    let tcp = !matches!(peer, Some(Peer::Local { .. }));
+    let local = request.extensions().get::<LocalAddr>().map(|LocalAddr(addr)| addr.ip());
+    if let Err(why) = check_browser(headers, tcp.then_some(local), &config.http) {
+        return refuse(path, StatusCode::FORBIDDEN, &why);
+    }
+    if let Some(peer @ Peer::Tcp(_)) = &peer
+        && let Err(refusal) = admit_peer(&front.gateway, peer, headers)
+    {
+        return refusal;
+    }
+    if needs_json(method, path) && !is_json(headers) {
+        let why =
+            format!("{method} {path} takes Content-Type: application/json (send {{}} when there is nothing to say)");
+        return refuse(path, StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
+    }
+    next.run(request).await
+}
+
+/// Steps 1 and 2: what a browser could send on behalf of a foreign page. `tcp` holds the
+/// address the caller connected to, when known; `None` for the unix socket.
+fn check_browser(headers: &HeaderMap, tcp: Option<Option<IpAddr>>, http: &HttpConfig) -> Result<(), String> {
+    if headers.get("sec-fetch-site").is_some_and(|site| site.as_bytes().eq_ignore_ascii_case(b"cross-site")) {
+        return Err("forbidden: a request another site's page made (Sec-Fetch-Site: cross-site)".into());
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let allowed = origin
+            .to_str()
+            .ok()
+            // "null" and other opaque origins have no authority: never a loopback page.
+            .and_then(|o| o.split_once("://"))
+            .is_some_and(|(_, authority)| host_allowed(authority, http, None));
+        if !allowed {
+            return Err(format!(
+                "forbidden Origin {origin:?}: mcpx accepts browser requests from loopback origins (and http.allowedHosts) only"
+            ));
+        }
+    }
+    if let Some(local) = tcp
+        && let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(|h| host_allowed(h, http, Some(local)))
+    {
+        return Err(format!(
+            "forbidden Host {host:?}: not a loopback name, the address mcpx listens on, or one of http.allowedHosts"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the host of `authority` (`host[:port]`, `[v6][:port]`) is loopback, one of
+/// `http.allowedHosts`, or (for `Host`, given the address the caller connected to) the
+/// address mcpx listens on. Ports are not compared: a proxy may front mcpx on another port.
+fn host_allowed(authority: &str, http: &HttpConfig, listening: Option<Option<IpAddr>>) -> bool {
+    let host = host_of(authority);
+    if host.is_empty() {
+        return false;
+    }
+    let listening_address = listening.is_some_and(|connected_to| {
+        let configured = !is_unspecified(&http.host) && host.eq_ignore_ascii_case(host_of(&http.host));
+        let reached = connected_to.is_some_and(|ip| host.parse::<IpAddr>().is_ok_and(|h| h == ip));
+        configured || reached
+    });
+    is_loopback_host(host)
+        || listening_address
+        || http.allowed_hosts.iter().any(|allowed| host.eq_ignore_ascii_case(host_of(allowed)))
+}
+
+fn host_of(authority: &str) -> &str {
+    let authority = authority.trim().trim_end_matches('/');
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match authority.rsplit_once(':') {
+        // A bare IPv6 address (as `http.host` may be written) has colons but no port.
+        Some((host, _)) if !host.contains(':') => host,
+        _ => authority,
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `0.0.0.0` and `::` name every address, so no `Host` can be "the listening address".
+fn is_unspecified(host: &str) -> bool {
+    host_of(host).parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified())
+}
+
+fn needs_json(method: &Method, path: &str) -> bool {
+    let v1 = path == "/v1" || path.starts_with("/v1/");
+    v1 && !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A refusal in the shape of the route: a JSON-RPC error on `/mcp`, the `/v1` error
+/// object elsewhere.
+fn refuse(path: &str, status: StatusCode, why: &str) -> Response {
+    let e = RpcError::invalid_request(why);
+    if path == "/mcp" {
+        return reply::error(status, Format::Json, None, &e);
+    }
+    (status, Json(json!({ "error": e.to_value() }))).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        pairs.iter().map(|(n, v)| (n.clone(), v.parse().unwrap())).collect()
+    }
+
+    #[test]
+    fn only_loopback_hosts_pass_by_default() {
+        let http = HttpConfig::default();
+        for ok in ["localhost", "LocalHost:3000", "127.0.0.1:80", "127.9.9.9", "[::1]:8080", "[::1]"] {
+            assert!(host_allowed(ok, &http, Some(None)), "{ok}");
+        }
+        for bad in ["evil.example.com", "evil.example:7750", "10.0.0.1", "localhost.evil.com", "[::2]:1", ""] {
+            assert!(!host_allowed(bad, &http, Some(None)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_listening_address_and_allowed_hosts_pass_as_host() {
+        let http =
+            HttpConfig { host: "192.168.1.5".into(), allowed_hosts: vec!["mcpx.lan".into()], ..HttpConfig::default() };
+        assert!(host_allowed("192.168.1.5:7750", &http, Some(None)));
+        assert!(!host_allowed("192.168.1.5:7750", &http, None), "an Origin is never the listening address");
+        assert!(host_allowed("MCPX.lan:443", &http, Some(None)));
+        let any = HttpConfig { host: "0.0.0.0".into(), ..HttpConfig::default() };
+        let reached = Some(Some("10.1.2.3".parse().unwrap()));
+        assert!(host_allowed("10.1.2.3:7750", &any, reached), "the address the caller connected to");
+        assert!(!host_allowed("10.1.2.4:7750", &any, reached));
+        assert!(!host_allowed("0.0.0.0:7750", &any, reached));
+        assert!(!host_allowed("evil.example", &any, reached));
+    }
+
+    #[test]
+    fn a_foreign_origin_or_host_is_refused_and_a_local_one_passes() {
+        let http = HttpConfig::default();
+        let h = headers(&[(header::ORIGIN, "http://evil.example.com")]);
+        assert!(check_browser(&h, None, &http).is_err(), "Origin is checked on the socket too");
+        assert!(check_browser(&headers(&[(header::ORIGIN, "null")]), Some(None), &http).is_err());
+        let h = headers(&[(header::ORIGIN, "http://localhost:5173"), (header::HOST, "127.0.0.1:7750")]);
+        assert!(check_browser(&h, Some(None), &http).is_ok());
+        let h = headers(&[(header::HOST, "evil.example:7750")]);
+        assert!(check_browser(&h, Some(None), &http).is_err());
+        assert!(check_browser(&h, None, &http).is_ok(), "the socket's clients name no real host");
+        let h = headers(&[
+            (header::HOST, "127.0.0.1:7750"),
+            (header::HeaderName::from_static("sec-fetch-site"), "cross-site"),
+        ]);
+        assert!(check_browser(&h, Some(None), &http).is_err());
+        let h = headers(&[
+            (header::HOST, "127.0.0.1:7750"),
+            (header::HeaderName::from_static("sec-fetch-site"), "same-site"),
+        ]);
+        assert!(check_browser(&h, Some(None), &http).is_ok(), "another loopback port is the same site");
+    }
+
+    #[test]
+    fn v1_methods_that_act_need_json() {
+        let json = headers(&[(header::CONTENT_TYPE, "Application/JSON; charset=utf-8")]);
+        let text = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert!(is_json(&json) && !is_json(&text) && !is_json(&HeaderMap::new()));
+        assert!(needs_json(&Method::POST, "/v1/call") && needs_json(&Method::DELETE, "/v1/artifacts/x"));
+        assert!(needs_json(&Method::PUT, "/v1/anything"));
+        assert!(!needs_json(&Method::GET, "/v1/status") && !needs_json(&Method::POST, "/mcp"));
+    }
+}
