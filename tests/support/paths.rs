@@ -87,3 +87,27 @@ pub fn deps() -> PathBuf {
     });
     outcome.clone().unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// The literal paths passed to `.route(` in the front-end crate's source: what the
+/// daemon's router is built from, read without knowing how it is built (so a route added
+/// later is found by the tests that walk every route).
+pub fn routed_paths() -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut dirs = vec![repo_root().join("crates/server/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for piece in text.split(".route(").skip(1) {
+                if let Some(literal) = piece.trim_start().strip_prefix('"').and_then(|p| p.split('"').next()) {
+                    found.insert(literal.to_owned());
+                }
+            }
+        }
+    }
+    found
+}

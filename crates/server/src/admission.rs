@@ -20,7 +20,9 @@
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
 //!
-//! It never reads the body and never resolves an identity: handlers do that after it.
+//! It never reads the body and never resolves an identity: handlers do that after it,
+//! from the [`Admitted`] transport it leaves in the request's extensions (the peer's pid
+//! and cwd over the socket, the token's principal over TCP).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -30,6 +32,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use mcpx_gateway::Transport;
 use mcpx_gateway::config::HttpConfig;
 use mcpx_protocol::RpcError;
 use serde_json::json;
@@ -39,8 +42,13 @@ use crate::listener::LocalAddr;
 use crate::reply::{self, Format};
 use crate::socket::Peer;
 
+/// What admission learnt about the caller, for the handlers: its transport before the
+/// request is read.
+#[derive(Clone, Debug)]
+pub struct Admitted(pub Transport);
+
 /// The admission middleware (see the module documentation).
-pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
+pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<ConnectInfo<Peer>>().map(|ConnectInfo(peer)| peer.clone());
     let config = front.gateway.settings().config();
     let (method, path, headers) = (request.method(), request.uri().path(), request.headers());
@@ -51,16 +59,19 @@ pub async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next
     if let Err(why) = check_browser(headers, tcp.then_some(local), &config.http) {
         return refuse(path, StatusCode::FORBIDDEN, &why);
     }
-    if let Some(peer @ Peer::Tcp(_)) = &peer
-        && let Err(refusal) = admit_peer(&front.gateway, peer, headers)
-    {
-        return refusal;
-    }
+    let Some(peer) = peer else {
+        return refuse(path, StatusCode::INTERNAL_SERVER_ERROR, "the connection's peer is unknown");
+    };
+    let transport = match admit_peer(&front.gateway, &peer, headers) {
+        Ok(transport) => transport,
+        Err(refusal) => return *refusal,
+    };
     if needs_json(method, path) && !is_json(headers) {
         let why =
             format!("{method} {path} takes Content-Type: application/json (send {{}} when there is nothing to say)");
         return refuse(path, StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
     }
+    request.extensions_mut().insert(Admitted(transport));
     next.run(request).await
 }
 

@@ -26,7 +26,8 @@ use mcpx_protocol::{Revision, RpcError, code};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::http::{Front, admit_peer};
+use crate::admission::Admitted;
+use crate::http::Front;
 use crate::socket::{self, Peer};
 use crate::stdio;
 
@@ -84,18 +85,18 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/stdio", get(stdio_upgrade))
 }
 
-/// A `/v1` caller, admitted: token on TCP, pid and cwd over the socket, session label.
-/// Taking one as a handler argument refuses whoever may not in (with its 401 or 403).
+/// A `/v1` caller, as admission found it (token on TCP, pid and cwd over the socket),
+/// with the session it names.
 struct Caller(Transport);
 
 impl FromRequestParts<Arc<Front>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, front: &Arc<Front>) -> Result<Caller, Response> {
-        let ConnectInfo(peer) =
-            ConnectInfo::<Peer>::from_request_parts(parts, front).await.map_err(IntoResponse::into_response)?;
+        let Some(Admitted(mut transport)) = parts.extensions.get::<Admitted>().cloned() else {
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, "the request was not admitted\n").into_response());
+        };
         front.daemon.touch();
-        let mut transport = admit_peer(&front.gateway, &peer, &parts.headers)?;
         let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
         transport.session = named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
         Ok(Caller(transport))

@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use axum::{Extension, Router};
 use mcpx_gateway::{Gateway, Principal, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, RpcError, meta};
@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::legacy::{self, SESSION_HEADER};
 use crate::reply::{self, Format};
-use crate::admission;
+use crate::admission::{self, Admitted};
 use crate::api::{self, Daemon};
 use crate::modern;
 use crate::session::Sessions;
@@ -56,16 +56,12 @@ pub fn router(front: Arc<Front>) -> Router {
 
 async fn mcp(
     State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
+    Extension(Admitted(base)): Extension<Admitted>,
     method: Method,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     front.daemon.touch();
-    let base = match admit_peer(&front.gateway, &peer, &headers) {
-        Ok(transport) => transport,
-        Err(refusal) => return refusal,
-    };
     let idle = front.gateway.settings().config().http.session_idle_timeout;
     let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
     let session = match &session_id {
@@ -201,7 +197,7 @@ async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axu
 /// What the transport says about a caller before the request is read: over the unix
 /// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are
 /// configured, the name of the token presented (none → 401).
-pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Response> {
+pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Box<Response>> {
     match peer {
         Peer::Local { pid, .. } => Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() }),
         Peer::Tcp(_) => {
@@ -229,7 +225,7 @@ pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result
                 None => {
                     let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
                     response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-                    Err(response)
+                    Err(Box::new(response))
                 }
             }
         }

@@ -78,22 +78,7 @@ fn every_path() -> BTreeSet<String> {
             .expect("openapi.json is JSON");
     let mut found: BTreeSet<String> =
         doc["paths"].as_object().expect("openapi.json has paths").keys().cloned().collect();
-    let mut dirs = vec![root.join("crates/server/src")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for piece in text.split(".route(").skip(1) {
-                if let Some(literal) = piece.trim_start().strip_prefix('"').and_then(|p| p.split('"').next()) {
-                    found.insert(literal.to_owned());
-                }
-            }
-        }
-    }
+    found.extend(paths::routed_paths());
     assert!(found.contains("/mcp") && found.contains("/v1/stop"), "reading the routes found too few: {found:?}");
     found.extend(["/nope".to_owned(), "/v1/nope".to_owned()]);
     found.into_iter().map(|p| p.replace("{id}", "x")).collect()

@@ -2,7 +2,6 @@
 //! served (with a documented status), and what is served is documented.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use mcpx_e2e::socket::{self, stdio_upgrade};
 use mcpx_e2e::{Daemon, config, fakemcp, paths, tag, wait_for_exit};
@@ -30,40 +29,6 @@ fn documented(doc: &Value) -> BTreeSet<(String, String)> {
                 .map(move |m| (path.clone(), (*m).to_owned()))
         })
         .collect()
-}
-
-/// The literal paths passed to `.route(` in the front-end crate's source: what the
-/// daemon's router is built from, read without knowing how it is built.
-fn routed_paths() -> BTreeSet<String> {
-    let dir = paths::repo_root().join("crates/server/src");
-    let mut found = BTreeSet::new();
-    for file in rust_files(&dir) {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        let mut rest = text.as_str();
-        while let Some(at) = rest.find(".route(") {
-            rest = &rest[at + ".route(".len()..];
-            let literal = rest.trim_start();
-            if let Some(stripped) = literal.strip_prefix('"') {
-                if let Some(end) = stripped.find('"') {
-                    found.insert(stripped[..end].to_owned());
-                }
-            }
-        }
-    }
-    found
-}
-
-fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
-    files
 }
 
 #[test]
@@ -124,7 +89,7 @@ fn every_v1_route_the_daemon_serves_is_documented() {
     let routes = documented(&doc);
     let documented_paths: BTreeSet<&str> = routes.iter().map(|(p, _)| p.as_str()).collect();
 
-    let routed: BTreeSet<String> = routed_paths()
+    let routed: BTreeSet<String> = paths::routed_paths()
         .into_iter()
         .filter(|p| p.starts_with("/v1"))
         .collect();

@@ -85,11 +85,11 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     })
 }
 
+/// Peak RSS (KiB) by process name, where it could be read.
+type PeakRss = Vec<(String, Option<u64>)>;
+
 /// One daemon launch to its first answered `server/discover`; the daemon's peak RSS.
-fn launch_daemon(
-    runtime: &tokio::runtime::Runtime,
-    binaries: &Binaries,
-) -> anyhow::Result<(Duration, Vec<(String, Option<u64>)>)> {
+fn launch_daemon(runtime: &tokio::runtime::Runtime, binaries: &Binaries) -> anyhow::Result<(Duration, PeakRss)> {
     let scratch = Scratch::new("cold-start-daemon")?;
     let port = free_port()?;
     let started = Instant::now();
