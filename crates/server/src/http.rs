@@ -188,11 +188,20 @@ async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axu
     let limit = front.gateway.settings().config().http.max_body_bytes;
     let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if let Some(declared) = declared.filter(|n| *n > limit as u64) {
+        // A body that is on its way already is read and dropped (up to a bound, within
+        // http.bodyReadTimeout) before the answer: closing a connection with unread bytes
+        // resets it, and the client could lose the 413 before reading it.
+        if declared <= DRAIN_BEFORE_REFUSAL {
+            let _ = axum::body::to_bytes(body, DRAIN_BEFORE_REFUSAL as usize).await;
+        }
         return Err(too_large());
     }
     axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
 }
+
+/// The most of a refused body mcpx reads (and drops) so its client gets the 413.
+const DRAIN_BEFORE_REFUSAL: u64 = 1024 * 1024;
 
 /// What the transport says about a caller before the request is read: over the unix
 /// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are

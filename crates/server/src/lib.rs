@@ -3,7 +3,7 @@
 //! `listener` accepts connections (limits, timeouts); `admission` is the one step every
 //! request on every route passes first (Origin, Host, token, content type).
 //! `http` serves Streamable HTTP at `/mcp` for both eras on one endpoint: it decides each
-//! request's era (PROTOCOL-NOTES §6.3), validates it in the order the spec gives, resolves
+//! request's era (the Streamable HTTP transport of 2026-07-28), validates it in the order the spec gives, resolves
 //! who is asking, and shapes every result for the caller's revision. `session` holds the
 //! handshake-era sessions; `state` is the daemon's record on disk.
 //! Nothing here picks an instance or talks to an upstream: that is the gateway's job.

@@ -1,5 +1,5 @@
 //! A 2026-07-28 request: self-contained, admitted in the order the transport spec gives
-//! (PROTOCOL-NOTES §6.3), so each mistake gets the code a conformant client expects:
+//! (Streamable HTTP, 2026-07-28), so each mistake gets the code a conformant client expects:
 //!
 //! 1. `MCP-Protocol-Version` header present (HTTP only)               else 400 / -32020
 //! 2. `_meta` protocolVersion and clientCapabilities present          else 400 / -32602

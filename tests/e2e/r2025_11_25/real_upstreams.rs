@@ -1,5 +1,5 @@
 //! Real upstreams behind mcpx, seen by a handshake-era (2025-11-25) caller in its own
-//! Streamable HTTP session (issue 4): the reference `server-everything` (its whole
+//! Streamable HTTP session: the reference `server-everything` (its whole
 //! surface, progress and cancellation with `notifications/cancelled`), `mcp-server-git`,
 //! tool definitions with fields mcpx does not know, and a session-scoped server's
 //! resources. The 2026 callers' side is in `r2026_07_28::real_upstreams`.

@@ -1,7 +1,7 @@
 //! `Mcp-Param-*` on mcpx's own endpoint: an exposed tool whose schema marks an argument
 //! with `x-mcp-header` is listed with it, so a 2026 HTTP caller mirrors that argument into
-//! a header; mcpx, which reads the body, checks the header against it (PROTOCOL-NOTES
-//! §6: missing, mismatched or badly encoded is 400 with -32020).
+//! a header; mcpx, which reads the body, checks the header against it (the 2026-07-28
+//! transport: missing, mismatched or badly encoded is 400 with -32020).
 
 use mcpx_e2e::process::TempDir;
 use mcpx_e2e::upstreams::{first_text, python_script};

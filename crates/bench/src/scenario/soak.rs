@@ -1,5 +1,5 @@
 //! Scenario `soak`: mcpx under a long, mixed load with upstream crashes, checked for
-//! leaks and for answers that cross sessions. A program people run (issue 8), not a test
+//! leaks and for answers that cross sessions. A program people run, not a test
 //! and not part of `all`: it takes ten minutes by default.
 //!
 //! `--clients` HTTP clients (200), each on its own keep-alive connection, share

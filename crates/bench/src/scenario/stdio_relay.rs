@@ -19,7 +19,7 @@ use crate::report::{Comparison, Measured, Run};
 use crate::scenario::{Load, Tally};
 use crate::stdio::StdioClient;
 
-/// What mcpx may add to a stdio call at p50 (issue 3's target), in microseconds.
+/// What mcpx may add to a stdio call at p50 (the project's target), in microseconds.
 pub const ADDED_P50_TARGET_MICROS: f64 = 150.0;
 
 #[derive(clap::Args, Debug, Clone)]
