@@ -31,5 +31,6 @@ mod transport;
 mod upstream;
 mod questions;
 mod questions_real_peers;
+mod questions_shared;
 mod real_upstreams;
 mod restarts;
