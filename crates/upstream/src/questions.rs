@@ -72,7 +72,13 @@ pub(crate) fn choose(echoed: Option<&str>, in_flight: &[&Serving]) -> Result<usi
 
 /// How to ask the caller a question is for, among the requests `in_flight` (oldest
 /// first), or the error the upstream gets instead.
-pub(crate) fn asker(server: &str, method: &str, echoed: Option<&str>, in_flight: &[&Serving], warned: &AtomicBool) -> Result<Ask, RpcError> {
+pub(crate) fn asker(
+    server: &str,
+    method: &str,
+    echoed: Option<&str>,
+    in_flight: &[&Serving],
+    warned: &AtomicBool,
+) -> Result<Ask, RpcError> {
     let chosen = choose(echoed, in_flight).and_then(|i| in_flight[i].ask.clone().ok_or(Refusal::CannotAsk));
     chosen.map_err(|why| refused(server, method, why, warned))
 }
@@ -93,8 +99,12 @@ pub(crate) fn take_call_id(params: &mut Value) -> Option<String> {
 /// logged, once per connection, with how to avoid it.
 fn refused(server: &str, method: &str, why: Refusal, warned: &AtomicBool) -> RpcError {
     match why {
-        Refusal::NoCaller => RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: no request of a caller that could answer it is in flight")),
-        Refusal::CannotAsk => RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: the caller it is for cannot be asked on its request")),
+        Refusal::NoCaller => {
+            RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: no request of a caller that could answer it is in flight"))
+        }
+        Refusal::CannotAsk => {
+            RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: the caller it is for cannot be asked on its request"))
+        }
         Refusal::NoSuchCall(call_id) => RpcError::invalid_params(format!(
             "{method} names call {call_id:?} in _meta[\"{}\"].callId, which is not in flight on this connection",
             meta::MCPX_INVOCATION

@@ -54,8 +54,15 @@ impl Caller {
 
     #[track_caller]
     fn post(&self, frame: Value, method: Option<&str>) -> mcpx_e2e::client::Reply {
-        Raw { http_method: "POST", url: &self.url, headers: self.headers(), body: Some(frame.to_string().into_bytes()), revision: LEGACY, method }
-            .send()
+        Raw {
+            http_method: "POST",
+            url: &self.url,
+            headers: self.headers(),
+            body: Some(frame.to_string().into_bytes()),
+            revision: LEGACY,
+            method,
+        }
+        .send()
     }
 
     /// Starts `mcpx_call` of `server`'s `tool`; its response stream is read as it comes.
