@@ -240,3 +240,40 @@ fn an_http_upstreams_question_on_a_requests_stream_reaches_that_requests_caller(
     assert!(b_answer.get("result").is_some(), "{b_answer}");
     assert!(b_call.questions().is_empty(), "B saw A's question: {:?}", b_call.seen);
 }
+
+fn standalone_asker() -> (ScriptServer, Daemon) {
+    let server = ScriptServer::start("standalone_question_server.py", &[]);
+    let daemon = Daemon::start(&json!({"mcpServers": {"sq": {"url": server.url(), "scope": "global"}}}));
+    (server, daemon)
+}
+
+/// An HTTP upstream's question on its session's standalone stream names no request: with
+/// two callers' requests in flight it is refused (it used to go to the oldest of them).
+#[test]
+fn an_http_upstreams_question_on_its_standalone_stream_is_refused_while_two_callers_have_requests_in_flight() {
+    let (_server, daemon) = standalone_asker();
+    let (a, b) = (Caller::open(daemon.url()), Caller::open(daemon.url()));
+    let mut b_call = b.call_with_meta("sq", "hold", json!({"seconds": 3}), json!({"progressToken": "b"}));
+    b_call.read_until(|f| f["method"] == "notifications/progress");
+
+    let mut a_call = a.call("sq", "ask", json!({}));
+    let a_answer = a_call.answer();
+    let told = text_of(&a_answer);
+    assert!(told.starts_with("refused: -32602") && told.contains("ambiguous among 2 callers"), "{a_answer}");
+    assert!(a_call.questions().is_empty(), "A was asked: {:?}", a_call.seen);
+    let b_answer = b_call.answer();
+    assert_eq!(text_of(&b_answer), "held", "{b_answer}");
+    assert!(b_call.questions().is_empty(), "B saw A's question: {:?}", b_call.seen);
+}
+
+#[test]
+fn an_http_upstreams_question_on_its_standalone_stream_reaches_the_only_caller_in_flight() {
+    let (_server, daemon) = standalone_asker();
+    let a = Caller::open(daemon.url());
+    let mut a_call = a.call("sq", "ask", json!({}));
+    let question = a_call.question();
+    assert_eq!(question["params"]["message"], "Asked on the standalone stream", "{question}");
+    a.answer(&question, accept("from A"));
+    let a_answer = a_call.answer();
+    assert!(text_of(&a_answer).starts_with("answered:") && text_of(&a_answer).contains("from A"), "{a_answer}");
+}
