@@ -3,8 +3,9 @@
 //! An [`Upstream`] owns a stdio child process (in its own process group) or talks to an
 //! HTTP server, speaks the era the server answered the probe in, remaps request ids so
 //! many callers can share one instance, and stops a child the way the spec asks (close
-//! stdin, wait, SIGTERM, wait, SIGKILL). It knows nothing about who is asking: that is
-//! the gateway's business.
+//! stdin, wait, SIGTERM, wait, SIGKILL). Who is asking is the gateway's business: a
+//! request carries only an opaque [`Caller`], so that a handshake-era upstream's question
+//! reaches the caller it is for and no other (`questions`).
 
 mod connection;
 mod handshake;
