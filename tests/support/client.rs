@@ -583,19 +583,13 @@ impl LegacySession {
 /// A bare `initialize` (no session yet) asking for `revision`.
 #[track_caller]
 pub fn initialize(url: &str, revision: &str) -> Reply {
-    initialize_with(url, revision, json!({}))
-}
-
-/// A bare `initialize` asking for `revision`, declaring the client `capabilities`.
-#[track_caller]
-pub fn initialize_with(url: &str, revision: &str, capabilities: Value) -> Reply {
     let frame = json!({
         "jsonrpc": "2.0",
         "id": next_id(),
         "method": "initialize",
         "params": {
             "protocolVersion": revision,
-            "capabilities": capabilities,
+            "capabilities": {},
             "clientInfo": {"name": "mcpx-e2e", "version": "0"}
         }
     });

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use mcpx_e2e::client::{Raw, initialize_with};
+use mcpx_e2e::client::Raw;
 use mcpx_e2e::daemon::Daemon;
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::process::tag;
@@ -32,9 +32,13 @@ struct Caller {
 impl Caller {
     #[track_caller]
     fn open(url: &str) -> Caller {
-        let reply = initialize_with(url, LEGACY, json!({"elicitation": {}}));
-        let session = reply.header("mcp-session-id").expect("initialize minted a session").to_owned();
-        let caller = Caller { url: url.to_owned(), session };
+        let mut caller = Caller { url: url.to_owned(), session: String::new() };
+        let reply = caller.post(
+            json!({"jsonrpc": "2.0", "id": mcpx_e2e::client::next_id(), "method": "initialize", "params": {
+                "protocolVersion": LEGACY, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "mcpx-e2e", "version": "0"}}}),
+            Some("initialize"),
+        );
+        caller.session = reply.header("mcp-session-id").expect("initialize minted a session").to_owned();
         let ack = caller.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some("notifications/initialized"));
         assert_eq!(ack.status, 202, "{ack}");
         caller
@@ -48,6 +52,7 @@ impl Caller {
             ("MCP-Protocol-Version", LEGACY),
         ]
         .iter()
+        .filter(|(_, v)| !v.is_empty())
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect()
     }
