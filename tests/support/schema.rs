@@ -200,6 +200,17 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
         if let Some(def) = def.filter(|def| spec.has(def)) {
             spec.assert_valid(def, &frame["result"], &what);
         }
+    } else if let Some(question) = frame.get("id").and(frame["method"].as_str()) {
+        // A question mcpx puts to a handshake-era caller on its stream.
+        let def = match question {
+            "elicitation/create" => "ElicitRequest",
+            "sampling/createMessage" => "CreateMessageRequest",
+            "roots/list" => "ListRootsRequest",
+            "ping" => "PingRequest",
+            other => panic!("{what}: mcpx asked the caller {other:?}, which is not a question a client answers: {frame}"),
+        };
+        spec.assert_valid(&envelope("JSONRPCRequest", "JSONRPCRequest"), frame, &what);
+        spec.assert_valid(def, frame, &format!("a question during {what}"));
     } else if frame.get("method").is_some() && frame.get("id").is_none() {
         spec.assert_valid(
             "JSONRPCNotification",

@@ -79,6 +79,11 @@ struct Flags {
     #[arg(long, value_enum, conflicts_with = "http")]
     fixture: Option<FixtureKind>,
 
+    /// With `--fixture conformance`: a question asked mid-call (handshake era) names the
+    /// call it is for, echoing the callId of the call's `_meta["dev.mcpx/invocation"]`.
+    #[arg(long, requires = "fixture")]
+    echo_call_id: bool,
+
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, answering in JSON; port 0
     /// takes a free one. The URL is printed as one line on stdout once listening.
     #[arg(long, value_name = "ADDR")]
@@ -143,7 +148,7 @@ fn main() -> ExitCode {
     let fixture = match flags.fixture {
         None => None,
         Some(FixtureKind::Conformance) => match Fixture::new(Arc::clone(&instance), out.clone()) {
-            Ok(fixture) => Some(Arc::new(fixture)),
+            Ok(fixture) => Some(Arc::new(fixture.echoing_call_id(flags.echo_call_id))),
             Err(e) => {
                 eprintln!("fakemcp: cannot draw a random requestState key: {e}");
                 return ExitCode::FAILURE;

@@ -41,6 +41,16 @@ impl CallContext {
         self.param_headers = headers.map(Arc::new);
         self
     }
+
+    /// Who the caller is, for deciding which of an instance's requests in flight an
+    /// upstream's question may be put to: its client (token name) and session when it has
+    /// a session; without one the request is its own scope, so the key is its call id.
+    pub fn caller_key(&self) -> String {
+        match &self.identity.session {
+            Some(session) => serde_json::json!(["session", self.identity.client, session]).to_string(),
+            None => serde_json::json!(["call", self.call_id]).to_string(),
+        }
+    }
 }
 
 /// 128 random bits, hex: unguessable, so a call id cannot be used to reach another

@@ -8,6 +8,10 @@
 //! under a token sealed into the caller's `requestState`. The caller's retry brings the
 //! answers; mcpx hands them to the waiting upstream and waits for the result or the next
 //! question. A parked call that nobody resumes expires and is cancelled.
+//!
+//! A question reaches a held call only when the upstream connection says it is this
+//! call's: it names the call's id, or its caller is the only one with requests in flight
+//! on the instance. Another caller's question is never handed to a parked call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -306,14 +306,15 @@ impl Gateway {
             let listener = Listener { ask: Some(ask), ..self.quiet_listener(ctx) };
             let capabilities = ctx.client_capabilities.clone();
             let method_owned = method.to_owned();
+            let caller = caller_of(ctx);
             let call = tokio::spawn(async move {
-                upstream.request_reporting(&method_owned, params, &capabilities, Some(listener)).await
+                upstream.request_reporting(&method_owned, params, &capabilities, Some(caller), Some(listener)).await
             });
             let held = held::Held::new(call, questions, lease);
             return self.follow(ctx, method, original.unwrap_or_default(), held).await;
         }
         let sent = (may_ask && !modern_caller).then(|| params.clone());
-        let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, ctx.listener.clone()).await {
+        let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone()).await {
             Ok(result) => result,
             Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),
             Err(e) => return Err((e.to_rpc(), Some(lease))),
@@ -460,7 +461,7 @@ impl Gateway {
             }
             result = lease
                 .upstream()
-                .request_reporting(method, retry, &ctx.client_capabilities, ctx.listener.clone())
+                .request_reporting(method, retry, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
                 .await
                 .map_err(|e| e.to_rpc())?;
         }
@@ -544,6 +545,12 @@ impl Gateway {
     }
 }
 
+
+/// Whom a request sent upstream for `ctx` serves: an upstream's question during it may
+/// go to this caller, and to no other.
+fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
+    mcpx_upstream::Caller { key: ctx.caller_key().into(), call_id: ctx.call_id.as_str().into() }
+}
 
 fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
     let timeouts = Timeouts {

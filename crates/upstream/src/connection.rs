@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::http::HttpConn;
 use crate::pipe::Inner as Pipe;
-use crate::{Listener, ServerFacts, Spec, UpstreamError, handshake};
+use crate::{Caller, Listener, ServerFacts, Spec, UpstreamError, handshake};
 
 /// Resource subscriptions on one instance, open while this lives.
 pub struct ResourceWatch(#[allow(dead_code)] Held);
@@ -89,21 +89,23 @@ impl Upstream {
         }
     }
 
-    /// Sends a request on a caller's behalf, in the era this upstream speaks.
-    /// `client_capabilities` are the caller's, forwarded to a stateless upstream as the
+    /// Sends a request that serves no caller (a listing, a subscription), in the era this
+    /// upstream speaks. `client_capabilities` are forwarded to a stateless upstream as the
     /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
     pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Result<Value, UpstreamError> {
-        self.request_reporting(method, params, client_capabilities, None).await
+        self.request_reporting(method, params, client_capabilities, None, None).await
     }
 
-    /// As [`Upstream::request`], relaying what the upstream says about this request while
-    /// it runs (progress, log messages) to `listener`. The upstream sees a progress token
-    /// of mcpx's own, unique on this connection.
+    /// As [`Upstream::request`], on behalf of `caller` (whom a handshake-era upstream's
+    /// question during the request may be for), relaying what the upstream says about this
+    /// request while it runs (progress, log messages) to `listener`. The upstream sees a
+    /// progress token of mcpx's own, unique on this connection.
     pub async fn request_reporting(
         &self,
         method: &str,
         mut params: Value,
         client_capabilities: &Value,
+        caller: Option<Caller>,
         listener: Option<Listener>,
     ) -> Result<Value, UpstreamError> {
         match self.facts.era {
@@ -127,9 +129,9 @@ impl Upstream {
             }
         }
         match &self.link {
-            Link::Stdio(pipe) => pipe.call(method, params, listener).await,
+            Link::Stdio(pipe) => pipe.call(method, params, caller, listener).await,
             // Boxed: reqwest's futures would make every call's future (stdio ones too) KiBs larger.
-            Link::Http(conn) => match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, listener))).await {
+            Link::Http(conn) => match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, caller, listener))).await {
                 Ok(answer) => answer,
                 Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: self.request_timeout }),
             },

@@ -24,7 +24,7 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
     }
     let probe_timeout = if era_hint == Some(Era::Modern) { inner.timeouts.handshake } else { inner.timeouts.probe };
     let envelope = json!({ "_meta": modern_envelope() });
-    let mut discover = inner.start("server/discover", envelope, None).await?;
+    let mut discover = inner.start("server/discover", envelope, None, None).await?;
     let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
     match answer {
         Ok(Ok(reply)) => {

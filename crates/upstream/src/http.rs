@@ -8,7 +8,7 @@
 //! whose notifications (progress, log messages) go to the request's listener.
 //! Only the headers configured for the server are sent: a caller's credentials never are.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::BytesMut;
@@ -21,7 +21,8 @@ use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use crate::{Ask, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
+use crate::questions::{self, Serving};
+use crate::{Caller, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
 
 pub(crate) struct HttpConn {
     server: String,
@@ -38,9 +39,12 @@ pub(crate) struct HttpConn {
     /// Each listed tool's arguments mirrored into `Mcp-Param-*` headers (2026 only); `None`
     /// until the tools were first listed.
     param_headers: std::sync::Mutex<Option<HashMap<String, Vec<ParamHeader>>>>,
-    /// Requests in flight whose caller can be asked a question, by id: a question on the
-    /// session's standalone stream names no request, so it goes to the oldest of them.
-    askers: std::sync::Mutex<std::collections::BTreeMap<i64, Ask>>,
+    /// Requests in flight made for a caller, by id: whom each serves and how its caller is
+    /// asked. A question on the session's standalone stream names no request of ours, so
+    /// it goes where `questions` says among them.
+    serving: std::sync::Mutex<std::collections::BTreeMap<i64, Serving>>,
+    /// Whether a question was refused as ambiguous yet (logged once per connection).
+    warned_ambiguous: AtomicBool,
     /// What the server says changed, from the session's standalone stream.
     pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
     /// Longest event-stream line accepted: a server cannot make mcpx buffer without bound.
@@ -113,7 +117,8 @@ impl HttpConn {
             session: tokio::sync::Mutex::new(None),
             next_id: AtomicI64::new(1),
             param_headers: std::sync::Mutex::new(None),
-            askers: Default::default(),
+            serving: Default::default(),
+            warned_ambiguous: AtomicBool::new(false),
             changes: tokio::sync::broadcast::channel(64).0,
             max_line: spec.max_line_bytes,
             listening: Default::default(),
@@ -172,14 +177,27 @@ impl HttpConn {
         Ok(facts)
     }
 
-    /// Sends a request on a caller's behalf and reads its answer, starting a new session
-    /// once if the server forgot ours.
-    pub(crate) async fn call(&self, method: &str, params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
+    /// Sends a request (on `caller`'s behalf, when it serves one) and reads its answer,
+    /// starting a new session once if the server forgot ours.
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        caller: Option<Caller>,
+        listener: Option<Listener>,
+    ) -> Result<Value, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.call_as(id, method, params, listener).await
+        self.call_as(id, method, params, caller, listener).await
     }
 
-    async fn call_as(&self, id: i64, method: &str, mut params: Value, listener: Option<Listener>) -> Result<Value, UpstreamError> {
+    async fn call_as(
+        &self,
+        id: i64,
+        method: &str,
+        mut params: Value,
+        caller: Option<Caller>,
+        listener: Option<Listener>,
+    ) -> Result<Value, UpstreamError> {
         if let Some(Value::Object(m)) = params.get_mut("_meta") {
             m.remove(meta::PROGRESS_TOKEN);
         }
@@ -190,7 +208,8 @@ impl HttpConn {
             // The headers a call needs come from the tool's listing: list once first.
             let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
         }
-        let _asking = listener.as_ref().and_then(|l| l.ask.clone()).map(|ask| AskerGuard::register(self, id, ask));
+        let serving = Serving { caller, ask: listener.as_ref().and_then(|l| l.ask.clone()) };
+        let _serving = serving.is_for_someone().then(|| ServingGuard::register(self, id, serving));
         for attempt in 0..2 {
             match self.exchange(id, method, &params, listener.as_ref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
@@ -218,7 +237,7 @@ impl HttpConn {
             loop {
                 let Some(live) = conn.upgrade() else { return };
                 let params = json!({ "notifications": notifications, "_meta": handshake::modern_envelope() });
-                if let Err(e) = live.call_as(id, "subscriptions/listen", params, None).await {
+                if let Err(e) = live.call_as(id, "subscriptions/listen", params, None, None).await {
                     tracing::debug!(server = live.server, "listen ended: {e}");
                 }
                 live.acks.lock().expect("acks lock").remove(&id);
@@ -454,7 +473,9 @@ impl HttpConn {
             }
             // A question on our request's stream is for our caller, when it can be asked;
             // otherwise it is refused, so the server does not wait forever.
-            Message::Request { id, method, params } => {
+            Message::Request { id, method, mut params } => {
+                // The stream says which request it serves; mcpx's keys are not the caller's to see.
+                let _ = questions::take_call_id(&mut params);
                 let outcome = match listener.and_then(|l| l.ask.clone()) {
                     Some(ask) if method != "ping" => ask(method.clone(), params).await,
                     _ if method == "ping" => Ok(json!({})),
@@ -491,28 +512,28 @@ impl HttpConn {
     }
 }
 
-/// Keeps a request's asker registered while the request is in flight.
-struct AskerGuard<'a> {
+/// Keeps whom a request serves registered while the request is in flight.
+struct ServingGuard<'a> {
     conn: &'a HttpConn,
     id: i64,
 }
 
-impl<'a> AskerGuard<'a> {
-    fn register(conn: &'a HttpConn, id: i64, ask: Ask) -> AskerGuard<'a> {
-        conn.askers.lock().expect("askers lock").insert(id, ask);
-        AskerGuard { conn, id }
+impl<'a> ServingGuard<'a> {
+    fn register(conn: &'a HttpConn, id: i64, serving: Serving) -> ServingGuard<'a> {
+        conn.serving.lock().expect("serving lock").insert(id, serving);
+        ServingGuard { conn, id }
     }
 }
 
-impl Drop for AskerGuard<'_> {
+impl Drop for ServingGuard<'_> {
     fn drop(&mut self) {
-        self.conn.askers.lock().expect("askers lock").remove(&self.id);
+        self.conn.serving.lock().expect("serving lock").remove(&self.id);
     }
 }
 
 /// The handshake-era session's standalone stream (GET): what the server sends outside any
-/// request. Questions go to the oldest request in flight whose caller can be asked (and
-/// are refused when there is none); change notifications go to `changes`. A server that
+/// request. Questions go to the caller they are for, by the rule stdio follows (see
+/// `questions`), and are refused otherwise; change notifications go to `changes`. A server that
 /// offers no such stream (405) is left alone; one that drops it is reconnected with
 /// backoff for as long as the connection lives.
 async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
@@ -613,16 +634,24 @@ impl Event {
 }
 
 impl HttpConn {
+    /// Whom a question on the standalone stream is for, among the requests in flight.
+    fn whom(&self, method: &str, params: &mut Value) -> Result<crate::Ask, RpcError> {
+        let echoed = questions::take_call_id(params);
+        let serving = self.serving.lock().expect("serving lock");
+        let in_flight: Vec<&Serving> = serving.values().collect();
+        questions::asker(&self.server, method, echoed.as_deref(), &in_flight, &self.warned_ambiguous)
+    }
+
     fn standalone_event(self: &Arc<Self>, data: &str) {
         match Message::parse(data.as_bytes()).and_then(Message::classify) {
-            Ok(Message::Request { id, method, params }) => {
-                let ask = self.askers.lock().expect("askers lock").values().next().cloned();
+            Ok(Message::Request { id, method, mut params }) => {
+                let ask = if method == "ping" { None } else { Some(self.whom(&method, &mut params)) };
                 let conn = self.clone();
                 tokio::spawn(async move {
                     let outcome = match ask {
-                        _ if method == "ping" => Ok(json!({})),
-                        Some(ask) => ask(method.clone(), params).await,
-                        None => Err(RpcError::method_not_found(&method)),
+                        None => Ok(json!({})),
+                        Some(Ok(ask)) => ask(method.clone(), params).await,
+                        Some(Err(refused)) => Err(refused),
                     };
                     let reply = match outcome {
                         Ok(result) => message::result_response(&id.to_value(), result),

@@ -3,14 +3,16 @@
 //! An [`Upstream`] owns a stdio child process (in its own process group) or talks to an
 //! HTTP server, speaks the era the server answered the probe in, remaps request ids so
 //! many callers can share one instance, and stops a child the way the spec asks (close
-//! stdin, wait, SIGTERM, wait, SIGKILL). It knows nothing about who is asking: that is
-//! the gateway's business.
+//! stdin, wait, SIGTERM, wait, SIGKILL). Who is asking is the gateway's business: a
+//! request carries only an opaque [`Caller`], so that a handshake-era upstream's question
+//! reaches the caller it is for and no other (`questions`).
 
 mod connection;
 mod handshake;
 mod http;
 pub mod lines;
 mod pipe;
+mod questions;
 mod stdio;
 
 use std::path::PathBuf;
@@ -50,6 +52,17 @@ pub struct Listener {
     /// How to put a question from a handshake-era upstream (`sampling/createMessage`,
     /// `elicitation/create`, `roots/list`) to the caller, when the caller can be asked.
     pub ask: Option<Ask>,
+}
+
+/// Whom a request sent on a caller's behalf serves: the caller (`key`: requests with the
+/// same key come from the same caller, who may be asked about any of them) and the call
+/// (`call_id`, which mcpx tells the servers it launched as `_meta["dev.mcpx/invocation"]
+/// .callId`). mcpx's own requests (the era probe, listings) serve no caller and carry none.
+/// The connection uses it to decide whom a question from a handshake-era upstream is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub key: std::sync::Arc<str>,
+    pub call_id: std::sync::Arc<str>,
 }
 
 /// Puts a server→client request (method, params) to a caller and resolves to its answer.

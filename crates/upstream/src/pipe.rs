@@ -22,7 +22,8 @@ use tokio_util::codec::FramedRead;
 
 use crate::lines::{Edges, Line, Lines};
 
-use crate::{LostLine, ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
+use crate::questions::{self, Serving};
+use crate::{Caller, LostLine, ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
 
 type Reply = Result<Value, UpstreamError>;
 
@@ -55,6 +56,8 @@ pub(crate) struct Inner {
     gone: tokio::sync::watch::Sender<bool>,
     /// How the process ended, once it has.
     exit: Mutex<Option<String>>,
+    /// Whether a question was refused as ambiguous yet (logged once per instance).
+    warned_ambiguous: AtomicBool,
 }
 
 /// A request waiting for its answer.
@@ -63,6 +66,9 @@ struct Pending {
     /// A `subscriptions/listen`, which stays open for the instance's life and is never
     /// answered with a large result: not a candidate owner of a line lost for its length.
     listen: bool,
+    /// Whom the request serves, and how its caller is asked: where the upstream's
+    /// questions may go while it is in flight.
+    serving: Serving,
 }
 
 impl Inner {
@@ -86,6 +92,7 @@ impl Inner {
             listening: AtomicBool::new(false),
             gone: tokio::sync::watch::channel(false).0,
             exit: Mutex::new(None),
+            warned_ambiguous: AtomicBool::new(false),
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
@@ -113,7 +120,7 @@ impl Inner {
     pub(crate) async fn listen_to_resources(self: &Arc<Self>, envelope: Value, uris: &[String]) -> Result<Waiting, UpstreamError> {
         let mut params = serde_json::json!({ "notifications": { "resourceSubscriptions": uris } });
         params["_meta"] = envelope;
-        self.start("subscriptions/listen", params, None).await
+        self.start("subscriptions/listen", params, None, None).await
     }
 
     /// How the process ended, when it ended on its own rather than being stopped by mcpx:
@@ -143,7 +150,7 @@ impl Inner {
                 "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
             }});
             params["_meta"] = envelope;
-            if let Ok(mut waiting) = inner.start("subscriptions/listen", params, None).await {
+            if let Ok(mut waiting) = inner.start("subscriptions/listen", params, None, None).await {
                 let _ = (&mut waiting.reply).await;
                 waiting.done = true;
             }
@@ -152,8 +159,14 @@ impl Inner {
 
     /// Sends a request and waits for its answer, relaying notifications about it to
     /// `listener`, the connection's request timeout at most.
-    pub(crate) async fn call(self: &Arc<Self>, method: &str, params: Value, listener: Option<Listener>) -> Reply {
-        let mut waiting = self.start(method, params, listener).await?;
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        caller: Option<Caller>,
+        listener: Option<Listener>,
+    ) -> Reply {
+        let mut waiting = self.start(method, params, caller, listener).await?;
         self.wait(method, &mut waiting, self.timeouts.request).await
     }
 
@@ -163,7 +176,7 @@ impl Inner {
         params: Value,
         within: std::time::Duration,
     ) -> Reply {
-        let mut waiting = self.start(method, params, None).await?;
+        let mut waiting = self.start(method, params, None, None).await?;
         self.wait(method, &mut waiting, within).await
     }
 
@@ -178,12 +191,13 @@ impl Inner {
         }
     }
 
-    /// Writes a request and returns the handle its answer arrives on. Dropping the handle
-    /// before the answer cancels the request upstream.
+    /// Writes a request (made for `caller`, when it serves one) and returns the handle its
+    /// answer arrives on. Dropping the handle before the answer cancels the request upstream.
     pub(crate) async fn start(
         self: &Arc<Self>,
         method: &str,
         mut params: Value,
+        caller: Option<Caller>,
         listener: Option<Listener>,
     ) -> Result<Waiting, UpstreamError> {
         if !self.alive.load(Ordering::Acquire) {
@@ -194,6 +208,7 @@ impl Inner {
         if let Some(Value::Object(m)) = params.get_mut("_meta") {
             m.remove(meta::PROGRESS_TOKEN);
         }
+        let serving = Serving { caller, ask: listener.as_ref().and_then(|l| l.ask.clone()) };
         if let Some(listener) = listener {
             if listener.progress_token.is_some() {
                 meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), progress_token(id).into());
@@ -201,7 +216,7 @@ impl Inner {
             self.listeners.lock().expect("listeners lock").insert(id, listener);
         }
         let (tx, rx) = oneshot::channel();
-        let pending = Pending { reply: tx, listen: method == "subscriptions/listen" };
+        let pending = Pending { reply: tx, listen: method == "subscriptions/listen", serving };
         self.pending.lock().expect("pending lock").insert(id, pending);
         let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
         self.write(&message::request(&RequestId::Number(id), method, params)).await?;
@@ -321,23 +336,16 @@ impl Inner {
     }
 
     /// Answers a request the upstream sent to mcpx: `ping` at once; a question for the
-    /// caller (sampling, elicitation, roots) put to a caller that can answer it. A stdio
-    /// request names no request of ours, so the question goes to the oldest request in
-    /// flight whose caller can be asked; with none, it is refused, so the upstream never
-    /// waits forever.
-    fn answer(self: &Arc<Self>, id: RequestId, method: String, params: Value) {
-        let asker = {
-            let listeners = self.listeners.lock().expect("listeners lock");
-            let mut askers: Vec<_> = listeners.iter().filter_map(|(n, l)| l.ask.clone().map(|a| (*n, a))).collect();
-            askers.sort_by_key(|(n, _)| *n);
-            askers.into_iter().next().map(|(_, a)| a)
-        };
+    /// caller (sampling, elicitation, roots) put to the caller it is for (see
+    /// `questions`), or refused with the reason, so the upstream never waits forever.
+    fn answer(self: &Arc<Self>, id: RequestId, method: String, mut params: Value) {
+        let asker = if method == "ping" { None } else { Some(self.whom(&method, &mut params)) };
         let inner = self.clone();
         tokio::spawn(async move {
-            let outcome = match (method.as_str(), asker) {
-                ("ping", _) => Ok(json!({})),
-                (_, Some(ask)) => ask(method.clone(), params).await,
-                (_, None) => Err(RpcError::method_not_found(&method)),
+            let outcome = match asker {
+                None => Ok(json!({})),
+                Some(Ok(ask)) => ask(method.clone(), params).await,
+                Some(Err(refused)) => Err(refused),
             };
             let reply = match outcome {
                 Ok(result) => message::result_response(&id.to_value(), result),
@@ -345,6 +353,16 @@ impl Inner {
             };
             let _ = inner.write(&reply).await;
         });
+    }
+
+    /// Whom a question is for, among the requests in flight on this instance.
+    fn whom(&self, method: &str, params: &mut Value) -> Result<crate::Ask, RpcError> {
+        let echoed = questions::take_call_id(params);
+        let pending = self.pending.lock().expect("pending lock");
+        let mut in_flight: Vec<(i64, &Serving)> = pending.iter().map(|(id, p)| (*id, &p.serving)).collect();
+        in_flight.sort_unstable_by_key(|(id, _)| *id);
+        let in_flight: Vec<&Serving> = in_flight.into_iter().map(|(_, s)| s).collect();
+        questions::asker(&self.server, method, echoed.as_deref(), &in_flight, &self.warned_ambiguous)
     }
 }
 

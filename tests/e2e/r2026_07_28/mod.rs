@@ -38,5 +38,6 @@ mod upstream;
 mod upstream_names;
 mod questions;
 mod questions_real_peers;
+mod questions_shared;
 mod real_upstreams;
 mod restarts;

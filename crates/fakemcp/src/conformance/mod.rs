@@ -15,6 +15,7 @@
 //! `subscriptions` holds the open listen streams; `logging` decides which log messages go
 //! out; `content` holds the fixed media.
 
+mod call_id;
 mod client_requests;
 mod completion;
 mod content;
@@ -65,6 +66,8 @@ pub struct Fixture {
     listens: Subscriptions,
     seal: Seal,
     session: Mutex<Session>,
+    /// `--echo-call-id`: legacy questions name the call they are for (see `call_id`).
+    echo_call_id: bool,
 }
 
 /// What a legacy `initialize` and `logging/setLevel` set for the process's session.
@@ -83,7 +86,14 @@ impl Fixture {
             out,
             seal: Seal::new()?,
             session: Mutex::default(),
+            echo_call_id: false,
         })
+    }
+
+    /// Makes legacy questions name the call they are for (`--echo-call-id`).
+    pub fn echoing_call_id(mut self, echo: bool) -> Self {
+        self.echo_call_id = echo;
+        self
     }
 
     /// The server capabilities a legacy `initialize` announces.

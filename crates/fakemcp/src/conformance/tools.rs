@@ -575,6 +575,10 @@ impl Call<'_> {
         match self.era {
             Era::Legacy => {
                 let capabilities = self.fixture.session_capabilities();
+                let asker = |inputs: &Inputs| match asker(inputs) {
+                    Ok(step) if self.fixture.echo_call_id => Ok(super::call_id::name_the_call(self.params, step)),
+                    other => other,
+                };
                 input::legacy(&self.fixture.client, &capabilities, asker).map(Reply::Complete)
             }
             Era::Modern => input::modern(&self.fixture.seal, &self.target, self.params, asker),
