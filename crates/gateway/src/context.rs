@@ -46,10 +46,8 @@ impl CallContext {
     /// upstream's question may be put to: its client (token name) and session when it has
     /// a session; without one the request is its own scope, so the key is its call id.
     pub fn caller_key(&self) -> String {
-        match &self.identity.session {
-            Some(session) => serde_json::json!(["session", self.identity.client, session]).to_string(),
-            None => serde_json::json!(["call", self.call_id]).to_string(),
-        }
+        // A session's key names its principal too; no session key begins with "call:".
+        self.identity.session_key().unwrap_or_else(|| format!("call:{}", self.call_id))
     }
 }
 
