@@ -7,6 +7,7 @@ mod ask;
 mod api;
 mod cli;
 mod clashes;
+mod config_watch;
 mod eras;
 mod exec;
 mod exec_limits;
