@@ -14,6 +14,7 @@ mod exec_limits;
 mod fakemcp_http;
 mod gateway_tools;
 mod hostile_input;
+mod hosts;
 mod http_upstream;
 mod git_scopes;
 mod interop;
