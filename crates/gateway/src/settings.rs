@@ -209,6 +209,26 @@ mod tests {
     }
 
     #[test]
+    fn reading_the_file_is_not_a_change_and_writing_it_is() {
+        use notify::event::{CreateKind, DataChange, RemoveKind, RenameMode};
+        let reads = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Modify(ModifyKind::Metadata(notify::event::MetadataKind::AccessTime)),
+        ];
+        assert!(reads.iter().all(|kind| !is_change(kind)), "{reads:?}");
+        let changes = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Remove(RemoveKind::File),
+        ];
+        assert!(changes.iter().all(is_change), "{changes:?}");
+    }
+
+    #[test]
     fn a_reload_moving_the_listener_or_opening_it_needs_a_restart() {
         let running = config(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#);
         let moved = config(r#"{"http": {"host": "0.0.0.0", "port": 9000, "tokens": {"ci": "0123456789abcdef"}}}"#);
