@@ -107,12 +107,23 @@ pub enum ExposePrefix {
 #[serde(rename_all = "camelCase", default)]
 pub struct TransportConfig {
     /// `_meta` keys that name a client session, first present wins. Read per request.
+    /// `key#field` reads a string field of an object value. The default lists mcpx's own
+    /// key, then the keys real hosts send on every `tools/call`: opencode's (in its source,
+    /// not yet in a release), Codex's (`session_id` inside its turn metadata, the same
+    /// over stdio and HTTP), and Claude Code's (sent only when the host enables it).
     pub session_meta_keys: Vec<String>,
 }
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { session_meta_keys: vec!["dev.mcpx/session".into(), "ai.opencode/sessionID".into()] }
+        TransportConfig {
+            session_meta_keys: vec![
+                "dev.mcpx/session".into(),
+                "ai.opencode/sessionID".into(),
+                "x-codex-turn-metadata#session_id".into(),
+                "claudecode/sessionId".into(),
+            ],
+        }
     }
 }
 
@@ -492,7 +503,10 @@ mod tests {
             .unwrap();
         assert_eq!(c.mcp_servers["git"].scope, Scope::Repo);
         assert!(c.mcp_servers["git"].invocation_context);
-        assert_eq!(c.transport.session_meta_keys, ["dev.mcpx/session", "ai.opencode/sessionID"]);
+        assert_eq!(
+            c.transport.session_meta_keys,
+            ["dev.mcpx/session", "ai.opencode/sessionID", "x-codex-turn-metadata#session_id", "claudecode/sessionId"]
+        );
         assert_eq!(c.pool.idle_timeout, Duration::from_secs(300));
     }
 

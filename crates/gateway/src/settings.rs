@@ -2,15 +2,20 @@
 //!
 //! The daemon watches the file's directory (editors and tools replace a file by writing a
 //! new one and renaming it over the old, which a watch on the file itself would lose) and
-//! re-reads the file on every change. A file that does not parse is refused with its
+//! re-reads the file once per burst of changes (writes, creation, renames, removal: never
+//! mere reads, which its own re-read would cause), applying it only when its bytes differ
+//! from the last ones read. A file that does not parse is refused with its
 //! path, line and reason, and the last good config stays in force. So is a file that
 //! changes what is fixed at start (where the daemon listens, see [`needs_restart`]): the
 //! listener could not follow it, and code reading the new value would disagree with it.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::config::{Config, ConfigError};
 
@@ -27,8 +32,14 @@ impl Settings {
             return Ok(Settings { path: None, current: Arc::new(RwLock::new(Arc::new(Config::default()))), _watcher: None });
         };
         let path = std::path::absolute(&path).unwrap_or(path);
-        let current = Arc::new(RwLock::new(Arc::new(Config::load(&path)?)));
-        let watcher = watch(&path, current.clone());
+        // The bytes parsed are the ones the watcher compares a change with.
+        let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
+        let current = Arc::new(RwLock::new(Arc::new(Config::parse(text, &path)?)));
+        let watcher = watch(&path, current.clone(), bytes);
         Ok(Settings { path: Some(path), current, _watcher: watcher })
     }
 
@@ -84,29 +95,25 @@ pub fn needs_restart(running: &Config, next: &Config) -> Option<String> {
     None
 }
 
-fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::RecommendedWatcher> {
+/// How long the file must stay quiet before a reload: one save is a burst of events
+/// (create, writes, close, rename), and reading mid-burst could catch half a file.
+const SETTLE: Duration = Duration::from_millis(50);
+/// A file that never goes quiet (a process appending without pause) is still re-read
+/// this often, so a change is never held back for good.
+const MOST_DELAY: Duration = Duration::from_millis(500);
+
+fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>, loaded: Vec<u8>) -> Option<notify::RecommendedWatcher> {
     let dir = path.parent()?.to_owned();
     let file = path.to_owned();
+    let name = file.file_name()?.to_owned();
+    let (changed, bursts) = mpsc::channel::<()>();
+    let since_loaded = changed.clone();
     let handler = move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        if !event.paths.iter().any(|p| p.file_name() == file.file_name()) {
-            return;
-        }
-        match Config::load(&file) {
-            Ok(config) => {
-                let mut slot = current.write().expect("settings lock");
-                if let Some(why) = needs_restart(&slot, &config) {
-                    tracing::error!("config not applied, keeping the last good one: {}: {why}", file.display());
-                    return;
-                }
-                if **slot != config {
-                    *slot = Arc::new(config);
-                    tracing::info!(path = %file.display(), "config reloaded");
-                }
-            }
-            // A rename-over briefly leaves no file; the next event brings the new one.
-            Err(ConfigError::Read { .. }) => {}
-            Err(e) => tracing::error!("config not applied, keeping the last good one: {e}"),
+        // A dropped event queue names no path: the file may have changed unseen.
+        let names_file = event.paths.iter().any(|p| p.file_name() == Some(&name));
+        if event.need_rescan() || (names_file && is_change(&event.kind)) {
+            let _ = changed.send(());
         }
     };
     let mut watcher = match notify::recommended_watcher(handler) {
@@ -120,7 +127,77 @@ fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>) -> Option<notify::Recom
         tracing::warn!("cannot watch {}: {e}; config changes need a restart", dir.display());
         return None;
     }
+    // A change between the first read and the watch would go unseen: compare once now.
+    let _ = since_loaded.send(());
+    drop(since_loaded);
+    let reloader = std::thread::Builder::new()
+        .name("mcpx-config-watch".into())
+        .spawn(move || reload_on_change(&file, &current, &bursts, loaded));
+    if let Err(e) = reloader {
+        tracing::warn!("cannot watch {}: {e}; config changes need a restart", dir.display());
+        return None;
+    }
     Some(watcher)
+}
+
+/// Whether an event can mean new content. Opening, reading and closing the file
+/// unwritten cannot, and reading it here causes exactly those: reacting to them made
+/// every reload trigger the next, spinning a core once anyone had read the file.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_)) => false,
+        _ => true,
+    }
+}
+
+/// Waits for bursts of changes (until the watcher, and with it the sender, is dropped)
+/// and applies each burst once, if the file's bytes differ from the last ones read.
+fn reload_on_change(file: &Path, current: &RwLock<Arc<Config>>, bursts: &mpsc::Receiver<()>, mut seen: Vec<u8>) {
+    while bursts.recv().is_ok() {
+        let first = Instant::now();
+        loop {
+            match bursts.recv_timeout(SETTLE) {
+                Ok(()) if first.elapsed() < MOST_DELAY => continue,
+                Ok(()) | Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        // A rename-over briefly leaves no file; the next event brings the new one.
+        let Ok(bytes) = std::fs::read(file) else { continue };
+        if bytes == seen {
+            continue;
+        }
+        apply(file, &bytes, current);
+        seen = bytes;
+    }
+}
+
+/// Puts the config in `bytes` in force, unless it does not parse or needs a restart.
+fn apply(file: &Path, bytes: &[u8], current: &RwLock<Arc<Config>>) {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            tracing::error!("config not applied, keeping the last good one: {}: not UTF-8: {e}", file.display());
+            return;
+        }
+    };
+    let config = match Config::parse(text, file) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!("config not applied, keeping the last good one: {e}");
+            return;
+        }
+    };
+    let mut slot = current.write().expect("settings lock");
+    if let Some(why) = needs_restart(&slot, &config) {
+        tracing::error!("config not applied, keeping the last good one: {}: {why}", file.display());
+        return;
+    }
+    if **slot != config {
+        *slot = Arc::new(config);
+        tracing::info!(path = %file.display(), "config reloaded");
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +206,26 @@ mod tests {
 
     fn config(text: &str) -> Config {
         Config::parse(text, Path::new("test.json")).expect("a valid config")
+    }
+
+    #[test]
+    fn reading_the_file_is_not_a_change_and_writing_it_is() {
+        use notify::event::{CreateKind, DataChange, RemoveKind, RenameMode};
+        let reads = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Modify(ModifyKind::Metadata(notify::event::MetadataKind::AccessTime)),
+        ];
+        assert!(reads.iter().all(|kind| !is_change(kind)), "{reads:?}");
+        let changes = [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Remove(RemoveKind::File),
+        ];
+        assert!(changes.iter().all(is_change), "{changes:?}");
     }
 
     #[test]
