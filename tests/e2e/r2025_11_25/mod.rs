@@ -9,3 +9,4 @@ mod serve;
 mod standalone;
 mod cancel;
 mod real_upstreams;
+mod session_end;
