@@ -289,7 +289,8 @@ impl Pool {
 /// or `mcpx serve` that named no session), outlives its process by at most one reaper tick.
 fn owner_gone(key: &InstanceKey) -> bool {
     let pid = key.key.strip_prefix("pid:").or_else(|| key.key.strip_prefix("process:"));
-    pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    // Pid 0: a peer the kernel could not map into our pid namespace, so no /proc entry.
+    pid.filter(|pid| *pid != "0").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Inner {

@@ -33,7 +33,8 @@ impl Session {
 
     /// Tells the gateway this session is over: its instances stop once their calls finish.
     fn ended(&self, gateway: &Gateway) {
-        let transport = Transport { session: Some(self.identity()), principal: self.owner.clone(), ..Transport::default() };
+        let transport =
+            Transport { session: Some(self.identity()), principal: self.owner.clone(), ..Transport::default() };
         gateway.end_session(&transport);
     }
 }
@@ -151,7 +152,8 @@ async fn sweep(open: Weak<Open>, gateway: Weak<Gateway>) {
 
 /// Takes out the sessions idle for `timeout` or longer.
 fn expire(open: &mut HashMap<String, (Session, Instant)>, timeout: Duration) -> Vec<Session> {
-    let idle: Vec<String> = open.iter().filter(|(_, (_, used))| used.elapsed() >= timeout).map(|(id, _)| id.clone()).collect();
+    let idle: Vec<String> =
+        open.iter().filter(|(_, (_, used))| used.elapsed() >= timeout).map(|(id, _)| id.clone()).collect();
     idle.iter().filter_map(|id| open.remove(id)).map(|(session, _)| session).collect()
 }
 
