@@ -204,6 +204,18 @@ impl Gateway {
         }
     }
 
+    /// The session `transport` implies has ended (a legacy HTTP session closed or expired,
+    /// a stdio stream closed): its `session`-scoped instances stop once the calls holding
+    /// them finish. A named session does not end this way: anyone may name it again, so
+    /// its instances keep the idle rule (`pool.idleTimeout`).
+    pub fn end_session(&self, transport: &Transport) {
+        if !matches!(transport.session, Some(Session::Process(_) | Session::Http(_))) {
+            return;
+        }
+        let Some(key) = Identity::resolve(None, &[], transport).session_key() else { return };
+        self.pool.retire_keyed(&key);
+    }
+
     /// Remembers the era each server answered in across restarts, in `file`.
     pub fn remember_eras_in(&self, file: std::path::PathBuf) {
         self.pool.remember_eras_in(file);

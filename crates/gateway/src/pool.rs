@@ -2,9 +2,9 @@
 //!
 //! It starts instances lazily, never two for one key (concurrent first callers wait for
 //! the same start), reuses them, replaces one that died, stops idle ones, stops a
-//! per-call instance when its call ends, caps instances per server and in all (at a cap,
-//! the least recently used idle instance is stopped to make room; only when every one is
-//! busy does the caller get a clear error),
+//! per-call instance when its call ends and a session's when the session ends, caps
+//! instances per server and in all (at a cap, the least recently used idle instance is
+//! stopped to make room; only when every one is busy does the caller get a clear error),
 //! backs off a server that keeps failing to start or crashing soon after it started,
 //! and on shutdown stops every instance it ever started and waits until they are gone.
 
@@ -223,6 +223,23 @@ impl Pool {
         count
     }
 
+    /// Takes every instance whose key is `key` (one per server: a session's key) out of
+    /// service: each stops once the calls holding it finish, at once if none does.
+    /// Returns how many it took.
+    pub fn retire_keyed(&self, key: &str) -> usize {
+        let ended: Vec<Arc<Slot>> = {
+            let mut slots = self.inner.slots.lock().expect("pool lock");
+            let keys: Vec<InstanceKey> = slots.keys().filter(|k| k.key == key).cloned().collect();
+            keys.iter().filter_map(|k| slots.remove(k)).collect()
+        };
+        let count = ended.len();
+        for slot in ended {
+            tracing::info!(instance = %slot.key, "stopping the instance of a session that ended");
+            self.inner.retire_removed(slot);
+        }
+        count
+    }
+
     /// Instances still stopping (their process groups not yet gone).
     pub fn stopping(&self) -> usize {
         self.inner.stopping.len()
@@ -268,9 +285,12 @@ impl Pool {
     }
 }
 
-/// A `pid:` instance outlives its process by at most one reaper tick.
+/// A `pid:` instance, or the instance of a process's own session (`process:`: a CLI call
+/// or `mcpx serve` that named no session), outlives its process by at most one reaper tick.
 fn owner_gone(key: &InstanceKey) -> bool {
-    key.key.strip_prefix("pid:").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    let pid = key.key.strip_prefix("pid:").or_else(|| key.key.strip_prefix("process:"));
+    // Pid 0: a peer the kernel could not map into our pid namespace, so no /proc entry.
+    pid.filter(|pid| *pid != "0").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Inner {
@@ -421,8 +441,10 @@ impl Inner {
     }
 
     fn retire_removed(&self, slot: Arc<Slot>) {
-        slot.retired.store(true, Ordering::Release);
-        if slot.leases.load(Ordering::Acquire) == 0 {
+        // SeqCst here and in `Lease::drop`: of a retire and a last lease going at once, at
+        // least one must see the other, or a slot out of the map would never stop.
+        slot.retired.store(true, Ordering::SeqCst);
+        if slot.leases.load(Ordering::SeqCst) == 0 {
             self.stop(slot);
         }
     }
@@ -457,12 +479,12 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         *self.slot.last_used.lock().expect("slot lock") = Instant::now();
-        let remaining = self.slot.leases.fetch_sub(1, Ordering::AcqRel) - 1;
+        let remaining = self.slot.leases.fetch_sub(1, Ordering::SeqCst) - 1;
         if remaining > 0 {
             return;
         }
         let never_started = self.slot.upstream.get().is_none();
-        if self.slot.retired.load(Ordering::Acquire) {
+        if self.slot.retired.load(Ordering::SeqCst) {
             self.pool.stop(self.slot.clone());
         } else if self.slot.key.is_per_call() || never_started {
             self.pool.retire(&self.slot);

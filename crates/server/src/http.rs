@@ -78,7 +78,7 @@ async fn mcp(
         Method::POST => post(&front, &base, &headers, session, body).await,
         Method::DELETE => match session {
             Some(session) => {
-                front.sessions.end(&session.id);
+                front.sessions.end(&front.gateway, &session.id);
                 StatusCode::NO_CONTENT.into_response()
             }
             None => not_allowed(),

@@ -224,7 +224,7 @@ pub fn initialize(front: &Front, owner: &mcpx_gateway::Principal, format: Format
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
-    let session = match front.sessions.open(negotiated, owner, &http) {
+    let session = match front.sessions.open(&front.gateway, negotiated, owner, &http) {
         Ok(session) => session,
         Err(full) => {
             let e = RpcError::internal(full.message());

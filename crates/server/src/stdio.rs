@@ -79,6 +79,10 @@ where
             task.abort();
         }
     }
+    // A session mcpx derived from this stream (a process that named none) ends with it:
+    // its instances stop once the calls still holding them let go. If the process is
+    // still there (its daemon connection broke), it starts afresh, as after a restart.
+    stream.gateway.end_session(&stream.transport);
     drop(stream);
     let _ = writer.await;
 }
