@@ -130,7 +130,8 @@ impl Default for TransportConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PoolConfig {
-    /// An instance nobody used for this long is stopped. Default 5 minutes.
+    /// An instance nobody used for this long is stopped. Default 5 minutes. (An instance of
+    /// a session mcpx derived from a transport stops sooner: when that session ends.)
     #[serde(with = "duration")]
     pub idle_timeout: Duration,
     /// Most live instances of one server. Default 16.
