@@ -62,6 +62,12 @@ struct Flags {
     #[arg(long)]
     flood_stderr: bool,
 
+    /// Append a line, "<instance id> <pid>", to this file as the process starts (before it
+    /// reads a request): how a test counts the processes a gateway started, including
+    /// those already gone.
+    #[arg(long, value_name = "FILE")]
+    record_start: Option<std::path::PathBuf>,
+
     /// Ignored; lets tests find their processes by command line.
     #[arg(long = "tag", value_name = "STRING")]
     _tag: Vec<String>,
@@ -98,6 +104,13 @@ enum FixtureKind {
     Conformance,
 }
 
+/// One line per start, written whole in one append, so concurrent starts do not mix.
+fn record_start(file: &std::path::Path, instance: &Instance) -> io::Result<()> {
+    use std::io::Write as _;
+    let line = format!("{} {}\n", instance.id, instance.pid);
+    std::fs::OpenOptions::new().create(true).append(true).open(file)?.write_all(line.as_bytes())
+}
+
 fn main() -> ExitCode {
     let flags = Flags::parse();
     if flags.ignore_sigterm {
@@ -119,6 +132,12 @@ fn main() -> ExitCode {
         instance.pid,
         flags.era.label()
     );
+    if let Some(file) = &flags.record_start
+        && let Err(e) = record_start(file, &instance)
+    {
+        eprintln!("fakemcp {}: cannot record the start in {}: {e}", instance.id, file.display());
+        return ExitCode::FAILURE;
+    }
 
     let behaviour = Behaviour {
         era_mode: flags.era,
