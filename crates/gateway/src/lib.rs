@@ -493,7 +493,7 @@ impl Gateway {
     ) -> (Vec<(String, Value)>, Cacheability) {
         let config = self.settings.config();
         let lists = join_all(servers.iter().map(|server| async move {
-            let lease = self.lease(ctx, server).await?;
+            let lease = self.lease_for_listing(ctx, server).await?;
             if lease.upstream().facts().capabilities.get(capability).is_none() {
                 return Ok((Vec::new(), None));
             }
@@ -525,9 +525,22 @@ impl Gateway {
         self.lease_at(ctx, server, None).await
     }
 
+    /// The instance of `server` that lists its tools, prompts or resources for this caller:
+    /// its own, or the server's shared lister for a caller whose scope degraded to `call`
+    /// and who has nothing else to key on (see [`scope::Scoper::listing_key`]), so a host
+    /// fanning out listings does not start and stop a process for each. Send it listings
+    /// only: never a call or a read.
+    pub(crate) async fn lease_for_listing(&self, ctx: &CallContext, server: &str) -> Result<Lease, RpcError> {
+        self.lease_picked(ctx, server, Pick::Listing).await
+    }
+
     /// The instance of `server` for this caller, or at `instance_key` when a retry names
     /// the instance that asked it a question.
     async fn lease_at(&self, ctx: &CallContext, server: &str, instance_key: Option<String>) -> Result<Lease, RpcError> {
+        self.lease_picked(ctx, server, instance_key.map_or(Pick::Caller, Pick::At)).await
+    }
+
+    async fn lease_picked(&self, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, RpcError> {
         let config = self.settings.config();
         let Some(server_config) = config.server(server) else {
             let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
@@ -535,9 +548,10 @@ impl Gateway {
             return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
                 .with_data(json!({ "server": server, "servers": names })));
         };
-        let key = match instance_key {
-            Some(key) => InstanceKey { server: server.to_owned(), key },
-            None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+        let key = match pick {
+            Pick::At(key) => InstanceKey { server: server.to_owned(), key },
+            Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+            Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
         let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
         let lease = self
@@ -620,6 +634,16 @@ fn expand_env(value: &str) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Which instance of a server a lease is for.
+enum Pick {
+    /// The one the caller's identity selects.
+    Caller,
+    /// The one that lists for the caller (a lister serves listings, nothing else).
+    Listing,
+    /// The one at this key: the instance that asked the question a retry answers.
+    At(String),
 }
 
 /// Where a retry with mcpx's `requestState` goes.

@@ -5,6 +5,14 @@
 //! where none was named) degrades to `call`: one instance per call. Degrading toward
 //! isolation costs a process; degrading toward sharing would leak one caller's state into
 //! another's. Each (server, scope, reason) is logged once, naming the fix.
+//!
+//! Listings are the one exception to "a process per call". A caller that carries nothing
+//! its scope could key on (no session, cwd or pid: a 2026 request that names no session,
+//! a legacy POST outside a session) lists through one kept `lister` instance per server
+//! instead of starting a process per `tools/list`, `prompts/list` or `resources/list`,
+//! which hosts fan out as they connect. That instance only ever answers listings, whose
+//! requests carry nothing of the caller but a cursor the upstream made, so no caller's
+//! state reaches it; its tool calls and reads still each get their own instance.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -48,9 +56,13 @@ pub struct InstanceKey {
     pub server: String,
     /// `global`, a session's key (`session:<label>`, `process:<pid>`, ... see
     /// `Identity::session_key`), `cwd:<path>`, `repo:<git common dir>`,
-    /// `worktree:<top level>`, `pid:<n>` or `call:<call id>`.
+    /// `worktree:<top level>`, `pid:<n>`, `call:<call id>` or [`LISTER`].
     pub key: String,
 }
+
+/// The key of the instance that answers listings for callers whose scope degraded to
+/// `call` and who carry no session, cwd or pid (see [`Scoper::listing_key`]).
+pub const LISTER: &str = "lister";
 
 impl InstanceKey {
     /// Whether the instance lives only as long as one call.
@@ -81,6 +93,21 @@ impl Scoper {
             }
         };
         InstanceKey { server: server.to_owned(), key }
+    }
+
+    /// The instance that lists `server`'s tools, prompts or resources for this caller: the
+    /// one [`Scoper::key`] gives, except that a caller whose scope degraded to `call` and
+    /// who carries no session, cwd or pid lists through the server's [`LISTER`]. Nothing
+    /// but listings may be sent to the instance this returns. A server scoped `call` on
+    /// purpose keeps an instance per call for its listings too.
+    pub fn listing_key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
+        let key = self.key(server, scope, identity, call_id);
+        let anonymous =
+            identity.session.is_none() && identity.cwd.is_none() && identity.pid.is_none() && identity.host.is_none();
+        if key.is_per_call() && scope != Scope::Call && anonymous {
+            return InstanceKey { server: server.to_owned(), key: LISTER.to_owned() };
+        }
+        key
     }
 
     fn log_once(&self, server: &str, scope: Scope, reason: &'static str) {
@@ -199,6 +226,24 @@ mod tests {
     }
 
     #[test]
+    fn listings_of_a_caller_with_nothing_to_key_on_go_to_the_lister() {
+        let s = Scoper::default();
+        let nobody = identity(None, None);
+        let listing = s.listing_key("b", Scope::Session, &nobody, "c1");
+        assert_eq!(listing.key, LISTER);
+        assert_eq!(s.listing_key("b", Scope::Cwd, &nobody, "c2"), listing);
+        // Its calls and reads keep an instance each.
+        assert_eq!(s.key("b", Scope::Session, &nobody, "c3").key, "call:c3");
+        // A caller with a session, or a cwd, never lists through the lister.
+        assert_eq!(s.listing_key("b", Scope::Session, &identity(Some("a"), None), "c4").key, "session:a");
+        assert_eq!(s.listing_key("b", Scope::Cwd, &identity(Some("a"), None), "c5").key, "call:c5");
+        assert_eq!(s.listing_key("b", Scope::Repo, &identity(None, Some(Path::new("/nonexistent/x"))), "c6").key, "call:c6");
+        // Neither does a server scoped per call on purpose, nor a global one.
+        assert_eq!(s.listing_key("b", Scope::Call, &nobody, "c7").key, "call:c7");
+        assert_eq!(s.listing_key("b", Scope::Global, &nobody, "c8").key, "global");
+    }
+
+    #[test]
     fn git_dirs_are_read_from_the_file_system() {
         let root = std::env::temp_dir().join(format!("mcpx-scope-test-{}", std::process::id()));
         let main = root.join("main");
@@ -274,6 +319,17 @@ mod tests {
                 // Call ids repeat only within a call (a call may reach one server twice).
                 let call_id = format!("{seed}-{}", call - call % (1 + rng.next() % 2) as usize);
                 let key = scoper.key(&server, scope, &who, &call_id);
+                let listing = scoper.listing_key(&server, scope, &who, &call_id);
+                if listing != key {
+                    // Only listings of a caller with nothing to key on, at the lister.
+                    assert_eq!(listing.key, LISTER, "seed {seed}: {listing} is not {key}");
+                    assert!(
+                        key.is_per_call() && who.session.is_none() && who.cwd.is_none() && who.pid.is_none(),
+                        "seed {seed}: {:?} lists through the lister",
+                        (&who.session, &who.cwd, who.pid, scope)
+                    );
+                }
+                assert_ne!(key.key, LISTER, "seed {seed}: a caller's own instance is the lister");
                 let others = served.entry(key.clone()).or_default();
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {

@@ -235,9 +235,9 @@ impl Gateway {
         join_all(config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) })).await
     }
 
-    /// Every tool of `server`, as the instance the caller's identity selects lists them.
+    /// Every tool of `server`, as the instance that lists for this caller lists them.
     pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
-        let lease = self.lease(ctx, server).await?;
+        let lease = self.lease_for_listing(ctx, server).await?;
         let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
         Ok(listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect())
     }

@@ -23,6 +23,7 @@ mod interop_ts_sdk;
 mod invocation;
 mod invocation_paths;
 mod lifecycle;
+mod listings;
 mod namespaces;
 mod orphans;
 mod limits;
