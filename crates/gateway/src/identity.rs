@@ -113,15 +113,21 @@ impl Identity {
     /// kind's key or another principal's, and no key holds a `Mcp-Session-Id`.
     pub fn session_key(&self) -> Option<String> {
         let session = self.session.as_ref()?;
-        let principal = match &self.principal {
-            Principal::Local => String::new(),
-            Principal::Token(name) => format!("@{}", Value::String(name.clone())),
-        };
+        let principal = self.principal_tag();
         Some(match session {
             Session::Named(label) => format!("session{principal}:{label}"),
             Session::Process(pid) => format!("process{principal}:{pid}"),
             Session::Http(id) => format!("http-session{principal}:{}", digest("http-session", id)),
         })
+    }
+
+    /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
+    /// (the name JSON-quoted, so it ends where it says) for a token holder.
+    pub fn principal_tag(&self) -> String {
+        match &self.principal {
+            Principal::Local => String::new(),
+            Principal::Token(name) => format!("@{}", Value::String(name.clone())),
+        }
     }
 
     /// Whose per-caller state this is (questions waiting for a `/v1` caller, a sealed
@@ -148,9 +154,13 @@ impl Identity {
     /// to this caller: every key to the local user; to a token holder, the instances
     /// everyone shares (`global`) and those of its own sessions.
     pub fn may_see_instance(&self, key: &str) -> bool {
-        let Principal::Token(name) = &self.principal else { return true };
-        let own = format!("@{}:", Value::String(name.clone()));
-        key == "global" || SESSION_KINDS.iter().any(|kind| key.strip_prefix(kind).is_some_and(|rest| rest.starts_with(&own)))
+        if self.principal == Principal::Local {
+            return true;
+        }
+        let own = self.principal_tag();
+        key == "global"
+            || key.strip_prefix(crate::scope::LISTER) == Some(own.as_str())
+            || SESSION_KINDS.iter().any(|kind| key.strip_prefix(kind).and_then(|rest| rest.strip_prefix(own.as_str())).is_some_and(|rest| rest.starts_with(':')))
     }
 
     /// The name a person types to reach this session again (`--session`), when it has one.

@@ -61,7 +61,8 @@ pub struct InstanceKey {
 }
 
 /// The key of the instance that answers listings for callers whose scope degraded to
-/// `call` and who carry no session, cwd or pid (see [`Scoper::listing_key`]).
+/// `call` and who carry no session, cwd or pid (see [`Scoper::listing_key`]); a token
+/// holder's is `lister@"<token name>"`.
 pub const LISTER: &str = "lister";
 
 impl InstanceKey {
@@ -105,7 +106,8 @@ impl Scoper {
         let anonymous =
             identity.session.is_none() && identity.cwd.is_none() && identity.pid.is_none() && identity.host.is_none();
         if key.is_per_call() && scope != Scope::Call && anonymous {
-            return InstanceKey { server: server.to_owned(), key: LISTER.to_owned() };
+            // One per principal: token holders share no instance they did not ask to share.
+            return InstanceKey { server: server.to_owned(), key: format!("{LISTER}{}", identity.principal_tag()) };
         }
         key
     }
@@ -244,6 +246,19 @@ mod tests {
     }
 
     #[test]
+    fn each_token_holder_lists_through_a_lister_of_its_own_and_sees_only_that_one() {
+        let s = Scoper::default();
+        let holder = |name: &str| {
+            Identity::resolve(None, &[], &Transport { principal: Principal::Token(name.into()), ..Default::default() })
+        };
+        let (ci, bot) = (holder("ci"), holder("bot"));
+        let (for_ci, for_bot) = (s.listing_key("b", Scope::Session, &ci, "c1"), s.listing_key("b", Scope::Session, &bot, "c2"));
+        assert_ne!(for_ci, for_bot);
+        assert_ne!(for_ci.key, LISTER, "the local user's lister is not a token holder's");
+        assert!(ci.may_see_instance(&for_ci.key) && !ci.may_see_instance(&for_bot.key) && !ci.may_see_instance(LISTER));
+    }
+
+    #[test]
     fn git_dirs_are_read_from_the_file_system() {
         let root = std::env::temp_dir().join(format!("mcpx-scope-test-{}", std::process::id()));
         let main = root.join("main");
@@ -322,14 +337,15 @@ mod tests {
                 let listing = scoper.listing_key(&server, scope, &who, &call_id);
                 if listing != key {
                     // Only listings of a caller with nothing to key on, at the lister.
-                    assert_eq!(listing.key, LISTER, "seed {seed}: {listing} is not {key}");
+                    // One lister per principal.
+                    assert_eq!(listing.key, format!("{LISTER}{}", who.principal_tag()), "seed {seed}: {listing} is not {key}");
                     assert!(
                         key.is_per_call() && who.session.is_none() && who.cwd.is_none() && who.pid.is_none(),
                         "seed {seed}: {:?} lists through the lister",
                         (&who.session, &who.cwd, who.pid, scope)
                     );
                 }
-                assert_ne!(key.key, LISTER, "seed {seed}: a caller's own instance is the lister");
+                assert!(!key.key.starts_with(LISTER), "seed {seed}: a caller's own instance is a lister");
                 let others = served.entry(key.clone()).or_default();
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {
