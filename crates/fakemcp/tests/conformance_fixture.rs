@@ -214,7 +214,7 @@ fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().expect("a text block")
 }
 
-const BOTH_ERA_TOOLS: [&str; 14] = [
+const BOTH_ERA_TOOLS: [&str; 15] = [
     "test_simple_text",
     "test_image_content",
     "test_audio_content",
@@ -223,6 +223,7 @@ const BOTH_ERA_TOOLS: [&str; 14] = [
     "test_tool_with_progress",
     "test_error_handling",
     "test_tool_with_logging",
+    "test_logging_levels",
     "test_sampling",
     "test_elicitation",
     "test_elicitation_sep1034_defaults",

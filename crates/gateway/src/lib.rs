@@ -138,10 +138,22 @@ impl Gateway {
         &SERVER_INFO
     }
 
-    /// What mcpx serves. Resources, prompts and completions are relayed from upstreams
-    /// that offer them; with no upstream, those lists are simply empty.
+    /// What mcpx serves, in both eras. Resources, prompts and completions are relayed from
+    /// upstreams that offer them; with no upstream, those lists are simply empty.
+    ///
+    /// Only what mcpx delivers is declared: list changes of tools, prompts and resources
+    /// (on a handshake-era session's standalone stream or stdio, and to 2026 callers
+    /// through `subscriptions/listen`), and resource updates (`resources/subscribe` in the
+    /// handshake era, `resourceSubscriptions` on a listen in 2026). A client that reads
+    /// these can skip re-listing until told.
     pub fn capabilities(&self) -> Value {
-        json!({ "tools": {}, "resources": {}, "prompts": {}, "completions": {}, "logging": {} })
+        json!({
+            "tools": { "listChanged": true },
+            "resources": { "subscribe": true, "listChanged": true },
+            "prompts": { "listChanged": true },
+            "completions": {},
+            "logging": {},
+        })
     }
 
     pub fn instructions(&self) -> String {

@@ -38,15 +38,18 @@ pub fn may_notify(params: &Value) -> bool {
 
 /// Who hears about a request while it runs, when its caller can receive notifications
 /// through `notify`: progress if it sent a token; log messages at the level a 2026 caller
-/// names in `_meta` (none without it), or all that an upstream sends to a handshake-era
-/// caller, which can also be asked questions (`ask`). A level that is not a log level
-/// is -32602.
-pub fn listener(params: &Value, notify: Option<&Notify>, ask: Option<Ask>) -> Result<Option<Listener>, RpcError> {
-    let legacy = ask.is_some();
-    let log_level = if legacy {
-        Some(LOG_LEVELS[0].to_owned())
-    } else {
-        match meta::of(params).and_then(|m| m.get(meta::LOG_LEVEL)) {
+/// names in `_meta` (none without it), or at its session's level (`session_level`) for a
+/// handshake-era caller, which can also be asked questions (`ask`). A level that is not a
+/// log level is -32602.
+pub fn listener(
+    params: &Value,
+    notify: Option<&Notify>,
+    ask: Option<Ask>,
+    session_level: Option<&str>,
+) -> Result<Option<Listener>, RpcError> {
+    let log_level = match session_level {
+        Some(level) => Some(level.to_owned()),
+        None => match meta::of(params).and_then(|m| m.get(meta::LOG_LEVEL)) {
             None => None,
             Some(Value::String(level)) if LOG_LEVELS.contains(&level.as_str()) => Some(level.clone()),
             Some(other) => {
@@ -56,7 +59,7 @@ pub fn listener(params: &Value, notify: Option<&Notify>, ask: Option<Ask>) -> Re
                     LOG_LEVELS.join(", ")
                 )));
             }
-        }
+        },
     };
     let Some(notify) = notify else { return Ok(None) };
     let progress_token = progress_token(params);

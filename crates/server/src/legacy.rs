@@ -29,6 +29,31 @@ pub struct Negotiated {
     pub in_flight: std::sync::Arc<InFlight>,
     /// The resources this caller subscribed to: its change stream delivers their updates.
     pub interest: mcpx_gateway::Interest,
+    /// The least severe log level this caller wants, set by `logging/setLevel`.
+    pub log_level: std::sync::Arc<LogLevel>,
+}
+
+/// A session's log threshold, shared by the clones of its [`Negotiated`].
+///
+/// Until the caller sets one, it gets every level (`debug`): the spec leaves the choice
+/// to the server, and a caller that never asks has hosts that show what they get.
+#[derive(Debug, Default)]
+pub struct LogLevel(std::sync::atomic::AtomicUsize);
+
+impl LogLevel {
+    /// The level in force, one of [`mcpx_gateway::LOG_LEVELS`].
+    pub fn get(&self) -> &'static str {
+        mcpx_gateway::LOG_LEVELS[self.0.load(std::sync::atomic::Ordering::Relaxed)]
+    }
+
+    /// Sets the level; an unknown one is -32602 and changes nothing.
+    fn set(&self, level: Option<&str>) -> Result<(), RpcError> {
+        let rank = level.and_then(|l| mcpx_gateway::LOG_LEVELS.iter().position(|known| *known == l)).ok_or_else(|| {
+            RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))
+        })?;
+        self.0.store(rank, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 /// Requests of one handshake-era session in flight, by id.
@@ -77,7 +102,14 @@ impl Negotiated {
         let revision =
             asked.and_then(Revision::parse).filter(|r| r.era() == Era::Legacy).unwrap_or(Revision::LATEST_LEGACY);
         let capabilities = params.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({}));
-        Negotiated { revision, capabilities, questions: Default::default(), in_flight: Default::default(), interest: Default::default() }
+        Negotiated {
+            revision,
+            capabilities,
+            questions: Default::default(),
+            in_flight: Default::default(),
+            interest: Default::default(),
+            log_level: Default::default(),
+        }
     }
 }
 
@@ -139,16 +171,15 @@ pub async fn answer(
     let outcome = match method.as_str() {
         "initialize" => Err(RpcError::invalid_request("already initialized")),
         "ping" => Ok(json!({})),
-        // Messages reach a session from the upstreams serving it; the level is theirs to apply.
-        "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
-            Some(level) if mcpx_gateway::LOG_LEVELS.contains(&level) => Ok(json!({})),
-            _ => Err(RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))),
-        },
+        // The session's level from now on: stateless upstreams are asked for it in `_meta`,
+        // and what any upstream sends below it stops here. A handshake-era upstream is not
+        // told: its instance may serve other callers with other levels.
+        "logging/setLevel" => negotiated.log_level.set(params.get("level").and_then(Value::as_str)).map(|()| json!({})),
         _ => {
             let identity = gateway.identity(&params, transport);
             let expiry = gateway.settings().config().timeouts.request;
             let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
-            match dispatch::listener(&params, notify, ask) {
+            match dispatch::listener(&params, notify, ask, Some(negotiated.log_level.get())) {
                 Ok(listener) => {
                     let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
                         .with_listener(listener);

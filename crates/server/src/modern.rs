@@ -84,7 +84,7 @@ pub async fn answer(
     param_headers: Option<Vec<(String, String)>>,
 ) -> Result<Value, RpcError> {
     let identity = gateway.identity(&params, transport);
-    let listener = dispatch::listener(&params, notify, None)?;
+    let listener = dispatch::listener(&params, notify, None, None)?;
     let ctx = CallContext::new(identity, admitted.revision, admitted.capabilities)
         .with_listener(listener)
         .with_param_headers(param_headers);

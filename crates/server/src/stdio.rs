@@ -32,7 +32,8 @@ use crate::{listen, modern};
 /// Replies waiting to be written; a slow reader holds up at most this many.
 const OUTBOX: usize = 1024;
 /// After the reader ends, how long requests already running get to finish and be answered
-/// (a client that pipes in a request and closes its end still gets the reply).
+/// (a client that pipes in a request and closes its end still gets the reply). Open
+/// listens are not waited for: they end at once with their result.
 const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
@@ -73,6 +74,7 @@ where
     if let Some(changes) = stream.changes.take() {
         changes.abort();
     }
+    stream.end_listens().await;
     stream.tasks.close();
     if tokio::time::timeout(EOF_GRACE, stream.tasks.wait()).await.is_err() {
         for (_, task) in stream.in_flight.lock().expect("in-flight lock").drain() {
@@ -287,6 +289,19 @@ impl Stream {
             }
         });
         self.changes = Some(relay.abort_handle());
+    }
+
+    /// At the end of input, open listens end at once with the result a cancelled one gets:
+    /// a listen never finishes on its own, so waiting `EOF_GRACE` for it would only hold
+    /// the stream open, and a client still reading learns that it is over.
+    async fn end_listens(&mut self) {
+        for id in std::mem::take(&mut self.listens) {
+            let running = self.in_flight.lock().expect("in-flight lock").remove(&id);
+            if let Some(task) = running {
+                task.abort();
+                self.send(listen::ended(&id.to_value())).await;
+            }
+        }
     }
 
     /// Runs a request in its own task so that others are not held up behind it.

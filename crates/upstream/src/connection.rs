@@ -3,8 +3,8 @@
 //!
 //! Everything a caller's request needs on the way out is added here, once for both
 //! transports: the stateless envelope for a 2026 upstream (version, the caller's
-//! capabilities, mcpx's client info, the log level asked for), or for a handshake-era
-//! upstream, none of it (it negotiated once in `initialize`).
+//! capabilities as far as mcpx relays them, mcpx's client info, the log level asked for),
+//! or for a handshake-era upstream, none of it (it negotiated once in `initialize`).
 
 use std::sync::Arc;
 
@@ -14,6 +14,21 @@ use serde_json::Value;
 use crate::http::HttpConn;
 use crate::pipe::Inner as Pipe;
 use crate::{Caller, Listener, ServerFacts, Spec, UpstreamError, handshake};
+
+/// The client capabilities mcpx can honour on a caller's behalf: the questions it relays
+/// to the caller (elicitation, sampling, roots), each only if the caller declared it.
+const RELAYED_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
+
+/// The caller's capabilities as a stateless upstream is told them. Nothing mcpx does not
+/// relay is declared: not `experimental` or `extensions` entries (mcpx does not speak
+/// them, so an upstream relying on one would fail mid-call), not anything unknown.
+fn relayed_capabilities(caller: &Value) -> Value {
+    let relayed = RELAYED_CAPABILITIES
+        .iter()
+        .filter_map(|name| caller.get(*name).filter(|c| c.is_object()).map(|c| ((*name).to_owned(), c.clone())))
+        .collect();
+    Value::Object(relayed)
+}
 
 /// Resource subscriptions on one instance, open while this lives.
 pub struct ResourceWatch(#[allow(dead_code)] Held);
@@ -91,7 +106,8 @@ impl Upstream {
 
     /// Sends a request that serves no caller (a listing, a subscription), in the era this
     /// upstream speaks. `client_capabilities` are forwarded to a stateless upstream as the
-    /// spec asks; a handshake-era upstream negotiated its capabilities in `initialize`.
+    /// spec asks, as far as mcpx relays them ([`relayed_capabilities`]); a handshake-era
+    /// upstream negotiated its capabilities in `initialize`.
     pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Result<Value, UpstreamError> {
         self.request_reporting(method, params, client_capabilities, None, None).await
     }
@@ -112,7 +128,7 @@ impl Upstream {
             Era::Modern => {
                 let m = meta::of_mut(&mut params);
                 m.insert(meta::PROTOCOL_VERSION.into(), self.facts.revision.as_str().into());
-                m.insert(meta::CLIENT_CAPABILITIES.into(), client_capabilities.clone());
+                m.insert(meta::CLIENT_CAPABILITIES.into(), relayed_capabilities(client_capabilities));
                 m.insert(meta::CLIENT_INFO.into(), handshake::client_info());
                 // A stateless server logs only for requests that ask.
                 if let Some(level) = listener.as_ref().and_then(|l| l.log_level.clone()) {
@@ -202,5 +218,21 @@ impl Upstream {
             Link::Stdio(pipe) => pipe.shutdown().await,
             Link::Http(conn) => conn.shutdown().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relayed_capabilities;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_questions_mcpx_relays_are_declared_upstream() {
+        let caller = json!({
+            "sampling": {}, "roots": {"listChanged": true}, "elicitation": null,
+            "experimental": {"x": {}}, "extensions": {"com.example/ext": {}}, "tasks": {}
+        });
+        assert_eq!(relayed_capabilities(&caller), json!({"sampling": {}, "roots": {"listChanged": true}}));
+        assert_eq!(relayed_capabilities(&serde_json::Value::Null), json!({}));
     }
 }

@@ -96,8 +96,10 @@ pub(crate) fn modern_envelope() -> Value {
     })
 }
 
-/// A handshake-era upstream negotiates once per instance, so mcpx declares what it can
-/// relay to some caller; per call, it declines for a caller that did not declare it.
+/// A handshake-era upstream negotiates once per instance, which callers share, so mcpx
+/// declares the questions it can relay to some caller (sampling, elicitation, roots);
+/// per call, it declines one for a caller that did not declare it. Nothing else is
+/// declared: no `experimental` or extension capabilities, which mcpx does not speak.
 pub(crate) fn initialize_params() -> Value {
     json!({
         "protocolVersion": Revision::LATEST_LEGACY.as_str(),

@@ -6,6 +6,7 @@ mod interop_ts_sdk;
 mod transport;
 mod questions;
 mod serve;
+mod logging;
 mod session_end;
 mod standalone;
 mod cancel;

@@ -6,6 +6,7 @@ mod artifact_store;
 mod ask;
 mod api;
 mod cli;
+mod capabilities;
 mod clashes;
 mod config_watch;
 mod eras;

@@ -28,6 +28,7 @@ pub struct Level(usize);
 
 impl Level {
     pub const INFO: Level = Level(1);
+    pub const ERROR: Level = Level(4);
 
     pub fn parse(level: &Value) -> Result<Level, RpcError> {
         level

@@ -24,7 +24,7 @@ const NOTIFICATION_GAP: Duration = Duration::from_millis(50);
 
 /// Tools of both eras, in listing order: name and description. The input schema is
 /// `{}`-shaped unless [`input_schema`] says otherwise.
-const BOTH_ERAS: [(&str, &str); 14] = [
+const BOTH_ERAS: [(&str, &str); 15] = [
     ("test_simple_text", "Returns one fixed text block."),
     ("test_image_content", "Returns one PNG image block."),
     ("test_audio_content", "Returns one WAV audio block."),
@@ -44,6 +44,10 @@ const BOTH_ERAS: [(&str, &str); 14] = [
     (
         "test_tool_with_logging",
         "Logs three info messages while it runs (modern requests: only with a logLevel).",
+    ),
+    (
+        "test_logging_levels",
+        "Logs one info message, then one error message (the era's logging rules apply).",
     ),
     (
         "test_sampling",
@@ -270,6 +274,13 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
             done(tool_result(vec![text(
                 "Tool with logging executed successfully",
             )]))
+        }
+        // Not in the official suite: shows a gateway's level filtering (one message each
+        // side of a threshold set at warning or error).
+        "test_logging_levels" => {
+            fixture.log(era, params, Level::INFO, "an info message");
+            fixture.log(era, params, Level::ERROR, "an error message");
+            done(tool_result(vec![text("Logged at info and error")]))
         }
         "test_sampling" => {
             let prompt = string_argument("prompt")?;
