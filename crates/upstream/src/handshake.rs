@@ -61,8 +61,11 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
             tracing::debug!(server = inner.server, "no answer to server/discover within {probe_timeout:?}; trying initialize");
             let init = initialize(inner);
             tokio::pin!(init);
+            // The late discover answer first: a server that took the modern path answers
+            // the probe and then refuses `initialize` (-32022), and both answers can be
+            // ready at once; an unbiased select would pick the refusal half the time.
             tokio::select! {
-                facts = &mut init => facts,
+                biased;
                 Ok(Ok(late)) = &mut discover.reply => {
                     discover.done = true;
                     match modern_facts(&late) {
@@ -70,6 +73,7 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
                         None => init.await,
                     }
                 }
+                facts = &mut init => facts,
             }
         }
     }
