@@ -96,12 +96,14 @@ def chat_view(body):
 
 
 def responses_view(body):
+    # A namespace groups tools under its own name (Codex: one per MCP server); a call of
+    # one of them names both, as `<namespace>/<tool>` here.
     tools = []
     for tool in body.get("tools") or []:
-        tools.append(tool.get("name"))
-        # Tools grouped under a namespace carry their own list.
-        for inner in tool.get("tools") or []:
-            tools.append(inner.get("name"))
+        if tool.get("type") == "namespace":
+            tools += [tool.get("name") + "/" + inner.get("name") for inner in tool.get("tools") or []]
+        else:
+            tools.append(tool.get("name"))
     result = None
     items = body.get("input")
     for item in items if isinstance(items, list) else []:
@@ -280,9 +282,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         model = body.get("model") or "standin"
         ident = "resp_" + uuid.uuid4().hex[:20]
         if kind == "call":
+            namespace, _, name = payload.rpartition("/")
             item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:20], "status": "completed",
-                    "call_id": "call_" + uuid.uuid4().hex[:20], "name": payload,
+                    "call_id": "call_" + uuid.uuid4().hex[:20], "name": name,
                     "arguments": json.dumps(self.model.arguments)}
+            if namespace:
+                item["namespace"] = namespace
         else:
             item = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:20], "status": "completed",
                     "role": "assistant",
