@@ -40,7 +40,7 @@ macro_rules! host_tests {
 
 host_tests!(
     Host::GeminiCli,
-    "2025-11-25",
+    "2025-06-18",
     gemini_cli_mcp_list_shows_mcpx_connected_over_mcpx_serve,
     gemini_cli_mcp_list_shows_mcpx_connected_over_http,
     gemini_cli_turn_calls_an_upstream_tool_through_mcpx_serve,
@@ -67,10 +67,10 @@ host_tests!(
 
 #[test]
 fn codex_turn_calls_an_upstream_tool_through_mcpx_serve() {
-    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Serve), "2025-11-25");
+    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Serve), "2025-06-18");
 }
 
 #[test]
 fn codex_turn_calls_an_upstream_tool_through_http() {
-    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Http), "2025-11-25");
+    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Http), "2025-06-18");
 }
