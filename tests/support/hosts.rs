@@ -160,36 +160,59 @@ impl Link {
         })
     }
 
-    /// Checks every frame mcpx wrote to the host over stdio against the schema of the
-    /// revision its request spoke (over HTTP the tap sees only requests).
+    /// Checks every frame mcpx wrote to the host (over stdio, or in the HTTP responses)
+    /// against the schema of the revision the request it answers spoke.
     #[track_caller]
     pub fn assert_frames_valid(&self) {
-        let Link::Serve { tap, .. } = self else { return };
-        let sent = tap.sent();
+        // (the request messages, mcpx's answer messages, the revision the HTTP header named)
+        let exchanges: Vec<(Vec<Value>, Vec<Value>, Option<String>)> = match self {
+            Link::Serve { tap, .. } => vec![(tap.sent(), tap.received(), None)],
+            Link::Http { tap } => tap
+                .exchanges()
+                .into_iter()
+                .map(|(request, response)| {
+                    let header = request.header("mcp-protocol-version").map(str::to_owned);
+                    let answers = response.map(|r| r.messages).unwrap_or_default();
+                    (batch(request.body), answers, header)
+                })
+                .collect(),
+        };
         let mut negotiated: Option<String> = None;
-        for frame in tap.received() {
-            let request = sent.iter().find(|m| m.get("method").is_some() && m.get("id") == frame.get("id"));
-            let Some(request) = request.filter(|_| frame.get("result").is_some() || frame.get("error").is_some())
-            else {
-                // A notification or a request of mcpx's: the envelope of the session's revision.
-                let revision = negotiated.clone().unwrap_or_else(|| schema::MODERN.to_owned());
-                schema::assert_frame(known(&revision), None, &frame);
-                continue;
-            };
-            let method = request["method"].as_str().unwrap_or_default();
-            let revision = match node::meta_protocol_version(request) {
-                Some(modern) => modern.to_owned(),
-                None if method == "initialize" => frame["result"]["protocolVersion"]
-                    .as_str()
-                    .unwrap_or(schema::MODERN)
-                    .to_owned(),
-                None => negotiated.clone().unwrap_or_else(|| schema::MODERN.to_owned()),
-            };
-            schema::assert_frame(known(&revision), Some(method), &frame);
-            if method == "initialize" {
-                negotiated = Some(revision);
+        let mut checked = 0;
+        for (sent, received, header) in exchanges {
+            for frame in received {
+                let answers = frame.get("result").is_some() || frame.get("error").is_some();
+                let request = sent
+                    .iter()
+                    .find(|m| answers && m.get("method").is_some() && m.get("id") == frame.get("id"));
+                let Some(request) = request else {
+                    // A notification or a request of mcpx's: the session's revision.
+                    let revision = header.clone().or_else(|| negotiated.clone());
+                    let revision = revision.unwrap_or_else(|| schema::MODERN.to_owned());
+                    schema::assert_frame(known(&revision), None, &frame);
+                    checked += 1;
+                    continue;
+                };
+                let method = request["method"].as_str().unwrap_or_default();
+                let revision = match node::meta_protocol_version(request) {
+                    Some(modern) => modern.to_owned(),
+                    None if method == "initialize" => frame["result"]["protocolVersion"]
+                        .as_str()
+                        .unwrap_or(schema::MODERN)
+                        .to_owned(),
+                    None => header
+                        .clone()
+                        .or_else(|| negotiated.clone())
+                        .unwrap_or_else(|| schema::MODERN.to_owned()),
+                };
+                schema::assert_frame(known(&revision), Some(method), &frame);
+                checked += 1;
+                if method == "initialize" {
+                    negotiated = Some(revision);
+                }
             }
         }
+        assert!(checked > 0, "mcpx wrote no frame the tap could read:\n{}", self.transcript());
     }
 
     /// What went over the link, for failure messages.
