@@ -215,6 +215,23 @@ impl Link {
         assert!(checked > 0, "mcpx wrote no frame the tap could read:\n{}", self.transcript());
     }
 
+    /// Waits until no `mcpx serve` (nor tap in front of one) joining the test's daemon is
+    /// left: a host may start its stdio servers outside its own process group, so
+    /// [`HostHome::run`]'s check alone could miss one. Kills those left and panics.
+    #[track_caller]
+    pub fn assert_nothing_left(&self) {
+        let Link::Serve { state_dir, .. } = self else { return };
+        let gone = poll(LEFTOVER_TIMEOUT, || serves_for(state_dir).is_empty().then_some(()));
+        if gone.is_none() {
+            let left = serves_for(state_dir);
+            let described: Vec<String> = left.iter().map(|p| format!("{p}: {}", cmdline(*p))).collect();
+            for pid in &left {
+                signal(*pid, libc::SIGKILL);
+            }
+            panic!("the host left mcpx serve behind: {}", described.join("; "));
+        }
+    }
+
     /// What went over the link, for failure messages.
     pub fn transcript(&self) -> String {
         match self {
@@ -590,6 +607,30 @@ fn group_members(group: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Live `mcpx serve` processes, and stdio taps, whose environment names `state_dir`.
+fn serves_for(state_dir: &Path) -> Vec<u32> {
+    let mut wanted = b"MCPX_STATE_DIR=".to_vec();
+    wanted.extend_from_slice(state_dir.as_os_str().as_encoded_bytes());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let argv = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
+            let serve = args.first().is_some_and(|a| a.ends_with(b"mcpx")) && args.get(1) == Some(&&b"serve"[..]);
+            let tap = args.iter().any(|a| a.ends_with(b"stdio_tap.js"));
+            if !(serve || tap) || !alive(pid) {
+                return None;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ.split(|b| *b == 0).any(|v| v == wanted.as_slice()).then_some(pid)
+        })
+        .collect()
+}
+
 fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
@@ -731,6 +772,7 @@ pub fn assert_host_lists_mcpx(host: Host, transport: Transport) -> Link {
     let model = StandinModel::start(&json!({}));
     let home = HostHome::new(host, &link, &model);
     home.assert_lists_mcpx_connected();
+    link.assert_nothing_left();
     // Some hosts only open a session (and ping) to tell it is up; each spoke first.
     assert!(
         !link.methods().is_empty(),
@@ -754,6 +796,7 @@ pub fn assert_host_calls_through_mcpx(host: Host, transport: Transport) -> Link 
     let model = StandinModel::start(&node::echo_call("fake", &token));
     let home = HostHome::new(host, &link, &model);
     let run = home.prompt("Call the mcpx_call tool once, then report its result.");
+    link.assert_nothing_left();
     assert_round_trip(&run, &model, &link, &token);
     let whoami = crate::Whoami::of(
         &crate::Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()),
