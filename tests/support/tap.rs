@@ -5,7 +5,8 @@
 //! copy, so a test can check the era from the requests themselves.
 //!
 //! - [`HttpTap`]: a loopback TCP relay in front of the daemon's `/mcp`; the requests it
-//!   relayed come back parsed ([`TappedRequest`]: method, headers, JSON body).
+//!   relayed come back parsed ([`TappedRequest`]: method, headers, JSON body), and with
+//!   the answers the daemon gave them ([`TappedResponse`]: status, JSON-RPC messages).
 //! - [`StdioTap`]: files for `tests/node/stdio_tap.js`, a relay put in front of
 //!   `mcpx serve`; the JSON-RPC lines each way come back parsed.
 
