@@ -458,7 +458,7 @@ impl HostHome {
                 let config = format!(
                     "model = \"standin\"\nmodel_provider = \"standin\"\napproval_policy = \"never\"\n\
                      sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
-                     [analytics]\nenabled = false\n\n\
+                     [analytics]\nenabled = false\n\n[features]\nplugins = false\n\n\
                      [model_providers.standin]\nname = \"Stand-in\"\nbase_url = {}\nwire_api = \"responses\"\n\
                      env_key = \"STANDIN_API_KEY\"\n\n[mcp_servers.mcpx]\n{server}",
                     toml_string(&format!("{model}/v1"))
@@ -502,6 +502,13 @@ impl HostHome {
                 self.set("OPENCODE_DISABLE_MODELS_FETCH", "1");
                 self.set("OPENCODE_DISABLE_LSP_DOWNLOAD", "1");
                 self.set("OPENCODE_DISABLE_SHARE", "1");
+                // Its default plugins come from npm at start-up, and it installs its plugin
+                // SDK into each config directory in the background: keep npm off the network
+                // (the install fails quietly; nothing here needs it).
+                self.set("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1");
+                self.write(".npmrc", "offline=true\nregistry=http://127.0.0.1:9/\n");
+                self.set("npm_config_offline", "true");
+                self.set("npm_config_registry", "http://127.0.0.1:9/");
             }
         }
     }
