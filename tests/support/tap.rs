@@ -5,7 +5,8 @@
 //! copy, so a test can check the era from the requests themselves.
 //!
 //! - [`HttpTap`]: a loopback TCP relay in front of the daemon's `/mcp`; the requests it
-//!   relayed come back parsed ([`TappedRequest`]: method, headers, JSON body).
+//!   relayed come back parsed ([`TappedRequest`]: method, headers, JSON body), and with
+//!   the answers the daemon gave them ([`TappedResponse`]: status, JSON-RPC messages).
 //! - [`StdioTap`]: files for `tests/node/stdio_tap.js`, a relay put in front of
 //!   `mcpx serve`; the JSON-RPC lines each way come back parsed.
 
@@ -48,7 +49,18 @@ impl TappedRequest {
     }
 }
 
-/// The bytes one client connection sent, in order.
+/// One HTTP response the daemon gave through an [`HttpTap`].
+#[derive(Clone, Debug)]
+pub struct TappedResponse {
+    pub status: u16,
+    /// Header names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The JSON-RPC messages of the body: a JSON body, or each `data:` of an SSE stream
+    /// (as far as it got, for a stream still open).
+    pub messages: Vec<Value>,
+}
+
+/// The bytes one connection carried one way, in order.
 type Connections = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
 
 /// A TCP relay on a free loopback port in front of an `http://host:port/...` endpoint.
@@ -57,6 +69,8 @@ pub struct HttpTap {
     port: u16,
     path: String,
     sent: Connections,
+    /// What the target answered on each connection (same order as `sent`).
+    received: Connections,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -73,9 +87,11 @@ impl HttpTap {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the tap's port");
         let port = listener.local_addr().expect("the tap's address").port();
         let sent: Connections = Arc::default();
+        let received: Connections = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = {
             let sent = Arc::clone(&sent);
+            let received = Arc::clone(&received);
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
                 for client in listener.incoming() {
@@ -88,8 +104,13 @@ impl HttpTap {
                         continue;
                     };
                     let log = Arc::new(Mutex::new(Vec::new()));
-                    sent.lock().unwrap().push(Arc::clone(&log));
-                    relay(client, server, log);
+                    let answers = Arc::new(Mutex::new(Vec::new()));
+                    // One lock for both lists keeps their indexes in step.
+                    let mut sent = sent.lock().unwrap();
+                    sent.push(Arc::clone(&log));
+                    received.lock().unwrap().push(Arc::clone(&answers));
+                    drop(sent);
+                    relay(client, server, log, answers);
                 }
             })
         };
@@ -97,6 +118,7 @@ impl HttpTap {
             port,
             path: format!("/{path}"),
             sent,
+            received,
             stop,
             acceptor: Some(acceptor),
         }
@@ -120,6 +142,24 @@ impl HttpTap {
         connections.iter().flat_map(|c| parse_requests(c)).collect()
     }
 
+    /// Every request relayed so far with the response the target gave it, if complete
+    /// enough to read (HTTP/1.1 answers a connection's requests in order).
+    pub fn exchanges(&self) -> Vec<(TappedRequest, Option<TappedResponse>)> {
+        let sent = self.sent.lock().unwrap();
+        let received = self.received.lock().unwrap();
+        sent.iter()
+            .zip(received.iter())
+            .flat_map(|(out, back)| {
+                let requests = parse_requests(&out.lock().unwrap());
+                let mut responses = parse_responses(&back.lock().unwrap()).into_iter();
+                requests
+                    .into_iter()
+                    .map(|request| (request, responses.next()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The relayed requests as text, for failure messages.
     pub fn transcript(&self) -> String {
         self.requests()
@@ -141,14 +181,19 @@ impl Drop for HttpTap {
     }
 }
 
-/// Copies both ways on two threads, keeping what the client sent; each side's end of
+/// Copies both ways on two threads, keeping what each side sent; each side's end of
 /// stream is passed on as a half-close.
-fn relay(client: TcpStream, server: TcpStream, log: Arc<Mutex<Vec<u8>>>) {
+fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    log: Arc<Mutex<Vec<u8>>>,
+    answers: Arc<Mutex<Vec<u8>>>,
+) {
     let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
     std::thread::spawn(move || pump(client_read, server, Some(log)));
-    std::thread::spawn(move || pump(server_read, client, None));
+    std::thread::spawn(move || pump(server_read, client, Some(answers)));
 }
 
 fn pump(mut from: TcpStream, mut to: TcpStream, log: Option<Arc<Mutex<Vec<u8>>>>) {
@@ -214,6 +259,115 @@ fn parse_requests(mut bytes: &[u8]) -> Vec<TappedRequest> {
         bytes = &rest[used..];
     }
     requests
+}
+
+/// Splits one connection's answer bytes into HTTP/1.1 responses. A response whose body
+/// is still arriving (an open SSE stream) is the last one, with the events so far.
+fn parse_responses(mut bytes: &[u8]) -> Vec<TappedResponse> {
+    let mut responses = Vec::new();
+    while let Some(end) = find(bytes, b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let value = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.to_ascii_lowercase())
+        };
+        let rest = &bytes[end + 4..];
+        let (body, used, complete) =
+            if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+                match dechunk(rest) {
+                    Some((body, used)) => (body, used, true),
+                    None => (dechunk_partial(rest), rest.len(), false),
+                }
+            } else {
+                let length: Option<usize> = value("content-length").and_then(|v| v.parse().ok());
+                match length {
+                    Some(length) if rest.len() >= length => (rest[..length].to_vec(), length, true),
+                    Some(_) => (rest.to_vec(), rest.len(), false),
+                    // No length and not chunked: the body runs to the end of the connection.
+                    None if status == 204 || status == 304 || (100..200).contains(&status) => {
+                        (Vec::new(), 0, true)
+                    }
+                    None => (rest.to_vec(), rest.len(), false),
+                }
+            };
+        let sse = value("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
+        let messages = if sse {
+            sse_messages(&body)
+        } else {
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Array(items)) => items,
+                Ok(Value::Null) | Err(_) => Vec::new(),
+                Ok(one) => vec![one],
+            }
+        };
+        responses.push(TappedResponse {
+            status,
+            headers,
+            messages,
+        });
+        if !complete {
+            break;
+        }
+        bytes = &rest[used..];
+    }
+    responses
+}
+
+/// The JSON `data:` of each complete event of an SSE body.
+fn sse_messages(body: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
+    let complete = text.rfind("\n\n").map_or("", |end| &text[..end]);
+    complete
+        .split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty())
+                .then(|| serde_json::from_str(&data.join("\n")).ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// The complete chunks of a chunked body still arriving.
+fn dechunk_partial(bytes: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    while let Some(line) = find(&bytes[at..], b"\r\n") {
+        let size_text = String::from_utf8_lossy(&bytes[at..at + line]);
+        let Some(size) = size_text
+            .split(';')
+            .next()
+            .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+        else {
+            break;
+        };
+        let start = at + line + 2;
+        if size == 0 || bytes.len() < start + size {
+            break;
+        }
+        body.extend_from_slice(&bytes[start..start + size]);
+        at = start + size + 2;
+        if at > bytes.len() {
+            break;
+        }
+    }
+    body
 }
 
 /// A chunked body: its bytes and how many input bytes it took, or `None` if incomplete.

@@ -3,6 +3,7 @@
 mod interop;
 mod interop_inspector;
 mod interop_ts_sdk;
+mod hosts;
 mod transport;
 mod questions;
 mod serve;

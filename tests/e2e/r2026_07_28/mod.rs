@@ -16,6 +16,7 @@ mod fakemcp_http;
 mod gateway_tools;
 mod hostile_input;
 mod hosts;
+mod real_hosts;
 mod http_upstream;
 mod git_scopes;
 mod interop;
