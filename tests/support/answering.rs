@@ -21,12 +21,7 @@ pub struct Answers {
 impl Answers {
     /// Accepts an elicitation with `content`; samples `sample_text`.
     pub fn accept(content: Value, sample_text: &str) -> Answers {
-        Answers {
-            elicit_action: "accept",
-            elicit_content: content,
-            sample_text: sample_text.to_owned(),
-            root: None,
-        }
+        Answers { elicit_action: "accept", elicit_content: content, sample_text: sample_text.to_owned(), root: None }
     }
 
     /// Declines every elicitation.
@@ -44,27 +39,12 @@ impl Answers {
 /// with `answers`, and returns its JSON line (`protocolVersion`, `era`, `asked`, `result`);
 /// panics with its stderr when it fails.
 #[track_caller]
-pub fn answering_client(
-    url: &str,
-    mode: &str,
-    tool: &str,
-    arguments: &Value,
-    answers: &Answers,
-) -> Value {
+pub fn answering_client(url: &str, mode: &str, tool: &str, arguments: &Value, answers: &Answers) -> Value {
     let script = paths::repo_root().join("tests/python/answering_client.py");
     let mut command = Command::new(venv_bin("python"));
     command
         .arg(&script)
-        .args([
-            "--url",
-            url,
-            "--mode",
-            mode,
-            "--tool",
-            tool,
-            "--timeout",
-            "40",
-        ])
+        .args(["--url", url, "--mode", mode, "--tool", tool, "--timeout", "40"])
         .arg("--args")
         .arg(arguments.to_string())
         .args(["--elicit-action", answers.elicit_action])
@@ -76,30 +56,19 @@ pub fn answering_client(
     if let Some(root) = &answers.root {
         command.arg("--root").arg(root);
     }
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     crate::process::json_line(&output, &format!("the answering Python SDK client ({mode}, {tool})"))
 }
 
 /// The methods of the questions the client was asked, in order.
 pub fn asked_methods(out: &Value) -> Vec<&str> {
-    out["asked"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|q| q["method"].as_str()).collect())
-        .unwrap_or_default()
+    out["asked"].as_array().map(|a| a.iter().filter_map(|q| q["method"].as_str()).collect()).unwrap_or_default()
 }
 
 /// All the text blocks of the client's tool result, joined with newlines.
 pub fn result_text(out: &Value) -> String {
     out["result"]["content"]
         .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"))
         .unwrap_or_default()
 }

@@ -54,10 +54,7 @@ pub struct Reply {
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     pub fn content_type(&self) -> &str {
@@ -87,32 +84,20 @@ impl Reply {
     #[track_caller]
     pub fn error(&self) -> &Value {
         let frame = self.frame();
-        assert!(
-            frame.get("error").is_some(),
-            "expected a JSON-RPC error:\n{self}"
-        );
+        assert!(frame.get("error").is_some(), "expected a JSON-RPC error:\n{self}");
         &frame["error"]
     }
 
     #[track_caller]
     pub fn error_code(&self) -> i64 {
-        self.error()["code"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("error without an integer code:\n{self}"))
+        self.error()["code"].as_i64().unwrap_or_else(|| panic!("error without an integer code:\n{self}"))
     }
 
     /// Asserts the HTTP status and the JSON-RPC error code together.
     #[track_caller]
     pub fn assert_error(&self, status: u16, code: i64) -> &Value {
-        assert_eq!(
-            self.status, status,
-            "expected HTTP {status} with JSON-RPC error {code}:\n{self}"
-        );
-        assert_eq!(
-            self.error_code(),
-            code,
-            "expected HTTP {status} with JSON-RPC error {code}:\n{self}"
-        );
+        assert_eq!(self.status, status, "expected HTTP {status} with JSON-RPC error {code}:\n{self}");
+        assert_eq!(self.error_code(), code, "expected HTTP {status} with JSON-RPC error {code}:\n{self}");
         self.error()
     }
 
@@ -120,15 +105,8 @@ impl Reply {
     #[track_caller]
     pub fn structured(&self) -> &Value {
         let result = self.result();
-        assert_ne!(
-            result["isError"],
-            json!(true),
-            "the tool call failed:\n{self}"
-        );
-        assert!(
-            result["structuredContent"].is_object(),
-            "the tool result has no structuredContent:\n{self}"
-        );
+        assert_ne!(result["isError"], json!(true), "the tool call failed:\n{self}");
+        assert!(result["structuredContent"].is_object(), "the tool result has no structuredContent:\n{self}");
         &result["structuredContent"]
     }
 }
@@ -163,8 +141,7 @@ pub struct Raw<'a> {
 impl Raw<'_> {
     #[track_caller]
     pub fn send(&self) -> Reply {
-        let method =
-            reqwest::Method::from_bytes(self.http_method.as_bytes()).expect("an HTTP method");
+        let method = reqwest::Method::from_bytes(self.http_method.as_bytes()).expect("an HTTP method");
         let mut request = http().request(method, self.url);
         for (name, value) in &self.headers {
             request = request.header(name.as_str(), value.as_str());
@@ -172,29 +149,15 @@ impl Raw<'_> {
         if let Some(body) = &self.body {
             request = request.body(body.clone());
         }
-        let response = request
-            .send()
-            .unwrap_or_else(|e| panic!("{} {} failed: {e:?}", self.http_method, self.url));
+        let response = request.send().unwrap_or_else(|e| panic!("{} {} failed: {e:?}", self.http_method, self.url));
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
+            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
-        let body = response
-            .text()
-            .unwrap_or_else(|e| panic!("reading the reply body failed: {e:?}"));
-        let mut reply = Reply {
-            status,
-            headers,
-            body,
-            frames: Vec::new(),
-        };
+        let body = response.text().unwrap_or_else(|e| panic!("reading the reply body failed: {e:?}"));
+        let mut reply = Reply { status, headers, body, frames: Vec::new() };
         reply.frames = parse_frames(&reply);
         for frame in &reply.frames {
             schema::assert_frame(self.revision, self.method, frame);
@@ -221,10 +184,7 @@ fn parse_frames(reply: &Reply) -> Vec<Value> {
             frame => vec![frame],
         }
     } else if content_type.starts_with("text/event-stream") {
-        sse_data(&reply.body)
-            .iter()
-            .map(|data| parse(data))
-            .collect()
+        sse_data(&reply.body).iter().map(|data| parse(data)).collect()
     } else {
         Vec::new()
     }
@@ -275,18 +235,9 @@ impl Modern {
             other => panic!("params must be an object, not {other}"),
         };
         let mut meta = Map::new();
-        meta.insert(
-            "io.modelcontextprotocol/protocolVersion".into(),
-            json!(MODERN),
-        );
-        meta.insert(
-            "io.modelcontextprotocol/clientCapabilities".into(),
-            json!({}),
-        );
-        meta.insert(
-            "io.modelcontextprotocol/clientInfo".into(),
-            json!({"name": "mcpx-e2e", "version": "0"}),
-        );
+        meta.insert("io.modelcontextprotocol/protocolVersion".into(), json!(MODERN));
+        meta.insert("io.modelcontextprotocol/clientCapabilities".into(), json!({}));
+        meta.insert("io.modelcontextprotocol/clientInfo".into(), json!({"name": "mcpx-e2e", "version": "0"}));
         if let Some(Value::Object(extra)) = params.remove("_meta") {
             meta.extend(extra);
         }
@@ -315,10 +266,7 @@ impl Modern {
 
     /// `tools/call mcpx_call {server, tool, arguments}`.
     pub fn mcpx_call(server: &str, tool: &str, arguments: Value) -> Modern {
-        Modern::tools_call(
-            "mcpx_call",
-            json!({"server": server, "tool": tool, "arguments": arguments}),
-        )
+        Modern::tools_call("mcpx_call", json!({"server": server, "tool": tool, "arguments": arguments}))
     }
 
     /// Adds (or replaces) one `_meta` entry.
@@ -339,14 +287,12 @@ impl Modern {
 
     /// The protocol version, in the header and in `_meta` alike.
     pub fn version(self, version: &str) -> Modern {
-        self.meta("io.modelcontextprotocol/protocolVersion", json!(version))
-            .header("MCP-Protocol-Version", version)
+        self.meta("io.modelcontextprotocol/protocolVersion", json!(version)).header("MCP-Protocol-Version", version)
     }
 
     /// Sets a header, replacing the default of that name.
     pub fn header(mut self, name: &str, value: &str) -> Modern {
-        self.header_overrides
-            .push((name.to_owned(), Some(value.to_owned())));
+        self.header_overrides.push((name.to_owned(), Some(value.to_owned())));
         self
     }
 
@@ -375,11 +321,8 @@ impl Modern {
 
     /// The headers this request sends: the defaults, then the overrides.
     pub fn headers(&self) -> Vec<(String, String)> {
-        let version = self
-            .meta
-            .get("io.modelcontextprotocol/protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or(MODERN);
+        let version =
+            self.meta.get("io.modelcontextprotocol/protocolVersion").and_then(Value::as_str).unwrap_or(MODERN);
         let mut headers: Vec<(String, String)> = vec![
             ("Content-Type".into(), "application/json".into()),
             ("Accept".into(), ACCEPT_BOTH.into()),
@@ -405,10 +348,7 @@ impl Modern {
 
     #[track_caller]
     pub fn send(&self, url: &str) -> Reply {
-        let body = self
-            .raw_body
-            .clone()
-            .unwrap_or_else(|| self.frame().to_string().into_bytes());
+        let body = self.raw_body.clone().unwrap_or_else(|| self.frame().to_string().into_bytes());
         let readable = self.raw_body.is_none() && self.jsonrpc == json!("2.0");
         Raw {
             http_method: "POST",
@@ -454,11 +394,7 @@ impl LegacySession {
         let extra: Vec<(String, String)> = extra.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
         let reply = initialize_with(url, revision, &extra);
         let result = reply.result().clone();
-        assert_eq!(
-            result["protocolVersion"],
-            json!(revision),
-            "initialize did not agree to {revision}:\n{reply}"
-        );
+        assert_eq!(result["protocolVersion"], json!(revision), "initialize did not agree to {revision}:\n{reply}");
         let id = reply
             .header("mcp-session-id")
             .unwrap_or_else(|| panic!("initialize minted no Mcp-Session-Id:\n{reply}"))
@@ -467,18 +403,10 @@ impl LegacySession {
             !id.is_empty() && id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
             "the session id must be visible ASCII: {id:?}"
         );
-        let session = LegacySession {
-            url: url.to_owned(),
-            id,
-            revision: revision.to_owned(),
-            extra,
-            initialized: result,
-        };
+        let session =
+            LegacySession { url: url.to_owned(), id, revision: revision.to_owned(), extra, initialized: result };
         let ack = session.notify("notifications/initialized", json!({}));
-        assert_eq!(
-            ack.status, 202,
-            "notifications/initialized must be accepted with 202:\n{ack}"
-        );
+        assert_eq!(ack.status, 202, "notifications/initialized must be accepted with 202:\n{ack}");
         session
     }
 
@@ -572,10 +500,7 @@ impl LegacySession {
     /// `tools/call mcpx_call {server, tool, arguments}`.
     #[track_caller]
     pub fn mcpx_call(&self, server: &str, tool: &str, arguments: Value) -> Reply {
-        self.tools_call(
-            "mcpx_call",
-            json!({"server": server, "tool": tool, "arguments": arguments}),
-        )
+        self.tools_call("mcpx_call", json!({"server": server, "tool": tool, "arguments": arguments}))
     }
 
     /// Ends the session with `DELETE`.
@@ -615,10 +540,13 @@ pub fn initialize_with(url: &str, revision: &str, extra: &[(String, String)]) ->
     Raw {
         http_method: "POST",
         url,
-        headers: [("Content-Type".to_owned(), "application/json".to_owned()), ("Accept".to_owned(), ACCEPT_BOTH.to_owned())]
-            .into_iter()
-            .chain(extra.iter().cloned())
-            .collect(),
+        headers: [
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("Accept".to_owned(), ACCEPT_BOTH.to_owned()),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect(),
         body: Some(frame.to_string().into_bytes()),
         revision: schema_revision(revision),
         method: Some("initialize"),
@@ -629,11 +557,7 @@ pub fn initialize_with(url: &str, revision: &str, extra: &[(String, String)]) ->
 /// The schema to check a legacy revision's frames against (the newest legacy one for a
 /// revision without a schema here).
 fn schema_revision(revision: &str) -> &'static str {
-    schema::REVISIONS
-        .iter()
-        .find(|r| **r == revision)
-        .copied()
-        .unwrap_or(LEGACY)
+    schema::REVISIONS.iter().find(|r| **r == revision).copied().unwrap_or(LEGACY)
 }
 
 /// Asserts the endpoint still answers a plain modern request (`server/discover`) and a
@@ -643,16 +567,11 @@ pub fn assert_serving(url: &str) {
     let discover = Modern::discover().send(url);
     let versions = &discover.result()["supportedVersions"];
     assert!(
-        versions
-            .as_array()
-            .is_some_and(|v| v.contains(&json!(MODERN))),
+        versions.as_array().is_some_and(|v| v.contains(&json!(MODERN))),
         "server/discover must list {MODERN}:\n{discover}"
     );
     let tools = Modern::tools_list().send(url);
-    assert!(
-        tools.result()["tools"].is_array(),
-        "tools/list has no tools:\n{tools}"
-    );
+    assert!(tools.result()["tools"].is_array(), "tools/list has no tools:\n{tools}");
 }
 
 /// The answer to a plain (non-MCP) HTTP request, e.g. to the `/v1` API over TCP.
@@ -666,16 +585,12 @@ pub struct PlainReply {
 impl PlainReply {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     #[track_caller]
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("the body is not JSON ({e}):\n{self}"))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("the body is not JSON ({e}):\n{self}"))
     }
 }
 
@@ -697,42 +612,24 @@ impl fmt::Debug for PlainReply {
 
 /// One HTTP request whose answer is not MCP (so no frame is schema-checked).
 #[track_caller]
-pub fn plain(
-    http_method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> PlainReply {
+pub fn plain(http_method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> PlainReply {
     let method = reqwest::Method::from_bytes(http_method.as_bytes()).expect("an HTTP method");
     let mut request = http().request(method, url);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
     if let Some(body) = body {
-        request = request
-            .header("Content-Type", "application/json")
-            .body(body.to_owned());
+        request = request.header("Content-Type", "application/json").body(body.to_owned());
     }
-    let response = request
-        .send()
-        .unwrap_or_else(|e| panic!("{http_method} {url} failed: {e:?}"));
+    let response = request.send().unwrap_or_else(|e| panic!("{http_method} {url} failed: {e:?}"));
     let status = response.status().as_u16();
     let headers = response
         .headers()
         .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
+        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
     let body = response.text().unwrap_or_default();
-    PlainReply {
-        status,
-        headers,
-        body,
-    }
+    PlainReply { status, headers, body }
 }
 
 /// The daemon's base URL (`http://127.0.0.1:PORT`) from its `/mcp` URL.

@@ -57,10 +57,7 @@ impl Daemon {
         let stderr_path = home.root().join("daemon.stderr");
         let mut daemon = Daemon {
             child: None,
-            env: env
-                .iter()
-                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-                .collect(),
+            env: env.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect(),
             open_files: None,
             stderr_path,
             state: Value::Null,
@@ -124,19 +121,14 @@ impl Daemon {
                 });
             }
         }
-        let child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start mcpx daemon: {e}"));
+        let child = command.spawn().unwrap_or_else(|e| panic!("cannot start mcpx daemon: {e}"));
         let pid = child.id();
         self.child = Some(child);
 
         let state_file = self.state_file();
         let state = poll(START_TIMEOUT, || {
             if let Ok(Some(status)) = self.child.as_mut().expect("child").try_wait() {
-                panic!(
-                    "the daemon exited with {status} before listening; stderr:\n{}",
-                    self.stderr()
-                );
+                panic!("the daemon exited with {status} before listening; stderr:\n{}", self.stderr());
             }
             let text = std::fs::read_to_string(&state_file).ok()?;
             let state: Value = serde_json::from_str(&text).ok()?;
@@ -156,10 +148,7 @@ impl Daemon {
     /// this one was stopped or killed; waits until it is listening.
     #[track_caller]
     pub fn restart(&mut self) {
-        assert!(
-            self.child.is_none(),
-            "restart() needs the daemon stopped or killed first"
-        );
+        assert!(self.child.is_none(), "restart() needs the daemon stopped or killed first");
         self.spawn();
     }
 
@@ -215,20 +204,11 @@ impl Daemon {
     pub fn rewrite_config(&self, config: &Value) -> bool {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let before = self.stderr().matches(RELOADED).count();
-        let dir = self
-            .config_path()
-            .parent()
-            .expect("the config file has a directory");
-        let temp = dir.join(format!(
-            ".mcpx.json.{}.tmp",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = self.config_path().parent().expect("the config file has a directory");
+        let temp = dir.join(format!(".mcpx.json.{}.tmp", NEXT.fetch_add(1, Ordering::Relaxed)));
         std::fs::write(&temp, pretty(config)).expect("write the new config");
         std::fs::rename(&temp, self.config_path()).expect("rename the new config into place");
-        poll(RELOAD_TIMEOUT, || {
-            (self.stderr().matches(RELOADED).count() > before).then_some(())
-        })
-        .is_some()
+        poll(RELOAD_TIMEOUT, || (self.stderr().matches(RELOADED).count() > before).then_some(())).is_some()
     }
 
     /// Sends SIGTERM and waits for the daemon to exit; returns its exit status. Panics
@@ -242,10 +222,7 @@ impl Daemon {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "the daemon did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
-                    self.stderr()
-                );
+                panic!("the daemon did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}", self.stderr());
             }
         }
     }
@@ -261,10 +238,7 @@ impl Drop for Daemon {
             }
         }
         if std::thread::panicking() {
-            eprintln!(
-                "---- mcpx daemon stderr (last 80 lines) ----\n{}\n----",
-                tail(&self.stderr(), 80)
-            );
+            eprintln!("---- mcpx daemon stderr (last 80 lines) ----\n{}\n----", tail(&self.stderr(), 80));
         }
     }
 }

@@ -14,10 +14,8 @@ pub fn fakemcp(scope: &str, tag: &str, extra: &[&str]) -> Value {
 
 /// A config with these servers and nothing else.
 pub fn config(servers: &[(&str, Value)]) -> Value {
-    let servers: serde_json::Map<String, Value> = servers
-        .iter()
-        .map(|(name, server)| ((*name).to_owned(), server.clone()))
-        .collect();
+    let servers: serde_json::Map<String, Value> =
+        servers.iter().map(|(name, server)| ((*name).to_owned(), server.clone())).collect();
     json!({"mcpServers": servers})
 }
 
@@ -44,15 +42,9 @@ impl Whoami {
     /// Reads the `structuredContent` of a `whoami` result, however it arrived.
     #[track_caller]
     pub fn from_structured(s: &Value) -> Whoami {
-        let field = |name: &str| {
-            s.get(name)
-                .unwrap_or_else(|| panic!("whoami without {name:?}: {s}"))
-        };
+        let field = |name: &str| s.get(name).unwrap_or_else(|| panic!("whoami without {name:?}: {s}"));
         Whoami {
-            instance: field("instance")
-                .as_str()
-                .expect("instance is a string")
-                .to_owned(),
+            instance: field("instance").as_str().expect("instance is a string").to_owned(),
             pid: field("pid").as_u64().expect("pid is a number") as u32,
             calls: field("calls").as_u64().expect("calls is a number"),
             era: field("era").as_str().unwrap_or_default().to_owned(),

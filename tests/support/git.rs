@@ -60,10 +60,7 @@ pub fn init_repo(dir: &Path, subdirs: &[&str]) -> PathBuf {
 /// `git worktree add <path> -b <branch>` in `repo`; returns the worktree's canonical path.
 #[track_caller]
 pub fn add_worktree(repo: &Path, path: &Path, branch: &str) -> PathBuf {
-    git(
-        repo,
-        &["worktree", "add", "-q", "-b", branch, path.to_str().expect("a UTF-8 path")],
-    );
+    git(repo, &["worktree", "add", "-q", "-b", branch, path.to_str().expect("a UTF-8 path")]);
     path.canonicalize().expect("the worktree exists")
 }
 
@@ -77,7 +74,5 @@ pub fn common_dir(dir: &Path) -> PathBuf {
 /// What git itself says the worktree's top level is, seen from `dir` (canonical).
 #[track_caller]
 pub fn top_level(dir: &Path) -> PathBuf {
-    PathBuf::from(git(dir, &["rev-parse", "--show-toplevel"]))
-        .canonicalize()
-        .expect("the top level exists")
+    PathBuf::from(git(dir, &["rev-parse", "--show-toplevel"])).canonicalize().expect("the top level exists")
 }

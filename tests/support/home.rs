@@ -44,24 +44,18 @@ impl Home {
     pub fn without_state_dir(config: &Value) -> Home {
         let dir = TempDir::new();
         let config_dir = dir.path().join("config");
-        std::fs::create_dir_all(&config_dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", config_dir.display()));
+        std::fs::create_dir_all(&config_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", config_dir.display()));
         let config_path = config_dir.join("mcpx.json");
         std::fs::write(&config_path, pretty(config)).expect("write the config file");
         let state_dir = dir.path().join("state");
-        Home {
-            dir,
-            config_path,
-            state_dir,
-        }
+        Home { dir, config_path, state_dir }
     }
 
     /// A home whose state dir is `state_dir`, which the test chose (and cleans up): two
     /// homes whose state dirs are named alike, say. It is created if missing.
     pub fn with_state_dir(config: &Value, state_dir: PathBuf) -> Home {
         let mut home = Home::without_state_dir(config);
-        std::fs::create_dir_all(&state_dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", state_dir.display()));
+        std::fs::create_dir_all(&state_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", state_dir.display()));
         home.state_dir = state_dir;
         home
     }
@@ -141,13 +135,7 @@ impl Home {
         if body.is_some() || !matches!(method, "GET" | "HEAD" | "OPTIONS") {
             headers.push(("Content-Type", "application/json".to_owned()));
         }
-        socket::request(
-            &self.socket(),
-            method,
-            path,
-            &headers,
-            body.as_deref().map(str::as_bytes),
-        )
+        socket::request(&self.socket(), method, path, &headers, body.as_deref().map(str::as_bytes))
     }
 
     /// `GET /v1/status` over the socket; panics unless it answers 200 with JSON.
@@ -175,11 +163,7 @@ impl Home {
     /// they did within `timeout`.
     pub fn wait_in_use(&self, server: &str, calls: u64, timeout: Duration) -> bool {
         poll(timeout, || {
-            let in_use: u64 = self
-                .instances(server)
-                .iter()
-                .map(|i| i["inUse"].as_u64().unwrap_or(0))
-                .sum();
+            let in_use: u64 = self.instances(server).iter().map(|i| i["inUse"].as_u64().unwrap_or(0)).sum();
             (in_use == calls).then_some(())
         })
         .is_some()
@@ -188,11 +172,8 @@ impl Home {
     /// Instance keys of `server` in `/v1/status`, sorted.
     #[track_caller]
     pub fn instance_keys(&self, server: &str) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .instances(server)
-            .iter()
-            .map(|i| i["key"].as_str().unwrap_or_default().to_owned())
-            .collect();
+        let mut keys: Vec<String> =
+            self.instances(server).iter().map(|i| i["key"].as_str().unwrap_or_default().to_owned()).collect();
         keys.sort();
         keys
     }
@@ -219,10 +200,7 @@ impl Drop for Home {
         if std::thread::panicking() {
             let log = self.daemon_log();
             if !log.is_empty() {
-                eprintln!(
-                    "---- on-demand daemon log (last 60 lines) ----\n{}\n----",
-                    tail(&log, 60)
-                );
+                eprintln!("---- on-demand daemon log (last 60 lines) ----\n{}\n----", tail(&log, 60));
             }
         }
     }
@@ -242,31 +220,20 @@ impl CliRun {
     /// Asserts the exit code, printing the whole run otherwise.
     #[track_caller]
     pub fn assert_code(&self, code: i32) -> &CliRun {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "expected exit code {code}:\n{self}"
-        );
+        assert_eq!(self.code, Some(code), "expected exit code {code}:\n{self}");
         self
     }
 
     /// stdout parsed as JSON (for `--json`).
     #[track_caller]
     pub fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self}"))
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self}"))
     }
 }
 
 impl fmt::Display for CliRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "mcpx {} → exit {:?} after {:?}",
-            self.args.join(" "),
-            self.code,
-            self.took
-        )?;
+        writeln!(f, "mcpx {} → exit {:?} after {:?}", self.args.join(" "), self.code, self.took)?;
         writeln!(f, "stdout:\n{}", self.stdout)?;
         write!(f, "stderr:\n{}", self.stderr)
     }
@@ -283,9 +250,7 @@ impl fmt::Debug for CliRun {
 fn run(mut command: Command, args: &[&str]) -> CliRun {
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
-    let child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::mcpx().display()));
+    let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::mcpx().display()));
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

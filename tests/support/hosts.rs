@@ -85,11 +85,7 @@ impl Host {
             "{package} in .deps/hosts is not the pinned version: MCPX_DEPS_FORCE=1 scripts/deps.sh"
         );
         let bin = root.join(".bin").join(self.command_name());
-        assert!(
-            bin.exists(),
-            "{} is missing: the {package} install is broken",
-            bin.display()
-        );
+        assert!(bin.exists(), "{} is missing: the {package} install is broken", bin.display());
         bin
     }
 }
@@ -109,16 +105,11 @@ pub enum Link {
 
 impl Link {
     pub fn serve(daemon: &crate::Daemon) -> Link {
-        Link::Serve {
-            state_dir: daemon.state_dir().to_owned(),
-            tap: StdioTap::new(),
-        }
+        Link::Serve { state_dir: daemon.state_dir().to_owned(), tap: StdioTap::new() }
     }
 
     pub fn http(daemon: &crate::Daemon) -> Link {
-        Link::Http {
-            tap: HttpTap::start(daemon.url()),
-        }
+        Link::Http { tap: HttpTap::start(daemon.url()) }
     }
 
     /// The stdio command line (program, arguments) and its environment, or the URL.
@@ -142,11 +133,7 @@ impl Link {
         match self {
             Link::Serve { tap, .. } => node::rpc_methods(&tap.sent()),
             Link::Http { tap } => {
-                let bodies: Vec<Value> = tap
-                    .requests()
-                    .into_iter()
-                    .flat_map(|r| batch(r.body))
-                    .collect();
+                let bodies: Vec<Value> = tap.requests().into_iter().flat_map(|r| batch(r.body)).collect();
                 node::rpc_methods(&bodies)
             }
         }
@@ -157,20 +144,14 @@ impl Link {
     pub fn revision(&self) -> Option<String> {
         let sent: Vec<Value> = match self {
             Link::Serve { tap, .. } => tap.sent(),
-            Link::Http { tap } => tap
-                .requests()
-                .into_iter()
-                .flat_map(|r| batch(r.body))
-                .collect(),
+            Link::Http { tap } => tap.requests().into_iter().flat_map(|r| batch(r.body)).collect(),
         };
         sent.iter().find_map(|m| {
-            node::meta_protocol_version(m)
-                .map(str::to_owned)
-                .or_else(|| {
-                    (m["method"] == "initialize")
-                        .then(|| m["params"]["protocolVersion"].as_str().map(str::to_owned))
-                        .flatten()
-                })
+            node::meta_protocol_version(m).map(str::to_owned).or_else(|| {
+                (m["method"] == "initialize")
+                    .then(|| m["params"]["protocolVersion"].as_str().map(str::to_owned))
+                    .flatten()
+            })
         })
     }
 
@@ -196,9 +177,8 @@ impl Link {
         for (sent, received, header) in exchanges {
             for frame in received {
                 let answers = frame.get("result").is_some() || frame.get("error").is_some();
-                let request = sent.iter().find(|m| {
-                    answers && m.get("method").is_some() && m.get("id") == frame.get("id")
-                });
+                let request =
+                    sent.iter().find(|m| answers && m.get("method").is_some() && m.get("id") == frame.get("id"));
                 let Some(request) = request else {
                     // A notification or a request of mcpx's: the session's revision.
                     let revision = header.clone().or_else(|| negotiated.clone());
@@ -210,14 +190,10 @@ impl Link {
                 let method = request["method"].as_str().unwrap_or_default();
                 let revision = match node::meta_protocol_version(request) {
                     Some(modern) => modern.to_owned(),
-                    None if method == "initialize" => frame["result"]["protocolVersion"]
-                        .as_str()
-                        .unwrap_or(schema::MODERN)
-                        .to_owned(),
-                    None => header
-                        .clone()
-                        .or_else(|| negotiated.clone())
-                        .unwrap_or_else(|| schema::MODERN.to_owned()),
+                    None if method == "initialize" => {
+                        frame["result"]["protocolVersion"].as_str().unwrap_or(schema::MODERN).to_owned()
+                    }
+                    None => header.clone().or_else(|| negotiated.clone()).unwrap_or_else(|| schema::MODERN.to_owned()),
                 };
                 schema::assert_frame(known(&revision), Some(method), &frame);
                 checked += 1;
@@ -226,11 +202,7 @@ impl Link {
                 }
             }
         }
-        assert!(
-            checked > 0,
-            "mcpx wrote no frame the tap could read:\n{}",
-            self.transcript()
-        );
+        assert!(checked > 0, "mcpx wrote no frame the tap could read:\n{}", self.transcript());
     }
 
     /// Waits until no `mcpx serve` (nor tap in front of one) joining the test's daemon is
@@ -241,15 +213,10 @@ impl Link {
         let Link::Serve { state_dir, .. } = self else {
             return;
         };
-        let gone = poll(LEFTOVER_TIMEOUT, || {
-            serves_for(state_dir).is_empty().then_some(())
-        });
+        let gone = poll(LEFTOVER_TIMEOUT, || serves_for(state_dir).is_empty().then_some(()));
         if gone.is_none() {
             let left = serves_for(state_dir);
-            let described: Vec<String> = left
-                .iter()
-                .map(|p| format!("{p}: {}", cmdline(*p)))
-                .collect();
+            let described: Vec<String> = left.iter().map(|p| format!("{p}: {}", cmdline(*p))).collect();
             for pid in &left {
                 signal(*pid, libc::SIGKILL);
             }
@@ -268,11 +235,7 @@ impl Link {
 
 /// A revision the schema directory has (an unknown one is checked as 2025-11-25).
 fn known(revision: &str) -> &'static str {
-    schema::REVISIONS
-        .iter()
-        .find(|r| **r == revision)
-        .copied()
-        .unwrap_or("2025-11-25")
+    schema::REVISIONS.iter().find(|r| **r == revision).copied().unwrap_or("2025-11-25")
 }
 
 /// A JSON-RPC body as its messages (a batch is several).
@@ -286,14 +249,8 @@ fn batch(body: Value) -> Vec<Value> {
 
 /// The `mcpx` server entry a host is configured with.
 enum Entry {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        state_dir: String,
-    },
-    Http {
-        url: String,
-    },
+    Stdio { command: String, args: Vec<String>, state_dir: String },
+    Http { url: String },
 }
 
 /// A fresh home for one host: `$HOME`, its config, a working directory.
@@ -324,11 +281,7 @@ impl HostRun {
 
 impl std::fmt::Display for HostRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {} after {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.status, self.took, self.stdout, self.stderr
-        )
+        write!(f, "exit {} after {:?}\nstdout:\n{}\nstderr:\n{}", self.status, self.took, self.stdout, self.stderr)
     }
 }
 
@@ -338,13 +291,8 @@ impl HostHome {
     #[track_caller]
     pub fn new(host: Host, link: &Link, model: &StandinModel) -> HostHome {
         let dir = TempDir::new();
-        std::fs::create_dir_all(dir.path().join("work"))
-            .expect("create the host's working directory");
-        let mut home = HostHome {
-            host,
-            dir,
-            env: Vec::new(),
-        };
+        std::fs::create_dir_all(dir.path().join("work")).expect("create the host's working directory");
+        let mut home = HostHome { host, dir, env: Vec::new() };
         home.configure(&link.entry(), &model.base_url());
         home
     }
@@ -355,10 +303,8 @@ impl HostHome {
 
     fn write(&self, relative: &str, text: &str) {
         let path = self.path().join(relative);
-        std::fs::create_dir_all(path.parent().expect("a parent"))
-            .expect("create a config directory");
-        std::fs::write(&path, text)
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create a config directory");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
 
     fn set(&mut self, name: &str, value: impl Into<OsString>) {
@@ -373,20 +319,13 @@ impl HostHome {
             Host::ClaudeCode => {
                 // User-scope servers live in ~/.claude.json.
                 let server = match entry {
-                    Entry::Stdio {
-                        command,
-                        args,
-                        state_dir,
-                    } => json!({
+                    Entry::Stdio { command, args, state_dir } => json!({
                         "type": "stdio", "command": command, "args": args,
                         "env": {"MCPX_STATE_DIR": state_dir},
                     }),
                     Entry::Http { url } => json!({"type": "http", "url": url}),
                 };
-                self.write(
-                    ".claude.json",
-                    &json!({"mcpServers": {"mcpx": server}}).to_string(),
-                );
+                self.write(".claude.json", &json!({"mcpServers": {"mcpx": server}}).to_string());
                 self.set("ANTHROPIC_BASE_URL", model);
                 self.set("ANTHROPIC_API_KEY", key);
                 self.set("DISABLE_TELEMETRY", "1");
@@ -398,11 +337,7 @@ impl HostHome {
             }
             Host::GeminiCli | Host::QwenCode => {
                 let mut server = match entry {
-                    Entry::Stdio {
-                        command,
-                        args,
-                        state_dir,
-                    } => json!({
+                    Entry::Stdio { command, args, state_dir } => json!({
                         "command": command, "args": args, "env": {"MCPX_STATE_DIR": state_dir},
                     }),
                     Entry::Http { url } => json!({"httpUrl": url}),
@@ -428,29 +363,15 @@ impl HostHome {
                     self.set("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1");
                 }
                 settings["mcpServers"]["mcpx"] = server;
-                let file = if self.host == Host::GeminiCli {
-                    ".gemini/settings.json"
-                } else {
-                    ".qwen/settings.json"
-                };
+                let file = if self.host == Host::GeminiCli { ".gemini/settings.json" } else { ".qwen/settings.json" };
                 self.write(file, &settings.to_string());
             }
             Host::Codex => {
                 let server = match entry {
-                    Entry::Stdio {
-                        command,
-                        args,
-                        state_dir,
-                    } => format!(
+                    Entry::Stdio { command, args, state_dir } => format!(
                         "command = {}\nargs = {}\nenv = {{ MCPX_STATE_DIR = {} }}\n",
                         toml_string(command),
-                        format_args!(
-                            "[{}]",
-                            args.iter()
-                                .map(|a| toml_string(a))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
+                        format_args!("[{}]", args.iter().map(|a| toml_string(a)).collect::<Vec<_>>().join(", ")),
                         toml_string(state_dir)
                     ),
                     Entry::Http { url } => format!("url = {}\n", toml_string(url)),
@@ -469,11 +390,7 @@ impl HostHome {
             }
             Host::Opencode => {
                 let server = match entry {
-                    Entry::Stdio {
-                        command,
-                        args,
-                        state_dir,
-                    } => {
+                    Entry::Stdio { command, args, state_dir } => {
                         let mut argv = vec![command.clone()];
                         argv.extend(args.iter().cloned());
                         json!({"type": "local", "command": argv, "environment": {"MCPX_STATE_DIR": state_dir}})
@@ -525,20 +442,15 @@ impl HostHome {
     /// `<host> mcp list`; panics unless it exited 0 showing `mcpx` connected.
     #[track_caller]
     pub fn assert_lists_mcpx_connected(&self) -> HostRun {
-        let args = self
-            .mcp_list_args()
-            .expect("this host has no connecting `mcp list`");
+        let args = self.mcp_list_args().expect("this host has no connecting `mcp list`");
         let run = self.run(args);
         run.assert_success("mcp list");
         let text = strip_ansi(&format!("{}\n{}", run.stdout, run.stderr));
-        let line = text
-            .lines()
-            .find(|l| l.contains("mcpx"))
-            .unwrap_or_else(|| panic!("mcp list does not name mcpx: {run}"));
+        let line =
+            text.lines().find(|l| l.contains("mcpx")).unwrap_or_else(|| panic!("mcp list does not name mcpx: {run}"));
         // opencode prints the status on the server's line; the others too.
         assert!(
-            line.to_lowercase().contains("connected")
-                && !line.to_lowercase().contains("disconnected"),
+            line.to_lowercase().contains("connected") && !line.to_lowercase().contains("disconnected"),
             "mcp list does not show mcpx connected ({line:?}): {run}"
         );
         run
@@ -585,9 +497,7 @@ impl HostHome {
             .stderr(Stdio::piped());
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let started = Instant::now();
-        let child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", executable.display()));
+        let child = command.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", executable.display()));
         let group = child.id();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let watchdog = std::thread::spawn(move || {
@@ -605,25 +515,15 @@ impl HostHome {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             took: started.elapsed(),
         };
-        assert!(
-            run.took < HOST_TIMEOUT,
-            "{:?} {args:?} did not finish within {HOST_TIMEOUT:?}: {run}",
-            self.host
-        );
-        let left = poll(LEFTOVER_TIMEOUT, || {
-            group_members(group).is_empty().then_some(())
-        });
+        assert!(run.took < HOST_TIMEOUT, "{:?} {args:?} did not finish within {HOST_TIMEOUT:?}: {run}", self.host);
+        let left = poll(LEFTOVER_TIMEOUT, || group_members(group).is_empty().then_some(()));
         if left.is_none() {
             let members = group_members(group);
             signal_group(group, libc::SIGKILL);
             panic!(
                 "{:?} {args:?} left processes behind: {members:?} ({})\n{run}",
                 self.host,
-                members
-                    .iter()
-                    .map(|p| cmdline(*p))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                members.iter().map(|p| cmdline(*p)).collect::<Vec<_>>().join("; ")
             );
         }
         run
@@ -693,17 +593,13 @@ fn serves_for(state_dir: &Path) -> Vec<u32> {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let argv = std::fs::read(entry.path().join("cmdline")).ok()?;
             let args: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
-            let serve = args.first().is_some_and(|a| a.ends_with(b"mcpx"))
-                && args.get(1) == Some(&&b"serve"[..]);
+            let serve = args.first().is_some_and(|a| a.ends_with(b"mcpx")) && args.get(1) == Some(&&b"serve"[..]);
             let tap = args.iter().any(|a| a.ends_with(b"stdio_tap.js"));
             if !(serve || tap) || !alive(pid) {
                 return None;
             }
             let environ = std::fs::read(entry.path().join("environ")).ok()?;
-            environ
-                .split(|b| *b == 0)
-                .any(|v| v == wanted.as_slice())
-                .then_some(pid)
+            environ.split(|b| *b == 0).any(|v| v == wanted.as_slice()).then_some(pid)
         })
         .collect()
 }
@@ -747,10 +643,7 @@ impl StandinModel {
             let _ = tx.send(line);
         });
         let line = rx.recv_timeout(Duration::from_secs(15)).unwrap_or_default();
-        let port = line
-            .trim()
-            .strip_prefix("PORT ")
-            .and_then(|p| p.parse().ok());
+        let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok());
         let Some(port) = port else {
             signal(child.id(), libc::SIGKILL);
             let _ = child.wait();
@@ -804,31 +697,14 @@ pub fn echoed(token: &str) -> String {
 /// model's final answer holding it.
 #[track_caller]
 pub fn assert_round_trip(run: &HostRun, model: &StandinModel, link: &Link, token: &str) {
-    let context = || {
-        format!(
-            "{run}\nmodel requests:\n{}\nmcpx link:\n{}",
-            model.transcript(),
-            link.transcript()
-        )
-    };
+    let context = || format!("{run}\nmodel requests:\n{}\nmcpx link:\n{}", model.transcript(), link.transcript());
     assert!(run.status.success(), "the host failed: {}", context());
     let requests = model.requests();
     let asked = requests.iter().position(|r| r["answer"] == "call");
-    let asked = asked.unwrap_or_else(|| {
-        panic!(
-            "the host never offered mcpx_call to the model: {}",
-            context()
-        )
-    });
+    let asked = asked.unwrap_or_else(|| panic!("the host never offered mcpx_call to the model: {}", context()));
     let expected = echoed(token);
-    let result = requests[asked..]
-        .iter()
-        .find_map(|r| r["tool_result"].as_str().filter(|t| t.contains(&expected)));
-    assert!(
-        result.is_some(),
-        "no model request carried the echoed {expected}: {}",
-        context()
-    );
+    let result = requests[asked..].iter().find_map(|r| r["tool_result"].as_str().filter(|t| t.contains(&expected)));
+    assert!(result.is_some(), "no model request carried the echoed {expected}: {}", context());
     assert!(
         run.stdout.contains(FINAL_PREFIX) && run.stdout.contains(&expected),
         "the host's output lacks the model's final answer with {expected}: {}",
@@ -865,11 +741,7 @@ pub fn assert_host_lists_mcpx(host: Host, transport: Transport) -> Link {
     home.assert_lists_mcpx_connected();
     link.assert_nothing_left();
     // Some hosts only open a session (and ping) to tell it is up; each spoke first.
-    assert!(
-        !link.methods().is_empty(),
-        "{host:?} said nothing to mcpx:\n{}",
-        link.transcript()
-    );
+    assert!(!link.methods().is_empty(), "{host:?} said nothing to mcpx:\n{}", link.transcript());
     link.assert_frames_valid();
     link
 }
@@ -889,9 +761,7 @@ pub fn assert_host_calls_through_mcpx(host: Host, transport: Transport) -> Link 
     let run = home.prompt("Call the mcpx_call tool once, then report its result.");
     link.assert_nothing_left();
     assert_round_trip(&run, &model, &link, &token);
-    let whoami = crate::Whoami::of(
-        &crate::Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()),
-    );
+    let whoami = crate::Whoami::of(&crate::Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()));
     assert_eq!(
         whoami.calls,
         2,
@@ -899,12 +769,7 @@ pub fn assert_host_calls_through_mcpx(host: Host, transport: Transport) -> Link 
         link.transcript()
     );
     let calls = link.methods().iter().filter(|m| *m == "tools/call").count();
-    assert_eq!(
-        calls,
-        1,
-        "{host:?} sent mcpx {calls} tools/call:\n{}",
-        link.transcript()
-    );
+    assert_eq!(calls, 1, "{host:?} sent mcpx {calls} tools/call:\n{}", link.transcript());
     link.assert_frames_valid();
     link
 }

@@ -25,7 +25,7 @@ pub mod upstreams;
 
 pub use client::{LegacySession, Modern, Reply, assert_serving};
 pub use daemon::Daemon;
-pub use home::{CliRun, Home};
-pub use serve::{Answer, Serve};
 pub use fixtures::{Whoami, config, fakemcp};
+pub use home::{CliRun, Home};
 pub use process::{alive, poll, processes_with, tag, wait_for_exit, wait_until_gone};
+pub use serve::{Answer, Serve};

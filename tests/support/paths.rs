@@ -8,10 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The repository root (the workspace holding `crates/` and `tests/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .expect("the repository root exists")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the repository root exists")
 }
 
 /// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the repository root when
@@ -58,7 +55,9 @@ pub fn spec_schema_dir() -> PathBuf {
         .chain([PathBuf::from("/work/shared/spec/schema"), root.join("spec/schema")])
         .collect();
     candidates.iter().find(|dir| dir.is_dir()).cloned().unwrap_or_else(|| {
-        panic!("protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory")
+        panic!(
+            "protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory"
+        )
     })
 }
 

@@ -74,7 +74,8 @@ impl Planted {
         });
         let ready = lines.recv_timeout(Duration::from_secs(20));
         assert_eq!(ready.as_deref(), Ok("ready"), "the planted listener did not start");
-        std::fs::rename(&bound, path).unwrap_or_else(|e| panic!("cannot move the planted socket to {}: {e}", path.display()));
+        std::fs::rename(&bound, path)
+            .unwrap_or_else(|e| panic!("cannot move the planted socket to {}: {e}", path.display()));
         Planted { child, lines, _bound_in: bound_in }
     }
 
@@ -83,10 +84,7 @@ impl Planted {
         let _ = self.child.kill();
         let _ = self.child.wait();
         // Its stdout is closed now: every line it wrote is in the channel.
-        self.lines
-            .iter()
-            .filter_map(|line| line.strip_prefix("got ").and_then(|n| n.parse().ok()))
-            .collect()
+        self.lines.iter().filter_map(|line| line.strip_prefix("got ").and_then(|n| n.parse().ok())).collect()
     }
 }
 

@@ -11,10 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub fn tag() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     format!("mcpx-e2e-{}-{n}-{nanos:08x}", std::process::id())
 }
 
@@ -29,10 +26,7 @@ pub fn processes_with(tag: &str) -> Vec<u32> {
             let entry = entry.ok()?;
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            cmdline
-                .split(|b| *b == 0)
-                .any(|arg| arg == tag.as_bytes())
-                .then_some(pid)
+            cmdline.split(|b| *b == 0).any(|arg| arg == tag.as_bytes()).then_some(pid)
         })
         .collect();
     pids.sort_unstable();
@@ -55,8 +49,7 @@ pub fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Optio
 
 /// Waits until no process carries `tag`; returns the ones still alive after `timeout`.
 pub fn wait_until_gone(tag: &str, timeout: Duration) -> Vec<u32> {
-    poll(timeout, || processes_with(tag).is_empty().then_some(()))
-        .map_or_else(|| processes_with(tag), |()| Vec::new())
+    poll(timeout, || processes_with(tag).is_empty().then_some(())).map_or_else(|| processes_with(tag), |()| Vec::new())
 }
 
 /// A directory removed on drop (kept when `MCPX_E2E_KEEP` is set, for post-mortems).
@@ -67,8 +60,7 @@ pub struct TempDir {
 impl TempDir {
     pub fn new() -> TempDir {
         let path = std::env::temp_dir().join(tag());
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
         TempDir { path }
     }
 
@@ -136,16 +128,13 @@ pub fn daemons_for(state_dir: &Path) -> Vec<u32> {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
             let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            let is_daemon = args.first().is_some_and(|a| a.ends_with(b"mcpx"))
-                && args.get(1).is_some_and(|a| *a == b"daemon");
+            let is_daemon =
+                args.first().is_some_and(|a| a.ends_with(b"mcpx")) && args.get(1).is_some_and(|a| *a == b"daemon");
             if !is_daemon || !alive(pid) {
                 return None;
             }
             let environ = std::fs::read(entry.path().join("environ")).ok()?;
-            environ
-                .split(|b| *b == 0)
-                .any(|var| var == wanted.as_slice())
-                .then_some(pid)
+            environ.split(|b| *b == 0).any(|var| var == wanted.as_slice()).then_some(pid)
         })
         .collect();
     pids.sort_unstable();

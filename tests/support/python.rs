@@ -30,17 +30,7 @@ pub fn sdk_client(url: &str, mode: &str, tool: &str, arguments: &Value) -> Value
     let script = paths::repo_root().join("tests/python/mcp_client.py");
     let output = Command::new(venv_bin("python"))
         .arg(&script)
-        .args([
-            "--url",
-            url,
-            "--mode",
-            mode,
-            "--tool",
-            tool,
-            "--timeout",
-            "30",
-            "--trace",
-        ])
+        .args(["--url", url, "--mode", mode, "--tool", tool, "--timeout", "30", "--trace"])
         .arg("--args")
         .arg(arguments.to_string())
         .output()
@@ -62,38 +52,21 @@ pub fn berlin_call() -> Value {
 /// Checks the SDK client's report: gateway tools listed, and Berlin's time relayed.
 #[track_caller]
 pub fn assert_berlin_time(out: &Value) {
-    let tools: Vec<&str> = out["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(
-        tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"),
-        "gateway tools missing: {out}"
-    );
+    let tools: Vec<&str> = out["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"), "gateway tools missing: {out}");
     let result = &out["result"];
-    assert_eq!(
-        result["isError"],
-        json!(false),
-        "the upstream call failed: {out}"
-    );
+    assert_eq!(result["isError"], json!(false), "the upstream call failed: {out}");
     // mcp-server-time answers {timezone, datetime, day_of_week, is_dst}, as structured
     // content or as JSON text; read whichever arrived.
     let time = match &result["structuredContent"] {
         Value::Object(_) => result["structuredContent"].clone(),
         _ => {
-            let text = result["content"][0]["text"]
-                .as_str()
-                .unwrap_or_else(|| panic!("no text content: {out}"));
-            serde_json::from_str(text)
-                .unwrap_or_else(|e| panic!("time result is not JSON ({e}): {out}"))
+            let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {out}"));
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("time result is not JSON ({e}): {out}"))
         }
     };
     assert_eq!(time["timezone"], "Europe/Berlin", "{out}");
-    let datetime = time["datetime"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no datetime: {out}"));
+    let datetime = time["datetime"].as_str().unwrap_or_else(|| panic!("no datetime: {out}"));
     assert!(
         datetime.ends_with("+01:00") || datetime.ends_with("+02:00"),
         "Berlin is UTC+1 or UTC+2, got {datetime}: {out}"
@@ -127,8 +100,6 @@ pub fn sdk_stdio_client(
     for (name, value) in env {
         process.env(name, value);
     }
-    let output = process
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let output = process.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     crate::process::json_line(&output, &format!("the Python SDK client ({mode}, over stdio)"))
 }

@@ -46,28 +46,16 @@ pub fn spec(revision: &str) -> &'static Spec {
 impl Spec {
     fn load(revision: &'static str) -> Spec {
         let path = paths::spec_schema_dir().join(revision).join("schema.json");
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let document: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        let defs_key = if document.get("$defs").is_some() {
-            "$defs"
-        } else {
-            "definitions"
-        };
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let document: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+        let defs_key = if document.get("$defs").is_some() { "$defs" } else { "definitions" };
         let uri = format!("https://mcpx.test/spec/{revision}/schema.json");
         let registry = Registry::new()
             .add(&uri, document.clone())
             .and_then(|builder| builder.prepare())
             .unwrap_or_else(|e| panic!("{}: cannot register the schema: {e}", path.display()));
-        Spec {
-            revision,
-            uri,
-            defs_key,
-            document,
-            registry,
-            validators: Mutex::new(HashMap::new()),
-        }
+        Spec { revision, uri, defs_key, document, registry, validators: Mutex::new(HashMap::new()) }
     }
 
     pub fn revision(&self) -> &'static str {
@@ -80,18 +68,11 @@ impl Spec {
     }
 
     fn validator(&self, name: &str) -> Arc<Validator> {
-        let mut cache = self
-            .validators
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cache = self.validators.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(validator) = cache.get(name) {
             return validator.clone();
         }
-        assert!(
-            self.has(name),
-            "schema {} has no definition {name:?}",
-            self.revision
-        );
+        assert!(self.has(name), "schema {} has no definition {name:?}", self.revision);
         let wrapper = json!({ "$ref": format!("{}#/{}/{name}", self.uri, self.defs_key) });
         let validator = jsonschema::options()
             .with_registry(&self.registry)
@@ -163,37 +144,20 @@ fn modern_error_def(code: i64) -> Option<(&'static str, bool)> {
 #[track_caller]
 pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
     let spec = spec(revision);
-    let what = format!(
-        "the daemon's answer to {}",
-        method.unwrap_or("an unreadable request")
-    );
+    let what = format!("the daemon's answer to {}", method.unwrap_or("an unreadable request"));
     let envelope = |modern: &str, older: &str| {
-        if spec.has(modern) {
-            modern.to_owned()
-        } else {
-            older.to_owned()
-        }
+        if spec.has(modern) { modern.to_owned() } else { older.to_owned() }
     };
     if frame.get("error").is_some() {
-        spec.assert_valid(
-            &envelope("JSONRPCErrorResponse", "JSONRPCError"),
-            frame,
-            &what,
-        );
+        spec.assert_valid(&envelope("JSONRPCErrorResponse", "JSONRPCError"), frame, &what);
         let specific = frame["error"]["code"].as_i64().and_then(modern_error_def);
         match specific {
             Some((def, true)) if revision == MODERN => spec.assert_valid(def, frame, &what),
-            Some((def, false)) if revision == MODERN => {
-                spec.assert_valid(def, &frame["error"], &what)
-            }
+            Some((def, false)) if revision == MODERN => spec.assert_valid(def, &frame["error"], &what),
             _ => {}
         }
     } else if frame.get("result").is_some() {
-        spec.assert_valid(
-            &envelope("JSONRPCResultResponse", "JSONRPCResponse"),
-            frame,
-            &what,
-        );
+        spec.assert_valid(&envelope("JSONRPCResultResponse", "JSONRPCResponse"), frame, &what);
         // A question instead of the answer (2026 `input_required`) has its own shape.
         let asks = frame["result"]["resultType"] == "input_required";
         let def = if asks { Some("InputRequiredResult") } else { method.and_then(result_def) };
@@ -207,16 +171,14 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
             "sampling/createMessage" => "CreateMessageRequest",
             "roots/list" => "ListRootsRequest",
             "ping" => "PingRequest",
-            other => panic!("{what}: mcpx asked the caller {other:?}, which is not a question a client answers: {frame}"),
+            other => {
+                panic!("{what}: mcpx asked the caller {other:?}, which is not a question a client answers: {frame}")
+            }
         };
         spec.assert_valid(&envelope("JSONRPCRequest", "JSONRPCRequest"), frame, &what);
         spec.assert_valid(def, frame, &format!("a question during {what}"));
     } else if frame.get("method").is_some() && frame.get("id").is_none() {
-        spec.assert_valid(
-            "JSONRPCNotification",
-            frame,
-            &format!("a notification during {what}"),
-        );
+        spec.assert_valid("JSONRPCNotification", frame, &format!("a notification during {what}"));
     } else {
         panic!("{what} is neither a response nor a notification: {frame}");
     }
@@ -231,28 +193,11 @@ mod tests {
         let modern = spec(MODERN);
         let ok = json!({"content": [{"type": "text", "text": "hi"}], "resultType": "complete"});
         assert!(modern.violations("CallToolResult", &ok).is_empty());
-        assert!(
-            !modern
-                .violations(
-                    "CallToolResult",
-                    &json!({"content": "hi", "resultType": "complete"})
-                )
-                .is_empty()
-        );
-        let null_id =
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad"}});
-        assert!(
-            !modern
-                .violations("JSONRPCErrorResponse", &null_id)
-                .is_empty()
-        );
-        let unsupported =
-            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "no"}});
-        assert!(
-            !modern
-                .violations("UnsupportedProtocolVersionError", &unsupported)
-                .is_empty()
-        );
+        assert!(!modern.violations("CallToolResult", &json!({"content": "hi", "resultType": "complete"})).is_empty());
+        let null_id = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad"}});
+        assert!(!modern.violations("JSONRPCErrorResponse", &null_id).is_empty());
+        let unsupported = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "no"}});
+        assert!(!modern.violations("UnsupportedProtocolVersionError", &unsupported).is_empty());
     }
 
     #[test]
@@ -262,20 +207,8 @@ mod tests {
             "capabilities": {},
             "serverInfo": {"name": "x", "version": "1"}
         });
-        assert!(
-            spec("2025-06-18")
-                .violations("InitializeResult", &init)
-                .is_empty()
-        );
-        assert!(
-            !spec("2025-03-26")
-                .violations("InitializeResult", &json!({"capabilities": {}}))
-                .is_empty()
-        );
-        assert!(
-            spec(LEGACY)
-                .violations("InitializeResult", &init)
-                .is_empty()
-        );
+        assert!(spec("2025-06-18").violations("InitializeResult", &init).is_empty());
+        assert!(!spec("2025-03-26").violations("InitializeResult", &json!({"capabilities": {}})).is_empty());
+        assert!(spec(LEGACY).violations("InitializeResult", &init).is_empty());
     }
 }

@@ -40,14 +40,7 @@ impl Home {
     /// `mcpx serve --config <this home's config>`, from the home's root, with no
     /// `MCPX_SESSION_ID` unless the options set one.
     pub fn serve(&self) -> ServeOptions<'_> {
-        ServeOptions {
-            home: self,
-            session: None,
-            cwd: None,
-            args: Vec::new(),
-            env: Vec::new(),
-            with_config: true,
-        }
+        ServeOptions { home: self, session: None, cwd: None, args: Vec::new(), env: Vec::new(), with_config: true }
     }
 }
 
@@ -103,9 +96,7 @@ impl ServeOptions<'_> {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(File::create(&stderr_path).expect("create serve's stderr file"));
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start mcpx serve: {e}"));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start mcpx serve: {e}"));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, lines) = mpsc::channel();
@@ -161,19 +152,13 @@ pub struct Answer {
 impl Answer {
     #[track_caller]
     pub fn result(&self) -> &Value {
-        assert!(
-            self.frame.get("result").is_some(),
-            "expected a result:\n{self}"
-        );
+        assert!(self.frame.get("result").is_some(), "expected a result:\n{self}");
         &self.frame["result"]
     }
 
     #[track_caller]
     pub fn error(&self) -> &Value {
-        assert!(
-            self.frame.get("error").is_some(),
-            "expected a JSON-RPC error:\n{self}"
-        );
+        assert!(self.frame.get("error").is_some(), "expected a JSON-RPC error:\n{self}");
         &self.frame["error"]
     }
 
@@ -182,10 +167,7 @@ impl Answer {
     pub fn structured(&self) -> &Value {
         let result = self.result();
         assert_ne!(result["isError"], json!(true), "the tool call failed:\n{self}");
-        assert!(
-            result["structuredContent"].is_object(),
-            "the tool result has no structuredContent:\n{self}"
-        );
+        assert!(result["structuredContent"].is_object(), "the tool result has no structuredContent:\n{self}");
         &result["structuredContent"]
     }
 
@@ -198,11 +180,7 @@ impl Answer {
 
 impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}",
-            serde_json::to_string_pretty(&self.frame).unwrap_or_default()
-        )?;
+        write!(f, "{}", serde_json::to_string_pretty(&self.frame).unwrap_or_default())?;
         for n in &self.notifications {
             write!(f, "\n(notification) {n}")?;
         }
@@ -231,23 +209,15 @@ impl Serve {
     #[track_caller]
     pub fn send(&mut self, frame: &Value) {
         if let (Some(id), Some(method)) = (frame.get("id"), frame["method"].as_str()) {
-            let modern = frame["params"]["_meta"]
-                .get("io.modelcontextprotocol/protocolVersion")
-                .is_some();
+            let modern = frame["params"]["_meta"].get("io.modelcontextprotocol/protocolVersion").is_some();
             let revision = if modern {
                 MODERN.to_owned()
             } else if method == "initialize" {
-                frame["params"]["protocolVersion"]
-                    .as_str()
-                    .unwrap_or(LEGACY)
-                    .to_owned()
+                frame["params"]["protocolVersion"].as_str().unwrap_or(LEGACY).to_owned()
             } else {
                 self.legacy.clone().unwrap_or_else(|| LEGACY.to_owned())
             };
-            self.pending
-                .entry(id.to_string())
-                .or_default()
-                .push((revision, method.to_owned()));
+            self.pending.entry(id.to_string()).or_default().push((revision, method.to_owned()));
         }
         self.send_line(&frame.to_string());
     }
@@ -290,9 +260,8 @@ impl Serve {
                 return None;
             }
         };
-        let frame: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-            panic!("mcpx serve wrote a line that is not JSON ({e}): {line:?}")
-        });
+        let frame: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("mcpx serve wrote a line that is not JSON ({e}): {line:?}"));
         self.check(&frame);
         Some(frame)
     }
@@ -348,25 +317,17 @@ impl Serve {
     #[track_caller]
     pub fn answer(&mut self, id: &Value, timeout: Duration) -> Answer {
         self.try_answer(id, timeout).unwrap_or_else(|| {
-            panic!(
-                "no answer to request {id} within {timeout:?}; stderr of mcpx serve:\n{}",
-                tail(&self.stderr(), 40)
-            )
+            panic!("no answer to request {id} within {timeout:?}; stderr of mcpx serve:\n{}", tail(&self.stderr(), 40))
         })
     }
 
     /// As [`Serve::answer`], `None` when none came in time (or stdout ended).
     #[track_caller]
     pub fn try_answer(&mut self, id: &Value, timeout: Duration) -> Option<Answer> {
-        let is_answer = |f: &Value| {
-            f.get("id") == Some(id) && (f.get("result").is_some() || f.get("error").is_some())
-        };
+        let is_answer = |f: &Value| f.get("id") == Some(id) && (f.get("result").is_some() || f.get("error").is_some());
         if let Some(i) = self.buffered.iter().position(is_answer) {
             let frame = self.buffered.remove(i).expect("found above");
-            return Some(Answer {
-                frame,
-                notifications: Vec::new(),
-            });
+            return Some(Answer { frame, notifications: Vec::new() });
         }
         let deadline = Instant::now() + timeout;
         let mut notifications = Vec::new();
@@ -374,10 +335,7 @@ impl Serve {
             let left = deadline.saturating_duration_since(Instant::now());
             let frame = self.read_frame(left)?;
             if is_answer(&frame) {
-                return Some(Answer {
-                    frame,
-                    notifications,
-                });
+                return Some(Answer { frame, notifications });
             }
             if frame.get("id").is_none() {
                 notifications.push(frame);
@@ -420,11 +378,7 @@ impl Serve {
         });
         let answer = self.request(&frame);
         let result = answer.result().clone();
-        assert_eq!(
-            result["protocolVersion"],
-            json!(revision),
-            "initialize did not agree to {revision}:\n{answer}"
-        );
+        assert_eq!(result["protocolVersion"], json!(revision), "initialize did not agree to {revision}:\n{answer}");
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         result
     }
@@ -453,11 +407,7 @@ pub fn legacy_frame(method: &str, params: Value) -> Value {
 }
 
 fn schema_revision(revision: &str) -> &'static str {
-    schema::REVISIONS
-        .iter()
-        .find(|r| **r == revision)
-        .copied()
-        .unwrap_or(LEGACY)
+    schema::REVISIONS.iter().find(|r| **r == revision).copied().unwrap_or(LEGACY)
 }
 
 impl Drop for Serve {

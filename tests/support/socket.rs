@@ -28,16 +28,12 @@ pub struct SocketReply {
 impl SocketReply {
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     #[track_caller]
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("the body is not JSON ({e}):\n{self}"))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("the body is not JSON ({e}):\n{self}"))
     }
 }
 
@@ -66,14 +62,9 @@ pub fn request(
     headers: &[(&str, String)],
     body: Option<&[u8]>,
 ) -> SocketReply {
-    let stream = UnixStream::connect(socket)
-        .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", socket.display()));
-    stream
-        .set_read_timeout(Some(READ_TIMEOUT))
-        .expect("set a read timeout");
-    let upgrading = headers
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"));
+    let stream = UnixStream::connect(socket).unwrap_or_else(|e| panic!("cannot connect to {}: {e}", socket.display()));
+    stream.set_read_timeout(Some(READ_TIMEOUT)).expect("set a read timeout");
+    let upgrading = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("upgrade"));
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: mcpx\r\n");
     if !upgrading {
         head.push_str("Connection: close\r\n");
@@ -93,9 +84,9 @@ pub fn request(
 
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
-    reader.read_line(&mut status_line).unwrap_or_else(|e| {
-        panic!("reading the answer to {method} {path} failed: {e} (writing it: {written:?})")
-    });
+    reader
+        .read_line(&mut status_line)
+        .unwrap_or_else(|e| panic!("reading the answer to {method} {path} failed: {e} (writing it: {written:?})"));
     let status: u16 = status_line
         .split_whitespace()
         .nth(1)
@@ -113,25 +104,14 @@ pub fn request(
             headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
-    let mut reply = SocketReply {
-        status,
-        headers,
-        body: String::new(),
-        upgraded: None,
-    };
+    let mut reply = SocketReply { status, headers, body: String::new(), upgraded: None };
     if status == 101 {
         reply.upgraded = Some(reader);
         return reply;
     }
-    let bytes = if reply
-        .header("transfer-encoding")
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
+    let bytes = if reply.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
         read_chunked(&mut reader)
-    } else if let Some(length) = reply
-        .header("content-length")
-        .and_then(|l| l.parse::<usize>().ok())
-    {
+    } else if let Some(length) = reply.header("content-length").and_then(|l| l.parse::<usize>().ok()) {
         let mut bytes = vec![0; length];
         reader.read_exact(&mut bytes).expect("read the body");
         bytes
@@ -165,10 +145,7 @@ fn read_chunked(reader: &mut impl BufRead) -> Vec<u8> {
 /// `GET /v1/stdio` asking to upgrade, claiming `pid` (none: no claim header).
 #[track_caller]
 pub fn stdio_upgrade(socket: &Path, pid: Option<u32>, session: Option<&str>) -> SocketReply {
-    let mut headers = vec![
-        ("Connection", "upgrade".to_owned()),
-        ("Upgrade", "mcpx-stdio".to_owned()),
-    ];
+    let mut headers = vec![("Connection", "upgrade".to_owned()), ("Upgrade", "mcpx-stdio".to_owned())];
     if let Some(pid) = pid {
         headers.push(("X-Mcpx-Pid", pid.to_string()));
     }

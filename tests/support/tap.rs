@@ -37,10 +37,7 @@ impl TappedRequest {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     /// The JSON-RPC method of the body, if it is a request or notification.
@@ -79,9 +76,8 @@ impl HttpTap {
     /// Starts relaying to the host and port of `url` (`http://127.0.0.1:P/mcp`).
     #[track_caller]
     pub fn start(url: &str) -> HttpTap {
-        let rest = url
-            .strip_prefix("http://")
-            .unwrap_or_else(|| panic!("HttpTap relays plain http:// only, not {url}"));
+        let rest =
+            url.strip_prefix("http://").unwrap_or_else(|| panic!("HttpTap relays plain http:// only, not {url}"));
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let target = authority.to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the tap's port");
@@ -114,14 +110,7 @@ impl HttpTap {
                 }
             })
         };
-        HttpTap {
-            port,
-            path: format!("/{path}"),
-            sent,
-            received,
-            stop,
-            acceptor: Some(acceptor),
-        }
+        HttpTap { port, path: format!("/{path}"), sent, received, stop, acceptor: Some(acceptor) }
     }
 
     /// The relayed endpoint: the target's path on the tap's port.
@@ -132,13 +121,7 @@ impl HttpTap {
     /// Every request relayed so far, connection by connection (in the order the
     /// connections were accepted), each connection's in the order sent.
     pub fn requests(&self) -> Vec<TappedRequest> {
-        let connections: Vec<Vec<u8>> = self
-            .sent
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|c| c.lock().unwrap().clone())
-            .collect();
+        let connections: Vec<Vec<u8>> = self.sent.lock().unwrap().iter().map(|c| c.lock().unwrap().clone()).collect();
         connections.iter().flat_map(|c| parse_requests(c)).collect()
     }
 
@@ -152,10 +135,7 @@ impl HttpTap {
             .flat_map(|(out, back)| {
                 let requests = parse_requests(&out.lock().unwrap());
                 let mut responses = parse_responses(&back.lock().unwrap()).into_iter();
-                requests
-                    .into_iter()
-                    .map(|request| (request, responses.next()))
-                    .collect::<Vec<_>>()
+                requests.into_iter().map(|request| (request, responses.next())).collect::<Vec<_>>()
             })
             .collect()
     }
@@ -183,12 +163,7 @@ impl Drop for HttpTap {
 
 /// Copies both ways on two threads, keeping what each side sent; each side's end of
 /// stream is passed on as a half-close.
-fn relay(
-    client: TcpStream,
-    server: TcpStream,
-    log: Arc<Mutex<Vec<u8>>>,
-    answers: Arc<Mutex<Vec<u8>>>,
-) {
+fn relay(client: TcpStream, server: TcpStream, log: Arc<Mutex<Vec<u8>>>, answers: Arc<Mutex<Vec<u8>>>) {
     let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
@@ -230,21 +205,14 @@ fn parse_requests(mut bytes: &[u8]) -> Vec<TappedRequest> {
             .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
             .collect();
         let rest = &bytes[end + 4..];
-        let value = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.to_ascii_lowercase())
-        };
+        let value = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.to_ascii_lowercase());
         let (body, used) = if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
             match dechunk(rest) {
                 Some(done) => done,
                 None => break,
             }
         } else {
-            let length: usize = value("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
+            let length: usize = value("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
             if rest.len() < length {
                 break;
             }
@@ -268,40 +236,28 @@ fn parse_responses(mut bytes: &[u8]) -> Vec<TappedResponse> {
     while let Some(end) = find(bytes, b"\r\n\r\n") {
         let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
         let mut lines = head.split("\r\n");
-        let status: u16 = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
+        let status: u16 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
         let headers: Vec<(String, String)> = lines
             .filter_map(|l| l.split_once(':'))
             .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
             .collect();
-        let value = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.to_ascii_lowercase())
-        };
+        let value = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.to_ascii_lowercase());
         let rest = &bytes[end + 4..];
-        let (body, used, complete) =
-            if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-                match dechunk(rest) {
-                    Some((body, used)) => (body, used, true),
-                    None => (dechunk_partial(rest), rest.len(), false),
-                }
-            } else {
-                let length: Option<usize> = value("content-length").and_then(|v| v.parse().ok());
-                match length {
-                    Some(length) if rest.len() >= length => (rest[..length].to_vec(), length, true),
-                    Some(_) => (rest.to_vec(), rest.len(), false),
-                    // No length and not chunked: the body runs to the end of the connection.
-                    None if status == 204 || status == 304 || (100..200).contains(&status) => {
-                        (Vec::new(), 0, true)
-                    }
-                    None => (rest.to_vec(), rest.len(), false),
-                }
-            };
+        let (body, used, complete) = if value("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            match dechunk(rest) {
+                Some((body, used)) => (body, used, true),
+                None => (dechunk_partial(rest), rest.len(), false),
+            }
+        } else {
+            let length: Option<usize> = value("content-length").and_then(|v| v.parse().ok());
+            match length {
+                Some(length) if rest.len() >= length => (rest[..length].to_vec(), length, true),
+                Some(_) => (rest.to_vec(), rest.len(), false),
+                // No length and not chunked: the body runs to the end of the connection.
+                None if status == 204 || status == 304 || (100..200).contains(&status) => (Vec::new(), 0, true),
+                None => (rest.to_vec(), rest.len(), false),
+            }
+        };
         let sse = value("content-type").is_some_and(|v| v.starts_with("text/event-stream"));
         let messages = if sse {
             sse_messages(&body)
@@ -312,11 +268,7 @@ fn parse_responses(mut bytes: &[u8]) -> Vec<TappedResponse> {
                 Ok(one) => vec![one],
             }
         };
-        responses.push(TappedResponse {
-            status,
-            headers,
-            messages,
-        });
+        responses.push(TappedResponse { status, headers, messages });
         if !complete {
             break;
         }
@@ -337,9 +289,7 @@ fn sse_messages(body: &[u8]) -> Vec<Value> {
                 .filter_map(|l| l.strip_prefix("data:"))
                 .map(|d| d.strip_prefix(' ').unwrap_or(d))
                 .collect();
-            (!data.is_empty())
-                .then(|| serde_json::from_str(&data.join("\n")).ok())
-                .flatten()
+            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).ok()).flatten()
         })
         .collect()
 }
@@ -350,11 +300,7 @@ fn dechunk_partial(bytes: &[u8]) -> Vec<u8> {
     let mut at = 0;
     while let Some(line) = find(&bytes[at..], b"\r\n") {
         let size_text = String::from_utf8_lossy(&bytes[at..at + line]);
-        let Some(size) = size_text
-            .split(';')
-            .next()
-            .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
-        else {
+        let Some(size) = size_text.split(';').next().and_then(|s| usize::from_str_radix(s.trim(), 16).ok()) else {
             break;
         };
         let start = at + line + 2;
@@ -403,9 +349,7 @@ pub struct StdioTap {
 
 impl StdioTap {
     pub fn new() -> StdioTap {
-        StdioTap {
-            dir: TempDir::new(),
-        }
+        StdioTap { dir: TempDir::new() }
     }
 
     /// What the client wrote to the server's stdin.
@@ -450,9 +394,7 @@ fn read_lines(path: &Path) -> Vec<Value> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| {
-                panic!("{}: a line that is not JSON ({e}): {l}", path.display())
-            })
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: a line that is not JSON ({e}): {l}", path.display()))
         })
         .collect()
 }

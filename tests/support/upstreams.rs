@@ -23,10 +23,7 @@ pub const EVERYTHING_PACKAGE: &str = "@modelcontextprotocol/server-everything";
 /// `server-everything`'s entry point (`dist/index.js`), installed by scripts/deps.sh.
 #[track_caller]
 pub fn everything_index() -> PathBuf {
-    let index = node::deps()
-        .join("node_modules")
-        .join(EVERYTHING_PACKAGE)
-        .join("dist/index.js");
+    let index = node::deps().join("node_modules").join(EVERYTHING_PACKAGE).join("dist/index.js");
     assert!(
         index.is_file(),
         "{} is missing: scripts/deps.sh should have installed {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}",
@@ -170,23 +167,14 @@ impl ScriptServer {
             .stderr(file)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-        let mut server = ScriptServer {
-            child,
-            port,
-            log,
-            _dir: dir,
-        };
+        let mut server = ScriptServer { child, port, log, _dir: dir };
         let up = poll(Duration::from_secs(30), || {
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("{what} exited with {status}:\n{}", server.log());
             }
             TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
         });
-        assert!(
-            up.is_some(),
-            "{what} did not listen on {port} within 30 s:\n{}",
-            server.log()
-        );
+        assert!(up.is_some(), "{what} did not listen on {port} within 30 s:\n{}", server.log());
         server
     }
 
@@ -233,33 +221,20 @@ impl RawPost {
     /// Sends `body` (a JSON-RPC request of `revision`) to `url` (`http://127.0.0.1:P/path`)
     /// with `headers`, and reads the response head.
     #[track_caller]
-    pub fn send(
-        url: &str,
-        revision: &'static str,
-        headers: &[(String, String)],
-        body: &Value,
-    ) -> RawPost {
+    pub fn send(url: &str, revision: &'static str, headers: &[(String, String)], body: &Value) -> RawPost {
         let method = body["method"].as_str().expect("a request frame").to_owned();
         let body = body.to_string();
         let rest = url.strip_prefix("http://").expect("an http:// URL");
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let stream = TcpStream::connect(authority)
-            .unwrap_or_else(|e| panic!("cannot connect to {authority}: {e}"));
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("set a read timeout");
-        let mut request = format!(
-            "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\n",
-            body.len()
-        );
+        let stream = TcpStream::connect(authority).unwrap_or_else(|e| panic!("cannot connect to {authority}: {e}"));
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("set a read timeout");
+        let mut request = format!("POST /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\n", body.len());
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
         request.push_str("Connection: close\r\n\r\n");
         request.push_str(&body);
-        (&stream)
-            .write_all(request.as_bytes())
-            .expect("write the request");
+        (&stream).write_all(request.as_bytes()).expect("write the request");
         let mut post = RawPost {
             reader: BufReader::new(stream),
             revision,
@@ -271,12 +246,9 @@ impl RawPost {
             done: false,
         };
         loop {
-            let line = post.raw_line().unwrap_or_else(|| {
-                panic!(
-                    "the connection closed in the response head: {:?}",
-                    post.head
-                )
-            });
+            let line = post
+                .raw_line()
+                .unwrap_or_else(|| panic!("the connection closed in the response head: {:?}", post.head));
             if line.is_empty() {
                 break;
             }
@@ -311,9 +283,8 @@ impl RawPost {
             }
             return !self.done;
         }
-        let size = self
-            .raw_line()
-            .and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok());
+        let size =
+            self.raw_line().and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok());
         match size {
             None | Some(0) => {
                 self.done = true;
@@ -333,11 +304,7 @@ impl RawPost {
 
     /// The status code of the response.
     pub fn status(&self) -> u16 {
-        self.head
-            .first()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
+        self.head.first().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0)
     }
 
     /// The next line of the body (a last line without a line end counts), or `None` at
@@ -365,10 +332,7 @@ impl RawPost {
     pub fn read_until(&mut self, timeout: Duration, wanted: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + timeout;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            let _ = self
-                .reader
-                .get_ref()
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            let _ = self.reader.get_ref().set_read_timeout(Some(left.max(Duration::from_millis(1))));
             let Some(frame) = self.next_frame() else {
                 break;
             };
@@ -376,10 +340,7 @@ impl RawPost {
                 return frame;
             }
         }
-        panic!(
-            "no wanted event within {timeout:?}; head: {:?}; body so far: {:?}",
-            self.head, self.lines
-        );
+        panic!("no wanted event within {timeout:?}; head: {:?}; body so far: {:?}", self.head, self.lines);
     }
 
     /// Reads the rest of the response to its end (the request asks the server to close
@@ -387,10 +348,7 @@ impl RawPost {
     /// schema-checked.
     #[track_caller]
     pub fn rest(&mut self) -> Vec<Value> {
-        let _ = self
-            .reader
-            .get_ref()
-            .set_read_timeout(Some(Duration::from_secs(30)));
+        let _ = self.reader.get_ref().set_read_timeout(Some(Duration::from_secs(30)));
         std::iter::from_fn(|| self.next_frame()).collect()
     }
 
@@ -407,9 +365,8 @@ impl RawPost {
             if data.is_empty() {
                 continue;
             }
-            let frame: Value = serde_json::from_str(data).unwrap_or_else(|e| {
-                panic!("the daemon wrote an event that is not JSON ({e}): {line}")
-            });
+            let frame: Value = serde_json::from_str(data)
+                .unwrap_or_else(|e| panic!("the daemon wrote an event that is not JSON ({e}): {line}"));
             schema::assert_frame(self.revision, Some(&self.method), &frame);
             return Some(frame);
         }
@@ -419,14 +376,8 @@ impl RawPost {
 /// The text of the first content block of a successful tool result.
 #[track_caller]
 pub fn first_text(result: &Value) -> &str {
-    assert_ne!(
-        result["isError"],
-        json!(true),
-        "the tool call failed: {result}"
-    );
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a result without a text block: {result}"))
+    assert_ne!(result["isError"], json!(true), "the tool call failed: {result}");
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a result without a text block: {result}"))
 }
 
 /// The values of `field` of every element of `result[list]`, in order.
@@ -436,11 +387,7 @@ pub fn field_of_each<'a>(result: &'a Value, list: &str, field: &str) -> Vec<&'a 
         .as_array()
         .unwrap_or_else(|| panic!("no {list} array in {result}"))
         .iter()
-        .map(|item| {
-            item[field]
-                .as_str()
-                .unwrap_or_else(|| panic!("an element of {list} without {field}: {item}"))
-        })
+        .map(|item| item[field].as_str().unwrap_or_else(|| panic!("an element of {list} without {field}: {item}")))
         .collect()
 }
 
@@ -451,10 +398,7 @@ pub fn base64_decode(text: &str) -> Vec<u8> {
     let mut out = Vec::new();
     let (mut buffer, mut bits) = (0u32, 0u32);
     for byte in text.bytes().filter(|b| *b != b'=') {
-        let value = ALPHABET
-            .iter()
-            .position(|a| *a == byte)
-            .unwrap_or_else(|| panic!("not base64: {text:?}")) as u32;
+        let value = ALPHABET.iter().position(|a| *a == byte).unwrap_or_else(|| panic!("not base64: {text:?}")) as u32;
         buffer = (buffer << 6) | value;
         bits += 6;
         if bits >= 8 {
@@ -475,14 +419,8 @@ pub fn upstream_exchange(
     method: &str,
     wanted: impl Fn(&Value) -> bool,
 ) -> Option<(Value, Option<Value>)> {
-    let request = tap
-        .sent()
-        .into_iter()
-        .find(|f| f["method"] == method && f.get("id").is_some() && wanted(f))?;
-    let response = tap
-        .received()
-        .into_iter()
-        .find(|f| f["id"] == request["id"] && f.get("method").is_none());
+    let request = tap.sent().into_iter().find(|f| f["method"] == method && f.get("id").is_some() && wanted(f))?;
+    let response = tap.received().into_iter().find(|f| f["id"] == request["id"] && f.get("method").is_none());
     Some((request, response))
 }
 
@@ -569,9 +507,7 @@ pub mod verbatim {
     /// Asserts `listed` holds each fixture tool as `<server>__<name>`, every other field equal.
     #[track_caller]
     pub fn assert_listed_verbatim(listed: &Value, server: &str) {
-        let tools = listed["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no tools: {listed}"));
+        let tools = listed["tools"].as_array().unwrap_or_else(|| panic!("no tools: {listed}"));
         for original in fixture()["tools"].as_array().unwrap() {
             let name = format!("{server}__{}", original["name"].as_str().unwrap());
             let relayed = tools
@@ -580,10 +516,7 @@ pub mod verbatim {
                 .unwrap_or_else(|| panic!("{name} is not listed: {listed}"));
             let mut expected = original.clone();
             expected["name"] = json!(name);
-            assert_eq!(
-                *relayed, expected,
-                "{name} must reach the caller exactly as {server} listed it (only renamed)"
-            );
+            assert_eq!(*relayed, expected, "{name} must reach the caller exactly as {server} listed it (only renamed)");
         }
     }
 

@@ -143,7 +143,10 @@ impl HttpClient {
     }
 
     /// Sends `request` on this connection and reads the whole answer.
-    async fn round_trip(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(hyper::http::response::Parts, Bytes)> {
+    async fn round_trip(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> anyhow::Result<(hyper::http::response::Parts, Bytes)> {
         self.sender.ready().await.context("the connection closed")?;
         let response = self.sender.send_request(request).await.context("sending the request")?;
         let (head, body) = response.into_parts();

@@ -162,7 +162,15 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
         Scenario::Exec(options) => record(exec::run(&binaries, &options)?),
         Scenario::Soak(options) => record(soak::run(&binaries, &options)?),
-        Scenario::All { rounds, clients, threads, peer_requests, load, sessions: session_options, cold_start: cold } => {
+        Scenario::All {
+            rounds,
+            clients,
+            threads,
+            peer_requests,
+            load,
+            sessions: session_options,
+            cold_start: cold,
+        } => {
             // Scripts are slower than plain calls: fewer of them say as much.
             let load_for_exec = Load { requests: 2_000, warmup: 200, ..load.clone() };
             for era in [Era::Modern, Era::Legacy] {

@@ -109,7 +109,12 @@ fn draw_header(area: &Area<'_>, document: &Value) -> anyhow::Result<()> {
 }
 
 /// One line per contender across the concurrency levels; `value` picks the figure.
-fn http_panel(area: &Area<'_>, runs: &[&Value], title: &str, value: impl Fn(&Value) -> Option<f64>) -> anyhow::Result<()> {
+fn http_panel(
+    area: &Area<'_>,
+    runs: &[&Value],
+    title: &str,
+    value: impl Fn(&Value) -> Option<f64>,
+) -> anyhow::Result<()> {
     let levels: Vec<String> = runs.iter().map(|r| format!("{} clients", r["settings"]["clients"])).collect();
     let figures: Vec<(usize, &str, f64)> = runs
         .iter()
@@ -141,11 +146,8 @@ fn http_panel(area: &Area<'_>, runs: &[&Value], title: &str, value: impl Fn(&Val
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
     for &(name, colour) in SERIES {
-        let points: Vec<(SegmentValue<usize>, f64)> = figures
-            .iter()
-            .filter(|f| f.1 == name)
-            .map(|f| (SegmentValue::CenterOf(f.0), f.2))
-            .collect();
+        let points: Vec<(SegmentValue<usize>, f64)> =
+            figures.iter().filter(|f| f.1 == name).map(|f| (SegmentValue::CenterOf(f.0), f.2)).collect();
         if points.is_empty() {
             continue;
         }
@@ -156,8 +158,7 @@ fn http_panel(area: &Area<'_>, runs: &[&Value], title: &str, value: impl Fn(&Val
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3)));
         chart.draw_series(points.iter().map(|p| Circle::new(p.clone(), 5, colour.filled())))?;
         chart.draw_series(points.iter().map(|p| {
-            EmptyElement::at(p.clone())
-                + Text::new(short_number(p.1), (8, -20), (FONT, 15).into_font().color(&colour))
+            EmptyElement::at(p.clone()) + Text::new(short_number(p.1), (8, -20), (FONT, 15).into_font().color(&colour))
         }))?;
     }
     chart
@@ -191,7 +192,11 @@ fn stdio_bars(runs: &[Value]) -> Vec<Bar> {
             }
         }
         if let Some(added) = run["comparisons"][0]["addedMicros"]["p50"].as_f64() {
-            bars.push(Bar { label: format!("{era} · added by mcpx at p50"), value: added, colour: RGBColor(255, 127, 14) });
+            bars.push(Bar {
+                label: format!("{era} · added by mcpx at p50"),
+                value: added,
+                colour: RGBColor(255, 127, 14),
+            });
         }
     }
     bars
@@ -301,9 +306,11 @@ fn bars_panel(area: &Area<'_>, title: &str, bars: &[Bar], log: bool) -> anyhow::
             r.set_margin(4, 4, 0, 0);
             r
         }))?;
-        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Text::new(format!(" {}", text(b)), (b.value, SegmentValue::CenterOf(row(i))), (FONT, 15))
-        }))?;
+        chart.draw_series(
+            bars.iter().enumerate().map(|(i, b)| {
+                Text::new(format!(" {}", text(b)), (b.value, SegmentValue::CenterOf(row(i))), (FONT, 15))
+            }),
+        )?;
     }
     Ok(())
 }

@@ -205,7 +205,8 @@ impl Run {
                 s.p99,
                 s.max,
                 c.errors,
-                c.cpu_micros_per_call().map_or_else(|| "-".to_owned(), |(front, all)| format!("{front:.0} of {all:.0}")),
+                c.cpu_micros_per_call()
+                    .map_or_else(|| "-".to_owned(), |(front, all)| format!("{front:.0} of {all:.0}")),
                 rss.join(", ")
             );
         }

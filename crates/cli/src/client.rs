@@ -45,7 +45,8 @@ impl Daemon {
     pub async fn connect(&self) -> anyhow::Result<Option<UnixStream>> {
         match std::fs::metadata(&self.dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            _ => state::check_private_dir(&self.dir).with_context(|| format!("not trusting the daemon socket in {}", self.dir.display()))?,
+            _ => state::check_private_dir(&self.dir)
+                .with_context(|| format!("not trusting the daemon socket in {}", self.dir.display()))?,
         }
         let Ok(stream) = UnixStream::connect(self.socket()).await else { return Ok(None) };
         let peer = stream.peer_cred().context("reading who listens on the daemon socket")?;
@@ -149,7 +150,10 @@ pub async fn request_bytes(
 }
 
 /// Turns a socket connection into a raw stdio relay stream (`GET /v1/stdio`).
-pub async fn upgrade_to_stdio(stream: UnixStream, session: Option<&str>) -> anyhow::Result<TokioIo<hyper::upgrade::Upgraded>> {
+pub async fn upgrade_to_stdio(
+    stream: UnixStream,
+    session: Option<&str>,
+) -> anyhow::Result<TokioIo<hyper::upgrade::Upgraded>> {
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn.with_upgrades());
     let mut builder = Request::builder()

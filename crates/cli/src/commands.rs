@@ -60,13 +60,23 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
     }
 }
 
-pub(crate) async fn api(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+pub(crate) async fn api(
+    common: &Common,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<(u16, Value)> {
     let (status, bytes) = api_bytes(common, method, path, body).await?;
     Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
 }
 
 /// A `/v1` request as this command's caller; the body as it came.
-pub(crate) async fn api_bytes(common: &Common, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, hyper::body::Bytes)> {
+pub(crate) async fn api_bytes(
+    common: &Common,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<(u16, hyper::body::Bytes)> {
     let stream = Daemon::new()?.connect_or_start(common.config.as_deref()).await?;
     let mut headers = Vec::new();
     if let Some(session) = &common.session {
@@ -115,7 +125,12 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&body)?);
         return Ok(Outcome::Ok);
     }
-    println!("daemon   pid {} · {} · up {}s", body["pid"], body["url"].as_str().unwrap_or("?"), body["uptimeMs"].as_u64().unwrap_or(0) / 1000);
+    println!(
+        "daemon   pid {} · {} · up {}s",
+        body["pid"],
+        body["url"].as_str().unwrap_or("?"),
+        body["uptimeMs"].as_u64().unwrap_or(0) / 1000
+    );
     println!("socket   {}", body["socket"].as_str().unwrap_or("-"));
     println!("config   {}", body["config"].as_str().unwrap_or("(none)"));
     println!("servers  {}", body["servers"].as_array().map_or(0, Vec::len));
@@ -200,20 +215,31 @@ pub async fn list(common: Common, server: Option<String>, query: &str) -> anyhow
             println!("{}.{}  {description}", t["server"].as_str().unwrap_or("?"), t["tool"].as_str().unwrap_or("?"));
         }
         for u in body["unavailable"].as_array().into_iter().flatten() {
-            eprintln!("mcpx: {} is unavailable: {}", u["server"].as_str().unwrap_or("?"), u["error"].as_str().unwrap_or("?"));
+            eprintln!(
+                "mcpx: {} is unavailable: {}",
+                u["server"].as_str().unwrap_or("?"),
+                u["error"].as_str().unwrap_or("?")
+            );
         }
     }
     Ok(Outcome::Ok)
 }
 
-pub async fn call(common: Common, target: &str, arguments: Option<&str>, timeout: Option<Duration>) -> anyhow::Result<Outcome> {
+pub async fn call(
+    common: Common,
+    target: &str,
+    arguments: Option<&str>,
+    timeout: Option<Duration>,
+) -> anyhow::Result<Outcome> {
     let Some((server, tool)) = target.split_once('.').filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
         return Ok(Outcome::Usage("name the tool as <server>.<tool>, e.g. time.get_current_time".into()));
     };
     let arguments: Value = match arguments.map(serde_json::from_str::<Value>) {
         None => json!({}),
         Some(Ok(v @ Value::Object(_))) => v,
-        Some(Ok(_)) => return Ok(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into())),
+        Some(Ok(_)) => {
+            return Ok(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into()));
+        }
         Some(Err(e)) => return Ok(Outcome::Usage(format!("the arguments are not JSON: {e}"))),
     };
     let body = json!({ "server": server, "tool": tool, "arguments": arguments });
@@ -312,7 +338,8 @@ pub async fn ask_answer(common: Common, id: &str, answer: &str) -> anyhow::Resul
         (false, [only]) => json!({ only.clone(): answer }),
         (false, _) => return Ok(Outcome::Usage(format!("answer each question by key: {}", keys.join(", ")))),
     };
-    let (status, result) = api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
+    let (status, result) =
+        api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
     print_call_outcome(&common, status, &result)
 }
 
@@ -324,8 +351,10 @@ pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
     }
     let requests = shown["inputRequests"].as_object().cloned().unwrap_or_default();
     if !requests.is_empty() && requests.values().all(|r| r["method"] == "elicitation/create") {
-        let responses: serde_json::Map<String, Value> = requests.keys().map(|k| (k.clone(), json!({ "action": "decline" }))).collect();
-        let (status, result) = api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
+        let responses: serde_json::Map<String, Value> =
+            requests.keys().map(|k| (k.clone(), json!({ "action": "decline" }))).collect();
+        let (status, result) =
+            api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
         return print_call_outcome(&common, status, &result);
     }
     let (status, body) = api(&common, "POST", "/v1/ask/abandon", Some(json!({ "id": id }))).await?;
@@ -352,13 +381,22 @@ pub async fn check_servers(path: PathBuf) -> anyhow::Result<Outcome> {
     use mcpx_gateway::{CallContext, Gateway, Identity, Settings, Transport};
     let settings = Settings::load(Some(path))?;
     let gateway = Gateway::new(settings);
-    let ctx = CallContext::new(Identity::resolve(None, &[], &Transport::default()), mcpx_protocol::Revision::LATEST_MODERN, json!({}));
+    let ctx = CallContext::new(
+        Identity::resolve(None, &[], &Transport::default()),
+        mcpx_protocol::Revision::LATEST_MODERN,
+        json!({}),
+    );
     let mut problems = 0;
     // The search lists every server's tools, and names those that would not start.
-    let search = gateway.handle(&ctx, "tools/call", json!({ "name": "mcpx_search", "arguments": { "query": "" } })).await;
+    let search =
+        gateway.handle(&ctx, "tools/call", json!({ "name": "mcpx_search", "arguments": { "query": "" } })).await;
     let found = search.map(|a| a.result["structuredContent"].clone()).unwrap_or_default();
     for failure in found["unavailable"].as_array().into_iter().flatten() {
-        println!("{}: does not start: {}", failure["server"].as_str().unwrap_or("?"), failure["error"].as_str().unwrap_or("?"));
+        println!(
+            "{}: does not start: {}",
+            failure["server"].as_str().unwrap_or("?"),
+            failure["error"].as_str().unwrap_or("?")
+        );
         problems += 1;
     }
     println!("{} tool(s) found", found["tools"].as_array().map_or(0, Vec::len));

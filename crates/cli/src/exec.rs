@@ -8,16 +8,27 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::commands::{Common, Outcome, api, api_bytes, api_error, get_unless_printed, percent_encode, print_call_outcome};
+use crate::commands::{
+    Common, Outcome, api, api_bytes, api_error, get_unless_printed, percent_encode, print_call_outcome,
+};
 
 /// `mcpx exec '<script>'` or `mcpx exec -f file.js`; `-` reads the script from stdin.
-pub async fn exec(common: Common, script: Option<String>, file: Option<&Path>, timeout_ms: Option<u64>) -> anyhow::Result<Outcome> {
+pub async fn exec(
+    common: Common,
+    script: Option<String>,
+    file: Option<&Path>,
+    timeout_ms: Option<u64>,
+) -> anyhow::Result<Outcome> {
     let script = match (script, file) {
         (Some(_), Some(_)) => return Ok(Outcome::Usage("give the script inline or with -f, not both".into())),
-        (Some(s), None) if s == "-" => std::io::read_to_string(std::io::stdin()).context("reading the script from stdin")?,
+        (Some(s), None) if s == "-" => {
+            std::io::read_to_string(std::io::stdin()).context("reading the script from stdin")?
+        }
         (Some(s), None) => s,
         (None, Some(path)) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-        (None, None) => return Ok(Outcome::Usage("give a script: mcpx exec 'return 1 + 1' or mcpx exec -f script.js".into())),
+        (None, None) => {
+            return Ok(Outcome::Usage("give a script: mcpx exec 'return 1 + 1' or mcpx exec -f script.js".into()));
+        }
     };
     let mut body = json!({ "script": script });
     if let Some(ms) = timeout_ms {

@@ -194,13 +194,17 @@ fn main() -> ExitCode {
         Command::Artifact(ArtifactCommand::Get { artifact, output, common }) => {
             commands::run(async || exec::get(common, &artifact, output.as_deref()).await)
         }
-        Command::Artifact(ArtifactCommand::Rm { artifact, common }) => commands::run(async || exec::remove(common, &artifact).await),
+        Command::Artifact(ArtifactCommand::Rm { artifact, common }) => {
+            commands::run(async || exec::remove(common, &artifact).await)
+        }
         Command::Ask(AskCommand::Ls { common }) => commands::run(async || commands::ask_list(common).await),
         Command::Ask(AskCommand::Show { id, common }) => commands::run(async || commands::ask_show(common, &id).await),
         Command::Ask(AskCommand::Answer { id, answer, common }) => {
             commands::run(async || commands::ask_answer(common, &id, &answer).await)
         }
-        Command::Ask(AskCommand::Decline { id, common }) => commands::run(async || commands::ask_decline(common, &id).await),
+        Command::Ask(AskCommand::Decline { id, common }) => {
+            commands::run(async || commands::ask_decline(common, &id).await)
+        }
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
     }
 }

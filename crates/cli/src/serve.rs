@@ -15,8 +15,8 @@ use std::process::ExitCode;
 
 use futures::StreamExt;
 use mcpx_gateway::{Gateway, Principal, Session, Settings, Transport};
-use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::dropped::Dropped;
+use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::{Message, RequestId, RpcError};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -49,9 +49,7 @@ pub fn run(args: Args) -> ExitCode {
     crate::init_logging();
     // One thread: the relay is a pump, and cross-thread wake-ups are most of its cost.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime starts");
-    let outcome = runtime.block_on(async {
-        if args.no_daemon { in_process(args).await } else { relay(args).await }
-    });
+    let outcome = runtime.block_on(async { if args.no_daemon { in_process(args).await } else { relay(args).await } });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

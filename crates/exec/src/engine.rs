@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use rquickjs::function::Func;
 use rquickjs::context::EvalOptions;
-use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue};
+use rquickjs::function::Func;
 use rquickjs::promise::PromiseState;
+use rquickjs::{Context, Ctx, Exception, Function, Object, Persistent, Promise, Runtime, Value as JsValue};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -93,14 +93,22 @@ impl Prepared {
     }
 
     /// Hands the engine its script.
-    pub(crate) fn run(self, script: String, limits: Limits) -> (mpsc::UnboundedReceiver<HostRequest>, oneshot::Receiver<Outcome>, Arc<AtomicBool>) {
+    pub(crate) fn run(
+        self,
+        script: String,
+        limits: Limits,
+    ) -> (mpsc::UnboundedReceiver<HostRequest>, oneshot::Receiver<Outcome>, Arc<AtomicBool>) {
         let _ = self.go.send(Go { script, limits });
         (self.requests, self.done, self.stop)
     }
 }
 
 /// The engine thread: prepares, waits for a script (`None` if none comes), runs it.
-fn serve(requests: mpsc::UnboundedSender<HostRequest>, go: &std_mpsc::Receiver<Go>, stop: &Arc<AtomicBool>) -> Option<Outcome> {
+fn serve(
+    requests: mpsc::UnboundedSender<HostRequest>,
+    go: &std_mpsc::Receiver<Go>,
+    stop: &Arc<AtomicBool>,
+) -> Option<Outcome> {
     let (replies_tx, replies) = std_mpsc::channel();
     let host = Rc::new(RefCell::new(Host {
         requests,
@@ -326,7 +334,11 @@ fn host_call(kind: &str, payload: &str) -> Result<HostCall, String> {
                 (None, Some(bytes)) => bytes.iter().map(|b| b.as_u64().unwrap_or(0) as u8).collect(),
                 _ => return Err("artifact: no data".into()),
             };
-            Ok(HostCall::Artifact { name: text("name").unwrap_or_default(), mime_type: text("mimeType").unwrap_or_default(), data })
+            Ok(HostCall::Artifact {
+                name: text("name").unwrap_or_default(),
+                mime_type: text("mimeType").unwrap_or_default(),
+                data,
+            })
         }
         other => Err(format!("unknown host request {other:?}")),
     }
@@ -358,7 +370,10 @@ fn thrown(ctx: &Ctx<'_>, error: rquickjs::Error) -> Ended {
     if let Some(exception) = value.as_exception() {
         let message = exception.message().unwrap_or_default();
         let name: String = exception.get("name").unwrap_or_else(|_| "Error".into());
-        return Ended::Threw { message: format!("{name}: {message}"), stack: exception.stack().filter(|s| !s.is_empty()) };
+        return Ended::Threw {
+            message: format!("{name}: {message}"),
+            stack: exception.stack().filter(|s| !s.is_empty()),
+        };
     }
     let message = match ctx.json_stringify(value.clone()) {
         Ok(Some(s)) if !value.is_string() => s.to_string().unwrap_or_default(),

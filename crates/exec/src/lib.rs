@@ -60,7 +60,10 @@ impl Limit {
             Limit::Memory => format!("the script used more than its memory limit ({} bytes)", limits.memory_bytes),
             Limit::Stack => format!("the script recursed past its stack limit ({} bytes)", limits.stack_bytes),
             Limit::ToolCalls => format!("the script made more than {} tool calls and searches", limits.max_tool_calls),
-            Limit::Output => format!("the script's output (console, result and artifact links) passed {} bytes", limits.max_output_bytes),
+            Limit::Output => format!(
+                "the script's output (console, result and artifact links) passed {} bytes",
+                limits.max_output_bytes
+            ),
         }
     }
 }
@@ -175,7 +178,9 @@ impl Engines {
         let spare = self.spare.lock().expect("spare engine lock").take().filter(|p| p.stack_room >= limits.stack_bytes);
         let prepared = match spare {
             Some(prepared) => prepared,
-            None => engine::Prepared::start(limits.stack_bytes, refill(Arc::downgrade(&self.spare), limits.stack_bytes))?,
+            None => {
+                engine::Prepared::start(limits.stack_bytes, refill(Arc::downgrade(&self.spare), limits.stack_bytes))?
+            }
         };
         Ok(Run::on(prepared, script, limits))
     }
@@ -256,7 +261,9 @@ mod tests {
                             let result = match tool.as_str() {
                                 "echo" => json!({ "content": [], "structuredContent": arguments }),
                                 "text" => json!({ "content": [{ "type": "text", "text": arguments.to_string() }] }),
-                                "fail" => json!({ "content": [{ "type": "text", "text": "no such thing" }], "isError": true }),
+                                "fail" => {
+                                    json!({ "content": [{ "type": "text", "text": "no such thing" }], "isError": true })
+                                }
                                 _ => json!({ "content": [{ "type": "text", "text": "plain words" }] }),
                             };
                             Ok(json!({ "server": server, "tool": tool, "result": result }))
@@ -306,13 +313,19 @@ mod tests {
             limits(),
         )
         .await;
-        assert_eq!(returned(&out), &json!({ "message": "s.fail failed: no such thing", "server": "s", "tool": "fail", "text": "no such thing" }));
+        assert_eq!(
+            returned(&out),
+            &json!({ "message": "s.fail failed: no such thing", "server": "s", "tool": "fail", "text": "no such thing" })
+        );
     }
 
     #[tokio::test]
     async fn an_uncaught_error_ends_the_script_with_its_message() {
         let out = run("await tools.s.fail();", limits()).await;
-        assert!(matches!(&out.ended, Ended::Threw { message, .. } if message == "Error: s.fail failed: no such thing"), "{out:?}");
+        assert!(
+            matches!(&out.ended, Ended::Threw { message, .. } if message == "Error: s.fail failed: no such thing"),
+            "{out:?}"
+        );
         let out = run("return (", limits()).await;
         assert!(matches!(&out.ended, Ended::Threw { message, .. } if message.starts_with("SyntaxError")), "{out:?}");
     }
@@ -321,16 +334,35 @@ mod tests {
     async fn busy_loops_with_and_without_await_stop_at_the_timeout() {
         let short = Limits { timeout: Duration::from_millis(300), ..limits() };
         assert_eq!(stopped_by(&run("while (true) {}", short.clone()).await), Limit::Timeout);
-        assert_eq!(stopped_by(&run("while (true) { await tools.s.echo({}); }", Limits { max_tool_calls: usize::MAX, ..short.clone() }).await), Limit::Timeout);
-        assert_eq!(stopped_by(&run("try { while (true) {} } catch (e) { return 'caught'; }", short).await), Limit::Timeout);
+        assert_eq!(
+            stopped_by(
+                &run(
+                    "while (true) { await tools.s.echo({}); }",
+                    Limits { max_tool_calls: usize::MAX, ..short.clone() }
+                )
+                .await
+            ),
+            Limit::Timeout
+        );
+        assert_eq!(
+            stopped_by(&run("try { while (true) {} } catch (e) { return 'caught'; }", short).await),
+            Limit::Timeout
+        );
     }
 
     #[tokio::test]
     async fn memory_stack_calls_and_output_are_limited() {
         let out = run("const a = []; while (true) a.push(new Array(100000).fill(1));", limits()).await;
         assert_eq!(stopped_by(&out), Limit::Memory);
-        assert_eq!(stopped_by(&run("function f(n) { return f(n + 1) + 1; } return f(0);", limits()).await), Limit::Stack);
-        let out = run("for (let i = 0; i < 20; i++) { try { await tools.s.echo({}); } catch {} } return 'went on';", limits()).await;
+        assert_eq!(
+            stopped_by(&run("function f(n) { return f(n + 1) + 1; } return f(0);", limits()).await),
+            Limit::Stack
+        );
+        let out = run(
+            "for (let i = 0; i < 20; i++) { try { await tools.s.echo({}); } catch {} } return 'went on';",
+            limits(),
+        )
+        .await;
         assert_eq!(stopped_by(&out), Limit::ToolCalls);
         assert_eq!(stopped_by(&run("while (true) console.log('x'.repeat(1000));", limits()).await), Limit::Output);
         assert_eq!(stopped_by(&run("return 'x'.repeat(100000);", limits()).await), Limit::Output);
@@ -371,14 +403,20 @@ mod tests {
         }
         let tight = Limits { timeout: Duration::from_millis(200), ..limits() };
         let out = drive(engines.start("while (true) {}".into(), tight).unwrap()).await;
-        assert!(matches!(out.ended, Ended::Stopped { limit: Limit::Timeout, .. }), "a waiting engine takes the script's own limits: {out:?}");
+        assert!(
+            matches!(out.ended, Ended::Stopped { limit: Limit::Timeout, .. }),
+            "a waiting engine takes the script's own limits: {out:?}"
+        );
     }
 
     #[tokio::test]
     async fn searches_count_as_tool_calls_even_all_at_once() {
-        let out = run("await Promise.all(Array.from({ length: 50 }, () => search('x'))); return 'went on';", limits()).await;
+        let out =
+            run("await Promise.all(Array.from({ length: 50 }, () => search('x'))); return 'went on';", limits()).await;
         assert_eq!(stopped_by(&out), Limit::ToolCalls);
-        let out = run("for (let i = 0; i < 20; i++) { try { await search('x'); } catch {} } return 'went on';", limits()).await;
+        let out =
+            run("for (let i = 0; i < 20; i++) { try { await search('x'); } catch {} } return 'went on';", limits())
+                .await;
         assert_eq!(stopped_by(&out), Limit::ToolCalls);
     }
 
@@ -393,8 +431,12 @@ mod tests {
 
     #[tokio::test]
     async fn search_and_artifacts_go_to_the_host() {
-        let out = run(r#"return { found: await search("time"), uri: await artifact("a.txt", "hello") };"#, limits()).await;
-        assert_eq!(returned(&out), &json!({ "found": [{ "server": "s", "tool": "time" }], "uri": "mcpx://artifacts/a.txt" }));
+        let out =
+            run(r#"return { found: await search("time"), uri: await artifact("a.txt", "hello") };"#, limits()).await;
+        assert_eq!(
+            returned(&out),
+            &json!({ "found": [{ "server": "s", "tool": "time" }], "uri": "mcpx://artifacts/a.txt" })
+        );
     }
 
     #[test]

@@ -85,29 +85,14 @@ pub fn meta(params: &Value) -> Option<&Map<String, Value>> {
 pub fn check_modern_request(params: &Value) -> Result<(), RpcError> {
     let empty = Map::new();
     let meta = meta(params).unwrap_or(&empty);
-    let missing = |key: &str| {
-        RpcError::new(
-            INVALID_PARAMS,
-            format!("missing required _meta key \"{key}\""),
-        )
-    };
-    let version = meta
-        .get(PROTOCOL_VERSION_KEY)
-        .ok_or_else(|| missing(PROTOCOL_VERSION_KEY))?;
-    let capabilities = meta
-        .get(CLIENT_CAPABILITIES_KEY)
-        .ok_or_else(|| missing(CLIENT_CAPABILITIES_KEY))?;
+    let missing = |key: &str| RpcError::new(INVALID_PARAMS, format!("missing required _meta key \"{key}\""));
+    let version = meta.get(PROTOCOL_VERSION_KEY).ok_or_else(|| missing(PROTOCOL_VERSION_KEY))?;
+    let capabilities = meta.get(CLIENT_CAPABILITIES_KEY).ok_or_else(|| missing(CLIENT_CAPABILITIES_KEY))?;
     if !capabilities.is_object() {
-        return Err(RpcError::new(
-            INVALID_PARAMS,
-            format!("_meta \"{CLIENT_CAPABILITIES_KEY}\" must be an object"),
-        ));
+        return Err(RpcError::new(INVALID_PARAMS, format!("_meta \"{CLIENT_CAPABILITIES_KEY}\" must be an object")));
     }
     let Some(version) = version.as_str() else {
-        return Err(RpcError::new(
-            INVALID_PARAMS,
-            format!("_meta \"{PROTOCOL_VERSION_KEY}\" must be a string"),
-        ));
+        return Err(RpcError::new(INVALID_PARAMS, format!("_meta \"{PROTOCOL_VERSION_KEY}\" must be a string")));
     };
     if version != MODERN_VERSION {
         return Err(unsupported_version(json!(version)));
@@ -139,9 +124,7 @@ fn with_result_type(result_type: &str, body: Value, instance: &Instance) -> Valu
     if let Value::Object(body) = body {
         result.extend(body);
     }
-    let meta = result
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let meta = result.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(meta) = meta {
         meta.insert(SERVER_INFO_KEY.into(), instance.server_info());
     }

@@ -77,9 +77,7 @@ pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>) ->
                     let front = Arc::clone(&front);
                     async move { Ok::<_, std::convert::Infallible>(front.answer(request).await) }
                 });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
             });
         }
     })
@@ -145,12 +143,7 @@ impl Front {
             let waiting = Arc::clone(&waiting);
             move |message| waiting.deliver(message)
         });
-        let stateless = Arc::new(Mutex::new(Server::new(
-            behaviour,
-            Arc::clone(&instance),
-            out.clone(),
-            None,
-        )));
+        let stateless = Arc::new(Mutex::new(Server::new(behaviour, Arc::clone(&instance), out.clone(), None)));
         Front { behaviour, instance, out, waiting, stateless, sessions: Mutex::default() }
     }
 
@@ -158,11 +151,7 @@ impl Front {
         if request.uri().path() != PATH {
             return status(StatusCode::NOT_FOUND);
         }
-        let session = request
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         match *request.method() {
             Method::POST => {}
             Method::DELETE => return self.end_session(session),
@@ -194,9 +183,8 @@ impl Front {
             lock(&server).handle(incoming);
             return status(StatusCode::ACCEPTED);
         };
-        let opens_session = session.is_none()
-            && method == "initialize"
-            && self.behaviour.era_mode.era_of(&params) == Era::Legacy;
+        let opens_session =
+            session.is_none() && method == "initialize" && self.behaviour.era_mode.era_of(&params) == Era::Legacy;
         let server = if opens_session { Arc::new(Mutex::new(self.new_server())) } else { server };
 
         let (ticket, answer) = self.waiting.register();
@@ -210,10 +198,9 @@ impl Front {
         let mut reply = json_reply(StatusCode::OK, &message);
         if opens_session && message.get("result").is_some() {
             let name = self.mint_session_id();
-            reply.headers_mut().insert(
-                SESSION_HEADER,
-                HeaderValue::from_str(&name).expect("a hex session id is a valid header"),
-            );
+            reply
+                .headers_mut()
+                .insert(SESSION_HEADER, HeaderValue::from_str(&name).expect("a hex session id is a valid header"));
             lock(&self.sessions).insert(name, server);
         }
         reply

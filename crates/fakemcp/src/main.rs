@@ -12,8 +12,8 @@
 mod conformance;
 mod era;
 mod http;
-mod meta_surface;
 mod instance;
+mod meta_surface;
 mod server;
 mod tools;
 mod wire;
@@ -126,12 +126,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    eprintln!(
-        "fakemcp {} pid {} era {} started",
-        instance.id,
-        instance.pid,
-        flags.era.label()
-    );
+    eprintln!("fakemcp {} pid {} era {} started", instance.id, instance.pid, flags.era.label());
     if let Some(file) = &flags.record_start
         && let Err(e) = record_start(file, &instance)
     {

@@ -28,7 +28,9 @@ pub fn answer(method: &str, params: &Value, modern: bool) -> Option<Result<Value
             Some(URI) => cached(json!({"contents": [{"uri": URI, "mimeType": "application/json", "text": meta}]})),
             other => {
                 let uri = other.unwrap_or_default();
-                return Some(Err(RpcError::new(INVALID_PARAMS, format!("no resource {uri}")).with_data(json!({"uri": uri}))));
+                return Some(Err(
+                    RpcError::new(INVALID_PARAMS, format!("no resource {uri}")).with_data(json!({"uri": uri}))
+                ));
             }
         },
         "prompts/list" => cached(json!({"prompts": [

@@ -17,10 +17,8 @@ use serde_json::{Value, json};
 use crate::conformance::{Answer, Fixture};
 use crate::era::{self, Era, EraMode, LEGACY_VERSIONS};
 use crate::instance::Instance;
+use crate::wire::{self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, Output, RpcError};
 use crate::{meta_surface, tools};
-use crate::wire::{
-    self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, Output, RpcError,
-};
 
 /// Behaviour switches chosen on the command line.
 #[derive(Debug, Clone, Copy)]
@@ -70,20 +68,8 @@ impl Drop for RunningCall {
 }
 
 impl Server {
-    pub fn new(
-        behaviour: Behaviour,
-        instance: Arc<Instance>,
-        out: Output,
-        fixture: Option<Arc<Fixture>>,
-    ) -> Self {
-        Server {
-            behaviour,
-            instance,
-            out,
-            legacy_session_open: false,
-            tool_calls_running: Arc::default(),
-            fixture,
-        }
+    pub fn new(behaviour: Behaviour, instance: Arc<Instance>, out: Output, fixture: Option<Arc<Fixture>>) -> Self {
+        Server { behaviour, instance, out, legacy_session_open: false, tool_calls_running: Arc::default(), fixture }
     }
 
     /// Waits up to `grace` for tool calls still running. A client that writes its last
@@ -96,17 +82,10 @@ impl Server {
         while *count > 0 {
             let now = Instant::now();
             if now >= deadline {
-                eprintln!(
-                    "fakemcp {}: exiting with {} tool call(s) unanswered",
-                    self.instance.id, *count
-                );
+                eprintln!("fakemcp {}: exiting with {} tool call(s) unanswered", self.instance.id, *count);
                 return;
             }
-            count = running
-                .changed
-                .wait_timeout(count, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            count = running.changed.wait_timeout(count, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -158,18 +137,12 @@ impl Server {
     }
 
     fn handle_request(&mut self, id: Value, method: &str, params: Value) {
-        if self.behaviour.era_mode == EraMode::Modern
-            && method == "initialize"
-            && !era::names_protocol_version(&params)
+        if self.behaviour.era_mode == EraMode::Modern && method == "initialize" && !era::names_protocol_version(&params)
         {
             // A modern-only server names the versions it does speak, so a legacy client
             // learns why it was refused.
-            let requested = params
-                .get("protocolVersion")
-                .cloned()
-                .unwrap_or(Value::Null);
-            self.out
-                .reply(&id, Err(era::unsupported_version(requested)));
+            let requested = params.get("protocolVersion").cloned().unwrap_or(Value::Null);
+            self.out.reply(&id, Err(era::unsupported_version(requested)));
             return;
         }
         match self.behaviour.era_mode.era_of(&params) {
@@ -183,11 +156,7 @@ impl Server {
             self.out.reply(&id, Err(error));
             return;
         }
-        if let Some(answer) = self
-            .fixture
-            .as_ref()
-            .and_then(|fixture| fixture.modern(&id, method, &params))
-        {
+        if let Some(answer) = self.fixture.as_ref().and_then(|fixture| fixture.modern(&id, method, &params)) {
             return self.answer(id, answer);
         }
         if let Some(outcome) = meta_surface::answer(method, &params, true) {
@@ -214,19 +183,9 @@ impl Server {
             || meta_surface::answer(method, &Value::Null, false).is_some()
             || (self.fixture.is_some() && Fixture::serves_legacy(method));
         if needs_session && !self.legacy_session_open {
-            return self.out.reply(
-                &id,
-                Err(RpcError::new(
-                    INVALID_REQUEST,
-                    "not initialized: send initialize first",
-                )),
-            );
+            return self.out.reply(&id, Err(RpcError::new(INVALID_REQUEST, "not initialized: send initialize first")));
         }
-        if let Some(answer) = self
-            .fixture
-            .as_ref()
-            .and_then(|fixture| fixture.legacy(method, &params))
-        {
+        if let Some(answer) = self.fixture.as_ref().and_then(|fixture| fixture.legacy(method, &params)) {
             return self.answer(id, answer);
         }
         if let Some(outcome) = meta_surface::answer(method, &params, false) {
@@ -235,9 +194,7 @@ impl Server {
         match method {
             "initialize" => self.initialize(id, &params),
             "ping" => self.out.reply(&id, Ok(json!({}))),
-            "tools/list" => self
-                .out
-                .reply(&id, Ok(json!({"tools": self.instance.list_tools()}))),
+            "tools/list" => self.out.reply(&id, Ok(json!({"tools": self.instance.list_tools()}))),
             "tools/call" => self.spawn_tool_call(id, params, Era::Legacy),
             _ => self.unknown_method(id, method),
         }
@@ -272,19 +229,10 @@ impl Server {
 
     fn unknown_method(&self, id: Value, method: &str) {
         if self.behaviour.silent_unknown {
-            eprintln!(
-                "fakemcp {}: not answering unknown method {method}",
-                self.instance.id
-            );
+            eprintln!("fakemcp {}: not answering unknown method {method}", self.instance.id);
             return;
         }
-        self.out.reply(
-            &id,
-            Err(RpcError::new(
-                METHOD_NOT_FOUND,
-                format!("method not found: {method}"),
-            )),
-        );
+        self.out.reply(&id, Err(RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))));
     }
 
     fn spawn_tool_call(&self, id: Value, params: Value, era: Era) {
@@ -337,13 +285,7 @@ impl Server {
             }
         });
         if let Err(e) = spawned {
-            self.out.reply(
-                &id,
-                Err(RpcError::new(
-                    INTERNAL_ERROR,
-                    format!("cannot start tool thread: {e}"),
-                )),
-            );
+            self.out.reply(&id, Err(RpcError::new(INTERNAL_ERROR, format!("cannot start tool thread: {e}"))));
         }
     }
 }

@@ -93,10 +93,7 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(arguments)) => arguments.clone(),
         Some(_) => {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                format!("tools/call {name}: arguments must be an object"),
-            ));
+            return Err(RpcError::new(INVALID_PARAMS, format!("tools/call {name}: arguments must be an object")));
         }
     };
     match name {
@@ -126,10 +123,7 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
             Ok(structured(json!({"sleptMs": ms})))
         }
         "crash" => {
-            eprintln!(
-                "fakemcp {}: crash was called, exiting with status 3",
-                instance.id
-            );
+            eprintln!("fakemcp {}: crash was called, exiting with status 3", instance.id);
             // _exit skips Rust's exit-time stdout flush, which could wait on a writer
             // thread; the point is to vanish mid-request like a real crash.
             unsafe { libc::_exit(3) }
@@ -147,10 +141,7 @@ pub fn call(instance: &Instance, era: Era, params: &Value) -> Result<Value, RpcE
             let value = std::env::var_os(variable).map(|v| v.to_string_lossy().into_owned());
             Ok(structured(json!({"name": variable, "value": value})))
         }
-        unknown => Err(RpcError::new(
-            INVALID_PARAMS,
-            format!("unknown tool: {unknown}"),
-        )),
+        unknown => Err(RpcError::new(INVALID_PARAMS, format!("unknown tool: {unknown}"))),
     }
 }
 

@@ -37,11 +37,7 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
@@ -52,15 +48,8 @@ impl RpcError {
     /// Reads the `error` member of a response; a malformed one still yields an error.
     fn from_json(error: &Value) -> Self {
         RpcError {
-            code: error
-                .get("code")
-                .and_then(Value::as_i64)
-                .unwrap_or(INTERNAL_ERROR),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
-                .to_owned(),
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: error.get("message").and_then(Value::as_str).unwrap_or("(no message)").to_owned(),
             data: error.get("data").cloned(),
         }
     }
@@ -80,18 +69,11 @@ impl RpcError {
 #[derive(Debug)]
 pub enum Incoming {
     /// Has an `id`, so it must be answered (unless a flag says to play dead).
-    Request {
-        id: Value,
-        method: String,
-        params: Value,
-    },
+    Request { id: Value, method: String, params: Value },
     /// No `id`: never answered.
     Notification { method: String, params: Value },
     /// A response to a request fakemcp sent (only `--fixture conformance` sends any).
-    Response {
-        id: Value,
-        outcome: Result<Value, RpcError>,
-    },
+    Response { id: Value, outcome: Result<Value, RpcError> },
 }
 
 /// A line that could not be taken as a message: answer `error` to `id` (null when the id
@@ -104,17 +86,14 @@ pub struct Rejected {
 
 impl Rejected {
     fn new(id: Option<Value>, code: i64, message: impl Into<String>) -> Box<Self> {
-        Box::new(Rejected {
-            id: id.unwrap_or(Value::Null),
-            error: RpcError::new(code, message),
-        })
+        Box::new(Rejected { id: id.unwrap_or(Value::Null), error: RpcError::new(code, message) })
     }
 }
 
 /// Reads one line.
 pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
-    let message: Value = serde_json::from_slice(line)
-        .map_err(|e| Rejected::new(None, PARSE_ERROR, format!("parse error: {e}")))?;
+    let message: Value =
+        serde_json::from_slice(line).map_err(|e| Rejected::new(None, PARSE_ERROR, format!("parse error: {e}")))?;
     classify(message)
 }
 
@@ -122,45 +101,26 @@ pub fn parse(line: &[u8]) -> Result<Incoming, Box<Rejected>> {
 pub fn classify(message: Value) -> Result<Incoming, Box<Rejected>> {
     let Value::Object(mut message) = message else {
         // Batches were removed from MCP in 2025-06-18; anything but an object is invalid.
-        return Err(Rejected::new(
-            None,
-            INVALID_REQUEST,
-            "invalid request: expected a JSON object",
-        ));
+        return Err(Rejected::new(None, INVALID_REQUEST, "invalid request: expected a JSON object"));
     };
     let id = message.remove("id");
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(Rejected::new(
-            id,
-            INVALID_REQUEST,
-            "invalid request: jsonrpc must be \"2.0\"",
-        ));
+        return Err(Rejected::new(id, INVALID_REQUEST, "invalid request: jsonrpc must be \"2.0\""));
     }
     let method = match message.remove("method") {
         Some(Value::String(method)) => method,
         Some(_) => {
-            return Err(Rejected::new(
-                id,
-                INVALID_REQUEST,
-                "invalid request: method must be a string",
-            ));
+            return Err(Rejected::new(id, INVALID_REQUEST, "invalid request: method must be a string"));
         }
         None if message.contains_key("result") || message.contains_key("error") => {
             let outcome = match message.remove("error") {
                 Some(error) => Err(RpcError::from_json(&error)),
                 None => Ok(message.remove("result").unwrap_or(Value::Null)),
             };
-            return Ok(Incoming::Response {
-                id: id.unwrap_or(Value::Null),
-                outcome,
-            });
+            return Ok(Incoming::Response { id: id.unwrap_or(Value::Null), outcome });
         }
         None => {
-            return Err(Rejected::new(
-                id,
-                INVALID_REQUEST,
-                "invalid request: no method",
-            ));
+            return Err(Rejected::new(id, INVALID_REQUEST, "invalid request: no method"));
         }
     };
     let params = message.remove("params").unwrap_or(Value::Null);
@@ -194,16 +154,12 @@ enum Sink {
 impl Output {
     /// Messages go to stdout.
     pub fn new() -> Self {
-        Output {
-            sink: Arc::new(Sink::Stdout(Mutex::new(io::stdout()))),
-        }
+        Output { sink: Arc::new(Sink::Stdout(Mutex::new(io::stdout()))) }
     }
 
     /// Messages go to `route` (it runs on whichever thread answers).
     pub fn routed(route: impl Fn(Value) + Send + Sync + 'static) -> Self {
-        Output {
-            sink: Arc::new(Sink::Routed(Box::new(route))),
-        }
+        Output { sink: Arc::new(Sink::Routed(Box::new(route))) }
     }
 
     /// Answers request `id` with a result or an error.

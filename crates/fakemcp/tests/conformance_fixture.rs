@@ -27,12 +27,7 @@ struct Fixture {
 impl Fixture {
     fn start() -> Fixture {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fakemcp"))
-            .args([
-                "--fixture",
-                "conformance",
-                "--tag",
-                "conformance-fixture-test",
-            ])
+            .args(["--fixture", "conformance", "--tag", "conformance-fixture-test"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -49,11 +44,7 @@ impl Fixture {
                 }
             }
         });
-        Fixture {
-            child,
-            stdin,
-            lines,
-        }
+        Fixture { child, stdin, lines }
     }
 
     /// A process with an open legacy session (the client declares sampling and elicitation).
@@ -81,10 +72,7 @@ impl Fixture {
     }
 
     fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(REPLY_TIMEOUT)
-            .expect("a line on stdout in time");
+        let line = self.lines.recv_timeout(REPLY_TIMEOUT).expect("a line on stdout in time");
         let message: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
         assert_eq!(message["jsonrpc"], "2.0", "{line}");
         message
@@ -109,13 +97,7 @@ impl Fixture {
     }
 
     /// A modern request: `params` plus the required `_meta` (and `extra_meta`).
-    fn modern(
-        &mut self,
-        id: Value,
-        method: &str,
-        params: Value,
-        extra_meta: Value,
-    ) -> (Vec<Value>, Value) {
+    fn modern(&mut self, id: Value, method: &str, params: Value, extra_meta: Value) -> (Vec<Value>, Value) {
         let mut params = params;
         let mut meta = json!({
             "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -154,31 +136,22 @@ struct Schema {
 fn schema(revision: &str) -> Schema {
     // MCPX_SPEC_DIR, else the team's shared folder beside the checkout (wherever it is),
     // else /work/shared where these machines keep it, else the repository's copy.
-    let dir = std::env::var_os("MCPX_SPEC_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .ancestors()
-                .map(|dir| dir.join("shared/spec/schema"))
-                .chain([PathBuf::from("/work/shared/spec/schema")])
-                .chain([Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/schema")])
-                .find(|dir| dir.is_dir())
-                .unwrap_or_default()
-        });
-    let path = dir.join(revision).join("schema.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {} ({e}); set MCPX_SPEC_DIR to shared/spec/schema",
-            path.display()
-        )
+    let dir = std::env::var_os("MCPX_SPEC_DIR").filter(|dir| !dir.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|dir| dir.join("shared/spec/schema"))
+            .chain([PathBuf::from("/work/shared/spec/schema")])
+            .chain([Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/schema")])
+            .find(|dir| dir.is_dir())
+            .unwrap_or_default()
     });
+    let path = dir.join(revision).join("schema.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {} ({e}); set MCPX_SPEC_DIR to shared/spec/schema", path.display()));
     let document: Value = serde_json::from_str(&text).unwrap();
     let uri = format!("https://fakemcp.test/spec/{revision}/schema.json");
-    let registry = Registry::new()
-        .add(&uri, document)
-        .and_then(|builder| builder.prepare())
-        .expect("the schema registers");
+    let registry =
+        Registry::new().add(&uri, document).and_then(|builder| builder.prepare()).expect("the schema registers");
     Schema { uri, registry }
 }
 
@@ -190,24 +163,14 @@ impl Schema {
             .with_registry(&self.registry)
             .build(&wrapper)
             .unwrap_or_else(|e| panic!("cannot compile {definition}: {e}"));
-        let violations: Vec<String> = validator
-            .iter_errors(instance)
-            .map(|e| format!("at {:?}: {e}", e.instance_path().as_str()))
-            .collect();
-        assert!(
-            violations.is_empty(),
-            "not a valid {definition}:\n  {}\n{instance:#}",
-            violations.join("\n  ")
-        );
+        let violations: Vec<String> =
+            validator.iter_errors(instance).map(|e| format!("at {:?}: {e}", e.instance_path().as_str())).collect();
+        assert!(violations.is_empty(), "not a valid {definition}:\n  {}\n{instance:#}", violations.join("\n  "));
     }
 }
 
 fn names(list: &Value) -> Vec<&str> {
-    list.as_array()
-        .expect("a list")
-        .iter()
-        .map(|item| item["name"].as_str().expect("a name"))
-        .collect()
+    list.as_array().expect("a list").iter().map(|item| item["name"].as_str().expect("a name")).collect()
 }
 
 fn first_text(result: &Value) -> &str {
@@ -284,10 +247,7 @@ fn legacy_session_announces_and_lists_the_whole_surface() {
         .find(|tool| tool["name"] == "json_schema_2020_12_tool")
         .unwrap();
     let schema_2020 = &raw["inputSchema"];
-    assert_eq!(
-        schema_2020["$schema"],
-        "https://json-schema.org/draft/2020-12/schema"
-    );
+    assert_eq!(schema_2020["$schema"], "https://json-schema.org/draft/2020-12/schema");
     assert_eq!(schema_2020["$defs"]["address"]["$anchor"], "addressDef");
     assert_eq!(schema_2020["additionalProperties"], false);
     for keyword in ["allOf", "if", "then", "else"] {
@@ -302,17 +262,10 @@ fn legacy_session_announces_and_lists_the_whole_surface() {
             .iter()
             .map(|r| r["uri"].as_str().unwrap())
             .collect::<Vec<_>>(),
-        [
-            "test://static-text",
-            "test://static-binary",
-            "test://watched-resource"
-        ]
+        ["test://static-text", "test://static-binary", "test://watched-resource"]
     );
     let (_, templates) = fixture.call(json!(3), "resources/templates/list", json!({}));
-    assert_eq!(
-        templates["result"]["resourceTemplates"][0]["uriTemplate"],
-        "test://template/{id}/data"
-    );
+    assert_eq!(templates["result"]["resourceTemplates"][0]["uriTemplate"], "test://template/{id}/data");
     let (_, prompts) = fixture.call(json!(4), "prompts/list", json!({}));
     schema(LEGACY).assert_valid("ListPromptsResult", &prompts["result"]);
     assert_eq!(
@@ -324,12 +277,8 @@ fn legacy_session_announces_and_lists_the_whole_surface() {
             "test_prompt_with_image"
         ]
     );
-    for (id, method) in [
-        (5, "logging/setLevel"),
-        (6, "resources/subscribe"),
-        (7, "resources/unsubscribe"),
-        (8, "ping"),
-    ] {
+    for (id, method) in [(5, "logging/setLevel"), (6, "resources/subscribe"), (7, "resources/unsubscribe"), (8, "ping")]
+    {
         let params = json!({"level": "info", "uri": "test://watched-resource"});
         let (_, reply) = fixture.call(json!(id), method, params);
         assert_eq!(reply["result"], json!({}), "{method}");
@@ -345,10 +294,7 @@ fn modern_discover_and_every_cacheable_result_carry_caching_hints() {
     modern.assert_valid("DiscoverResult", discover);
     assert_eq!(discover["supportedVersions"], json!([MODERN]));
     for capability in ["tools", "resources", "prompts", "completions"] {
-        assert!(
-            discover["capabilities"].get(capability).is_some(),
-            "{capability}"
-        );
+        assert!(discover["capabilities"].get(capability).is_some(), "{capability}");
     }
 
     let (_, tools) = fixture.modern(json!(2), "tools/list", json!({}), json!({}));
@@ -365,12 +311,7 @@ fn modern_discover_and_every_cacheable_result_carry_caching_hints() {
     let (_, templates) = fixture.modern(json!(5), "resources/templates/list", json!({}), json!({}));
     modern.assert_valid("ListResourceTemplatesResult", &templates["result"]);
     let first_uri = resources["result"]["resources"][0]["uri"].clone();
-    let (_, read) = fixture.modern(
-        json!(6),
-        "resources/read",
-        json!({"uri": first_uri}),
-        json!({}),
-    );
+    let (_, read) = fixture.modern(json!(6), "resources/read", json!({"uri": first_uri}), json!({}));
     modern.assert_valid("ReadResourceResult", &read["result"]);
 
     for (result, scope) in [
@@ -386,12 +327,7 @@ fn modern_discover_and_every_cacheable_result_carry_caching_hints() {
         assert_eq!(result["cacheScope"], scope);
     }
     // Gone from the modern wire, even though a legacy session has them.
-    for method in [
-        "ping",
-        "logging/setLevel",
-        "resources/subscribe",
-        "initialize",
-    ] {
+    for method in ["ping", "logging/setLevel", "resources/subscribe", "initialize"] {
         let (_, reply) = fixture.modern(json!(method), method, json!({}), json!({}));
         assert_eq!(reply["error"]["code"], -32601, "{method}");
     }
@@ -406,58 +342,33 @@ fn simple_text_tool_answers_a_call_without_arguments_in_both_eras() {
     assert!(reply["result"].get("resultType").is_none());
 
     let mut modern = Fixture::start();
-    let (_, reply) = modern.modern(
-        json!(1),
-        "tools/call",
-        json!({"name": "test_simple_text"}),
-        json!({}),
-    );
+    let (_, reply) = modern.modern(json!(1), "tools/call", json!({"name": "test_simple_text"}), json!({}));
     schema(MODERN).assert_valid("CallToolResult", &reply["result"]);
     assert_eq!(first_text(&reply["result"]), expected);
     assert_eq!(reply["result"]["resultType"], "complete");
 
-    let (_, error) = modern.modern(
-        json!(2),
-        "tools/call",
-        json!({"name": "test_error_handling"}),
-        json!({}),
-    );
-    assert_eq!(
-        error["result"]["isError"], true,
-        "a tool failure is a result"
-    );
+    let (_, error) = modern.modern(json!(2), "tools/call", json!({"name": "test_error_handling"}), json!({}));
+    assert_eq!(error["result"]["isError"], true, "a tool failure is a result");
 }
 
 #[test]
 fn progress_notifications_echo_the_token_before_the_result_in_both_eras() {
     let check = |before: &[Value], reply: &Value, token: &Value| {
-        let progress: Vec<&Value> = before
-            .iter()
-            .filter(|m| m["method"] == "notifications/progress")
-            .map(|m| &m["params"])
-            .collect();
+        let progress: Vec<&Value> =
+            before.iter().filter(|m| m["method"] == "notifications/progress").map(|m| &m["params"]).collect();
         assert!(progress.len() >= 3, "{before:?}");
         assert!(progress.iter().all(|p| p["progressToken"] == *token));
-        let values: Vec<f64> = progress
-            .iter()
-            .map(|p| p["progress"].as_f64().unwrap())
-            .collect();
+        let values: Vec<f64> = progress.iter().map(|p| p["progress"].as_f64().unwrap()).collect();
         assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
         assert!(reply.get("result").is_some(), "{reply}");
     };
 
     let mut legacy = Fixture::legacy();
     let started = Instant::now();
-    let (before, reply) = legacy.call(
-        json!(1),
-        "tools/call",
-        json!({"name": "test_tool_with_progress", "_meta": {"progressToken": 7}}),
-    );
+    let (before, reply) =
+        legacy.call(json!(1), "tools/call", json!({"name": "test_tool_with_progress", "_meta": {"progressToken": 7}}));
     check(&before, &reply, &json!(7));
-    assert!(
-        started.elapsed() >= Duration::from_millis(90),
-        "about 50 ms apart"
-    );
+    assert!(started.elapsed() >= Duration::from_millis(90), "about 50 ms apart");
 
     let mut modern = Fixture::start();
     let (before, reply) = modern.modern(
@@ -478,51 +389,22 @@ fn logging_follows_the_session_level_in_legacy_and_the_request_level_in_modern()
         before
             .iter()
             .filter(|m| m["method"] == "notifications/message")
-            .map(|m| {
-                format!(
-                    "{}:{}",
-                    m["params"]["level"].as_str().unwrap(),
-                    m["params"]["data"]
-                )
-            })
+            .map(|m| format!("{}:{}", m["params"]["level"].as_str().unwrap(), m["params"]["data"]))
             .collect()
     };
     let mut legacy = Fixture::legacy();
-    let (before, _) = legacy.call(
-        json!(1),
-        "tools/call",
-        json!({"name": "test_tool_with_logging"}),
-    );
+    let (before, _) = legacy.call(json!(1), "tools/call", json!({"name": "test_tool_with_logging"}));
     assert_eq!(
         logs(&before),
-        [
-            "info:\"Tool execution started\"",
-            "info:\"Tool processing data\"",
-            "info:\"Tool execution completed\""
-        ]
+        ["info:\"Tool execution started\"", "info:\"Tool processing data\"", "info:\"Tool execution completed\""]
     );
     legacy.call(json!(2), "logging/setLevel", json!({"level": "error"}));
-    let (before, _) = legacy.call(
-        json!(3),
-        "tools/call",
-        json!({"name": "test_tool_with_logging"}),
-    );
-    assert!(
-        logs(&before).is_empty(),
-        "info is below the session's error level"
-    );
+    let (before, _) = legacy.call(json!(3), "tools/call", json!({"name": "test_tool_with_logging"}));
+    assert!(logs(&before).is_empty(), "info is below the session's error level");
 
     let mut modern = Fixture::start();
-    let (before, reply) = modern.modern(
-        json!(1),
-        "tools/call",
-        json!({"name": "test_logging_tool"}),
-        json!({}),
-    );
-    assert!(
-        logs(&before).is_empty() && reply.get("result").is_some(),
-        "no logLevel, no logs"
-    );
+    let (before, reply) = modern.modern(json!(1), "tools/call", json!({"name": "test_logging_tool"}), json!({}));
+    assert!(logs(&before).is_empty() && reply.get("result").is_some(), "no logLevel, no logs");
     let (before, _) = modern.modern(
         json!(2),
         "tools/call",
@@ -570,14 +452,9 @@ fn legacy_sampling_asks_the_client_and_answers_with_its_reply() {
     }));
     let request = fixture.recv();
     assert_eq!(request["method"], "elicitation/create");
-    assert_eq!(
-        request["params"]["requestedSchema"]["properties"]["score"]["default"],
-        95.5
-    );
+    assert_eq!(request["params"]["requestedSchema"]["properties"]["score"]["default"], 95.5);
     assert_ne!(request["id"], json!(1), "fakemcp mints its own ids");
-    fixture.send(
-        &json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "no"}}),
-    );
+    fixture.send(&json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "no"}}));
     let (_, reply) = fixture.until_response(&json!(2));
     assert_eq!(reply["result"]["isError"], true);
 }
@@ -594,19 +471,12 @@ fn input_required_asks_then_completes_across_rounds() {
         params
     };
 
-    let (_, r1) = fixture.modern(
-        json!(1),
-        "tools/call",
-        call("test_input_required_result_elicitation", json!({})),
-        json!({}),
-    );
+    let (_, r1) =
+        fixture.modern(json!(1), "tools/call", call("test_input_required_result_elicitation", json!({})), json!({}));
     let r1 = &r1["result"];
     modern.assert_valid("InputRequiredResult", r1);
     assert_eq!(r1["resultType"], "input_required");
-    assert_eq!(
-        r1["inputRequests"]["user_name"]["method"],
-        "elicitation/create"
-    );
+    assert_eq!(r1["inputRequests"]["user_name"]["method"], "elicitation/create");
     let (_, r2) = fixture.modern(
         json!(2),
         "tools/call",
@@ -647,22 +517,12 @@ fn input_required_asks_then_completes_across_rounds() {
         ),
         json!({}),
     );
-    assert_eq!(
-        first_text(&r3["result"]),
-        "Multi-round complete: Bo likes teal"
-    );
+    assert_eq!(first_text(&r3["result"]), "Multi-round complete: Bo likes teal");
 
     // prompts/get does the same.
-    let (_, p1) = fixture.modern(
-        json!(6),
-        "prompts/get",
-        json!({"name": "test_input_required_result_prompt"}),
-        json!({}),
-    );
-    assert_eq!(
-        p1["result"]["inputRequests"]["user_context"]["method"],
-        "elicitation/create"
-    );
+    let (_, p1) =
+        fixture.modern(json!(6), "prompts/get", json!({"name": "test_input_required_result_prompt"}), json!({}));
+    assert_eq!(p1["result"]["inputRequests"]["user_context"]["method"], "elicitation/create");
     let (_, p2) = fixture.modern(
         json!(7),
         "prompts/get",
@@ -683,12 +543,8 @@ fn input_required_asks_then_completes_across_rounds() {
         "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
     });
     let (_, reply) = fixture.call(json!(8), "tools/call", only_sampling);
-    let methods: Vec<&Value> = reply["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|request| &request["method"])
-        .collect();
+    let methods: Vec<&Value> =
+        reply["result"]["inputRequests"].as_object().unwrap().values().map(|request| &request["method"]).collect();
     assert_eq!(methods, [&json!("sampling/createMessage")]);
 }
 
@@ -712,20 +568,14 @@ fn tampered_state_malformed_answers_and_undeclared_capabilities_are_refused() {
         json!({"name": name, "inputResponses": confirm, "requestState": state}),
         json!({}),
     );
-    assert_eq!(
-        first_text(&intact["result"]),
-        "integrity-ok: requestState verified"
-    );
+    assert_eq!(first_text(&intact["result"]), "integrity-ok: requestState verified");
     let (_, elsewhere) = fixture.modern(
         json!(4),
         "tools/call",
         json!({"name": "test_input_required_result_request_state", "inputResponses": confirm, "requestState": state}),
         json!({}),
     );
-    assert_eq!(
-        elsewhere["error"]["code"], -32602,
-        "a state is bound to its request"
-    );
+    assert_eq!(elsewhere["error"]["code"], -32602, "a state is bound to its request");
 
     let elicitation = "test_input_required_result_elicitation";
     for (id, responses) in [(5, json!({"user_name": 12345})), (6, Value::Null)] {
@@ -743,10 +593,7 @@ fn tampered_state_malformed_answers_and_undeclared_capabilities_are_refused() {
         json!({"name": elicitation, "inputResponses": {"wrong_key": {"action": "accept", "content": {}}}}),
         json!({}),
     );
-    assert_eq!(
-        wrong_key["result"]["resultType"], "input_required",
-        "re-asks"
-    );
+    assert_eq!(wrong_key["result"]["resultType"], "input_required", "re-asks");
 
     let mut no_capabilities = json!({"name": elicitation});
     no_capabilities["_meta"] = json!({
@@ -755,23 +602,12 @@ fn tampered_state_malformed_answers_and_undeclared_capabilities_are_refused() {
     });
     let (_, reply) = fixture.call(json!(8), "tools/call", no_capabilities.clone());
     assert_eq!(reply["error"]["code"], -32021);
-    assert_eq!(
-        reply["error"]["data"]["requiredCapabilities"],
-        json!({"elicitation": {}})
-    );
+    assert_eq!(reply["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
     no_capabilities["name"] = json!("test_missing_capability");
     let (_, reply) = fixture.call(json!(9), "tools/call", no_capabilities);
     schema(MODERN).assert_valid("MissingRequiredClientCapabilityError", &reply);
-    assert_eq!(
-        reply["error"]["data"]["requiredCapabilities"],
-        json!({"sampling": {}})
-    );
-    let (_, reply) = fixture.modern(
-        json!(10),
-        "tools/call",
-        json!({"name": "test_missing_capability"}),
-        json!({}),
-    );
+    assert_eq!(reply["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    let (_, reply) = fixture.modern(json!(10), "tools/call", json!({"name": "test_missing_capability"}), json!({}));
     assert_eq!(reply["result"]["resultType"], "complete");
 }
 
@@ -788,34 +624,15 @@ fn listen_is_acknowledged_then_hears_only_the_changes_it_asked_for_until_cancell
         fixture.send(&json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params}));
         let ack = fixture.recv();
         modern.assert_valid("SubscriptionsAcknowledgedNotification", &ack);
-        assert_eq!(
-            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-            id
-        );
+        assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id);
         ack
     };
-    let ack = listen(
-        &mut fixture,
-        "tools-listen",
-        json!({"toolsListChanged": true, "rootsListChanged": true}),
-    );
-    assert_eq!(
-        ack["params"]["notifications"],
-        json!({"toolsListChanged": true}),
-        "only what is honoured"
-    );
-    listen(
-        &mut fixture,
-        "prompts-listen",
-        json!({"promptsListChanged": true}),
-    );
+    let ack = listen(&mut fixture, "tools-listen", json!({"toolsListChanged": true, "rootsListChanged": true}));
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}), "only what is honoured");
+    listen(&mut fixture, "prompts-listen", json!({"promptsListChanged": true}));
 
-    let (before, reply) = fixture.modern(
-        json!(1),
-        "tools/call",
-        json!({"name": "test_trigger_tool_change"}),
-        json!({}),
-    );
+    let (before, reply) =
+        fixture.modern(json!(1), "tools/call", json!({"name": "test_trigger_tool_change"}), json!({}));
     assert_eq!(
         before,
         [json!({
@@ -826,85 +643,39 @@ fn listen_is_acknowledged_then_hears_only_the_changes_it_asked_for_until_cancell
     );
     assert_eq!(reply["result"]["resultType"], "complete");
 
-    fixture.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "tools-listen"}}));
+    fixture
+        .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "tools-listen"}}));
     let (_, end) = fixture.until_response(&json!("tools-listen"));
     modern.assert_valid("SubscriptionsListenResult", &end["result"]);
-    assert_eq!(
-        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        "tools-listen"
-    );
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "tools-listen");
 
-    let (before, _) = fixture.modern(
-        json!(2),
-        "tools/call",
-        json!({"name": "test_trigger_tool_change"}),
-        json!({}),
-    );
-    assert!(
-        before.is_empty(),
-        "a cancelled subscription hears nothing: {before:?}"
-    );
-    let (before, _) = fixture.modern(
-        json!(3),
-        "tools/call",
-        json!({"name": "test_trigger_prompt_change"}),
-        json!({}),
-    );
+    let (before, _) = fixture.modern(json!(2), "tools/call", json!({"name": "test_trigger_tool_change"}), json!({}));
+    assert!(before.is_empty(), "a cancelled subscription hears nothing: {before:?}");
+    let (before, _) = fixture.modern(json!(3), "tools/call", json!({"name": "test_trigger_prompt_change"}), json!({}));
     assert_eq!(before.len(), 1);
     assert_eq!(before[0]["method"], "notifications/prompts/list_changed");
-    assert_eq!(
-        before[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        "prompts-listen"
-    );
+    assert_eq!(before[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "prompts-listen");
     fixture.expect_silence(Duration::from_millis(100));
 }
 
 #[test]
 fn resources_read_by_uri_and_template_and_unknown_uris_are_not_found_by_era() {
     let mut modern = Fixture::start();
-    let (_, text) = modern.modern(
-        json!(1),
-        "resources/read",
-        json!({"uri": "test://static-text"}),
-        json!({}),
-    );
+    let (_, text) = modern.modern(json!(1), "resources/read", json!({"uri": "test://static-text"}), json!({}));
     assert_eq!(
         text["result"]["contents"][0],
         json!({"uri": "test://static-text", "mimeType": "text/plain", "text": "This is the content of the static text resource."})
     );
-    let (_, binary) = modern.modern(
-        json!(2),
-        "resources/read",
-        json!({"uri": "test://static-binary"}),
-        json!({}),
-    );
+    let (_, binary) = modern.modern(json!(2), "resources/read", json!({"uri": "test://static-binary"}), json!({}));
     assert_eq!(binary["result"]["contents"][0]["mimeType"], "image/png");
-    assert!(
-        binary["result"]["contents"][0]["blob"]
-            .as_str()
-            .unwrap()
-            .starts_with("iVBOR")
-    );
-    let (_, templated) = modern.modern(
-        json!(3),
-        "resources/read",
-        json!({"uri": "test://template/123/data"}),
-        json!({}),
-    );
-    let data: Value =
-        serde_json::from_str(templated["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        data,
-        json!({"id": "123", "templateTest": true, "data": "Data for ID: 123"})
-    );
+    assert!(binary["result"]["contents"][0]["blob"].as_str().unwrap().starts_with("iVBOR"));
+    let (_, templated) =
+        modern.modern(json!(3), "resources/read", json!({"uri": "test://template/123/data"}), json!({}));
+    let data: Value = serde_json::from_str(templated["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(data, json!({"id": "123", "templateTest": true, "data": "Data for ID: 123"}));
 
     let missing = "test://nonexistent-resource-for-conformance-testing";
-    let (_, not_found) = modern.modern(
-        json!(4),
-        "resources/read",
-        json!({"uri": missing}),
-        json!({}),
-    );
+    let (_, not_found) = modern.modern(json!(4), "resources/read", json!({"uri": missing}), json!({}));
     assert_eq!(not_found["error"]["code"], -32602);
     assert_eq!(not_found["error"]["data"]["uri"], missing);
 
@@ -927,21 +698,15 @@ fn prompts_take_their_arguments_and_completion_suggests_values() {
         prompt["result"]["messages"][0]["content"]["text"],
         "Prompt with arguments: arg1='testValue1', arg2='testValue2'"
     );
-    let (_, missing) = legacy.call(
-        json!(2),
-        "prompts/get",
-        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "x"}}),
-    );
+    let (_, missing) =
+        legacy.call(json!(2), "prompts/get", json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "x"}}));
     assert_eq!(missing["error"]["code"], -32602);
     let (_, embedded) = legacy.call(
         json!(3),
         "prompts/get",
         json!({"name": "test_prompt_with_embedded_resource", "arguments": {"resourceUri": "test://example-resource"}}),
     );
-    assert_eq!(
-        embedded["result"]["messages"][0]["content"]["resource"]["uri"],
-        "test://example-resource"
-    );
+    assert_eq!(embedded["result"]["messages"][0]["content"]["resource"]["uri"], "test://example-resource");
 
     let (_, completion) = legacy.call(
         json!(4),
@@ -949,10 +714,7 @@ fn prompts_take_their_arguments_and_completion_suggests_values() {
         json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "a"}}),
     );
     schema(LEGACY).assert_valid("CompleteResult", &completion["result"]);
-    assert_eq!(
-        completion["result"]["completion"]["values"],
-        json!(["alpha", "apple", "avocado"])
-    );
+    assert_eq!(completion["result"]["completion"]["values"], json!(["alpha", "apple", "avocado"]));
 
     let mut modern = Fixture::start();
     let (_, completion) = modern.modern(

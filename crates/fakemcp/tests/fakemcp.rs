@@ -35,12 +35,7 @@ impl Fake {
         let stdin = child.stdin.take();
         let lines = forward_lines(child.stdout.take().unwrap());
         let stderr = forward_lines(child.stderr.take().unwrap());
-        Fake {
-            child,
-            stdin,
-            lines,
-            stderr,
-        }
+        Fake { child, stdin, lines, stderr }
     }
 
     fn send_raw(&mut self, line: &str) {
@@ -57,19 +52,13 @@ impl Fake {
     fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         let reply = self.recv();
-        assert_eq!(
-            reply["id"], id,
-            "reply answers the request just sent: {reply}"
-        );
+        assert_eq!(reply["id"], id, "reply answers the request just sent: {reply}");
         reply
     }
 
     /// The next line on stdout, parsed; it must be JSON-RPC 2.0.
     fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(REPLY_TIMEOUT)
-            .expect("a line on stdout in time");
+        let line = self.lines.recv_timeout(REPLY_TIMEOUT).expect("a line on stdout in time");
         let message: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
         assert_eq!(message["jsonrpc"], "2.0", "{line}");
         message
@@ -113,9 +102,7 @@ impl Fake {
     }
 
     fn startup_line(&mut self) -> String {
-        self.stderr
-            .recv_timeout(REPLY_TIMEOUT)
-            .expect("startup line on stderr")
+        self.stderr.recv_timeout(REPLY_TIMEOUT).expect("startup line on stderr")
     }
 }
 
@@ -188,10 +175,7 @@ fn legacy_handshake_then_whoami_counts_calls() {
     );
     assert_eq!(result["serverInfo"]["name"], "upstream-a");
     assert_eq!(result["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
-    assert!(
-        result.get("resultType").is_none(),
-        "legacy results carry no resultType"
-    );
+    assert!(result.get("resultType").is_none(), "legacy results carry no resultType");
 
     let first = fake.request(json!(1), "tools/call", tool_call("whoami", json!({})));
     let second = fake.request(json!("two"), "tools/call", tool_call("whoami", json!({})));
@@ -201,17 +185,11 @@ fn legacy_handshake_then_whoami_counts_calls() {
     assert_eq!(second["structuredContent"]["calls"], 2);
     let instance = first["structuredContent"]["instance"].as_str().unwrap();
     assert_eq!(instance, second["structuredContent"]["instance"]);
-    assert!(
-        startup.contains(instance),
-        "{startup} names instance {instance}"
-    );
+    assert!(startup.contains(instance), "{startup} names instance {instance}");
     assert_eq!(first["structuredContent"]["pid"], fake.child.id());
     assert_eq!(first["structuredContent"]["era"], "legacy");
     let cwd = std::env::current_dir().unwrap();
-    assert_eq!(
-        first["structuredContent"]["cwd"],
-        cwd.to_string_lossy().as_ref()
-    );
+    assert_eq!(first["structuredContent"]["cwd"], cwd.to_string_lossy().as_ref());
     assert!(first.get("resultType").is_none());
     assert!(first.get("_meta").is_none());
     assert_text_mirrors_structured(first);
@@ -229,26 +207,14 @@ fn legacy_requests_before_initialize_are_rejected_except_ping() {
     let mut fake = Fake::start(&[]);
     let reply = fake.request(json!(1), "tools/list", json!({}));
     assert_eq!(reply["error"]["code"], -32600);
-    assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not initialized")
-    );
+    assert!(reply["error"]["message"].as_str().unwrap().contains("not initialized"));
     let reply = fake.request(json!(2), "ping", json!({}));
     assert_eq!(reply["result"], json!({}));
     fake.initialize("2025-11-25");
     let reply = fake.request(json!(3), "tools/list", json!({}));
-    let names: Vec<&str> = reply["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        ["whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env", "flood"]
-    );
+    let names: Vec<&str> =
+        reply["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["whoami", "echo", "fail", "slow", "crash", "changed", "meta", "env", "flood"]);
     assert!(reply["result"].get("ttlMs").is_none());
     let reply = fake.request(json!(4), "logging/setLevel", json!({"level": "info"}));
     assert_eq!(reply["error"]["code"], -32601);
@@ -306,10 +272,7 @@ fn modern_tools_list_and_call_carry_the_modern_envelope() {
     assert_eq!(list["resultType"], "complete");
     assert_eq!(list["ttlMs"], 0);
     assert_eq!(list["cacheScope"], "public");
-    assert_eq!(
-        list["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-        "fakemcp"
-    );
+    assert_eq!(list["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "fakemcp");
     let tools = list["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 9);
     for tool in tools {
@@ -318,25 +281,14 @@ fn modern_tools_list_and_call_carry_the_modern_envelope() {
     }
 
     let arguments = json!({"b": [1, 2], "a": {"nested": true}});
-    let reply = fake.request(
-        json!(2),
-        "tools/call",
-        modern_tool_call("echo", arguments.clone()),
-    );
+    let reply = fake.request(json!(2), "tools/call", modern_tool_call("echo", arguments.clone()));
     let result = &reply["result"];
     assert_eq!(result["resultType"], "complete");
     assert_eq!(result["structuredContent"], arguments);
     assert_eq!(result["content"][0]["text"], arguments.to_string());
-    assert_eq!(
-        result["_meta"]["io.modelcontextprotocol/serverInfo"]["version"],
-        env!("CARGO_PKG_VERSION")
-    );
+    assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
 
-    let reply = fake.request(
-        json!(3),
-        "tools/call",
-        modern_tool_call("whoami", json!({})),
-    );
+    let reply = fake.request(json!(3), "tools/call", modern_tool_call("whoami", json!({})));
     assert_eq!(reply["result"]["structuredContent"]["era"], "modern");
     assert_eq!(reply["result"]["structuredContent"]["calls"], 2);
 }
@@ -351,10 +303,7 @@ fn modern_meta_is_validated_on_every_request() {
     );
     assert_eq!(reply["error"]["code"], -32602);
     let message = reply["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("io.modelcontextprotocol/clientCapabilities"),
-        "{message}"
-    );
+    assert!(message.contains("io.modelcontextprotocol/clientCapabilities"), "{message}");
 
     let reply = fake.request(
         json!("old-version"),
@@ -365,39 +314,23 @@ fn modern_meta_is_validated_on_every_request() {
         }}),
     );
     assert_eq!(reply["error"]["code"], -32022);
-    assert_eq!(
-        reply["error"]["data"],
-        json!({"supported": ["2026-07-28"], "requested": "2099-01-01"})
-    );
+    assert_eq!(reply["error"]["data"], json!({"supported": ["2026-07-28"], "requested": "2099-01-01"}));
 
     let reply = fake.request(json!(5), "ping", json!({"_meta": modern_meta()}));
-    assert_eq!(
-        reply["error"]["code"], -32601,
-        "ping is not a 2026-07-28 method"
-    );
+    assert_eq!(reply["error"]["code"], -32601, "ping is not a 2026-07-28 method");
 }
 
 #[test]
 fn modern_only_server_refuses_initialize_and_meta_less_requests() {
     let mut fake = Fake::start(&["--era", "modern"]);
-    let reply = fake.request(
-        json!(1),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
+    let reply = fake.request(json!(1), "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
     assert_eq!(reply["error"]["code"], -32022);
-    assert_eq!(
-        reply["error"]["data"],
-        json!({"supported": ["2026-07-28"], "requested": "2025-11-25"})
-    );
+    assert_eq!(reply["error"]["data"], json!({"supported": ["2026-07-28"], "requested": "2025-11-25"}));
 
     let reply = fake.request(json!(2), "tools/list", json!({}));
     assert_eq!(reply["error"]["code"], -32602);
     let message = reply["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("io.modelcontextprotocol/protocolVersion"),
-        "{message}"
-    );
+    assert!(message.contains("io.modelcontextprotocol/protocolVersion"), "{message}");
 
     let reply = fake.request(json!(3), "server/discover", json!({"_meta": modern_meta()}));
     assert_eq!(reply["result"]["supportedVersions"], json!(["2026-07-28"]));
@@ -418,7 +351,9 @@ fn legacy_only_server_answers_discover_with_method_not_found() {
 #[test]
 fn silent_unknown_ignores_discover_but_answers_initialize() {
     let mut fake = Fake::start(&["--era", "legacy", "--silent-unknown"]);
-    fake.send(&json!({"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {"_meta": modern_meta()}}));
+    fake.send(
+        &json!({"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {"_meta": modern_meta()}}),
+    );
     fake.expect_no_output_for(Duration::from_millis(500));
     let reply = fake.initialize("2025-11-25");
     assert_eq!(reply["result"]["serverInfo"]["name"], "fakemcp");
@@ -450,96 +385,72 @@ fn slow_call_does_not_block_a_concurrent_echo() {
     let mut fake = Fake::start(&[]);
     fake.initialize("2025-11-25");
     fake.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": tool_call("slow", json!({"ms": 700}))}));
-    fake.send(&json!({"jsonrpc": "2.0", "id": "echo", "method": "tools/call", "params": tool_call("echo", json!({"x": 1}))}));
+    fake.send(
+        &json!({"jsonrpc": "2.0", "id": "echo", "method": "tools/call", "params": tool_call("echo", json!({"x": 1}))}),
+    );
     let first = fake.recv();
     assert_eq!(first["id"], "echo");
     assert_eq!(first["result"]["structuredContent"], json!({"x": 1}));
     let second = fake.recv();
     assert_eq!(second["id"], "slow");
-    assert_eq!(
-        second["result"]["structuredContent"],
-        json!({"sleptMs": 700})
-    );
+    assert_eq!(second["result"]["structuredContent"], json!({"sleptMs": 700}));
     assert_text_mirrors_structured(&second["result"]);
 }
 
 #[test]
 fn crash_exits_with_status_3_without_answering() {
     let mut fake = Fake::start(&[]);
-    fake.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": modern_tool_call("crash", json!({}))}));
+    fake.send(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": modern_tool_call("crash", json!({}))}),
+    );
     let status = fake.wait_for_exit();
     assert_eq!(status.code(), Some(3));
-    assert!(
-        fake.lines.recv_timeout(Duration::from_secs(2)).is_err(),
-        "no answer to crash"
-    );
+    assert!(fake.lines.recv_timeout(Duration::from_secs(2)).is_err(), "no answer to crash");
 }
 
 #[test]
 fn stdin_eof_exits_promptly_with_status_0() {
     let mut fake = Fake::start(&[]);
     fake.initialize("2025-11-25");
-    fake.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": tool_call("slow", json!({"ms": 60000}))}));
+    fake.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": tool_call("slow", json!({"ms": 60000}))}),
+    );
     let closed = Instant::now();
     fake.close_stdin();
     let status = fake.wait_for_exit();
     assert_eq!(status.code(), Some(0));
-    assert!(
-        closed.elapsed() < Duration::from_secs(5),
-        "exit took {:?}",
-        closed.elapsed()
-    );
+    assert!(closed.elapsed() < Duration::from_secs(5), "exit took {:?}", closed.elapsed());
 }
 
 #[test]
 fn quick_calls_sent_just_before_eof_are_still_answered() {
     let mut fake = Fake::start(&[]);
     fake.initialize("2025-11-25");
-    fake.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": tool_call("echo", json!({"last": true}))}));
-    fake.close_stdin();
-    assert_eq!(
-        fake.recv()["result"]["structuredContent"],
-        json!({"last": true})
+    fake.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": tool_call("echo", json!({"last": true}))}),
     );
+    fake.close_stdin();
+    assert_eq!(fake.recv()["result"]["structuredContent"], json!({"last": true}));
     assert_eq!(fake.wait_for_exit().code(), Some(0));
 }
 
 #[test]
 fn unknown_tool_is_invalid_params_naming_the_tool() {
     let mut fake = Fake::start(&[]);
-    let reply = fake.request(
-        json!(1),
-        "tools/call",
-        modern_tool_call("no-such-tool", json!({})),
-    );
+    let reply = fake.request(json!(1), "tools/call", modern_tool_call("no-such-tool", json!({})));
     assert_eq!(reply["error"]["code"], -32602);
-    assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no-such-tool")
-    );
+    assert!(reply["error"]["message"].as_str().unwrap().contains("no-such-tool"));
 }
 
 #[test]
 fn fail_returns_an_error_result() {
     let mut fake = Fake::start(&[]);
-    let reply = fake.request(
-        json!(1),
-        "tools/call",
-        modern_tool_call("fail", json!({"message": "boom"})),
-    );
+    let reply = fake.request(json!(1), "tools/call", modern_tool_call("fail", json!({"message": "boom"})));
     assert_eq!(reply["result"]["isError"], true);
-    assert_eq!(
-        reply["result"]["content"],
-        json!([{"type": "text", "text": "boom"}])
-    );
+    assert_eq!(reply["result"]["content"], json!([{"type": "text", "text": "boom"}]));
     assert_eq!(reply["result"]["resultType"], "complete");
     let reply = fake.request(json!(2), "tools/call", modern_tool_call("fail", json!({})));
-    assert_eq!(
-        reply["result"]["content"][0]["text"],
-        "fakemcp: fail was called"
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], "fakemcp: fail was called");
 }
 
 #[test]
@@ -548,16 +459,9 @@ fn meta_returns_the_meta_exactly_as_received() {
     let mut meta = modern_meta();
     meta["progressToken"] = json!("tok-1");
     meta["com.example/trace"] = json!({"z": 1, "a": [true]});
-    let reply = fake.request(
-        json!(1),
-        "tools/call",
-        json!({"name": "meta", "_meta": meta}),
-    );
+    let reply = fake.request(json!(1), "tools/call", json!({"name": "meta", "_meta": meta}));
     assert_eq!(reply["result"]["structuredContent"], json!({"meta": meta}));
-    assert_eq!(
-        reply["result"]["content"][0]["text"],
-        json!({"meta": meta}).to_string()
-    );
+    assert_eq!(reply["result"]["content"][0]["text"], json!({"meta": meta}).to_string());
 
     fake.initialize("2025-11-25");
     let reply = fake.request(json!(2), "tools/call", json!({"name": "meta"}));
@@ -566,27 +470,11 @@ fn meta_returns_the_meta_exactly_as_received() {
 
 #[test]
 fn env_reports_the_process_environment() {
-    let mut fake = Fake::start_with(
-        Command::new(env!("CARGO_BIN_EXE_fakemcp")).env("FAKEMCP_TEST_VAR", "hello there"),
-    );
-    let reply = fake.request(
-        json!(1),
-        "tools/call",
-        modern_tool_call("env", json!({"name": "FAKEMCP_TEST_VAR"})),
-    );
-    assert_eq!(
-        reply["result"]["structuredContent"],
-        json!({"name": "FAKEMCP_TEST_VAR", "value": "hello there"})
-    );
-    let reply = fake.request(
-        json!(2),
-        "tools/call",
-        modern_tool_call("env", json!({"name": "FAKEMCP_UNSET_VAR"})),
-    );
-    assert_eq!(
-        reply["result"]["structuredContent"],
-        json!({"name": "FAKEMCP_UNSET_VAR", "value": null})
-    );
+    let mut fake = Fake::start_with(Command::new(env!("CARGO_BIN_EXE_fakemcp")).env("FAKEMCP_TEST_VAR", "hello there"));
+    let reply = fake.request(json!(1), "tools/call", modern_tool_call("env", json!({"name": "FAKEMCP_TEST_VAR"})));
+    assert_eq!(reply["result"]["structuredContent"], json!({"name": "FAKEMCP_TEST_VAR", "value": "hello there"}));
+    let reply = fake.request(json!(2), "tools/call", modern_tool_call("env", json!({"name": "FAKEMCP_UNSET_VAR"})));
+    assert_eq!(reply["result"]["structuredContent"], json!({"name": "FAKEMCP_UNSET_VAR", "value": null}));
     let reply = fake.request(json!(3), "tools/call", modern_tool_call("env", json!({})));
     assert_eq!(reply["error"]["code"], -32602);
 }
@@ -599,10 +487,7 @@ fn ignore_sigterm_survives_sigterm_and_default_does_not() {
     plain.startup_line();
     for fake in [&stubborn, &plain] {
         // SAFETY: plain kill(2) on a child we own.
-        assert_eq!(
-            unsafe { libc::kill(fake.child.id() as i32, libc::SIGTERM) },
-            0
-        );
+        assert_eq!(unsafe { libc::kill(fake.child.id() as i32, libc::SIGTERM) }, 0);
     }
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(plain.wait_for_exit().signal(), Some(libc::SIGTERM));

@@ -92,13 +92,21 @@ impl Store {
 
     /// Keeps `data` for `session`; refused past the session's quota, which counts every
     /// byte the artifact keeps on disk: its data and its record (name and media type).
-    pub fn put(&self, session: &str, name: &str, mime_type: &str, data: &[u8], limits: &ArtifactConfig) -> Result<Artifact, String> {
+    pub fn put(
+        &self,
+        session: &str,
+        name: &str,
+        mime_type: &str,
+        data: &[u8],
+        limits: &ArtifactConfig,
+    ) -> Result<Artifact, String> {
         let digest = Sha256::digest(data);
         let id: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         // Whole seconds, as the record keeps them.
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
         let created = SystemTime::UNIX_EPOCH + Duration::from_secs(now);
-        let artifact = Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created };
+        let artifact =
+            Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created };
         let record = artifact.record().to_string();
         let needs = artifact.size + record.len() as u64;
         let kept: Vec<Artifact> = self.list(session, limits.max_age);
@@ -260,7 +268,13 @@ impl Dir {
     fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
         let name = component(name)?;
         // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
+            )
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -389,11 +403,19 @@ impl Gateway {
     }
 
     /// Stores an artifact for the caller's session.
-    pub(crate) async fn keep_artifact(&self, identity: &Identity, name: &str, mime_type: &str, data: Vec<u8>) -> Result<Artifact, RpcError> {
+    pub(crate) async fn keep_artifact(
+        &self,
+        identity: &Identity,
+        name: &str,
+        mime_type: &str,
+        data: Vec<u8>,
+    ) -> Result<Artifact, RpcError> {
         let (store, session) = self.artifact_store(identity)?;
         let limits = self.settings.config().artifacts.clone();
         let (name, mime_type) = (name.to_owned(), mime_type.to_owned());
-        blocking(move || store.put(&session, &name, &mime_type, &data, &limits)).await?.map_err(RpcError::invalid_params)
+        blocking(move || store.put(&session, &name, &mime_type, &data, &limits))
+            .await?
+            .map_err(RpcError::invalid_params)
     }
 
     /// The caller's artifacts; none for a caller with no session.
@@ -426,7 +448,11 @@ impl Gateway {
     }
 
     fn artifact_store(&self, identity: &Identity) -> Result<(std::sync::Arc<Store>, String), RpcError> {
-        let store = self.artifacts.get().cloned().ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
+        let store = self
+            .artifacts
+            .get()
+            .cloned()
+            .ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
         let session = identity.session_key().ok_or_else(|| {
             RpcError::invalid_params(
                 "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
@@ -532,9 +558,15 @@ mod tests {
         assert!(store.list("alice", limits.max_age).is_empty());
         assert!(store.get("alice", &a.id, limits.max_age).is_none());
         assert!(!store.remove("alice", &a.id));
-        assert!(store.put("alice", "more.txt", "text/plain", b"more", &limits).is_err(), "stored through a linked folder");
+        assert!(
+            store.put("alice", "more.txt", "text/plain", b"more", &limits).is_err(),
+            "stored through a linked folder"
+        );
         store.sweep(Duration::ZERO);
-        assert!(elsewhere.join(&a.id).exists() && elsewhere.join(format!("{}.json", a.id)).exists(), "deleted through a link");
+        assert!(
+            elsewhere.join(&a.id).exists() && elsewhere.join(format!("{}.json", a.id)).exists(),
+            "deleted through a link"
+        );
         // The store's root replaced by a link.
         fs::remove_dir_all(&root).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &root).unwrap();

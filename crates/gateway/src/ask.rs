@@ -97,7 +97,14 @@ impl Asks {
     }
 
     /// Checks a state the caller sent back with its retry of `params` to `server`.
-    pub fn open(&self, state: &str, server: &str, ctx: &CallContext, method: &str, params: &Value) -> Result<Resume, RpcError> {
+    pub fn open(
+        &self,
+        state: &str,
+        server: &str,
+        ctx: &CallContext,
+        method: &str,
+        params: &Value,
+    ) -> Result<Resume, RpcError> {
         let refuse = |why: &str| RpcError::invalid_params(format!("requestState refused: {why}"));
         let (body, tag) = state.split_once('.').ok_or_else(|| refuse("not a state mcpx issued"))?;
         let tag = B64.decode(tag).map_err(|_| refuse("not a state mcpx issued"))?;
@@ -170,7 +177,14 @@ mod tests {
 
     fn ctx(session: Option<&str>) -> CallContext {
         let session = session.map(|s| Session::Named(s.into()));
-        let identity = Identity { session, cwd: None, pid: None, principal: Principal::Local, source: Source::Unnamed, host: None };
+        let identity = Identity {
+            session,
+            cwd: None,
+            pid: None,
+            principal: Principal::Local,
+            source: Source::Unnamed,
+            host: None,
+        };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 
@@ -188,7 +202,8 @@ mod tests {
         let state = asks.seal(&key(), &first, "tools/call", &params, Some(json!("up")), HOUR);
         let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
         let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
-        let expected = Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")), call_id: first.call_id };
+        let expected =
+            Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")), call_id: first.call_id };
         assert_eq!(resume, expected);
     }
 

@@ -500,8 +500,10 @@ mod tests {
 
     #[test]
     fn a_host_config_with_extra_keys_is_accepted() {
-        let c = parse(r#"{"mcpServers": {"git": {"type": "stdio", "command": "mcp-server-git", "scope": "repo"}}, "inputs": []}"#)
-            .unwrap();
+        let c = parse(
+            r#"{"mcpServers": {"git": {"type": "stdio", "command": "mcp-server-git", "scope": "repo"}}, "inputs": []}"#,
+        )
+        .unwrap();
         assert_eq!(c.mcp_servers["git"].scope, Scope::Repo);
         assert!(c.mcp_servers["git"].invocation_context);
         assert_eq!(
@@ -513,7 +515,8 @@ mod tests {
 
     #[test]
     fn a_bad_scope_names_the_line() {
-        let err = parse("{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"a\", \"scope\": \"sesion\"}\n  }\n}").unwrap_err();
+        let err = parse("{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"a\", \"scope\": \"sesion\"}\n  }\n}")
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("mcpx.json:3:"), "{text}");
         assert!(text.contains("sesion"), "{text}");
@@ -527,7 +530,8 @@ mod tests {
 
     #[test]
     fn a_rule_violation_names_the_line_too() {
-        let err = parse("{\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}},\n  \"expose\": [\"nosuch\"]\n}").unwrap_err();
+        let err =
+            parse("{\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}},\n  \"expose\": [\"nosuch\"]\n}").unwrap_err();
         assert!(err.to_string().starts_with("mcpx.json:3:3: \"expose\" names \"nosuch\""), "{err}");
     }
 

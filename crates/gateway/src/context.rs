@@ -29,7 +29,14 @@ pub struct CallContext {
 
 impl CallContext {
     pub fn new(identity: Identity, revision: Revision, client_capabilities: Value) -> CallContext {
-        CallContext { identity, call_id: new_call_id(), revision, client_capabilities, listener: None, param_headers: None }
+        CallContext {
+            identity,
+            call_id: new_call_id(),
+            revision,
+            client_capabilities,
+            listener: None,
+            param_headers: None,
+        }
     }
 
     pub fn with_listener(mut self, listener: Option<Listener>) -> CallContext {

@@ -23,10 +23,8 @@ pub struct Eras {
 impl Eras {
     /// Remembers eras in `file` from now on, starting from what it already holds.
     pub fn keep_in(&self, file: PathBuf) {
-        let stored: Map<String, Value> = std::fs::read(&file)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
+        let stored: Map<String, Value> =
+            std::fs::read(&file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
         let mut known = self.known.lock().expect("eras lock");
         for (key, era) in stored {
             match era.as_str() {
@@ -65,7 +63,8 @@ impl Eras {
             .map(|(k, era)| (k.clone(), Value::from(if *era == Era::Modern { "modern" } else { "legacy" })))
             .collect();
         let tmp = file.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, Value::Object(snapshot).to_string()).and_then(|()| std::fs::rename(&tmp, &file));
+        let written =
+            std::fs::write(&tmp, Value::Object(snapshot).to_string()).and_then(|()| std::fs::rename(&tmp, &file));
         if let Err(e) = written {
             tracing::warn!("cannot remember upstream eras in {}: {e}", file.display());
         }

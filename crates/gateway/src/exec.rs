@@ -79,7 +79,9 @@ impl Gateway {
             None | Some(Value::Null) => {}
             Some(v) => match v.as_u64().filter(|ms| *ms > 0) {
                 Some(ms) => timeout = timeout.min(Duration::from_millis(ms)),
-                None => return Err(RpcError::invalid_params(format!("{EXEC}: \"timeoutMs\" must be a positive integer"))),
+                None => {
+                    return Err(RpcError::invalid_params(format!("{EXEC}: \"timeoutMs\" must be a positive integer")));
+                }
             },
         }
         let Some(_slot) = self.running_scripts.enter(config.exec.max_concurrent) else {
@@ -95,7 +97,10 @@ impl Gateway {
             max_tool_calls: config.exec.max_tool_calls,
             max_output_bytes: config.exec.max_output_bytes,
         };
-        let mut run = self.engines.start(script, limits).map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
+        let mut run = self
+            .engines
+            .start(script, limits)
+            .map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
         let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };
@@ -159,7 +164,11 @@ impl Host<'_> {
                 Ok(tools::found(query, listings)["tools"].take())
             }
             HostCall::Artifact { name, mime_type, data } => {
-                let artifact = self.gateway.keep_artifact(&self.ctx.identity, name, mime_type, data.clone()).await.map_err(|e| e.message)?;
+                let artifact = self
+                    .gateway
+                    .keep_artifact(&self.ctx.identity, name, mime_type, data.clone())
+                    .await
+                    .map_err(|e| e.message)?;
                 let uri = artifact.uri();
                 self.artifacts.lock().expect("exec artifacts").push(artifact);
                 Ok(json!({ "uri": uri }))
@@ -181,7 +190,9 @@ impl Host<'_> {
                 let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
                 Err(format!("no server named {named:?}; the servers are: {}", known.join(", ")))
             }
-            many => Err(format!("{named:?} could be any of {many:?}; use call(\"<server>\", \"<tool>\", args) with the exact name")),
+            many => Err(format!(
+                "{named:?} could be any of {many:?}; use call(\"<server>\", \"<tool>\", args) with the exact name"
+            )),
         }
     }
 
@@ -189,8 +200,10 @@ impl Host<'_> {
     async fn tool(&self, server: &str, named: &str) -> Result<String, String> {
         let mut listings = self.listings.lock().await;
         if !listings.contains_key(server) {
-            let listed = self.gateway.server_tools(self.ctx, server).await.map_err(|e| format!("{server}: {}", e.message))?;
-            let names = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
+            let listed =
+                self.gateway.server_tools(self.ctx, server).await.map_err(|e| format!("{server}: {}", e.message))?;
+            let names =
+                listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
             listings.insert(server.to_owned(), names);
         }
         let names = &listings[server];
@@ -201,7 +214,9 @@ impl Host<'_> {
         match matching.as_slice() {
             [one] => Ok((*one).clone()),
             [] => Err(format!("server {server:?} has no tool {named:?}; its tools: {}", names.join(", "))),
-            many => Err(format!("{named:?} could be any of {many:?} on {server:?}; use call({server:?}, \"<tool>\", args)")),
+            many => {
+                Err(format!("{named:?} could be any of {many:?} on {server:?}; use call({server:?}, \"<tool>\", args)"))
+            }
         }
     }
 }
@@ -236,7 +251,9 @@ fn result(outcome: Outcome, artifacts: &[Artifact]) -> Value {
         Ended::Stopped { limit, message } => {
             is_error = true;
             let setting = format!("exec.{}", limit.setting().trim_end_matches("Ms"));
-            content.push(json!({ "type": "text", "text": format!("{EXEC} stopped the script: {message} (setting {setting})") }));
+            content.push(
+                json!({ "type": "text", "text": format!("{EXEC} stopped the script: {message} (setting {setting})") }),
+            );
             structured = Some(json!({ "error": { "limit": limit.setting(), "setting": setting, "message": message } }));
         }
     }

@@ -61,7 +61,10 @@ impl Held {
         let (tx, rx) = mpsc::unbounded_channel::<Question>();
         let ask: Ask = Arc::new(move |method: String, params| {
             if !crate::ask::caller_can_answer(&capabilities, &method) {
-                let e = RpcError::new(mcpx_protocol::code::METHOD_NOT_FOUND, format!("the client cannot be asked for {method}"));
+                let e = RpcError::new(
+                    mcpx_protocol::code::METHOD_NOT_FOUND,
+                    format!("the client cannot be asked for {method}"),
+                );
                 return Box::pin(std::future::ready(Err(e)));
             }
             let (reply, answer) = oneshot::channel();
@@ -76,7 +79,11 @@ impl Held {
         (ask, rx)
     }
 
-    pub fn new(call: JoinHandle<Result<Value, UpstreamError>>, questions: mpsc::UnboundedReceiver<Question>, lease: Lease) -> Held {
+    pub fn new(
+        call: JoinHandle<Result<Value, UpstreamError>>,
+        questions: mpsc::UnboundedReceiver<Question>,
+        lease: Lease,
+    ) -> Held {
         Held { call: Call(call), questions, open: Vec::new(), asked: 0, lease }
     }
 
@@ -112,11 +119,8 @@ impl Held {
             self.asked += 1;
             self.open.push((format!("q{}", self.asked), question));
         }
-        let requests: Map<String, Value> = self
-            .open
-            .iter()
-            .map(|(key, q)| (key.clone(), json!({ "method": q.method, "params": q.params })))
-            .collect();
+        let requests: Map<String, Value> =
+            self.open.iter().map(|(key, q)| (key.clone(), json!({ "method": q.method, "params": q.params }))).collect();
         Next::Asks(Value::Object(requests), self)
     }
 }

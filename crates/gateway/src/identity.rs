@@ -95,7 +95,14 @@ impl Identity {
                 .collect();
             (!attested.is_empty()).then_some(attested)
         });
-        Identity { session, cwd: transport.cwd.clone(), pid: transport.pid, principal: transport.principal.clone(), source, host }
+        Identity {
+            session,
+            cwd: transport.cwd.clone(),
+            pid: transport.pid,
+            principal: transport.principal.clone(),
+            source,
+            host,
+        }
     }
 
     /// The authenticated client's name, when a token admitted the request.
@@ -160,7 +167,11 @@ impl Identity {
         let own = self.principal_tag();
         key == "global"
             || key.strip_prefix(crate::scope::LISTER) == Some(own.as_str())
-            || SESSION_KINDS.iter().any(|kind| key.strip_prefix(kind).and_then(|rest| rest.strip_prefix(own.as_str())).is_some_and(|rest| rest.starts_with(':')))
+            || SESSION_KINDS.iter().any(|kind| {
+                key.strip_prefix(kind)
+                    .and_then(|rest| rest.strip_prefix(own.as_str()))
+                    .is_some_and(|rest| rest.starts_with(':'))
+            })
     }
 
     /// The name a person types to reach this session again (`--session`), when it has one.
@@ -270,14 +281,25 @@ mod tests {
             let key = target.session_key().unwrap();
             // Whatever label a caller types, as the local user or another token holder,
             // including the other key's own text and its parts.
-            let attempts = [key.clone(), key.trim_start_matches("session:").to_owned(), "42".into(), "mcp-42".into(), "0123abcd".into(), "work".into()];
+            let attempts = [
+                key.clone(),
+                key.trim_start_matches("session:").to_owned(),
+                "42".into(),
+                "mcp-42".into(),
+                "0123abcd".into(),
+                "work".into(),
+            ];
             for label in attempts {
                 for principal in [Principal::Local, token("ci"), token("other")] {
                     let forger = who(Some(Session::Named(label.clone())), principal.clone());
                     if forger.principal == target.principal && target.session == forger.session {
                         continue;
                     }
-                    assert_ne!(forger.session_key(), Some(key.clone()), "{label:?} as {principal:?} reached {target:?}");
+                    assert_ne!(
+                        forger.session_key(),
+                        Some(key.clone()),
+                        "{label:?} as {principal:?} reached {target:?}"
+                    );
                     assert_ne!(forger.owner_key(), target.owner_key());
                 }
             }
@@ -290,8 +312,15 @@ mod tests {
         let legacy = who(Some(Session::Http(id.into())), Principal::Local);
         let seen = legacy.session_for_upstream().unwrap();
         assert!(!seen.contains(id) && !legacy.session_key().unwrap().contains(id), "{seen}");
-        assert_eq!(seen, who(Some(Session::Http(id.into())), Principal::Local).session_for_upstream().unwrap(), "stable");
+        assert_eq!(
+            seen,
+            who(Some(Session::Http(id.into())), Principal::Local).session_for_upstream().unwrap(),
+            "stable"
+        );
         assert_ne!(seen, who(Some(Session::Http("other".into())), Principal::Local).session_for_upstream().unwrap());
-        assert_eq!(who(Some(Session::Named("s".into())), Principal::Local).session_for_upstream().as_deref(), Some("s"));
+        assert_eq!(
+            who(Some(Session::Named("s".into())), Principal::Local).session_for_upstream().as_deref(),
+            Some("s")
+        );
     }
 }

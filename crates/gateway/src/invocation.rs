@@ -64,7 +64,14 @@ mod tests {
 
     fn ctx(session: Option<&str>) -> CallContext {
         let session = session.map(|s| Session::Named(s.into()));
-        let identity = Identity { session, cwd: None, pid: None, principal: Principal::Local, source: Source::Unnamed, host: None };
+        let identity = Identity {
+            session,
+            cwd: None,
+            pid: None,
+            principal: Principal::Local,
+            source: Source::Unnamed,
+            host: None,
+        };
         CallContext::new(identity, Revision::V2026_07_28, json!({}))
     }
 

@@ -6,8 +6,8 @@
 //! unshaped: the front end shapes it for the caller's revision. Nothing here knows about
 //! HTTP or stdio framing.
 
-mod artifacts;
 mod admission;
+mod artifacts;
 mod ask;
 pub mod config;
 pub mod context;
@@ -37,15 +37,15 @@ use mcpx_protocol::{RpcError, meta};
 use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts, UpstreamError};
 use serde_json::{Map, Value, json};
 
+pub use artifacts::Artifact;
+pub use ask::caller_can_answer;
 pub use config::Config;
 pub use context::CallContext;
 pub use identity::{Identity, Principal, Session, Transport};
-pub use pool::{InstanceInfo, Lease, Pool, PoolError};
-pub use scope::{InstanceKey, Scope};
-pub use ask::caller_can_answer;
 pub use mcpx_upstream::lines::{Edges, Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
-pub use artifacts::Artifact;
+pub use pool::{InstanceInfo, Lease, Pool, PoolError};
+pub use scope::{InstanceKey, Scope};
 pub use settings::Settings;
 pub use watch::{Interest, Watch};
 
@@ -112,7 +112,20 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway on these settings. Starts the idle reaper on the current tokio runtime.
     pub fn new(settings: Settings) -> Arc<Gateway> {
-        let gateway = Arc::new(Gateway { settings, pool: Pool::default(), scoper: scope::Scoper::default(), asks: ask::Asks::default(), admission: Default::default(), parking: held::Parking::default(), artifacts: Default::default(), running_scripts: Default::default(), engines: Default::default(), reaper: Default::default(), session_streams: Default::default(), closing: tokio::sync::watch::channel(false).0 });
+        let gateway = Arc::new(Gateway {
+            settings,
+            pool: Pool::default(),
+            scoper: scope::Scoper::default(),
+            asks: ask::Asks::default(),
+            admission: Default::default(),
+            parking: held::Parking::default(),
+            artifacts: Default::default(),
+            running_scripts: Default::default(),
+            engines: Default::default(),
+            reaper: Default::default(),
+            session_streams: Default::default(),
+            closing: tokio::sync::watch::channel(false).0,
+        });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
         // reaper that found nothing to upgrade would end for good.
         let reaper = tokio::spawn(reap(Arc::downgrade(&gateway)));
@@ -132,9 +145,9 @@ impl Gateway {
 
     /// Built once: every 2026-07-28 result carries it.
     pub fn server_info() -> &'static Value {
-        static SERVER_INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
-            json!({ "name": "mcpx", "title": "mcpx MCP gateway", "version": env!("CARGO_PKG_VERSION") })
-        });
+        static SERVER_INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+            || json!({ "name": "mcpx", "title": "mcpx MCP gateway", "version": env!("CARGO_PKG_VERSION") }),
+        );
         &SERVER_INFO
     }
 
@@ -201,7 +214,9 @@ impl Gateway {
             "resources/read" => self.read_resource(ctx, params).await,
             "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
-            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(ctx, method, params).await.map(Answer::uncached),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                self.subscribe(ctx, method, params).await.map(Answer::uncached)
+            }
             _ => Err(RpcError::method_not_found(method)),
         }
     }
@@ -296,7 +311,8 @@ impl Gateway {
                 }
                 Resumed::At(key) => resume_at = Some(key),
                 Resumed::Expired => {
-                    let e = RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
+                    let e =
+                        RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
                     return Err((e, None));
                 }
             }
@@ -338,7 +354,10 @@ impl Gateway {
             return self.follow(ctx, method, original.unwrap_or_default(), held).await;
         }
         let sent = (may_ask && !modern_caller).then(|| params.clone());
-        let mut result = match upstream.request_reporting(method, params, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone()).await {
+        let mut result = match upstream
+            .request_reporting(method, params, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
+            .await
+        {
             Ok(result) => result,
             Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),
             Err(e) => return Err((e.to_rpc(), Some(lease))),
@@ -351,12 +370,18 @@ impl Gateway {
             (Some(original), _) if modern_caller => {
                 let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
                 let lifetime = self.settings.config().timeouts.input_required;
-                result["requestState"] = self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
+                result["requestState"] =
+                    self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
                 Ok(result)
             }
             // A handshake-era caller is asked on its session, and mcpx retries for it.
-            (_, Some(sent)) => self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease))),
-            _ => Err((RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))),
+            (_, Some(sent)) => {
+                self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease)))
+            }
+            _ => Err((
+                RpcError::internal(format!("server {server:?} answered {method} with input_required")),
+                Some(lease),
+            )),
         }
     }
 
@@ -442,7 +467,8 @@ impl Gateway {
                 let lifetime = self.settings.config().timeouts.input_required;
                 let key = held.lease.key().clone();
                 let token = self.parking.park(held, std::time::Instant::now() + lifetime);
-                let state = self.asks.seal(&key, ctx, method, &original, Some(json!({ held::HELD_KEY: token })), lifetime);
+                let state =
+                    self.asks.seal(&key, ctx, method, &original, Some(json!({ held::HELD_KEY: token })), lifetime);
                 Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
             }
         }
@@ -520,7 +546,11 @@ impl Gateway {
                 Ok((listed, upstream_cache)) => {
                     let scoped = config.server(server).is_some_and(|s| s.scope != Scope::Global);
                     // A list that depends on who asks must never be shared or reused.
-                    cache = cache.min(if scoped { Cacheability::PRIVATE_UNCACHED } else { upstream_cache.unwrap_or(cache) });
+                    cache = cache.min(if scoped {
+                        Cacheability::PRIVATE_UNCACHED
+                    } else {
+                        upstream_cache.unwrap_or(cache)
+                    });
                     items.extend(listed.into_iter().map(|item| (server.clone(), item)));
                 }
                 Err(e) => tracing::warn!(server, method, "left out of the list: {}", e.message),
@@ -565,10 +595,17 @@ impl Gateway {
             Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
-        let spec = || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
+        let spec =
+            || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
         let lease = self
             .pool
-            .acquire(&key, &server_config.definition, spec, config.pool.max_instances_per_server, config.pool.max_instances)
+            .acquire(
+                &key,
+                &server_config.definition,
+                spec,
+                config.pool.max_instances_per_server,
+                config.pool.max_instances,
+            )
             .await
             .map_err(|e| match e {
                 PoolError::Upstream(e) => e.to_rpc(),
@@ -582,7 +619,6 @@ impl Gateway {
         Ok(lease)
     }
 }
-
 
 /// Whom a request sent upstream for `ctx` serves: an upstream's question during it may
 /// go to this caller, and to no other.

@@ -32,7 +32,12 @@ pub const TRIM_AFTER_STOPPED: usize = 64;
 pub fn give_back_freed(stopped: usize) {
     let started = Instant::now();
     let released = trim();
-    tracing::info!(stopped, released, micros = started.elapsed().as_micros() as u64, "returned freed memory to the system");
+    tracing::info!(
+        stopped,
+        released,
+        micros = started.elapsed().as_micros() as u64,
+        "returned freed memory to the system"
+    );
     CACHES_WANTED_EMPTY.fetch_add(1, Ordering::Relaxed);
     // An idle worker sleeps until it has work. A task for each wakes workers: tokio wakes
     // one, which wakes the next when it takes a task, and each empties its cache when it
@@ -64,16 +69,14 @@ pub fn on_park() {
     empty_thread_cache();
     // A thread that cannot start only leaves the pages resident; a panic here would take
     // the worker down.
-    let _ = std::thread::Builder::new()
-        .name("mcpx-trim".into())
-        .spawn(move || {
-            let released = trim();
-            tracing::info!(
-                released,
-                micros = started.elapsed().as_micros() as u64,
-                "returned a worker's cached memory to the system"
-            );
-        });
+    let _ = std::thread::Builder::new().name("mcpx-trim".into()).spawn(move || {
+        let released = trim();
+        tracing::info!(
+            released,
+            micros = started.elapsed().as_micros() as u64,
+            "returned a worker's cached memory to the system"
+        );
+    });
 }
 
 /// How many free chunks of one size glibc's thread cache holds by default (the tunable
@@ -93,10 +96,7 @@ pub fn empty_thread_cache() {
         .flat_map(|size| std::iter::repeat_n(size, CACHED_PER_SIZE))
         .map(Vec::with_capacity)
         .collect();
-    if let Ok(freeing) = std::thread::Builder::new()
-        .name("mcpx-free".into())
-        .spawn(move || drop(taken))
-    {
+    if let Ok(freeing) = std::thread::Builder::new().name("mcpx-free".into()).spawn(move || drop(taken)) {
         let _ = freeing.join();
     }
 }

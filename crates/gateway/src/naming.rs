@@ -73,7 +73,10 @@ pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Va
 
 /// Refuses a listing in which two servers (or a server and mcpx) offer the same public
 /// name: with names kept as the servers' own, a clash is never resolved silently.
-pub fn refuse_clashes<'a>(kind: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), mcpx_protocol::RpcError> {
+pub fn refuse_clashes<'a>(
+    kind: &str,
+    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), mcpx_protocol::RpcError> {
     let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for (server, name) in entries {
         if let Some(first) = seen.insert(name, server)
@@ -213,14 +216,30 @@ mod tests {
     #[test]
     fn names_and_titles_with_characters_that_hide_themselves_are_left_out() {
         let refused = [
-            "abc\u{202E}fdp", "a\u{202A}b", "a\u{2066}b", "a\u{2069}", "zero\u{200B}width", "rlm\u{200F}", "alm\u{061C}",
-            "bom\u{FEFF}", "nul\u{0}", "esc\u{1B}[31m", "c1\u{85}", "del\u{7F}", "soft\u{AD}hyphen", "tag\u{E0041}",
+            "abc\u{202E}fdp",
+            "a\u{202A}b",
+            "a\u{2066}b",
+            "a\u{2069}",
+            "zero\u{200B}width",
+            "rlm\u{200F}",
+            "alm\u{061C}",
+            "bom\u{FEFF}",
+            "nul\u{0}",
+            "esc\u{1B}[31m",
+            "c1\u{85}",
+            "del\u{7F}",
+            "soft\u{AD}hyphen",
+            "tag\u{E0041}",
         ];
         for name in refused {
             assert!(!shows("tool", "s", &json!({ "name": name })), "{name:?} was shown");
             assert!(!shows("prompt", "s", &json!({ "name": "ok", "title": name })), "title {name:?} was shown");
         }
-        for fine in [json!({ "name": "get_time", "title": "Get the time" }), json!({ "name": "héllo-世界.v2" }), json!({ "name": "عربي" })] {
+        for fine in [
+            json!({ "name": "get_time", "title": "Get the time" }),
+            json!({ "name": "héllo-世界.v2" }),
+            json!({ "name": "عربي" }),
+        ] {
             assert!(shows("tool", "s", &fine), "{fine} was left out");
         }
     }

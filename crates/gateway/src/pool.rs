@@ -25,7 +25,9 @@ pub enum PoolError {
         "server {server:?} already runs {limit} instances (pool.maxInstancesPerServer); wait for one to go idle or raise the limit"
     )]
     Full { server: String, limit: usize },
-    #[error("mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit")]
+    #[error(
+        "mcpx already runs {limit} instances in all (pool.maxInstances); wait for one to go idle or raise the limit"
+    )]
     FullTotal { limit: usize },
     #[error(
         "{last_error} (server {server:?} {} {failures} times in a row; mcpx tries again in {}ms)",
@@ -138,30 +140,32 @@ impl Pool {
                 .upstream
                 // Boxed: starting an instance is a future of KiBs that every call's future
                 // would otherwise carry (and copy), though only the first call starts one.
-                .get_or_try_init(|| Box::pin(async {
-                    self.inner.check_backoff(definition)?;
-                    let spec = spec()?;
-                    let hint = self.inner.eras.get(definition);
-                    tracing::info!(instance = %key, "starting instance");
-                    match Upstream::connect(&spec, hint).await {
-                        // The server may have changed eras since (an upgrade): probe afresh once.
-                        Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
-                            tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
-                            self.inner.eras.forget(definition);
-                            Upstream::connect(&spec, None).await
+                .get_or_try_init(|| {
+                    Box::pin(async {
+                        self.inner.check_backoff(definition)?;
+                        let spec = spec()?;
+                        let hint = self.inner.eras.get(definition);
+                        tracing::info!(instance = %key, "starting instance");
+                        match Upstream::connect(&spec, hint).await {
+                            // The server may have changed eras since (an upgrade): probe afresh once.
+                            Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
+                                tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
+                                self.inner.eras.forget(definition);
+                                Upstream::connect(&spec, None).await
+                            }
+                            outcome => outcome,
                         }
-                        outcome => outcome,
-                    }
-                    .map_err(PoolError::from)
-                    .inspect(|upstream| {
-                        started_it = true;
-                        // Learnt once per start, not per lease: the key is a SHA-256.
-                        self.inner.eras.learn(definition, upstream.facts().era);
-                        self.inner.started(definition);
-                        self.inner.watch_early_exit(&key.server, definition, upstream.clone());
+                        .map_err(PoolError::from)
+                        .inspect(|upstream| {
+                            started_it = true;
+                            // Learnt once per start, not per lease: the key is a SHA-256.
+                            self.inner.eras.learn(definition, upstream.facts().era);
+                            self.inner.started(definition);
+                            self.inner.watch_early_exit(&key.server, definition, upstream.clone());
+                        })
+                        .inspect_err(|e| self.inner.failed(&key.server, definition, e))
                     })
-                    .inspect_err(|e| self.inner.failed(&key.server, definition, e))
-                }))
+                })
                 .await;
             match started {
                 Ok(upstream) if upstream.is_alive() => {
@@ -249,8 +253,7 @@ impl Pool {
     /// and when mcpx tries each again.
     pub fn failing(&self) -> Vec<Failing> {
         let failing = self.inner.failing.lock().expect("pool lock");
-        let mut list: Vec<Failing> =
-            failing.values().filter(|f| !f.after_start || f.failures > 1).cloned().collect();
+        let mut list: Vec<Failing> = failing.values().filter(|f| !f.after_start || f.failures > 1).cloned().collect();
         drop(failing);
         list.sort_by(|a, b| a.server.cmp(&b.server));
         list
@@ -342,7 +345,12 @@ impl Inner {
             n => BACKOFF_FIRST.saturating_mul(1 << (n - 1).min(16)).min(BACKOFF_MAX),
         };
         entry.next = Instant::now() + backoff;
-        tracing::warn!(server, failures = entry.failures, "{error}; next start in {}ms at the earliest", backoff.as_millis());
+        tracing::warn!(
+            server,
+            failures = entry.failures,
+            "{error}; next start in {}ms at the earliest",
+            backoff.as_millis()
+        );
         entry.last_error = error;
     }
 
@@ -366,7 +374,11 @@ impl Inner {
                 (false, _) => {
                     let mut failing = pool.failing.lock().expect("pool lock");
                     if failing.get(&definition).is_some_and(|f| f.after_start) {
-                        tracing::info!(server, "an instance stayed up {}s: the crash loop is over", STABLE_AFTER.as_secs());
+                        tracing::info!(
+                            server,
+                            "an instance stayed up {}s: the crash loop is over",
+                            STABLE_AFTER.as_secs()
+                        );
                         failing.remove(&definition);
                     }
                 }
@@ -374,13 +386,21 @@ impl Inner {
         });
     }
 
-    fn lease(self: &Arc<Self>, key: &InstanceKey, definition: &str, max: usize, max_total: usize) -> Result<Lease, PoolError> {
+    fn lease(
+        self: &Arc<Self>,
+        key: &InstanceKey,
+        definition: &str,
+        max: usize,
+        max_total: usize,
+    ) -> Result<Lease, PoolError> {
         let mut slots = self.slots.lock().expect("pool lock");
         if self.closed.load(Ordering::Acquire) {
             return Err(PoolError::ShuttingDown);
         }
         let reusable = slots.get(key).filter(|s| {
-            s.definition == definition && !s.retired.load(Ordering::Acquire) && s.upstream.get().is_none_or(Upstream::is_alive)
+            s.definition == definition
+                && !s.retired.load(Ordering::Acquire)
+                && s.upstream.get().is_none_or(Upstream::is_alive)
         });
         let slot = match reusable {
             Some(slot) => slot.clone(),

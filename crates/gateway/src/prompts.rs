@@ -22,7 +22,10 @@ impl Gateway {
                 (server, prompt)
             })
             .collect();
-        naming::refuse_clashes("prompt", renamed.iter().map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())))?;
+        naming::refuse_clashes(
+            "prompt",
+            renamed.iter().map(|(s, p)| (s.as_str(), p["name"].as_str().unwrap_or_default())),
+        )?;
         let listed: Vec<Value> = renamed.into_iter().map(|(_, p)| p).collect();
         Ok(Answer { result: message::object([("prompts", Value::Array(listed))]), cache })
     }
@@ -56,7 +59,11 @@ impl Gateway {
                 Some(uri) => self.resource_owner(ctx, uri).await.map(|o| (o, "uri")),
                 None => return Err(RpcError::invalid_params("completion/complete: ref/resource needs a \"uri\"")),
             },
-            _ => return Err(RpcError::invalid_params("completion/complete: \"ref\" must be a ref/prompt or ref/resource")),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "completion/complete: \"ref\" must be a ref/prompt or ref/resource",
+                ));
+            }
         };
         let Some(((server, original), field)) = owner else {
             return Err(RpcError::invalid_params("completion/complete: the ref names nothing mcpx serves")
@@ -73,7 +80,8 @@ impl Gateway {
             p.remove("_meta");
             p["ref"][field] = original.into();
         }
-        let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, invocation::forwarded_meta(&params));
+        let forwarded =
+            self.forward(ctx, &server, "completion/complete", upstream_params, invocation::forwarded_meta(&params));
         let answer = forwarded.await.map_err(|(e, _)| e);
         drop(lease);
         answer

@@ -12,7 +12,12 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
 
 impl Gateway {
-    pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, RpcError> {
+    pub(crate) async fn list_resources(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        field: &str,
+    ) -> Result<Answer, RpcError> {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
@@ -28,7 +33,10 @@ impl Gateway {
                 (server, item)
             })
             .collect();
-        naming::refuse_clashes(kind, renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())))?;
+        naming::refuse_clashes(
+            kind,
+            renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())),
+        )?;
         let mut listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
         let mut cache = cache;
         if field == "resources" && self.keeps_artifacts() {
@@ -58,7 +66,9 @@ impl Gateway {
             .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
             .await
             .map_err(|(e, _)| match e.code {
-                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri).with_data(json!({ "uri": uri })),
+                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => {
+                    not_found(&uri).with_data(json!({ "uri": uri }))
+                }
                 _ => e,
             })?;
         let config = self.settings.config();
@@ -139,12 +149,15 @@ impl Gateway {
         let (templates, _) = self.gather(ctx, &own, "resources", "resources/templates/list", "resourceTemplates").await;
         templates
             .iter()
-            .find(|(_, t)| t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri)))
+            .find(|(_, t)| {
+                t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))
+            })
             .map(|(server, _)| (server.clone(), uri.to_owned()))
     }
 }
 
 /// Not found, in the handshake era's code; shaping turns it into -32602 for 2026 callers.
 fn not_found(uri: &str) -> RpcError {
-    RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}")).with_data(json!({ "uri": uri }))
+    RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}"))
+        .with_data(json!({ "uri": uri }))
 }

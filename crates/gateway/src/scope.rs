@@ -130,9 +130,7 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<String, &'
     match scope {
         Scope::Global => Ok("global".into()),
         Scope::Call => Ok(format!("call:{call_id}")),
-        Scope::Session => {
-            identity.session_key().ok_or("the request names no session")
-        }
+        Scope::Session => identity.session_key().ok_or("the request names no session"),
         Scope::Pid => identity.pid.map(|p| format!("pid:{p}")).ok_or("the caller's pid is unknown on this transport"),
         Scope::Cwd => {
             let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
@@ -239,7 +237,10 @@ mod tests {
         // A caller with a session, or a cwd, never lists through the lister.
         assert_eq!(s.listing_key("b", Scope::Session, &identity(Some("a"), None), "c4").key, "session:a");
         assert_eq!(s.listing_key("b", Scope::Cwd, &identity(Some("a"), None), "c5").key, "call:c5");
-        assert_eq!(s.listing_key("b", Scope::Repo, &identity(None, Some(Path::new("/nonexistent/x"))), "c6").key, "call:c6");
+        assert_eq!(
+            s.listing_key("b", Scope::Repo, &identity(None, Some(Path::new("/nonexistent/x"))), "c6").key,
+            "call:c6"
+        );
         // Neither does a server scoped per call on purpose, nor a global one.
         assert_eq!(s.listing_key("b", Scope::Call, &nobody, "c7").key, "call:c7");
         assert_eq!(s.listing_key("b", Scope::Global, &nobody, "c8").key, "global");
@@ -252,7 +253,8 @@ mod tests {
             Identity::resolve(None, &[], &Transport { principal: Principal::Token(name.into()), ..Default::default() })
         };
         let (ci, bot) = (holder("ci"), holder("bot"));
-        let (for_ci, for_bot) = (s.listing_key("b", Scope::Session, &ci, "c1"), s.listing_key("b", Scope::Session, &bot, "c2"));
+        let (for_ci, for_bot) =
+            (s.listing_key("b", Scope::Session, &ci, "c1"), s.listing_key("b", Scope::Session, &bot, "c2"));
         assert_ne!(for_ci, for_bot);
         assert_ne!(for_ci.key, LISTER, "the local user's lister is not a token holder's");
         assert!(ci.may_see_instance(&for_ci.key) && !ci.may_see_instance(&for_bot.key) && !ci.may_see_instance(LISTER));
@@ -311,7 +313,8 @@ mod tests {
             Some(Session::Process(1)),
             Some(Session::Http("a".into())),
         ];
-        let cwds = [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
+        let cwds =
+            [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
         let pids = [None, Some(1u32), Some(11), Some(111)];
         let principals = [Principal::Local, Principal::Token("ci".into()), Principal::Token("bot".into())];
         let scopes = [Scope::Global, Scope::Session, Scope::Cwd, Scope::Repo, Scope::Worktree, Scope::Pid, Scope::Call];
@@ -338,7 +341,11 @@ mod tests {
                 if listing != key {
                     // Only listings of a caller with nothing to key on, at the lister.
                     // One lister per principal.
-                    assert_eq!(listing.key, format!("{LISTER}{}", who.principal_tag()), "seed {seed}: {listing} is not {key}");
+                    assert_eq!(
+                        listing.key,
+                        format!("{LISTER}{}", who.principal_tag()),
+                        "seed {seed}: {listing} is not {key}"
+                    );
                     assert!(
                         key.is_per_call() && who.session.is_none() && who.cwd.is_none() && who.pid.is_none(),
                         "seed {seed}: {:?} lists through the lister",

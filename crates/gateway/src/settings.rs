@@ -29,7 +29,11 @@ impl Settings {
     /// Settings from `path` (watched for changes), or the defaults when there is none.
     pub fn load(path: Option<PathBuf>) -> Result<Settings, ConfigError> {
         let Some(path) = path else {
-            return Ok(Settings { path: None, current: Arc::new(RwLock::new(Arc::new(Config::default()))), _watcher: None });
+            return Ok(Settings {
+                path: None,
+                current: Arc::new(RwLock::new(Arc::new(Config::default()))),
+                _watcher: None,
+            });
         };
         let path = std::path::absolute(&path).unwrap_or(path);
         // The bytes parsed are the ones the watcher compares a change with.
@@ -232,7 +236,9 @@ mod tests {
     fn a_reload_moving_the_listener_or_opening_it_needs_a_restart() {
         let running = config(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#);
         let moved = config(r#"{"http": {"host": "0.0.0.0", "port": 9000, "tokens": {"ci": "0123456789abcdef"}}}"#);
-        assert!(needs_restart(&running, &moved).is_some_and(|why| why.contains("http.port") && why.contains("restart")));
+        assert!(
+            needs_restart(&running, &moved).is_some_and(|why| why.contains("http.port") && why.contains("restart"))
+        );
         let loopback = config(r#"{"http": {"host": "127.0.0.1"}}"#);
         assert!(needs_restart(&running, &loopback).is_some_and(|why| why.contains("http.host")));
         let other_token = config(r#"{"http": {"host": "0.0.0.0", "tokens": {"bot": "fedcba9876543210"}}}"#);

@@ -102,7 +102,8 @@ pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, RpcErro
         match listing {
             Ok(listed) => {
                 for tool in listed.iter().filter(|t| matches(query, server, t)) {
-                    let mut entry = json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
+                    let mut entry =
+                        json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
                     if let Some(js) = exec::accessor(&entry) {
                         entry["js"] = js.into();
                     }
@@ -194,7 +195,12 @@ impl Gateway {
 
     /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
-    async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), RpcError> {
+    async fn check_param_headers(
+        &self,
+        ctx: &CallContext,
+        exposed: &Exposed,
+        arguments: &Value,
+    ) -> Result<(), RpcError> {
         let Some(received) = &ctx.param_headers else { return Ok(()) };
         let definition = match &exposed.definition {
             Some(definition) => Some(definition.clone()),
@@ -232,7 +238,13 @@ impl Gateway {
     /// What a search looks through: every configured server's tools, or why it has none.
     pub(crate) async fn search_listings(&self, ctx: &CallContext) -> Vec<(String, Result<Vec<Value>, RpcError>)> {
         let config = self.settings.config();
-        join_all(config.mcp_servers.keys().map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) })).await
+        join_all(
+            config
+                .mcp_servers
+                .keys()
+                .map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
+        )
+        .await
     }
 
     /// Every tool of `server`, as the instance that lists for this caller lists them.
@@ -275,8 +287,11 @@ impl Gateway {
                 if names.is_empty() || names.contains(&tool) {
                     Err(e)
                 } else {
-                    Err(RpcError::invalid_params(format!("server {server:?} has no tool {tool:?}; its tools: {}", names.join(", ")))
-                        .with_data(json!({ "server": server, "tool": tool, "tools": names })))
+                    Err(RpcError::invalid_params(format!(
+                        "server {server:?} has no tool {tool:?}; its tools: {}",
+                        names.join(", ")
+                    ))
+                    .with_data(json!({ "server": server, "tool": tool, "tools": names })))
                 }
             }
             Err((e, _)) => Err(e),

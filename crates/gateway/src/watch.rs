@@ -102,7 +102,8 @@ impl SessionStreams {
         if self.open.load(Ordering::Acquire) == 0 {
             return;
         }
-        let streams: Vec<Arc<SessionStream>> = match self.by_key.lock().expect("session streams lock").get(lease.key()) {
+        let streams: Vec<Arc<SessionStream>> = match self.by_key.lock().expect("session streams lock").get(lease.key())
+        {
             Some(streams) => streams.iter().filter_map(Weak::upgrade).collect(),
             None => return,
         };
@@ -174,11 +175,13 @@ impl Gateway {
                 .map(|(_, method)| *method)
                 .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
                 .collect();
-            wanted.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) });
+            wanted
+                .insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) });
             keys.push(key);
         }
         let (tx, changes) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
-        let stream = Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
+        let stream =
+            Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
         {
             let mut by_key = self.session_streams.by_key.lock().expect("session streams lock");
             for key in &stream.keys {
@@ -201,7 +204,9 @@ impl Gateway {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
-            Some(_) => return Err(RpcError::invalid_params("subscriptions/listen: \"notifications\" must be an object")),
+            Some(_) => {
+                return Err(RpcError::invalid_params("subscriptions/listen: \"notifications\" must be an object"));
+            }
         };
         let resource_uris: Vec<String> = match filter.get("resourceSubscriptions") {
             None | Some(Value::Null) => Vec::new(),
@@ -209,11 +214,16 @@ impl Gateway {
                 uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
             }
             Some(_) => {
-                return Err(RpcError::invalid_params("subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs"));
+                return Err(RpcError::invalid_params(
+                    "subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs",
+                ));
             }
         };
-        let wanted_kinds: Vec<&'static str> =
-            KINDS.iter().filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true))).map(|(_, method)| *method).collect();
+        let wanted_kinds: Vec<&'static str> = KINDS
+            .iter()
+            .filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true)))
+            .map(|(_, method)| *method)
+            .collect();
         self.open_watch(ctx, wanted_kinds, resource_uris, None).await
     }
 
@@ -226,8 +236,11 @@ impl Gateway {
         resource_uris: Vec<String>,
         interest: Option<Interest>,
     ) -> Result<Watch, RpcError> {
-        let mut honored: Map<String, Value> =
-            KINDS.iter().filter(|(_, m)| wanted_kinds.contains(m)).map(|(flag, _)| (flag.to_string(), json!(true))).collect();
+        let mut honored: Map<String, Value> = KINDS
+            .iter()
+            .filter(|(_, m)| wanted_kinds.contains(m))
+            .map(|(flag, _)| (flag.to_string(), json!(true)))
+            .collect();
 
         let config = self.settings.config();
         let mut by_server: BTreeMap<String, Wanted> = BTreeMap::new();
@@ -405,7 +418,10 @@ fn deliverable(config: &crate::Config, server: &str, wanted: &Wanted, mut change
     let uri = change["params"]["uri"].as_str()?;
     let public = naming::public_uri(config, server, uri);
     let watched = wanted.resources.keys().any(|watched| is_under(watched, uri))
-        || wanted.interest.as_ref().is_some_and(|i| i.lock().expect("interest lock").iter().any(|w| is_under(w, &public)));
+        || wanted
+            .interest
+            .as_ref()
+            .is_some_and(|i| i.lock().expect("interest lock").iter().any(|w| is_under(w, &public)));
     if !watched {
         return None;
     }

@@ -15,11 +15,8 @@ fn emptying_a_threads_cache_gives_its_chunks_back_to_the_arenas() {
     mcpx_gateway::memory::empty_thread_cache();
     // Seven chunks of every cached size, held at once and then freed on this thread: its
     // cache keeps them, and to the allocator they are still in use.
-    let chunks: Vec<Vec<u8>> = (16..=1024)
-        .step_by(16)
-        .flat_map(|size| std::iter::repeat_n(size, 7))
-        .map(Vec::with_capacity)
-        .collect();
+    let chunks: Vec<Vec<u8>> =
+        (16..=1024).step_by(16).flat_map(|size| std::iter::repeat_n(size, 7)).map(Vec::with_capacity).collect();
     let cached_bytes: usize = chunks.iter().map(Vec::capacity).sum();
     drop(chunks);
     let cached = in_use();

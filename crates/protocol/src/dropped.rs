@@ -185,7 +185,10 @@ mod tests {
     fn an_id_written_before_the_large_value_is_read() {
         let response = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{}}}"#, big());
         assert_eq!(edges_of(&response), Some(Dropped::Response(RequestId::Number(7))));
-        let request = format!(r#"{{ "jsonrpc": "2.0", "id": "call-1", "method": "sampling/createMessage", "params": {} }}"#, big());
+        let request = format!(
+            r#"{{ "jsonrpc": "2.0", "id": "call-1", "method": "sampling/createMessage", "params": {} }}"#,
+            big()
+        );
         assert_eq!(edges_of(&request), Some(Dropped::Request(RequestId::String("call-1".into()))));
     }
 
@@ -193,14 +196,16 @@ mod tests {
     fn an_id_written_last_is_read() {
         let response = format!(r#"{{"result":{},"jsonrpc":"2.0","id":12}}"#, big());
         assert_eq!(edges_of(&response), Some(Dropped::Response(RequestId::Number(12))));
-        let request = format!("{{\"method\":\"tools/call\",\"params\":{},\"jsonrpc\":\"2.0\",\"id\":\"r-2\"}}\r", big());
+        let request =
+            format!("{{\"method\":\"tools/call\",\"params\":{},\"jsonrpc\":\"2.0\",\"id\":\"r-2\"}}\r", big());
         assert_eq!(edges_of(&request), Some(Dropped::Request(RequestId::String("r-2".into()))));
     }
 
     #[test]
     fn an_id_inside_a_nested_value_is_not_the_messages() {
         // The large value ends in a nested "id": it is not followed by the top-level brace.
-        let response = format!(r#"{{"jsonrpc":"2.0","result":{{"text":"{}","inner":{{"id":5}}}}}}"#, "x".repeat(10_000));
+        let response =
+            format!(r#"{{"jsonrpc":"2.0","result":{{"text":"{}","inner":{{"id":5}}}}}}"#, "x".repeat(10_000));
         assert_eq!(edges_of(&response), None);
         let cut = r#"{"jsonrpc":"2.0","result":{"id":5,"#;
         assert_eq!(read_edges(cut.as_bytes(), b""), None);

@@ -62,11 +62,8 @@ impl RpcError {
     }
 
     pub fn unsupported_version(requested: &str, supported: &[&str]) -> Self {
-        RpcError::new(
-            code::UNSUPPORTED_PROTOCOL_VERSION,
-            format!("unsupported protocol version {requested:?}"),
-        )
-        .with_data(json!({ "supported": supported, "requested": requested }))
+        RpcError::new(code::UNSUPPORTED_PROTOCOL_VERSION, format!("unsupported protocol version {requested:?}"))
+            .with_data(json!({ "supported": supported, "requested": requested }))
     }
 
     pub fn missing_capability(required: Value) -> Self {

@@ -49,11 +49,15 @@ impl Message {
     /// Classifies a parsed JSON value as a JSON-RPC 2.0 message.
     pub fn classify(frame: Value) -> Result<Message, Box<Invalid>> {
         let Value::Object(mut obj) = frame else {
-            return Err(Box::new(Invalid { id: None, error: RpcError::invalid_request("a message must be a JSON object") }));
+            return Err(Box::new(Invalid {
+                id: None,
+                error: RpcError::invalid_request("a message must be a JSON object"),
+            }));
         };
         let raw_id = obj.remove("id");
         let readable_id = raw_id.clone().filter(|v| RequestId::from_value(v).is_some());
-        let invalid = |message: &str| Box::new(Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) });
+        let invalid =
+            |message: &str| Box::new(Invalid { id: readable_id.clone(), error: RpcError::invalid_request(message) });
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(invalid("\"jsonrpc\" must be \"2.0\""));
         }

@@ -105,7 +105,8 @@ pub fn verify(mirrored: &[ParamHeader], arguments: &Value, received: &[(String, 
         let Some((_, raw)) = received.iter().find(|(name, _)| name.eq_ignore_ascii_case(&param.name)) else {
             return Err(format!("the {header} header is required: arguments.{at} is present"));
         };
-        let decoded = crate::header::decode(raw.trim()).ok_or_else(|| format!("{header} is not valid base64 of UTF-8"))?;
+        let decoded =
+            crate::header::decode(raw.trim()).ok_or_else(|| format!("{header} is not valid base64 of UTF-8"))?;
         let same = match (body.parse::<i64>(), decoded.parse::<i64>()) {
             (Ok(a), Ok(b)) if arguments_is_integer(arguments, &param.path) => a == b,
             _ => decoded == body,
@@ -141,13 +142,30 @@ mod tests {
         }}))
         .unwrap();
         let arguments = json!({"region": "Hello", "count": 42});
-        let headers = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+        let headers =
+            |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
         assert!(verify(&mirrored, &arguments, &headers(&[("region", "Hello"), ("count", "42")])).is_ok());
-        assert!(verify(&mirrored, &arguments, &headers(&[("REGION", "=?base64?SGVsbG8=?="), ("count", "042")])).is_ok());
-        assert!(verify(&mirrored, &arguments, &headers(&[("count", "42")])).unwrap_err().contains("Mcp-Param-Region header is required"));
-        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVsbG8?="), ("count", "42")])).unwrap_err().contains("not valid base64"));
-        assert!(verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVs!!!bG8=?="), ("count", "42")])).is_err());
-        assert!(verify(&mirrored, &arguments, &headers(&[("region", "SGVsbG8="), ("count", "42")])).unwrap_err().contains("does not match"));
+        assert!(
+            verify(&mirrored, &arguments, &headers(&[("REGION", "=?base64?SGVsbG8=?="), ("count", "042")])).is_ok()
+        );
+        assert!(
+            verify(&mirrored, &arguments, &headers(&[("count", "42")]))
+                .unwrap_err()
+                .contains("Mcp-Param-Region header is required")
+        );
+        assert!(
+            verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVsbG8?="), ("count", "42")]))
+                .unwrap_err()
+                .contains("not valid base64")
+        );
+        assert!(
+            verify(&mirrored, &arguments, &headers(&[("region", "=?base64?SGVs!!!bG8=?="), ("count", "42")])).is_err()
+        );
+        assert!(
+            verify(&mirrored, &arguments, &headers(&[("region", "SGVsbG8="), ("count", "42")]))
+                .unwrap_err()
+                .contains("does not match")
+        );
         // An argument that is absent needs no header.
         assert!(verify(&mirrored, &json!({"region": "Hello"}), &headers(&[("region", "Hello")])).is_ok());
     }

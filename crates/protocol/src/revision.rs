@@ -23,12 +23,8 @@ pub enum Era {
 
 impl Revision {
     /// Every revision, oldest first.
-    pub const ALL: [Revision; 4] = [
-        Revision::V2025_03_26,
-        Revision::V2025_06_18,
-        Revision::V2025_11_25,
-        Revision::V2026_07_28,
-    ];
+    pub const ALL: [Revision; 4] =
+        [Revision::V2025_03_26, Revision::V2025_06_18, Revision::V2025_11_25, Revision::V2026_07_28];
     /// The newest handshake-era revision: what `initialize` counter-offers.
     pub const LATEST_LEGACY: Revision = Revision::V2025_11_25;
     /// The newest stateless revision: what mcpx prefers when it probes an upstream.

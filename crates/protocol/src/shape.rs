@@ -11,14 +11,8 @@ use crate::meta;
 use crate::revision::{Era, Revision};
 
 /// Methods whose complete results must carry `ttlMs` and `cacheScope` in 2026-07-28.
-pub const CACHEABLE_METHODS: [&str; 6] = [
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-];
+pub const CACHEABLE_METHODS: [&str; 6] =
+    ["server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"];
 
 /// Who may reuse a result, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::TokioIo;
 use mcpx_gateway::{CallContext, Gateway, Identity, Session, Transport};
-use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::shape::Cacheability;
+use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::{Revision, RpcError, code};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -98,7 +98,8 @@ impl FromRequestParts<Arc<Front>> for Caller {
         };
         front.daemon.touch();
         let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
-        transport.session = named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
+        transport.session =
+            named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
         Ok(Caller(transport))
     }
 }
@@ -157,11 +158,7 @@ struct ToolsQuery {
     query: String,
 }
 
-async fn tools(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    Query(q): Query<ToolsQuery>,
-) -> Response {
+async fn tools(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<ToolsQuery>) -> Response {
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(result) => Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response(),
@@ -169,11 +166,7 @@ async fn tools(
     }
 }
 
-async fn call(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    body: axum::body::Bytes,
-) -> Response {
+async fn call(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
@@ -192,7 +185,13 @@ async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: 
     let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(mut result) => {
-            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            shape_result(
+                &mut result,
+                "tools/call",
+                Revision::LATEST_LEGACY,
+                Gateway::server_info(),
+                Cacheability::PRIVATE_UNCACHED,
+            );
             Json(result).into_response()
         }
         Err(e) => error(&e),
@@ -207,7 +206,8 @@ fn who(front: &Front, transport: &Transport) -> Identity {
 /// The artifacts of the caller's session.
 async fn artifact_list(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
     let identity = who(&front, &transport);
-    let listed: Vec<Value> = front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
+    let listed: Vec<Value> =
+        front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
 
@@ -220,7 +220,8 @@ async fn artifact_get(
     let identity = who(&front, &transport);
     match front.gateway.artifact(&identity, &id).await {
         Some((artifact, data)) => {
-            let media = HeaderValue::from_str(&artifact.mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
+            let media = HeaderValue::from_str(&artifact.mime_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream"));
             ([(header::CONTENT_TYPE, media)], data).into_response()
         }
         None => no_artifact(&id),
@@ -233,7 +234,11 @@ async fn artifact_remove(
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
     let identity = who(&front, &transport);
-    if front.gateway.remove_artifact(&identity, &id).await { StatusCode::NO_CONTENT.into_response() } else { no_artifact(&id) }
+    if front.gateway.remove_artifact(&identity, &id).await {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        no_artifact(&id)
+    }
 }
 
 fn no_artifact(id: &str) -> Response {
@@ -248,7 +253,12 @@ async fn continue_call(front: &Front, transport: &Transport, call: Value, answer
     (status, Json(body)).into_response()
 }
 
-async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> (StatusCode, Value) {
+async fn run_call(
+    front: &Front,
+    transport: &Transport,
+    call: Value,
+    answers: Option<(Value, Value)>,
+) -> (StatusCode, Value) {
     let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
     if let Some((responses, state)) = answers {
         params["inputResponses"] = responses;
@@ -258,14 +268,23 @@ async fn run_call(front: &Front, transport: &Transport, call: Value, answers: Op
         Ok(result) if result["resultType"] == "input_required" => {
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
-            match front.pending.store(&who(front, transport), &call, &result, lifetime, config.limits.pending_questions) {
-                Ok(question) => (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() })),
+            match front.pending.store(&who(front, transport), &call, &result, lifetime, config.limits.pending_questions)
+            {
+                Ok(question) => {
+                    (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() }))
+                }
                 Err(e) => error_parts(&e),
             }
         }
         Ok(mut result) => {
             // A /v1 caller gets the tool result plain, without protocol fields.
-            shape_result(&mut result, "tools/call", Revision::LATEST_LEGACY, Gateway::server_info(), Cacheability::PRIVATE_UNCACHED);
+            shape_result(
+                &mut result,
+                "tools/call",
+                Revision::LATEST_LEGACY,
+                Gateway::server_info(),
+                Cacheability::PRIVATE_UNCACHED,
+            );
             (StatusCode::OK, result)
         }
         Err(e) => error_parts(&e),
@@ -280,17 +299,21 @@ async fn ask_begin(State(front): State<Arc<Front>>, Caller(transport): Caller, b
         _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
     };
     let config = front.gateway.settings().config();
-    let (id, outcome) =
-        match front.pending.begin(&who(&front, &transport), config.timeouts.input_required, config.limits.pending_questions) {
-            Ok(begun) => begun,
-            Err(e) => return error(&e),
-        };
+    let (id, outcome) = match front.pending.begin(
+        &who(&front, &transport),
+        config.timeouts.input_required,
+        config.limits.pending_questions,
+    ) {
+        Ok(begun) => begun,
+        Err(e) => return error(&e),
+    };
     let runner = front.clone();
     tokio::spawn(async move {
         let (status, body) = run_call(&runner, &transport, call, None).await;
         let _ = outcome.send(Some((status.as_u16(), body)));
     });
-    (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") }))).into_response()
+    (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") })))
+        .into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -302,11 +325,7 @@ struct PollQuery {
 
 /// Waits (long-poll, `waitMs`, at most a minute) for a begun call's outcome: its result
 /// (200), a question (202, `input_required`), or still running (202, `running`).
-async fn ask_poll(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    Query(q): Query<PollQuery>,
-) -> Response {
+async fn ask_poll(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<PollQuery>) -> Response {
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
@@ -331,11 +350,7 @@ struct AskQuery {
 }
 
 /// The questions waiting for this caller (`?id=` for one).
-async fn ask_list(
-    State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
-    Query(q): Query<AskQuery>,
-) -> Response {
+async fn ask_list(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<AskQuery>) -> Response {
     let mine = front.pending.of(&who(&front, &transport));
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
@@ -349,7 +364,8 @@ async fn ask_list(
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
 async fn ask_answer(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object())) else {
+    let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object()))
+    else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
     };
     let Some(question) = front.pending.take(id, &who(&front, &transport)) else {
@@ -371,7 +387,9 @@ async fn ask_abandon(State(front): State<Arc<Front>>, Caller(transport): Caller,
 }
 
 fn no_such_question(id: &str) -> RpcError {
-    RpcError::invalid_params(format!("no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"))
+    RpcError::invalid_params(format!(
+        "no question {id:?} waits for this session (answered, abandoned, expired, or another session's)"
+    ))
 }
 
 async fn stop(State(front): State<Arc<Front>>, _: Caller) -> Response {
@@ -419,7 +437,10 @@ async fn stdio_upgrade(
     });
     (
         StatusCode::SWITCHING_PROTOCOLS,
-        [(header::CONNECTION, HeaderValue::from_static("upgrade")), (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL))],
+        [
+            (header::CONNECTION, HeaderValue::from_static("upgrade")),
+            (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL)),
+        ],
     )
         .into_response()
 }

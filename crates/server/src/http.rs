@@ -23,11 +23,11 @@ use mcpx_protocol::{Message, RpcError, meta};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::legacy::{self, SESSION_HEADER};
-use crate::reply::{self, Format};
 use crate::admission::{self, Admitted};
 use crate::api::{self, Daemon};
+use crate::legacy::{self, SESSION_HEADER};
 use crate::modern;
+use crate::reply::{self, Format};
 use crate::session::Sessions;
 use crate::socket::{self, Peer};
 
@@ -178,16 +178,16 @@ fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
         Message::Request { params, .. } | Message::Notification { params, .. } => meta::has_modern_marker(params),
         Message::Response { .. } => false,
     };
-    let in_header = headers
-        .get("mcp-protocol-version")
-        .is_some_and(|v| v.to_str().map_or(true, |v| !is_legacy_version_string(v)));
+    let in_header =
+        headers.get("mcp-protocol-version").is_some_and(|v| v.to_str().map_or(true, |v| !is_legacy_version_string(v)));
     in_meta || in_header
 }
 
 async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
     let limit = front.gateway.settings().config().http.max_body_bytes;
     let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if let Some(declared) = declared.filter(|n| *n > limit as u64) {
         // A body that is on its way already is read and dropped (up to a bound, within
         // http.bodyReadTimeout) before the answer: closing a connection with unread bytes
@@ -208,7 +208,9 @@ const DRAIN_BEFORE_REFUSAL: u64 = 1024 * 1024;
 /// configured, the name of the token presented (none → 401).
 pub fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Box<Response>> {
     match peer {
-        Peer::Local { pid, .. } => Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() }),
+        Peer::Local { pid, .. } => {
+            Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() })
+        }
         Peer::Tcp(_) => {
             let tokens = gateway.settings().config().http.tokens.clone();
             if tokens.is_empty() {
@@ -257,7 +259,13 @@ fn not_allowed() -> Response {
 
 /// A 2026 `subscriptions/listen` over HTTP: a long-lived event stream. The caller closing
 /// it ends the listen (and releases what it watched).
-pub async fn listen(front: &Front, transport: &Transport, admitted: modern::Admitted, id: Value, params: Value) -> Response {
+pub async fn listen(
+    front: &Front,
+    transport: &Transport,
+    admitted: modern::Admitted,
+    id: Value,
+    params: Value,
+) -> Response {
     let gateway = front.gateway.clone();
     let identity = gateway.identity(&params, transport);
     let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);

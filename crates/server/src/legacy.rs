@@ -11,8 +11,8 @@ use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
 use serde_json::{Value, json};
 
 use crate::dispatch::{self, Notify};
-use crate::questions::Questions;
 use crate::http::Front;
+use crate::questions::Questions;
 use crate::reply::{self, Format};
 use crate::session::Session;
 
@@ -48,9 +48,10 @@ impl LogLevel {
 
     /// Sets the level; an unknown one is -32602 and changes nothing.
     fn set(&self, level: Option<&str>) -> Result<(), RpcError> {
-        let rank = level.and_then(|l| mcpx_gateway::LOG_LEVELS.iter().position(|known| *known == l)).ok_or_else(|| {
-            RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))
-        })?;
+        let rank =
+            level.and_then(|l| mcpx_gateway::LOG_LEVELS.iter().position(|known| *known == l)).ok_or_else(|| {
+                RpcError::invalid_params(format!("level must be one of {}", mcpx_gateway::LOG_LEVELS.join(", ")))
+            })?;
         self.0.store(rank, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -187,7 +188,8 @@ pub async fn answer(
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.
                     let Some(cancelled) = negotiated.in_flight.register(&id) else {
-                        let e = RpcError::invalid_request(format!("request id {id} is already in flight in this session"));
+                        let e =
+                            RpcError::invalid_request(format!("request id {id} is already in flight in this session"));
                         return Reply::Frame(error_response(Some(&id), &e));
                     };
                     tokio::select! {
@@ -203,10 +205,15 @@ pub async fn answer(
         }
     };
     if outcome.is_ok()
-        && let Some(uri) = params_uri.filter(|_| matches!(method.as_str(), "resources/subscribe" | "resources/unsubscribe"))
+        && let Some(uri) =
+            params_uri.filter(|_| matches!(method.as_str(), "resources/subscribe" | "resources/unsubscribe"))
     {
         let mut interest = negotiated.interest.lock().expect("interest lock");
-        if method == "resources/subscribe" { interest.insert(uri) } else { interest.remove(&uri) };
+        if method == "resources/subscribe" {
+            interest.insert(uri)
+        } else {
+            interest.remove(&uri)
+        };
     }
     Reply::Frame(match outcome {
         Ok(result) => result_response(&id, result),
@@ -219,7 +226,12 @@ pub async fn answer(
 /// `limits.maxBatch` is refused whole before any entry runs: every request in it gets the
 /// same error under its own id (an error without an id is not valid in 2025-03-26, and a
 /// client could not match it to its requests, which would wait for their timeouts).
-pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport: &Transport, frames: Vec<Value>) -> Option<Value> {
+pub async fn answer_batch(
+    gateway: &Gateway,
+    negotiated: &Negotiated,
+    transport: &Transport,
+    frames: Vec<Value>,
+) -> Option<Value> {
     let limits = gateway.settings().config().limits.clone();
     if frames.len() > limits.max_batch {
         let e = RpcError::invalid_request(format!(
@@ -236,22 +248,31 @@ pub async fn answer_batch(gateway: &Gateway, negotiated: &Negotiated, transport:
             .collect();
         return (!refusals.is_empty()).then_some(Value::Array(refusals));
     }
-    let replies: Vec<Value> = futures::stream::iter(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
-        .buffered(limits.batch_concurrency.max(1))
-        .collect::<Vec<Reply>>()
-        .await
-        .into_iter()
-        .filter_map(Reply::into_frame)
-        .collect();
+    let replies: Vec<Value> =
+        futures::stream::iter(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
+            .buffered(limits.batch_concurrency.max(1))
+            .collect::<Vec<Reply>>()
+            .await
+            .into_iter()
+            .filter_map(Reply::into_frame)
+            .collect();
     (!replies.is_empty()).then_some(Value::Array(replies))
 }
 
 pub fn batch_refused(revision: Revision) -> RpcError {
-    RpcError::invalid_request(format!("JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"))
+    RpcError::invalid_request(format!(
+        "JSON-RPC batches are part of 2025-03-26 only; this connection speaks {revision}"
+    ))
 }
 
 /// HTTP `initialize` outside any session: negotiate and mint a session for `owner`.
-pub fn initialize(front: &Front, owner: &mcpx_gateway::Principal, format: Format, id: &Value, params: &Value) -> Response {
+pub fn initialize(
+    front: &Front,
+    owner: &mcpx_gateway::Principal,
+    format: Format,
+    id: &Value,
+    params: &Value,
+) -> Response {
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
@@ -265,7 +286,9 @@ pub fn initialize(front: &Front, owner: &mcpx_gateway::Principal, format: Format
     tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
     let result = initialize_result(&front.gateway, revision);
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
-    response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
+    response
+        .headers_mut()
+        .insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
     response
 }
 

@@ -101,7 +101,13 @@ fn supported_versions() -> Vec<&'static str> {
 
 /// A modern request over HTTP: no session; who is asking is what the request names plus
 /// what the transport knows (`transport`).
-pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, format: Format, frame: Message) -> Response {
+pub async fn handle(
+    front: &Front,
+    transport: &Transport,
+    headers: &HeaderMap,
+    format: Format,
+    frame: Message,
+) -> Response {
     let (id, method, params) = match frame {
         Message::Request { id, method, params } => (id.to_value(), method, params),
         // No client→server notification is defined over HTTP in this era; accept and drop.
@@ -115,10 +121,11 @@ pub async fn handle(front: &Front, transport: &Transport, headers: &HeaderMap, f
         let e = RpcError::header_mismatch("the MCP-Protocol-Version header is required");
         return reply::error(StatusCode::BAD_REQUEST, format, Some(&id), &e);
     };
-    let admitted = match admit(&method, &params, Some(header_version), || check_mirrored_headers(headers, &method, &params)) {
-        Ok(admitted) => admitted,
-        Err((status, e)) => return reply::error(status, format, Some(&id), &e),
-    };
+    let admitted =
+        match admit(&method, &params, Some(header_version), || check_mirrored_headers(headers, &method, &params)) {
+            Ok(admitted) => admitted,
+            Err((status, e)) => return reply::error(status, format, Some(&id), &e),
+        };
     let frame_of = |id: &Value, outcome: Result<Value, RpcError>| match outcome {
         Ok(result) => mcpx_protocol::message::result_response(id, result),
         Err(e) => mcpx_protocol::message::error_response(Some(id), &e),
@@ -159,8 +166,8 @@ fn check_mirrored_headers(headers: &HeaderMap, method: &str, params: &Value) -> 
     let body_name = params.get(named_field).and_then(Value::as_str);
     let header_name = header_text(headers, "mcp-name")
         .ok_or_else(|| RpcError::header_mismatch(format!("the Mcp-Name header is required for {method}")))?;
-    let decoded =
-        header::decode(header_name).ok_or_else(|| RpcError::header_mismatch("Mcp-Name is not valid base64 of UTF-8"))?;
+    let decoded = header::decode(header_name)
+        .ok_or_else(|| RpcError::header_mismatch("Mcp-Name is not valid base64 of UTF-8"))?;
     if body_name != Some(decoded.as_str()) {
         return Err(RpcError::header_mismatch(format!(
             "Mcp-Name {decoded:?} does not match params.{named_field} {body_name:?}"

@@ -56,7 +56,14 @@ impl Default for Pending {
 
 impl Pending {
     /// Keeps the questions of an `input_required` answer to `call`, for `owner`.
-    pub fn store(&self, owner: &Identity, call: &Value, asked: &Value, lifetime: Duration, max: usize) -> Result<Question, RpcError> {
+    pub fn store(
+        &self,
+        owner: &Identity,
+        call: &Value,
+        asked: &Value,
+        lifetime: Duration,
+        max: usize,
+    ) -> Result<Question, RpcError> {
         let mut questions = self.questions.lock().expect("pending lock");
         questions.retain(|_, q| q.expires > Instant::now());
         if questions.len() >= max {
@@ -81,11 +88,8 @@ impl Pending {
     pub fn of(&self, owner: &Identity) -> Vec<Question> {
         let owner = owner.owner_key();
         let questions = self.questions.lock().expect("pending lock");
-        let mut mine: Vec<Question> = questions
-            .values()
-            .filter(|q| q.owner == owner && q.expires > Instant::now())
-            .cloned()
-            .collect();
+        let mut mine: Vec<Question> =
+            questions.values().filter(|q| q.owner == owner && q.expires > Instant::now()).cloned().collect();
         mine.sort_by_key(|q| q.expires);
         mine
     }

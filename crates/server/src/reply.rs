@@ -20,7 +20,8 @@ pub enum Format {
 
 impl Format {
     pub fn from_headers(headers: &HeaderMap) -> Format {
-        let accept = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
+        let accept =
+            headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
         let offers = |kind: &str| accept.split(',').any(|part| part.split(';').next().unwrap_or("").trim() == kind);
         let json = offers("application/json") || offers("application/*") || offers("*/*") || accept.is_empty();
         match (json, offers("text/event-stream")) {
@@ -48,7 +49,9 @@ pub fn frame(status: StatusCode, format: Format, body: &Value) -> Response {
     // Bytes straight from the serializer: `to_string` goes through `fmt` for every piece.
     let json = serde_json::to_vec(body).expect("a JSON value always serializes");
     match format.single() {
-        Format::Json | Format::Either => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response(),
+        Format::Json | Format::Either => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response()
+        }
         Format::EventStream => {
             let text = String::from_utf8(json).expect("serde_json writes UTF-8");
             (status, event_stream_headers(), event(&text)).into_response()
@@ -136,13 +139,19 @@ struct Notes {
 
 impl Notes {
     fn new(max: usize) -> Notes {
-        Notes { queue: Default::default(), added: tokio::sync::Notify::new(), max: max.max(1), dropped: Default::default() }
+        Notes {
+            queue: Default::default(),
+            added: tokio::sync::Notify::new(),
+            max: max.max(1),
+            dropped: Default::default(),
+        }
     }
 
     /// Adds a frame. When full, the oldest progress or log message goes; the server's
     /// questions never do, they wait for answers.
     fn push(&self, frame: Value) {
-        let droppable = |f: &Value| matches!(f["method"].as_str(), Some("notifications/progress" | "notifications/message"));
+        let droppable =
+            |f: &Value| matches!(f["method"].as_str(), Some("notifications/progress" | "notifications/message"));
         let mut queue = self.queue.lock().expect("notes lock");
         if queue.len() >= self.max {
             if let Some(oldest) = queue.iter().position(droppable) {
@@ -163,7 +172,10 @@ impl Notes {
     fn count_dropped(&self) {
         let dropped = self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if dropped == 1 || dropped.is_power_of_two() {
-            tracing::warn!(dropped, "a caller is not reading its event stream: dropped its oldest notifications (limits.maxBufferedNotifications)");
+            tracing::warn!(
+                dropped,
+                "a caller is not reading its event stream: dropped its oldest notifications (limits.maxBufferedNotifications)"
+            );
         }
     }
 

@@ -20,7 +20,10 @@ pub const SOCKET_FILE: &str = "mcpx.sock";
 pub enum Peer {
     Tcp(std::net::SocketAddr),
     /// A local process on the unix socket, from its credentials.
-    Local { pid: Option<u32>, uid: u32 },
+    Local {
+        pid: Option<u32>,
+        uid: u32,
+    },
 }
 
 impl Connected<IncomingStream<'_, TcpListener>> for Peer {

@@ -55,7 +55,11 @@ pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
         return refuse(format!("{} is not a directory", dir.display()));
     }
     if meta.uid() != uid {
-        return refuse(format!("{} belongs to uid {}, not to this user ({uid}); use a private state dir", dir.display(), meta.uid()));
+        return refuse(format!(
+            "{} belongs to uid {}, not to this user ({uid}); use a private state dir",
+            dir.display(),
+            meta.uid()
+        ));
     }
     if meta.mode() & 0o022 != 0 {
         return refuse(format!(
@@ -120,7 +124,8 @@ pub struct Record {
 
 impl Record {
     fn to_json(&self) -> Value {
-        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let started =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         json!({
             "pid": std::process::id(),
             "url": self.url,

@@ -13,15 +13,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use mcpx_gateway::{Edges, Line, Lines};
 use mcpx_gateway::{Gateway, Transport};
+use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Message, RequestId, RpcError, meta};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use mcpx_gateway::{Edges, Line, Lines};
-use mcpx_protocol::dropped::Dropped;
 use tokio_util::codec::FramedRead;
 use tokio_util::task::TaskTracker;
 
@@ -64,7 +64,9 @@ where
             Ok(Line::Text(line)) => stream.frame(&line).await,
             // A bad line gets its error and the stream goes on: nothing accepted is lost.
             Ok(Line::TooLong(edges)) => stream.too_long(&edges, max_line).await,
-            Ok(Line::NotUtf8) => stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await,
+            Ok(Line::NotUtf8) => {
+                stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await
+            }
             Err(e) => {
                 tracing::debug!("stdio stream ended: {e}");
                 break;

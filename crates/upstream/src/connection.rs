@@ -108,7 +108,12 @@ impl Upstream {
     /// upstream speaks. `client_capabilities` are forwarded to a stateless upstream as the
     /// spec asks, as far as mcpx relays them ([`relayed_capabilities`]); a handshake-era
     /// upstream negotiated its capabilities in `initialize`.
-    pub async fn request(&self, method: &str, params: Value, client_capabilities: &Value) -> Result<Value, UpstreamError> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        client_capabilities: &Value,
+    ) -> Result<Value, UpstreamError> {
         self.request_reporting(method, params, client_capabilities, None, None).await
     }
 
@@ -147,10 +152,18 @@ impl Upstream {
         match &self.link {
             Link::Stdio(pipe) => pipe.call(method, params, caller, listener).await,
             // Boxed: reqwest's futures would make every call's future (stdio ones too) KiBs larger.
-            Link::Http(conn) => match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, caller, listener))).await {
-                Ok(answer) => answer,
-                Err(_) => Err(UpstreamError::Timeout { server: self.server.clone(), method: method.into(), after: self.request_timeout }),
-            },
+            Link::Http(conn) => {
+                match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, caller, listener)))
+                    .await
+                {
+                    Ok(answer) => answer,
+                    Err(_) => Err(UpstreamError::Timeout {
+                        server: self.server.clone(),
+                        method: method.into(),
+                        after: self.request_timeout,
+                    }),
+                }
+            }
         }
     }
 

@@ -58,7 +58,10 @@ pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result
         }
         Ok(Err(_)) => Err(UpstreamError::Exited { server: inner.server.clone(), status: None }),
         Err(_) => {
-            tracing::debug!(server = inner.server, "no answer to server/discover within {probe_timeout:?}; trying initialize");
+            tracing::debug!(
+                server = inner.server,
+                "no answer to server/discover within {probe_timeout:?}; trying initialize"
+            );
             let init = initialize(inner);
             tokio::pin!(init);
             // The late discover answer first: a server that took the modern path answers
@@ -115,11 +118,8 @@ pub(crate) fn initialize_params() -> Value {
 /// Reads a `DiscoverResult` that offers a stateless revision mcpx speaks.
 pub(crate) fn modern_facts(result: &Value) -> Option<ServerFacts> {
     let offered = result.get("supportedVersions")?.as_array()?;
-    let revision = offered
-        .iter()
-        .filter_map(|v| v.as_str().and_then(Revision::parse))
-        .filter(|r| r.era() == Era::Modern)
-        .max()?;
+    let revision =
+        offered.iter().filter_map(|v| v.as_str().and_then(Revision::parse)).filter(|r| r.era() == Era::Modern).max()?;
     Some(ServerFacts {
         era: Era::Modern,
         revision,
@@ -147,10 +147,11 @@ async fn initialize(inner: &Arc<Inner>) -> Result<ServerFacts, UpstreamError> {
 /// Reads an `InitializeResult`, refusing a revision mcpx does not speak.
 pub(crate) fn legacy_facts(server: &str, result: &Value) -> Result<ServerFacts, UpstreamError> {
     let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-    let revision = Revision::parse(version).filter(|r| r.era() == Era::Legacy).ok_or_else(|| UpstreamError::Handshake {
-        server: server.to_owned(),
-        reason: format!("initialize answered with protocolVersion {version:?}, which mcpx does not speak"),
-    })?;
+    let revision =
+        Revision::parse(version).filter(|r| r.era() == Era::Legacy).ok_or_else(|| UpstreamError::Handshake {
+            server: server.to_owned(),
+            reason: format!("initialize answered with protocolVersion {version:?}, which mcpx does not speak"),
+        })?;
     Ok(ServerFacts {
         era: Era::Legacy,
         revision,

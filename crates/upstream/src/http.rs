@@ -97,15 +97,23 @@ fn client() -> &'static reqwest::Client {
 }
 
 impl HttpConn {
-    pub(crate) async fn connect(spec: &HttpSpec, era_hint: Option<Era>) -> Result<(Arc<HttpConn>, ServerFacts), UpstreamError> {
+    pub(crate) async fn connect(
+        spec: &HttpSpec,
+        era_hint: Option<Era>,
+    ) -> Result<(Arc<HttpConn>, ServerFacts), UpstreamError> {
         let mut headers = HeaderMap::new();
         for (name, value) in &spec.headers {
-            let bad = |what: &str| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("header {name:?}: invalid {what}") };
+            let bad = |what: &str| UpstreamError::Handshake {
+                server: spec.server.clone(),
+                reason: format!("header {name:?}: invalid {what}"),
+            };
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
             headers.insert(name, HeaderValue::from_str(value).map_err(|_| bad("value"))?);
         }
-        let endpoint = reqwest::Url::parse(&spec.url)
-            .map_err(|e| UpstreamError::Handshake { server: spec.server.clone(), reason: format!("url {:?}: {e}", spec.url) })?;
+        let endpoint = reqwest::Url::parse(&spec.url).map_err(|e| UpstreamError::Handshake {
+            server: spec.server.clone(),
+            reason: format!("url {:?}: {e}", spec.url),
+        })?;
         let mut conn = HttpConn {
             server: spec.server.clone(),
             url: spec.url.clone(),
@@ -142,8 +150,13 @@ impl HttpConn {
                         }
                     }
                     // A 2026 error about our request still says the server is stateless.
-                    Ok(Ok(Outcome::Answer(Err(e)))) if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) => {
-                        return Err(UpstreamError::Handshake { server: conn.server.clone(), reason: format!("server/discover was refused: {e}") });
+                    Ok(Ok(Outcome::Answer(Err(e))))
+                        if matches!(e.code, code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+                    {
+                        return Err(UpstreamError::Handshake {
+                            server: conn.server.clone(),
+                            reason: format!("server/discover was refused: {e}"),
+                        });
                     }
                     Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
                     _ => break,
@@ -165,10 +178,16 @@ impl HttpConn {
         let result = match outcome {
             Outcome::Answer(Ok(result)) => result,
             Outcome::Answer(Err(e)) => {
-                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: format!("initialize was refused: {e}") });
+                return Err(UpstreamError::Handshake {
+                    server: self.server.clone(),
+                    reason: format!("initialize was refused: {e}"),
+                });
             }
             Outcome::SessionGone => {
-                return Err(UpstreamError::Handshake { server: self.server.clone(), reason: "initialize answered 404".into() });
+                return Err(UpstreamError::Handshake {
+                    server: self.server.clone(),
+                    reason: "initialize answered 404".into(),
+                });
             }
         };
         let facts = handshake::legacy_facts(&self.server, &result)?;
@@ -204,7 +223,10 @@ impl HttpConn {
         if listener.as_ref().is_some_and(|l| l.progress_token.is_some()) {
             meta::of_mut(&mut params).insert(meta::PROGRESS_TOKEN.into(), format!("mcpx-{id}").into());
         }
-        if method == "tools/call" && self.era == Era::Modern && self.param_headers.lock().expect("headers lock").is_none() {
+        if method == "tools/call"
+            && self.era == Era::Modern
+            && self.param_headers.lock().expect("headers lock").is_none()
+        {
             // The headers a call needs come from the tool's listing: list once first.
             let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
         }
@@ -263,16 +285,28 @@ impl HttpConn {
     pub(crate) async fn shutdown(&self) {
         self.listening.lock().await.take();
         let Some(session) = self.session.lock().await.take() else { return };
-        let request = self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
+        let request =
+            self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
     }
 
-    async fn post_once(&self, method: &str, params: Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+    async fn post_once(
+        &self,
+        method: &str,
+        params: Value,
+        listener: Option<&Listener>,
+    ) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.exchange(id, method, &params, listener).await
     }
 
-    async fn exchange(&self, id: i64, method: &str, params: &Value, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+    async fn exchange(
+        &self,
+        id: i64,
+        method: &str,
+        params: &Value,
+        listener: Option<&Listener>,
+    ) -> Result<Outcome, UpstreamError> {
         let body = message::request_bytes(&RequestId::Number(id), method, params);
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(body, method, Some(params), revision).await?;
@@ -337,7 +371,13 @@ impl HttpConn {
         }
     }
 
-    async fn send(&self, body: Vec<u8>, method: &str, params: Option<&Value>, legacy: Option<Revision>) -> Result<reqwest::Response, UpstreamError> {
+    async fn send(
+        &self,
+        body: Vec<u8>,
+        method: &str,
+        params: Option<&Value>,
+        legacy: Option<Revision>,
+    ) -> Result<reqwest::Response, UpstreamError> {
         // Names and fixed values as constants: each one given as text is parsed and checked.
         let mut request = self
             .client
@@ -389,7 +429,12 @@ impl HttpConn {
     /// Reads an event stream up to the answer to request `id`, passing notifications on.
     /// A handshake-era stream that ends early after naming its events is resumed, as the
     /// 2025-11-25 transport allows: after the `retry` delay, a GET with `Last-Event-ID`.
-    async fn read_stream(&self, id: i64, response: reqwest::Response, listener: Option<&Listener>) -> Result<Outcome, UpstreamError> {
+    async fn read_stream(
+        &self,
+        id: i64,
+        response: reqwest::Response,
+        listener: Option<&Listener>,
+    ) -> Result<Outcome, UpstreamError> {
         let mut response = response;
         let mut resume = Resume { last_event: None, retry: DEFAULT_RETRY };
         for _ in 0..=MAX_RESUMES {
@@ -401,10 +446,8 @@ impl HttpConn {
             };
             tokio::time::sleep(resume.retry).await;
             let session = self.session.lock().await.clone();
-            response = self.stream_request(session).header("last-event-id", last_event).send().await.map_err(|e| UpstreamError::Unreachable {
-                server: self.server.clone(),
-                url: self.url.clone(),
-                reason: e.to_string(),
+            response = self.stream_request(session).header("last-event-id", last_event).send().await.map_err(|e| {
+                UpstreamError::Unreachable { server: self.server.clone(), url: self.url.clone(), reason: e.to_string() }
             })?;
             if !response.status().is_success() {
                 return Err(self.broken(format!("resuming the event stream answered HTTP {}", response.status())));
@@ -464,7 +507,9 @@ impl HttpConn {
                         params[meta::PROGRESS_TOKEN] = listener.progress_token.clone()?;
                         (listener.notify)(message::notification(&method, params));
                     }
-                    "notifications/message" if listener.wants_log(params.get("level").and_then(Value::as_str).unwrap_or("info")) => {
+                    "notifications/message"
+                        if listener.wants_log(params.get("level").and_then(Value::as_str).unwrap_or("info")) =>
+                    {
                         (listener.notify)(message::notification(&method, params));
                     }
                     _ => {}

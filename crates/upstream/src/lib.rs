@@ -177,7 +177,9 @@ pub enum UpstreamError {
     Unreachable { server: String, url: String, reason: String },
     #[error("server {server:?} at {url} answered with something that is not MCP: {detail}")]
     Protocol { server: String, url: String, detail: String },
-    #[error("server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {whose}")]
+    #[error(
+        "server {server:?} wrote a line longer than limits.maxLineBytes ({limit} bytes), which mcpx dropped unread: {whose}"
+    )]
     LineTooLong { server: String, limit: usize, whose: LostLine },
     #[error("server {server:?} did not answer {method} within {after:?}")]
     Timeout { server: String, method: String, after: Duration },

@@ -166,7 +166,10 @@ mod tests {
         for cut in 1..10 {
             let input = b"okJanc\r\nend\n";
             let reader = tokio_util::io::StreamReader::new(futures::stream::iter(
-                input.chunks(cut).map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c))).collect::<Vec<_>>(),
+                input
+                    .chunks(cut)
+                    .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+                    .collect::<Vec<_>>(),
             ));
             let lines: Vec<Line> = FramedRead::new(reader, Lines::new(6)).map(|l| l.unwrap()).collect().await;
             assert_eq!(lines, vec![Line::Text("okJanc".into()), Line::Text("end".into())], "reads of {cut} bytes");
@@ -194,7 +197,11 @@ mod tests {
         for cut in [1, 7, 300, 4096, 20_000] {
             let input = format!("{first}{last}short\n");
             let reader = tokio_util::io::StreamReader::new(futures::stream::iter(
-                input.as_bytes().chunks(cut).map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c))).collect::<Vec<_>>(),
+                input
+                    .as_bytes()
+                    .chunks(cut)
+                    .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(c)))
+                    .collect::<Vec<_>>(),
             ));
             let lines: Vec<Line> = FramedRead::new(reader, Lines::new(1000)).map(|l| l.unwrap()).collect().await;
             let read: Vec<Option<Dropped>> = lines[..2]
@@ -205,7 +212,11 @@ mod tests {
                 })
                 .collect();
             use mcpx_protocol::RequestId::Number;
-            assert_eq!(read, vec![Some(Dropped::Response(Number(3))), Some(Dropped::Response(Number(4)))], "reads of {cut} bytes");
+            assert_eq!(
+                read,
+                vec![Some(Dropped::Response(Number(3))), Some(Dropped::Response(Number(4)))],
+                "reads of {cut} bytes"
+            );
             assert_eq!(lines[2], Line::Text("short".into()));
         }
     }

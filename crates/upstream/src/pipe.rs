@@ -74,7 +74,10 @@ struct Pending {
 impl Inner {
     /// Launches the server and makes the connection: probes the era (unless `era_hint`
     /// says which one this server spoke last time) and completes the handshake.
-    pub(crate) async fn spawn(spec: &StdioSpec, era_hint: Option<Era>) -> Result<(Arc<Inner>, ServerFacts), UpstreamError> {
+    pub(crate) async fn spawn(
+        spec: &StdioSpec,
+        era_hint: Option<Era>,
+    ) -> Result<(Arc<Inner>, ServerFacts), UpstreamError> {
         let spawned = stdio::spawn(spec)?;
         let inner = Arc::new(Inner {
             server: spec.server.clone(),
@@ -117,7 +120,11 @@ impl Inner {
 
     /// Asks a stateless server for updates to `uris` on a listen of their own, open until
     /// the returned request is dropped (which cancels it).
-    pub(crate) async fn listen_to_resources(self: &Arc<Self>, envelope: Value, uris: &[String]) -> Result<Waiting, UpstreamError> {
+    pub(crate) async fn listen_to_resources(
+        self: &Arc<Self>,
+        envelope: Value,
+        uris: &[String],
+    ) -> Result<Waiting, UpstreamError> {
         let mut params = serde_json::json!({ "notifications": { "resourceSubscriptions": uris } });
         params["_meta"] = envelope;
         self.start("subscriptions/listen", params, None, None).await
@@ -280,8 +287,14 @@ impl Inner {
                 own.into_iter().map(|p| (p, LostLine::Own)).collect()
             }
             Some(Dropped::Request(id)) => {
-                tracing::warn!(server, ?id, "refused a request from the upstream longer than limits.maxLineBytes ({limit} bytes)");
-                let e = RpcError::invalid_request(format!("message longer than mcpx's limits.maxLineBytes ({limit} bytes)"));
+                tracing::warn!(
+                    server,
+                    ?id,
+                    "refused a request from the upstream longer than limits.maxLineBytes ({limit} bytes)"
+                );
+                let e = RpcError::invalid_request(format!(
+                    "message longer than mcpx's limits.maxLineBytes ({limit} bytes)"
+                ));
                 let inner = self.clone();
                 tokio::spawn(async move { inner.write(&message::error_response(Some(&id.to_value()), &e)).await });
                 Vec::new()
@@ -292,7 +305,11 @@ impl Inner {
                 let ids: Vec<i64> = pending.iter().filter(|(_, p)| !p.listen).map(|(id, _)| *id).collect();
                 let in_flight = ids.len();
                 if in_flight > 0 {
-                    tracing::warn!(server, in_flight, "a line over limits.maxLineBytes showed no id; the requests in flight fail");
+                    tracing::warn!(
+                        server,
+                        in_flight,
+                        "a line over limits.maxLineBytes showed no id; the requests in flight fail"
+                    );
                 }
                 ids.into_iter().filter_map(|id| pending.remove(&id)).map(|p| (p, LostLine::OneOf(in_flight))).collect()
             }
@@ -409,7 +426,10 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         let line = match line {
             Ok(Line::Text(line)) => line,
             Ok(Line::TooLong(edges)) => {
-                tracing::warn!(server, "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)");
+                tracing::warn!(
+                    server,
+                    "dropped a line from the upstream longer than limits.maxLineBytes ({max_line} bytes)"
+                );
                 inner.lost_a_line(max_line, &edges);
                 continue;
             }
@@ -441,7 +461,9 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             }
             Message::Response { id, .. } => tracing::warn!(server, ?id, "a response to no request of ours"),
             Message::Request { id, method, params } => inner.answer(id, method, params),
-            Message::Notification { method, params } if method == "notifications/progress" => inner.relay_progress(params),
+            Message::Notification { method, params } if method == "notifications/progress" => {
+                inner.relay_progress(params)
+            }
             Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
             Message::Notification { method, params } if crate::is_change(&method) => {
                 let _ = inner.changes.send(crate::untagged_change(&method, params));
@@ -454,7 +476,11 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
         if inner.stopping.load(Ordering::Acquire) {
             tracing::debug!(server, pid = inner.pid, "upstream stopped");
         } else {
-            tracing::warn!(server, pid = inner.pid, "upstream exited unexpectedly; calls in flight fail, the next call starts a fresh instance");
+            tracing::warn!(
+                server,
+                pid = inner.pid,
+                "upstream exited unexpectedly; calls in flight fail, the next call starts a fresh instance"
+            );
         }
         inner.fail_all(status);
     }

@@ -48,10 +48,15 @@ pub(crate) enum Refusal {
 /// The request whose caller is asked, as an index into `in_flight` (oldest first), or
 /// why nobody is. `echoed` is the call id the question names, if it names one.
 pub(crate) fn choose(echoed: Option<&str>, in_flight: &[&Serving]) -> Result<usize, Refusal> {
-    let serving: Vec<(usize, &Serving)> = in_flight.iter().copied().enumerate().filter(|(_, s)| s.is_for_someone()).collect();
+    let serving: Vec<(usize, &Serving)> =
+        in_flight.iter().copied().enumerate().filter(|(_, s)| s.is_for_someone()).collect();
     let askable = |candidates: &[(usize, &Serving)]| candidates.iter().find(|(_, s)| s.ask.is_some()).map(|(i, _)| *i);
     if let Some(call_id) = echoed {
-        let named: Vec<_> = serving.iter().copied().filter(|(_, s)| s.caller.as_ref().is_some_and(|c| &*c.call_id == call_id)).collect();
+        let named: Vec<_> = serving
+            .iter()
+            .copied()
+            .filter(|(_, s)| s.caller.as_ref().is_some_and(|c| &*c.call_id == call_id))
+            .collect();
         if named.is_empty() {
             return Err(Refusal::NoSuchCall(call_id.to_owned()));
         }
@@ -99,12 +104,14 @@ pub(crate) fn take_call_id(params: &mut Value) -> Option<String> {
 /// logged, once per connection, with how to avoid it.
 fn refused(server: &str, method: &str, why: Refusal, warned: &AtomicBool) -> RpcError {
     match why {
-        Refusal::NoCaller => {
-            RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: no request of a caller that could answer it is in flight"))
-        }
-        Refusal::CannotAsk => {
-            RpcError::new(code::METHOD_NOT_FOUND, format!("{method}: the caller it is for cannot be asked on its request"))
-        }
+        Refusal::NoCaller => RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("{method}: no request of a caller that could answer it is in flight"),
+        ),
+        Refusal::CannotAsk => RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("{method}: the caller it is for cannot be asked on its request"),
+        ),
         Refusal::NoSuchCall(call_id) => RpcError::invalid_params(format!(
             "{method} names call {call_id:?} in _meta[\"{}\"].callId, which is not in flight on this connection",
             meta::MCPX_INVOCATION

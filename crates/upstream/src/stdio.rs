@@ -47,9 +47,10 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
     let spawn_error =
         |source| UpstreamError::Spawn { server: spec.server.clone(), command: spec.command.clone(), source };
     let mut child = cmd.spawn().map_err(spawn_error)?;
-    let pgid = child.id().map(|p| p as i32).ok_or_else(|| {
-        spawn_error(std::io::Error::other("the process exited before it could be registered"))
-    })?;
+    let pgid = child
+        .id()
+        .map(|p| p as i32)
+        .ok_or_else(|| spawn_error(std::io::Error::other("the process exited before it could be registered")))?;
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         unreachable!("all three pipes were requested");

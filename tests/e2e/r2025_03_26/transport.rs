@@ -17,18 +17,10 @@ fn a_2025_03_26_session_answers_batches() {
     assert_eq!(reply.status, 200, "{reply}");
     let mut ids: Vec<String> = reply.frames.iter().map(|f| f["id"].to_string()).collect();
     ids.sort();
-    assert_eq!(
-        ids,
-        ["\"p\"", "41"],
-        "one response per request, none for the notification:\n{reply}"
-    );
+    assert_eq!(ids, ["\"p\"", "41"], "one response per request, none for the notification:\n{reply}");
     let list = reply.frames.iter().find(|f| f["id"] == json!(41)).unwrap();
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"mcpx_call"), "{reply}");
     let ping = reply.frames.iter().find(|f| f["id"] == json!("p")).unwrap();
     assert_eq!(ping["result"], Value::Object(Default::default()), "{reply}");

@@ -68,11 +68,15 @@ fn a_dropped_connection_does_not_cancel_a_handshake_era_request() {
     assert!(gave_up.is_err(), "the slow call answered within 400 ms: {gave_up:?}");
     let is_slow = |f: &serde_json::Value| f["params"]["name"] == "slow";
     let answered = mcpx_e2e::process::poll(Duration::from_secs(10), || {
-        mcpx_e2e::upstreams::upstream_exchange(&tap, "tools/call", is_slow).and_then(|(request, response)| response.map(|r| (request, r)))
+        mcpx_e2e::upstreams::upstream_exchange(&tap, "tools/call", is_slow)
+            .and_then(|(request, response)| response.map(|r| (request, r)))
     });
     let (request, response) = answered.expect("the upstream never finished the call its caller walked away from");
     assert!(response.get("result").is_some(), "{response}");
-    let cancelled = tap.sent().into_iter().any(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == request["id"]);
+    let cancelled = tap
+        .sent()
+        .into_iter()
+        .any(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == request["id"]);
     assert!(!cancelled, "a dropped connection cancelled a handshake-era request:\n{}", tap.transcript());
     // The session serves on.
     assert_eq!(session.mcpx_call("f", "echo", json!({"after": "drop"})).structured()["after"], "drop");

@@ -5,25 +5,13 @@
 //! and the host's output. `codex mcp list` prints its config without connecting, so
 //! Codex is proven by its turns alone.
 
-use mcpx_e2e::hosts::{
-    Host, Link, Transport, assert_host_calls_through_mcpx, assert_host_lists_mcpx,
-};
+use mcpx_e2e::hosts::{Host, Link, Transport, assert_host_calls_through_mcpx, assert_host_lists_mcpx};
 
 /// The host opened a handshake-era session asking for `revision`.
 #[track_caller]
 fn assert_handshake(link: &Link, revision: &str) {
-    assert_eq!(
-        link.methods().first().map(String::as_str),
-        Some("initialize"),
-        "{}",
-        link.transcript()
-    );
-    assert_eq!(
-        link.revision().as_deref(),
-        Some(revision),
-        "{}",
-        link.transcript()
-    );
+    assert_eq!(link.methods().first().map(String::as_str), Some("initialize"), "{}", link.transcript());
+    assert_eq!(link.revision().as_deref(), Some(revision), "{}", link.transcript());
 }
 
 macro_rules! host_tests {
@@ -40,18 +28,12 @@ macro_rules! host_tests {
 
         #[test]
         fn $call_serve() {
-            assert_handshake(
-                &assert_host_calls_through_mcpx($host, Transport::Serve),
-                $revision,
-            );
+            assert_handshake(&assert_host_calls_through_mcpx($host, Transport::Serve), $revision);
         }
 
         #[test]
         fn $call_http() {
-            assert_handshake(
-                &assert_host_calls_through_mcpx($host, Transport::Http),
-                $revision,
-            );
+            assert_handshake(&assert_host_calls_through_mcpx($host, Transport::Http), $revision);
         }
     };
 }
@@ -85,16 +67,10 @@ host_tests!(
 
 #[test]
 fn codex_turn_calls_an_upstream_tool_through_mcpx_serve() {
-    assert_handshake(
-        &assert_host_calls_through_mcpx(Host::Codex, Transport::Serve),
-        "2025-06-18",
-    );
+    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Serve), "2025-06-18");
 }
 
 #[test]
 fn codex_turn_calls_an_upstream_tool_through_http() {
-    assert_handshake(
-        &assert_host_calls_through_mcpx(Host::Codex, Transport::Http),
-        "2025-06-18",
-    );
+    assert_handshake(&assert_host_calls_through_mcpx(Host::Codex, Transport::Http), "2025-06-18");
 }

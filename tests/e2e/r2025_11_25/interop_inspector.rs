@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use mcpx_e2e::Daemon;
 use mcpx_e2e::node::{
-    Inspector, Target, assert_echoed, assert_http_legacy, assert_stdio_legacy, echo_gateway_config,
-    mcpx_serve, tap_command, unique,
+    Inspector, Target, assert_echoed, assert_http_legacy, assert_stdio_legacy, echo_gateway_config, mcpx_serve,
+    tap_command, unique,
 };
 use mcpx_e2e::tap::{HttpTap, StdioTap};
 
@@ -22,11 +22,7 @@ fn assert_gateway_tools(tools: &[String]) {
 }
 
 fn echo_args(value: &str) -> Vec<(&'static str, Value)> {
-    vec![
-        ("server", json!("fake")),
-        ("tool", json!("echo")),
-        ("arguments", json!({"v": value})),
-    ]
+    vec![("server", json!("fake")), ("tool", json!("echo")), ("arguments", json!({"v": value}))]
 }
 
 #[test]
@@ -37,21 +33,12 @@ fn inspector_cli_legacy_lists_the_gateway_tools_over_http() {
     assert_gateway_tools(&tools);
     let requests = tap.requests();
     let first = requests.iter().find(|r| r.rpc_method().is_some());
-    assert_eq!(
-        first.and_then(|r| r.rpc_method()),
-        Some("initialize"),
-        "{}",
-        tap.transcript()
-    );
+    assert_eq!(first.and_then(|r| r.rpc_method()), Some("initialize"), "{}", tap.transcript());
     let list = requests
         .iter()
         .find(|r| r.rpc_method() == Some("tools/list"))
         .unwrap_or_else(|| panic!("no tools/list went through:\n{}", tap.transcript()));
-    assert!(
-        list.header("mcp-session-id").is_some(),
-        "{}",
-        tap.transcript()
-    );
+    assert!(list.header("mcp-session-id").is_some(), "{}", tap.transcript());
     assert_eq!(list.header("mcp-protocol-version"), Some("2025-11-25"));
 }
 
@@ -60,13 +47,7 @@ fn inspector_cli_legacy_calls_mcpx_call_over_http() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("inspector-legacy-http");
-    let result = Inspector::new().call_tool(
-        "legacy",
-        &Target::Url(tap.url()),
-        &[],
-        "mcpx_call",
-        &echo_args(&value),
-    );
+    let result = Inspector::new().call_tool("legacy", &Target::Url(tap.url()), &[], "mcpx_call", &echo_args(&value));
     assert_echoed(&result, &value);
     assert_http_legacy(&tap);
 }
@@ -80,11 +61,7 @@ fn inspector_cli_legacy_lists_and_calls_over_stdio_through_mcpx_serve() {
     let env = [("MCPX_STATE_DIR", daemon.state_dir())];
 
     let listing = StdioTap::new();
-    let tools = inspector.list_tools(
-        "legacy",
-        &Target::Command(tap_command(&listing, &mcpx_serve())),
-        &env,
-    );
+    let tools = inspector.list_tools("legacy", &Target::Command(tap_command(&listing, &mcpx_serve())), &env);
     assert_gateway_tools(&tools);
     assert_stdio_legacy(&listing);
 

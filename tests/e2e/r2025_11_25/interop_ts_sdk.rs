@@ -6,8 +6,8 @@
 
 use mcpx_e2e::Daemon;
 use mcpx_e2e::node::{
-    Target, assert_echoed, assert_http_legacy, assert_stdio_legacy, echo_call, echo_gateway_config,
-    mcpx_serve, tap_command, ts_sdk_client, unique,
+    Target, assert_echoed, assert_http_legacy, assert_stdio_legacy, echo_call, echo_gateway_config, mcpx_serve,
+    tap_command, ts_sdk_client, unique,
 };
 use mcpx_e2e::tap::{HttpTap, StdioTap};
 use serde_json::Value;
@@ -17,16 +17,9 @@ fn assert_legacy_echo(out: &Value, value: &str) {
     assert_eq!(out["era"], "legacy", "{out}");
     assert_eq!(out["protocolVersion"], "2025-11-25", "{out}");
     assert_eq!(out["serverInfo"]["name"], "mcpx", "{out}");
-    let tools: Vec<&str> = out["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools: {out}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(
-        tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"),
-        "gateway tools missing: {out}"
-    );
+    let tools: Vec<&str> =
+        out["tools"].as_array().unwrap_or_else(|| panic!("no tools: {out}")).iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"), "gateway tools missing: {out}");
     assert_echoed(&out["result"], value);
 }
 
@@ -36,13 +29,7 @@ fn ts_sdk_client_in_legacy_mode_over_http_echoes_through_mcpx_call() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("ts-sdk-legacy-http");
-    let out = ts_sdk_client(
-        &Target::Url(tap.url()),
-        &[],
-        "legacy",
-        "mcpx_call",
-        &echo_call("fake", &value),
-    );
+    let out = ts_sdk_client(&Target::Url(tap.url()), &[], "legacy", "mcpx_call", &echo_call("fake", &value));
     assert_legacy_echo(&out, &value);
     assert_http_legacy(&tap);
 }
@@ -64,9 +51,5 @@ fn ts_sdk_client_in_legacy_mode_over_stdio_through_mcpx_serve() {
     assert_legacy_echo(&out, &value);
     assert_stdio_legacy(&tap);
     assert_eq!(daemon.home().daemons(), vec![daemon.pid()]);
-    assert!(
-        !daemon.home().instances("fake").is_empty(),
-        "the daemon never started fake: {}",
-        daemon.home().status()
-    );
+    assert!(!daemon.home().instances("fake").is_empty(), "the daemon never started fake: {}", daemon.home().status());
 }

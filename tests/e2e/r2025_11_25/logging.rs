@@ -71,9 +71,7 @@ fn a_stdio_connection_at_error_hears_only_errors() {
     let home = Home::new(&both_eras(&t));
     let mut serve = home.serve().arg("--no-daemon").start();
     serve.initialize(mcpx_e2e::schema::LEGACY);
-    let call = |server: &str| {
-        json!({"name": "mcpx_call", "arguments": {"server": server, "tool": "test_logging_levels", "arguments": {}}})
-    };
+    let call = |server: &str| json!({"name": "mcpx_call", "arguments": {"server": server, "tool": "test_logging_levels", "arguments": {}}});
 
     assert_eq!(serve.legacy_request("logging/setLevel", json!({"level": "error"})).result(), &json!({}));
     for server in ["legacy", "stateless"] {

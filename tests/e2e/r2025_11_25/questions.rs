@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::home::Home;
-use mcpx_e2e::serve::Serve;
 use mcpx_e2e::paths;
 use mcpx_e2e::process::{TempDir, tag, wait_until_gone};
 use mcpx_e2e::schema;
+use mcpx_e2e::serve::Serve;
 use serde_json::{Value, json};
 
 struct ServeStdio {
@@ -88,7 +88,8 @@ fn sampling_call(prompt: &str) -> Value {
 #[test]
 fn a_handshake_era_upstreams_question_is_asked_on_the_callers_connection_and_answered() {
     let t = tag();
-    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let mut serve =
+        ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
     serve.initialize(json!({"sampling": {}}));
     serve.send(sampling_call("What is 2+2?"));
 
@@ -108,7 +109,8 @@ fn a_handshake_era_upstreams_question_is_asked_on_the_callers_connection_and_ans
 #[test]
 fn a_handshake_era_caller_without_the_capability_is_never_asked() {
     let t = tag();
-    let mut serve = ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let mut serve =
+        ServeStdio::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
     serve.initialize(json!({}));
     serve.send(sampling_call("p"));
     // The very next frame is the call's answer: no request was put to this caller.

@@ -39,7 +39,8 @@ impl Caller {
             Some("initialize"),
         );
         caller.session = reply.header("mcp-session-id").expect("initialize minted a session").to_owned();
-        let ack = caller.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some("notifications/initialized"));
+        let ack = caller
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some("notifications/initialized"));
         assert_eq!(ack.status, 202, "{ack}");
         caller
     }
@@ -169,7 +170,10 @@ fn a_question_naming_no_call_while_two_callers_share_the_instance_is_refused_and
     let a_answer = a_call.answer();
     assert_eq!(a_answer["result"]["isError"], true, "{a_answer}");
     let reason = text_of(&a_answer);
-    assert!(reason.contains("ambiguous among 2 callers") && reason.contains("callId"), "the upstream was not told why: {a_answer}");
+    assert!(
+        reason.contains("ambiguous among 2 callers") && reason.contains("callId"),
+        "the upstream was not told why: {a_answer}"
+    );
     assert!(a_call.questions().is_empty(), "A was asked: {:?}", a_call.seen);
 
     b.answer(&b_question, accept("from B"));
@@ -231,7 +235,8 @@ fn an_http_upstreams_question_on_a_requests_stream_reaches_that_requests_caller(
     let daemon = Daemon::start(&json!({"mcpServers": {"everything": {"url": server.url(), "scope": "global"}}}));
     let (a, b) = (Caller::open(daemon.url()), Caller::open(daemon.url()));
     let long = json!({"duration": 4, "steps": 4});
-    let mut b_call = b.call_with_meta("everything", "trigger-long-running-operation", long, json!({"progressToken": "b"}));
+    let mut b_call =
+        b.call_with_meta("everything", "trigger-long-running-operation", long, json!({"progressToken": "b"}));
     // B's request is in flight on the instance once the upstream reports progress on it.
     b_call.read_until(|f| f["method"] == "notifications/progress");
     let mut a_call = a.call("everything", "trigger-elicitation-request", json!({}));

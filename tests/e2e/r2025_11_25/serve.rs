@@ -24,9 +24,8 @@ fn a_legacy_client_of_serve_keeps_its_session_when_the_daemon_is_killed() {
     let old_daemon = daemon.pid();
     let mut client = daemon.home().serve().start();
     client.initialize(LEGACY);
-    let before = Whoami::from_structured(
-        client.legacy_request("tools/call", mcpx_call("whoami", json!({}))).structured(),
-    );
+    let before =
+        Whoami::from_structured(client.legacy_request("tools/call", mcpx_call("whoami", json!({}))).structured());
     let slow = legacy_frame("tools/call", mcpx_call("slow", json!({"ms": 60_000})));
     client.send(&slow);
     assert!(daemon.home().wait_in_use("shared", 1, Duration::from_secs(10)));
@@ -74,11 +73,7 @@ fn a_legacy_client_of_serve_keeps_its_session_across_a_daemon_restart() {
 fn python_sdk_client_in_legacy_mode_launches_mcpx_serve_and_calls_an_upstream() {
     let tag = tag();
     let home = Home::without_state_dir(&config(&[("shared", fakemcp("global", &tag, &[]))]));
-    let command = format!(
-        "{} serve --config {}",
-        paths::mcpx().display(),
-        home.config_path().display()
-    );
+    let command = format!("{} serve --config {}", paths::mcpx().display(), home.config_path().display());
     let arguments = json!({"server": "shared", "tool": "echo", "arguments": {"from": "python legacy"}});
     let out = sdk_stdio_client(
         &command,

@@ -10,8 +10,8 @@ use mcpx_e2e::client::LegacySession;
 use mcpx_e2e::daemon::Daemon;
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::process::tag;
-use mcpx_e2e::upstreams::everything;
 use mcpx_e2e::schema;
+use mcpx_e2e::upstreams::everything;
 use serde_json::{Value, json};
 
 #[test]
@@ -29,7 +29,11 @@ fn a_sessions_standalone_stream_carries_an_upstreams_list_changes() {
     assert_eq!(reply.structured()["announced"], "notifications/tools/list_changed");
     let change = arrived.recv_timeout(Duration::from_secs(10)).expect("the change reached the standalone stream");
     assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
-    schema::spec(schema::LEGACY).assert_valid("ToolListChangedNotification", &change, "a notification on the standalone stream");
+    schema::spec(schema::LEGACY).assert_valid(
+        "ToolListChangedNotification",
+        &change,
+        "a notification on the standalone stream",
+    );
 }
 
 /// Clients open the standalone stream as they connect, unasked: it must neither start the
@@ -52,7 +56,9 @@ fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
     for round in ["first", "after the reap"] {
         let reply = session.mcpx_call("f", "changed", json!({}));
         assert_eq!(reply.structured()["announced"], "notifications/tools/list_changed");
-        let change = arrived.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("no change reached the stream ({round} instance)"));
+        let change = arrived
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no change reached the stream ({round} instance)"));
         assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
         // Idle, the instance is reaped though the stream stays open.
         let reaped = mcpx_e2e::poll(Duration::from_secs(20), || daemon.home().instances("f").is_empty().then_some(()));
@@ -121,7 +127,11 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
     assert!(!mine.is_empty(), "no update reached the subscribed session's standalone stream");
     for update in &mine {
         assert_eq!(update["params"]["uri"], json!(watched), "a session hears only what it subscribed to: {update}");
-        schema::spec(schema::LEGACY).assert_valid("ResourceUpdatedNotification", update, "an update on the standalone stream");
+        schema::spec(schema::LEGACY).assert_valid(
+            "ResourceUpdatedNotification",
+            update,
+            "an update on the standalone stream",
+        );
     }
     // Its stream was filling meanwhile.
     let theirs = updates(&neighbour_arrived, Duration::from_millis(500));
@@ -158,8 +168,11 @@ fn a_stdio_session_hears_the_list_changes_of_its_instances() {
         let serve = home.serve();
         let mut serve = if no_daemon { serve.arg("--no-daemon") } else { serve }.start();
         serve.initialize("2025-11-25");
-        let answer = serve.legacy_request("tools/call", json!({"name": "mcpx_call",
-            "arguments": {"server": "f", "tool": "changed", "arguments": {}}}));
+        let answer = serve.legacy_request(
+            "tools/call",
+            json!({"name": "mcpx_call",
+            "arguments": {"server": "f", "tool": "changed", "arguments": {}}}),
+        );
         assert_eq!(answer.structured()["announced"], "notifications/tools/list_changed");
         let mut seen = answer.notifications.clone();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

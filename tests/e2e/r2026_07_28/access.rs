@@ -15,11 +15,7 @@ use serde_json::{Value, json};
 const TOKEN: &str = "ci-token-0123456789abcdef";
 
 fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o777
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
 }
 
 #[test]
@@ -37,15 +33,9 @@ fn a_stdio_relay_claiming_a_pid_other_than_its_own_is_refused() {
         ("no pid at all", None),
     ] {
         let reply = stdio_upgrade(&socket, claim, Some("forged"));
-        assert_eq!(
-            reply.status, 403,
-            "a relay claiming {what} must be refused:\n{reply}"
-        );
+        assert_eq!(reply.status, 403, "a relay claiming {what} must be refused:\n{reply}");
     }
-    assert!(
-        home.instance_keys("shared").is_empty(),
-        "nothing may have run for a refused relay"
-    );
+    assert!(home.instance_keys("shared").is_empty(), "nothing may have run for a refused relay");
 
     // The control: the true pid is let in, and the stream carries MCP.
     let reply = stdio_upgrade(&socket, Some(std::process::id()), None);
@@ -55,14 +45,11 @@ fn a_stdio_relay_claiming_a_pid_other_than_its_own_is_refused() {
     writeln!(stream.get_mut(), "{request}").expect("write to the relay");
     let mut line = String::new();
     stream.read_line(&mut line).expect("read the relay's answer");
-    let answer: Value = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("the relay wrote no JSON ({e}): {line:?}"));
+    let answer: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("the relay wrote no JSON ({e}): {line:?}"));
     schema::assert_frame(MODERN, Some("tools/call"), &answer);
     assert_eq!(answer["id"], request["id"], "{answer}");
-    assert!(
-        answer["result"]["structuredContent"]["instance"].is_string(),
-        "{answer}"
-    );
+    assert!(answer["result"]["structuredContent"]["instance"].is_string(), "{answer}");
 }
 
 #[test]
@@ -70,16 +57,7 @@ fn the_stdio_relay_is_served_on_the_socket_only() {
     let daemon = Daemon::start(&config(&[]));
     let url = format!("{}/v1/stdio", base_url(daemon.url()));
     let pid = std::process::id().to_string();
-    let reply = plain(
-        "GET",
-        &url,
-        &[
-            ("Connection", "upgrade"),
-            ("Upgrade", "mcpx-stdio"),
-            ("X-Mcpx-Pid", &pid),
-        ],
-        None,
-    );
+    let reply = plain("GET", &url, &[("Connection", "upgrade"), ("Upgrade", "mcpx-stdio"), ("X-Mcpx-Pid", &pid)], None);
     assert_eq!(reply.status, 403, "{reply}");
 }
 
@@ -96,10 +74,7 @@ fn with_tokens_configured_tcp_needs_the_token_and_the_socket_does_not() {
 
     let unauthorized = |status: u16, headers: &[(String, String)], what: &str| {
         assert_eq!(status, 401, "{what} without a valid token");
-        let challenge = headers
-            .iter()
-            .find(|(n, _)| n == "www-authenticate")
-            .map(|(_, v)| v.as_str());
+        let challenge = headers.iter().find(|(n, _)| n == "www-authenticate").map(|(_, v)| v.as_str());
         assert!(
             challenge.is_some_and(|v| v.starts_with("Bearer")),
             "{what}: a 401 must carry WWW-Authenticate: Bearer, got {challenge:?}"
@@ -207,8 +182,7 @@ fn a_non_loopback_host_needs_tokens_and_binding_one_is_warned_about() {
     let daemon = Daemon::start(&guarded);
     let log = daemon.stderr();
     assert!(
-        log.lines()
-            .any(|l| l.contains("WARN") && l.contains("0.0.0.0")),
+        log.lines().any(|l| l.contains("WARN") && l.contains("0.0.0.0")),
         "binding a non-loopback address must be warned about:\n{log}"
     );
 }

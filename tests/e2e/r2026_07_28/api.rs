@@ -11,8 +11,7 @@ const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
 
 fn openapi() -> Value {
     let path = paths::repo_root().join("docs/api/openapi.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
@@ -23,10 +22,7 @@ fn documented(doc: &Value) -> BTreeSet<(String, String)> {
         .expect("openapi.json has paths")
         .iter()
         .flat_map(|(path, item)| {
-            METHODS
-                .iter()
-                .filter(|m| item.get(**m).is_some())
-                .map(move |m| (path.clone(), (*m).to_owned()))
+            METHODS.iter().filter(|m| item.get(**m).is_some()).map(move |m| (path.clone(), (*m).to_owned()))
         })
         .collect()
 }
@@ -89,10 +85,7 @@ fn every_v1_route_the_daemon_serves_is_documented() {
     let routes = documented(&doc);
     let documented_paths: BTreeSet<&str> = routes.iter().map(|(p, _)| p.as_str()).collect();
 
-    let routed: BTreeSet<String> = paths::routed_paths()
-        .into_iter()
-        .filter(|p| p.starts_with("/v1"))
-        .collect();
+    let routed: BTreeSet<String> = paths::routed_paths().into_iter().filter(|p| p.starts_with("/v1")).collect();
     assert!(
         routed.contains("/v1/status"),
         "reading the router's paths from crates/server/src found no /v1/status: {routed:?}"
@@ -107,17 +100,37 @@ fn every_v1_route_the_daemon_serves_is_documented() {
     // Probe the routed paths and others a daemon might plausibly serve, with every method:
     // anything answered other than 404/405 must be documented as that method.
     let plausible = [
-        "/v1", "/v1/", "/v1/status", "/v1/tools", "/v1/call", "/v1/stop", "/v1/stdio",
-        "/v1/search", "/v1/ls", "/v1/servers", "/v1/instances", "/v1/sessions", "/v1/config",
-        "/v1/reload", "/v1/restart", "/v1/health", "/v1/healthz", "/v1/version", "/v1/logs",
-        "/v1/metrics", "/v1/resources", "/v1/prompts", "/v1/exec", "/v1/ask", "/v1/artifacts",
-        "/v1/openapi.json", "/v1/tools/call", "/v1/status/instances", "/v1/stdio/",
+        "/v1",
+        "/v1/",
+        "/v1/status",
+        "/v1/tools",
+        "/v1/call",
+        "/v1/stop",
+        "/v1/stdio",
+        "/v1/search",
+        "/v1/ls",
+        "/v1/servers",
+        "/v1/instances",
+        "/v1/sessions",
+        "/v1/config",
+        "/v1/reload",
+        "/v1/restart",
+        "/v1/health",
+        "/v1/healthz",
+        "/v1/version",
+        "/v1/logs",
+        "/v1/metrics",
+        "/v1/resources",
+        "/v1/prompts",
+        "/v1/exec",
+        "/v1/ask",
+        "/v1/artifacts",
+        "/v1/openapi.json",
+        "/v1/tools/call",
+        "/v1/status/instances",
+        "/v1/stdio/",
     ];
-    let probes: BTreeSet<String> = plausible
-        .iter()
-        .map(|p| (*p).to_owned())
-        .chain(routed)
-        .collect();
+    let probes: BTreeSet<String> = plausible.iter().map(|p| (*p).to_owned()).chain(routed).collect();
     let mut undocumented = Vec::new();
     for path in &probes {
         for method in METHODS {
@@ -133,12 +146,6 @@ fn every_v1_route_the_daemon_serves_is_documented() {
             }
         }
     }
-    assert!(
-        undocumented.is_empty(),
-        "served but not documented in docs/api/openapi.json: {undocumented:?}"
-    );
-    assert!(
-        mcpx_e2e::alive(daemon.pid()),
-        "probing undocumented routes stopped the daemon"
-    );
+    assert!(undocumented.is_empty(), "served but not documented in docs/api/openapi.json: {undocumented:?}");
+    assert!(mcpx_e2e::alive(daemon.pid()), "probing undocumented routes stopped the daemon");
 }

@@ -10,7 +10,8 @@ fn deleting_an_artifact_by_a_path_like_id_deletes_nothing_outside_the_store() {
     let daemon = Daemon::start(&config(&[("alpha", fakemcp("global", &tag(), &[]))]));
     let home = daemon.home();
     let state = home.state_dir();
-    let kept = home.v1_as("POST", "/v1/exec", Some(&json!({"script": "return await artifact('a.txt', 'kept')"})), "alice");
+    let kept =
+        home.v1_as("POST", "/v1/exec", Some(&json!({"script": "return await artifact('a.txt', 'kept')"})), "alice");
     assert_eq!(kept.status, 200, "{kept}");
     let record = state.join("daemon.json");
     let bare = state.join("bare");
@@ -54,9 +55,16 @@ fn long_artifact_names_count_against_the_quota() {
     let reply = Modern::tools_call("mcpx_exec", json!({ "script": script })).session("alice").send(daemon.url());
     let out = reply.structured();
     // (The reply itself is not printed: it links every kept artifact under its long name.)
-    assert!(out["kept"].as_u64().is_some_and(|k| k < 6), "{} artifacts with 200 KB names fit a 1 MiB quota", out["kept"]);
+    assert!(
+        out["kept"].as_u64().is_some_and(|k| k < 6),
+        "{} artifacts with 200 KB names fit a 1 MiB quota",
+        out["kept"]
+    );
     assert!(out["error"].as_str().is_some_and(|e| e.contains("artifacts.quotaBytes")), "{out}");
-    let on_disk: u64 = files_under(&daemon.state_dir().join("artifacts")).iter().map(|f| f.metadata().map(|m| m.len()).unwrap_or(0)).sum();
+    let on_disk: u64 = files_under(&daemon.state_dir().join("artifacts"))
+        .iter()
+        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
     assert!(on_disk <= 1024 * 1024, "{on_disk} bytes on disk under a 1 MiB quota");
 }
 

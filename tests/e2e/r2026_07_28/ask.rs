@@ -32,12 +32,27 @@ fn a_question_from_a_call_is_answered_later_by_the_same_session_only() {
     let daemon = daemon();
     let home = daemon.home();
     for (server, tool, args, answer, expected) in [
-        ("old", "test_elicitation", r#"{"message": "Your name?"}"#, r#"{"action": "accept", "content": {"response": "Ada"}}"#, "Ada"),
-        ("new", "test_input_required_result_elicitation", "{}", r#"{"action": "accept", "content": {"name": "Grace"}}"#, "Hello, Grace!"),
+        (
+            "old",
+            "test_elicitation",
+            r#"{"message": "Your name?"}"#,
+            r#"{"action": "accept", "content": {"response": "Ada"}}"#,
+            "Ada",
+        ),
+        (
+            "new",
+            "test_input_required_result_elicitation",
+            "{}",
+            r#"{"action": "accept", "content": {"name": "Grace"}}"#,
+            "Hello, Grace!",
+        ),
     ] {
         let call = home.cli(&["call", "--session", "a", &format!("{server}.{tool}"), args]);
         call.assert_code(75);
-        assert!(call.stdout.contains("elicitation/create") && call.stdout.contains("mcpx ask answer --session a"), "{call:?}");
+        assert!(
+            call.stdout.contains("elicitation/create") && call.stdout.contains("mcpx ask answer --session a"),
+            "{call:?}"
+        );
         let (id, question) = waiting(&daemon, "a");
         assert_eq!(question["server"], server);
 
@@ -70,8 +85,13 @@ fn a_form_question_can_be_declined() {
 fn a_begun_call_is_polled_to_its_question_then_answered() {
     let daemon = daemon();
     let home = daemon.home();
-    let begun = home.v1_as("POST", "/v1/ask/begin", Some(&serde_json::json!({
-        "server": "old", "tool": "test_elicitation", "arguments": {"message": "Polled?"}})), "p");
+    let begun = home.v1_as(
+        "POST",
+        "/v1/ask/begin",
+        Some(&serde_json::json!({
+        "server": "old", "tool": "test_elicitation", "arguments": {"message": "Polled?"}})),
+        "p",
+    );
     assert_eq!(begun.status, 202, "{}", begun.body);
     let begun_body: Value = serde_json::from_str(&begun.body).unwrap();
     let call = begun_body["call"].as_str().expect("a call id").to_owned();
@@ -85,7 +105,8 @@ fn a_begun_call_is_polled_to_its_question_then_answered() {
     let shown = home.cli(&["ask", "show", "--session", "p", &id]);
     shown.assert_code(0);
     assert!(shown.stdout.contains("Polled?"), "{shown:?}");
-    let answered = home.cli(&["ask", "answer", "--session", "p", &id, r#"{"action": "accept", "content": {"response": "yes"}}"#]);
+    let answered =
+        home.cli(&["ask", "answer", "--session", "p", &id, r#"{"action": "accept", "content": {"response": "yes"}}"#]);
     answered.assert_code(0);
     assert!(answered.stdout.contains("response"), "{answered:?}");
 }

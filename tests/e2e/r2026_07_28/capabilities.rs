@@ -44,9 +44,7 @@ fn a_stateless_upstream_is_told_only_the_client_capabilities_mcpx_relays() {
         "experimental": {"mcpx-e2e-trial": {}},
         "extensions": {"com.example/unknown-extension": {"mode": "x"}},
     });
-    let reply = Modern::mcpx_call("f", "meta", json!({}))
-        .meta(CLIENT_CAPABILITIES, declared)
-        .send(daemon.url());
+    let reply = Modern::mcpx_call("f", "meta", json!({})).meta(CLIENT_CAPABILITIES, declared).send(daemon.url());
     let told = &reply.structured()["meta"][CLIENT_CAPABILITIES];
     // Neither what mcpx does not speak nor what the caller did not declare (elicitation).
     assert_eq!(told, &json!({"sampling": {}, "roots": {}}), "{reply}");

@@ -1,11 +1,11 @@
 //! With `"exposePrefix": "never"`, exposed servers keep their own names; two servers
 //! offering the same name is a clash that mcpx reports, never resolves silently.
 
+use mcpx_e2e::Home;
 use mcpx_e2e::client::Modern;
 use mcpx_e2e::daemon::Daemon;
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::process::{processes_with, tag};
-use mcpx_e2e::Home;
 use serde_json::json;
 
 #[test]
@@ -24,7 +24,8 @@ fn two_exposed_servers_with_the_same_tool_names_are_a_reported_clash() {
     cfg["exposePrefix"] = json!("always");
     assert!(daemon.rewrite_config(&cfg));
     let listed = Modern::tools_list().send(daemon.url());
-    let names: Vec<&str> = listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> =
+        listed.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"a__whoami") && names.contains(&"b__whoami"), "{names:?}");
 }
 
@@ -41,7 +42,9 @@ fn mcpx_config_check_connect_names_a_clash_and_a_server_that_does_not_start() {
     let connected = home.cli(&["config", "check", "--config", &path, "--connect"]);
     connected.assert_code(1);
     assert!(
-        connected.stdout.contains("tools/list") && connected.stdout.contains("\"a\"") && connected.stdout.contains("\"b\""),
+        connected.stdout.contains("tools/list")
+            && connected.stdout.contains("\"a\"")
+            && connected.stdout.contains("\"b\""),
         "the clash must name both servers:\n{connected}"
     );
     assert!(processes_with(&t).is_empty(), "config check --connect stops every server it started");

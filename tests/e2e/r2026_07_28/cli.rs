@@ -8,10 +8,7 @@ use mcpx_e2e::{Daemon, Home, alive, config, fakemcp, paths, processes_with, tag}
 use serde_json::{Value, json};
 
 fn two_servers(tag: &str) -> Value {
-    config(&[
-        ("alpha", fakemcp("global", tag, &[])),
-        ("beta", fakemcp("session", tag, &[])),
-    ])
+    config(&[("alpha", fakemcp("global", tag, &[])), ("beta", fakemcp("session", tag, &[]))])
 }
 
 #[test]
@@ -41,10 +38,7 @@ fn mcpx_call_exits_0_on_success_1_on_a_failed_call_and_124_on_timeout() {
 
     let slow = home.cli(&["call", "alpha.slow", r#"{"ms": 30000}"#, "--timeout", "1"]);
     slow.assert_code(124);
-    assert!(
-        slow.took < Duration::from_secs(10),
-        "--timeout 1 must give up after about a second:\n{slow}"
-    );
+    assert!(slow.took < Duration::from_secs(10), "--timeout 1 must give up after about a second:\n{slow}");
 }
 
 #[test]
@@ -65,11 +59,7 @@ fn mcpx_usage_errors_exit_2_without_starting_a_daemon() {
         run.assert_code(2);
         assert!(!run.stderr.is_empty(), "a usage error must say what is wrong:\n{run}");
     }
-    assert!(
-        home.daemons().is_empty(),
-        "a usage error must not start a daemon: {:?}",
-        home.daemons()
-    );
+    assert!(home.daemons().is_empty(), "a usage error must not start a daemon: {:?}", home.daemons());
 }
 
 #[test]
@@ -78,12 +68,8 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
     let daemon = Daemon::start(&two_servers(&tag));
     let home = daemon.home();
     let listed = |run: &mcpx_e2e::CliRun| -> Vec<String> {
-        let mut names: Vec<String> = run
-            .stdout
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .map(str::to_owned)
-            .collect();
+        let mut names: Vec<String> =
+            run.stdout.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
         names.sort();
         names
     };
@@ -91,10 +77,8 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
 
     let all = home.cli(&["ls"]);
     all.assert_code(0);
-    let mut expected: Vec<String> = ["alpha", "beta"]
-        .iter()
-        .flat_map(|s| fake_tools.iter().map(move |t| format!("{s}.{t}")))
-        .collect();
+    let mut expected: Vec<String> =
+        ["alpha", "beta"].iter().flat_map(|s| fake_tools.iter().map(move |t| format!("{s}.{t}"))).collect();
     expected.sort();
     assert_eq!(listed(&all), expected, "{all}");
     assert!(
@@ -110,10 +94,7 @@ fn mcpx_ls_lists_the_tools_of_every_server_or_of_one_and_search_finds_them() {
     let as_json = home.cli(&["ls", "alpha", "--json"]).json();
     let tools = as_json["tools"].as_array().expect("tools");
     assert_eq!(tools.len(), fake_tools.len(), "{as_json}");
-    assert!(
-        tools.iter().all(|t| t["server"] == "alpha" && t["tool"].is_string()),
-        "{as_json}"
-    );
+    assert!(tools.iter().all(|t| t["server"] == "alpha" && t["tool"].is_string()), "{as_json}");
 
     let search = home.cli(&["search", "beta", "sleep"]);
     search.assert_code(0);
@@ -134,16 +115,8 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
     let status = run.json();
     assert_eq!(status["pid"], daemon.pid(), "{status}");
     assert_eq!(status["url"], daemon.url(), "{status}");
-    assert_eq!(
-        status["socket"].as_str(),
-        home.socket().to_str(),
-        "{status}"
-    );
-    assert_eq!(
-        status["config"].as_str(),
-        home.config_path().to_str(),
-        "{status}"
-    );
+    assert_eq!(status["socket"].as_str(), home.socket().to_str(), "{status}");
+    assert_eq!(status["config"].as_str(), home.config_path().to_str(), "{status}");
     assert!(status["version"].as_str().is_some_and(|v| !v.is_empty()));
     let mut servers: Vec<(String, String)> = status["servers"]
         .as_array()
@@ -152,16 +125,11 @@ fn mcpx_status_shows_the_daemon_its_servers_and_live_instances_with_their_keys()
         .map(|s| (s["name"].as_str().unwrap().into(), s["scope"].as_str().unwrap().into()))
         .collect();
     servers.sort();
-    assert_eq!(
-        servers,
-        [("alpha".into(), "global".into()), ("beta".into(), "session".into())]
-    );
+    assert_eq!(servers, [("alpha".into(), "global".into()), ("beta".into(), "session".into())]);
 
     let instances = status["instances"].as_array().expect("instances");
-    let mut keys: Vec<(String, String)> = instances
-        .iter()
-        .map(|i| (i["server"].as_str().unwrap().into(), i["key"].as_str().unwrap().into()))
-        .collect();
+    let mut keys: Vec<(String, String)> =
+        instances.iter().map(|i| (i["server"].as_str().unwrap().into(), i["key"].as_str().unwrap().into())).collect();
     keys.sort();
     assert_eq!(
         keys,
@@ -204,19 +172,14 @@ fn mcpx_status_and_stop_without_a_daemon_say_so_and_start_none() {
 #[test]
 fn mcpx_stop_returns_only_when_the_daemon_and_its_children_are_gone() {
     let tag = tag();
-    let mut cfg = config(&[
-        ("shared", fakemcp("global", &tag, &[])),
-        ("deaf", fakemcp("session", &tag, &["--ignore-sigterm"])),
-    ]);
+    let mut cfg =
+        config(&[("shared", fakemcp("global", &tag, &[])), ("deaf", fakemcp("session", &tag, &["--ignore-sigterm"]))]);
     cfg["timeouts"] = json!({"stopGrace": "500ms"});
     let home = Home::without_state_dir(&cfg);
     let config_path = home.config_path().to_str().unwrap().to_owned();
-    home.cli(&["call", "deaf.whoami", "--session", "x", "--config", &config_path])
-        .assert_code(0);
+    home.cli(&["call", "deaf.whoami", "--session", "x", "--config", &config_path]).assert_code(0);
     let mut client = home.serve().start();
-    client.send(
-        &mcpx_e2e::Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame(),
-    );
+    client.send(&mcpx_e2e::Modern::mcpx_call("shared", "slow", json!({"ms": 60_000})).frame());
     assert!(home.wait_in_use("shared", 1, Duration::from_secs(10)));
     let daemons = home.daemons();
     assert_eq!(daemons.len(), 1);
@@ -228,10 +191,7 @@ fn mcpx_stop_returns_only_when_the_daemon_and_its_children_are_gone() {
     stop.assert_code(0);
     assert!(!daemon_alive, "mcpx stop returned while the daemon {} ran:\n{stop}", daemons[0]);
     assert!(left.is_empty(), "mcpx stop returned while upstreams ran: {left:?}\n{stop}");
-    assert!(
-        !home.socket().exists() && home.record().is_none(),
-        "a clean stop removes the socket and daemon.json"
-    );
+    assert!(!home.socket().exists() && home.record().is_none(), "a clean stop removes the socket and daemon.json");
 }
 
 #[test]

@@ -24,14 +24,12 @@ const READS_CPU_BOUND: Duration = Duration::from_secs(1);
 
 /// User + system CPU time the process has used so far.
 fn cpu_time(pid: u32) -> Duration {
-    let stat =
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the daemon's /proc stat");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the daemon's /proc stat");
     // Fields after the parenthesised command name (which may hold spaces) start at field 3;
     // utime and stime are fields 14 and 15.
     let (_, rest) = stat.rsplit_once(')').expect("a stat line");
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
     // SAFETY: sysconf only reads a system constant.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
     Duration::from_millis(ticks * 1000 / per_second)
@@ -83,12 +81,7 @@ fn reading_the_config_file_neither_reloads_it_nor_spins_the_daemon_and_a_save_ap
         "100 reads of the config file cost the daemon {:?} of CPU",
         after - before
     );
-    assert_eq!(
-        reloads(&daemon),
-        reloads_before,
-        "reading the config file reloaded it:\n{}",
-        daemon.stderr()
-    );
+    assert_eq!(reloads(&daemon), reloads_before, "reading the config file reloaded it:\n{}", daemon.stderr());
 
     // Writing the same bytes in place (truncate, then write) is no change, and the
     // truncated file is never read half-written.
@@ -96,42 +89,13 @@ fn reading_the_config_file_neither_reloads_it_nor_spins_the_daemon_and_a_save_ap
     std::fs::write(daemon.config_path(), &same).expect("write the config file in place");
     let mut second = first.clone();
     second["mcpServers"]["b"] = fakemcp("global", &tag, &[]);
-    assert!(
-        daemon.rewrite_config(&second),
-        "a real change was not reloaded:\n{}",
-        daemon.stderr()
-    );
-    assert_eq!(
-        whoami(&daemon, "b").calls,
-        1,
-        "the server the save added is not served"
-    );
-    assert_eq!(
-        reloads(&daemon),
-        reloads_before + 1,
-        "one save, one reload:\n{}",
-        daemon.stderr()
-    );
-    assert!(
-        !daemon.stderr().contains(NOT_APPLIED),
-        "a valid file was refused:\n{}",
-        daemon.stderr()
-    );
+    assert!(daemon.rewrite_config(&second), "a real change was not reloaded:\n{}", daemon.stderr());
+    assert_eq!(whoami(&daemon, "b").calls, 1, "the server the save added is not served");
+    assert_eq!(reloads(&daemon), reloads_before + 1, "one save, one reload:\n{}", daemon.stderr());
+    assert!(!daemon.stderr().contains(NOT_APPLIED), "a valid file was refused:\n{}", daemon.stderr());
 
     let settled = wait_until_idle(pid).expect("the daemon kept spinning after a save");
-    assert_eq!(
-        reloads(&daemon),
-        reloads_before + 1,
-        "one save, one reload:\n{}",
-        daemon.stderr()
-    );
-    assert!(
-        settled - after < READS_CPU_BOUND,
-        "a save and one call cost the daemon {:?} of CPU",
-        settled - after
-    );
-    assert!(
-        Path::new(&format!("/proc/{pid}")).exists(),
-        "the daemon died"
-    );
+    assert_eq!(reloads(&daemon), reloads_before + 1, "one save, one reload:\n{}", daemon.stderr());
+    assert!(settled - after < READS_CPU_BOUND, "a save and one call cost the daemon {:?} of CPU", settled - after);
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the daemon died");
 }

@@ -54,12 +54,19 @@ fn a_script_calls_three_upstreams_and_returns_the_small_object_it_builds() {
     let ids = out["callIds"].as_array().expect("two call ids");
     assert_eq!(ids[0], ids[1], "every upstream request of one script carries the exec's one call id:\n{reply}");
     assert!(ids[0].as_str().is_some_and(|id| id.len() == 32 && id != "forged-call"), "{reply}");
-    let logs = reply.result()["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n");
+    let logs = reply.result()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(logs.contains(&format!("b answered from pid {}", out["pidOfB"])), "console output comes back:\n{reply}");
     // The text form of the result is the same object, for clients that read only text.
     assert_eq!(serde_json::from_str::<Value>(text(reply.result())).unwrap(), *out);
 
-    let again = exec("return (await tools.a.meta()).meta[\"dev.mcpx/invocation\"].callId;").session("alice").send(daemon.url());
+    let again =
+        exec("return (await tools.a.meta()).meta[\"dev.mcpx/invocation\"].callId;").session("alice").send(daemon.url());
     assert_ne!(json!(text(again.result())), ids[0], "another exec is another call");
 }
 
@@ -96,7 +103,10 @@ fn scripts_past_their_limits_are_stopped_and_the_daemon_serves_on() {
         let reply = Modern::tools_call("mcpx_exec", json!({ "script": script, "timeoutMs": timeout_ms })).send(url);
         let result = reply.result().clone();
         assert_eq!(result["isError"], true, "{reply}");
-        (result["structuredContent"]["error"]["limit"].as_str().unwrap_or_default().to_owned(), text(&result).to_owned())
+        (
+            result["structuredContent"]["error"]["limit"].as_str().unwrap_or_default().to_owned(),
+            text(&result).to_owned(),
+        )
     };
 
     let (limit, message) = stopped("while (true) {}", 500);
@@ -142,7 +152,12 @@ fn each_session_reaches_its_own_instances_and_sees_only_its_own_artifacts() {
         assert_eq!(reply.result()["ttlMs"], 0, "{reply}");
         assert_eq!(reply.result()["cacheScope"], "private", "{reply}");
         let resources = reply.result()["resources"].as_array().unwrap();
-        resources.iter().filter_map(|r| r["uri"].as_str()).filter(|u| u.starts_with("mcpx://artifacts/")).map(str::to_owned).collect()
+        resources
+            .iter()
+            .filter_map(|r| r["uri"].as_str())
+            .filter(|u| u.starts_with("mcpx://artifacts/"))
+            .map(str::to_owned)
+            .collect()
     };
     let list = |session: Option<&str>| {
         let request = Modern::new("resources/list", json!({}));
@@ -160,14 +175,20 @@ fn each_session_reaches_its_own_instances_and_sees_only_its_own_artifacts() {
     assert_eq!(mine.result()["contents"][0]["text"], "notes of alice", "{mine}");
     let theirs = read("bob");
     let error = theirs.assert_error(200, -32602);
-    assert_eq!(error["data"]["uri"], json!(alice_uri), "another session's artifact reads as if it did not exist:\n{theirs}");
+    assert_eq!(
+        error["data"]["uri"],
+        json!(alice_uri),
+        "another session's artifact reads as if it did not exist:\n{theirs}"
+    );
 
     // A handshake-era session owns artifacts too, through its transport session.
     let legacy = LegacySession::open(url);
-    let made = legacy.tools_call("mcpx_exec", json!({ "script": "return { uri: await artifact('l.json', { ok: true }) };" }));
+    let made =
+        legacy.tools_call("mcpx_exec", json!({ "script": "return { uri: await artifact('l.json', { ok: true }) };" }));
     let uri = made.result()["structuredContent"]["uri"].as_str().expect("an artifact uri").to_owned();
     let listed = legacy.request("resources/list", json!({}));
-    let uris: Vec<&str> = listed.result()["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    let uris: Vec<&str> =
+        listed.result()["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
     assert_eq!(uris.iter().filter(|u| u.starts_with("mcpx://artifacts/")).collect::<Vec<_>>(), vec![&uri.as_str()]);
     let read = legacy.request("resources/read", json!({ "uri": uri }));
     assert_eq!(read.result()["contents"][0]["text"], r#"{"ok":true}"#, "{read}");
@@ -182,7 +203,9 @@ fn scripts_cannot_reach_the_host_or_escape_the_sandbox() {
     let t = tag();
     let daemon = Daemon::start(&config(&[("a", fakemcp("global", &t, &[]))]));
     let probe = |expression: &str| -> String {
-        let script = format!("try {{ const v = await ({expression}); return 'reached: ' + typeof v; }} catch (e) {{ return 'refused: ' + e.message; }}");
+        let script = format!(
+            "try {{ const v = await ({expression}); return 'reached: ' + typeof v; }} catch (e) {{ return 'refused: ' + e.message; }}"
+        );
         let reply = exec(&script).send(daemon.url());
         text(reply.result()).to_owned()
     };
@@ -198,7 +221,10 @@ fn scripts_cannot_reach_the_host_or_escape_the_sandbox() {
         ("Function('return this')().require('fs')", "not a function"),
     ] {
         let answer = probe(expression);
-        assert!(answer.starts_with("refused: ") && answer.contains(refusal), "{expression} gave {answer:?}, expected {refusal:?}");
+        assert!(
+            answer.starts_with("refused: ") && answer.contains(refusal),
+            "{expression} gave {answer:?}, expected {refusal:?}"
+        );
     }
     let overwrite = exec("try { tools = {}; } catch (e) { return e.name; } return 'overwritten';").send(daemon.url());
     assert_eq!(text(overwrite.result()), "TypeError", "the host's globals cannot be replaced:\n{overwrite}");
@@ -252,7 +278,10 @@ fn scripts_over_exec_max_concurrent_or_max_tool_calls_are_refused_naming_the_set
         std::thread::spawn(move || exec("return await tools.a.slow({ ms: 3000 });").send(&url))
     };
     // Its tool call is in flight: the script holds the slot.
-    assert!(daemon.home().wait_in_use("a", 1, std::time::Duration::from_secs(10)), "the first script's call never started");
+    assert!(
+        daemon.home().wait_in_use("a", 1, std::time::Duration::from_secs(10)),
+        "the first script's call never started"
+    );
     let refused = exec("return 1;").send(&url);
     let error = refused.assert_error(200, -32603);
     assert!(error["message"].as_str().unwrap().contains("exec.maxConcurrent"), "{refused}");
@@ -261,7 +290,8 @@ fn scripts_over_exec_max_concurrent_or_max_tool_calls_are_refused_naming_the_set
     assert_eq!(text(exec("return 2;").send(&url).result()), "2", "the slot is free again");
 
     // The fourth call stops the script, even one that catches what each call throws.
-    let greedy = exec("for (let i = 0; i < 10; i++) { try { await tools.a.echo({ i }); } catch {} } return 'went on';").send(&url);
+    let greedy = exec("for (let i = 0; i < 10; i++) { try { await tools.a.echo({ i }); } catch {} } return 'went on';")
+        .send(&url);
     assert_eq!(greedy.result()["isError"], true, "{greedy}");
     assert_eq!(greedy.result()["structuredContent"]["error"]["limit"], "maxToolCalls", "{greedy}");
     assert!(text(greedy.result()).contains("exec.maxToolCalls"), "{greedy}");

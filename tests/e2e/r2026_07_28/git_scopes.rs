@@ -35,16 +35,9 @@ fn two_serve_processes_in_two_repositories_reach_two_repo_instances() {
 
     let git_a = in_a.whoami("git");
     let git_b = in_b.whoami("git");
-    assert_ne!(
-        git_a.instance, git_b.instance,
-        "two repositories shared a repo-scoped instance"
-    );
+    assert_ne!(git_a.instance, git_b.instance, "two repositories shared a repo-scoped instance");
     assert_eq!(in_a.whoami("git").instance, git_a.instance);
-    assert_eq!(
-        git_a.cwd.as_deref(),
-        a.to_str(),
-        "a repo-scoped stdio server starts in the caller's cwd"
-    );
+    assert_eq!(git_a.cwd.as_deref(), a.to_str(), "a repo-scoped stdio server starts in the caller's cwd");
     assert_eq!(git_b.cwd.as_deref(), b.to_str());
 
     let mut expected = vec![key("repo", &common_dir(&a)), key("repo", &common_dir(&b))];
@@ -89,10 +82,7 @@ fn a_linked_worktree_shares_the_repo_instance_and_gets_its_own_worktree_instance
     let repos = TempDir::new();
     let main = init_repo(&repos.path().join("main"), &["src"]);
     let linked = add_worktree(&main, &repos.path().join("linked"), "feature");
-    assert!(
-        linked.join(".git").is_file(),
-        "git worktree add makes .git a file in the linked worktree"
-    );
+    assert!(linked.join(".git").is_file(), "git worktree add makes .git a file in the linked worktree");
     let daemon = Daemon::start(&git_config(&tag));
     let home = daemon.home();
     let mut in_main = home.serve().cwd(&main.join("src")).start();
@@ -105,10 +95,7 @@ fn a_linked_worktree_shares_the_repo_instance_and_gets_its_own_worktree_instance
     );
     let tree_main = in_main.whoami("tree");
     let tree_linked = in_linked.whoami("tree");
-    assert_ne!(
-        tree_main.instance, tree_linked.instance,
-        "each worktree gets its own worktree-scoped instance"
-    );
+    assert_ne!(tree_main.instance, tree_linked.instance, "each worktree gets its own worktree-scoped instance");
     assert_eq!(tree_linked.cwd.as_deref(), linked.to_str());
 
     assert_eq!(common_dir(&main), common_dir(&linked), "git agrees");
@@ -145,11 +132,7 @@ fn the_daemons_own_git_dir_does_not_decide_a_callers_repository() {
         );
         let mut expected = vec![key("repo", &common_dir(&a)), key("repo", &common_dir(&b))];
         expected.sort();
-        assert_eq!(
-            home.instance_keys("git"),
-            expected,
-            "with GIT_DIR={git_dir} in the daemon's environment"
-        );
+        assert_eq!(home.instance_keys("git"), expected, "with GIT_DIR={git_dir} in the daemon's environment");
         assert_ne!(
             in_a.whoami("tree").instance,
             in_b.whoami("tree").instance,

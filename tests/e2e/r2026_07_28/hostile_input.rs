@@ -59,14 +59,18 @@ fn a_huge_string_under_the_body_limit_is_relayed_whole() {
 fn ids_of_every_json_type_are_echoed_or_refused_as_invalid_requests() {
     let daemon = gateway();
     for id in [json!(""), json!("x y"), json!(0), json!(-1), json!(i64::MAX), json!(i64::MIN)] {
-        let reply = Modern::discover().raw_body(modern_frame(id.clone(), json!("server/discover"), json!({}))).send(daemon.url());
+        let reply = Modern::discover()
+            .raw_body(modern_frame(id.clone(), json!("server/discover"), json!({})))
+            .send(daemon.url());
         assert_eq!(reply.status, 200, "id {id}:\n{reply}");
         assert_eq!(reply.frame()["id"], id, "id {id}:\n{reply}");
         assert!(reply.result()["supportedVersions"].is_array(), "id {id}:\n{reply}");
     }
     // Not ids: null, fractions, integers beyond 64-bit signed, booleans, objects, arrays.
     for id in [json!(null), json!(1.5), json!(9_223_372_036_854_775_808u64), json!(true), json!({"a": 1}), json!([1])] {
-        let reply = Modern::discover().raw_body(modern_frame(id.clone(), json!("server/discover"), json!({}))).send(daemon.url());
+        let reply = Modern::discover()
+            .raw_body(modern_frame(id.clone(), json!("server/discover"), json!({})))
+            .send(daemon.url());
         reply.assert_error(400, -32600);
         assert!(reply.frame().get("id").is_none(), "an unreadable id {id} is not echoed:\n{reply}");
     }
@@ -79,18 +83,78 @@ fn wrong_types_in_the_fields_mcpx_reads_are_precise_errors() {
     let url = daemon.url();
     let envelope = |id: u64, method: &str, params: Value| modern_frame(json!(id), json!(method), params);
     let cases: Vec<(&str, &str, String, u16, i64)> = vec![
-        ("jsonrpc is a number", "server/discover", json!({"jsonrpc": 2, "id": 1, "method": "server/discover"}).to_string(), 400, -32600),
+        (
+            "jsonrpc is a number",
+            "server/discover",
+            json!({"jsonrpc": 2, "id": 1, "method": "server/discover"}).to_string(),
+            400,
+            -32600,
+        ),
         ("method is a number", "server/discover", modern_frame(json!(1), json!(7), json!({})), 400, -32600),
-        ("params is an array", "server/discover", json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": [1]}).to_string(), 400, -32600),
-        ("params is a string", "server/discover", json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": "x"}).to_string(), 400, -32600),
-        ("_meta is a string", "server/discover", json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": "x"}}).to_string(), 400, -32602),
-        ("protocolVersion is a number", "server/discover", envelope(1, "server/discover", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": 2026}})), 400, -32602),
-        ("clientCapabilities is an array", "server/discover", envelope(1, "server/discover", json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": []}})), 400, -32602),
+        (
+            "params is an array",
+            "server/discover",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": [1]}).to_string(),
+            400,
+            -32600,
+        ),
+        (
+            "params is a string",
+            "server/discover",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": "x"}).to_string(),
+            400,
+            -32600,
+        ),
+        (
+            "_meta is a string",
+            "server/discover",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": "x"}}).to_string(),
+            400,
+            -32602,
+        ),
+        (
+            "protocolVersion is a number",
+            "server/discover",
+            envelope(1, "server/discover", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": 2026}})),
+            400,
+            -32602,
+        ),
+        (
+            "clientCapabilities is an array",
+            "server/discover",
+            envelope(1, "server/discover", json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": []}})),
+            400,
+            -32602,
+        ),
         ("tools/list cursor is a number", "tools/list", envelope(1, "tools/list", json!({"cursor": 5})), 200, -32602),
-        ("mcpx_call arguments is an array", "tools/call", envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": []})), 200, -32602),
-        ("mcpx_call server is a number", "tools/call", envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": {"server": 1, "tool": "echo"}})), 200, -32602),
-        ("mcpx_call tool is null", "tools/call", envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": {"server": "up", "tool": null}})), 200, -32602),
-        ("mcpx_search query is an object", "tools/call", envelope(1, "tools/call", json!({"name": "mcpx_search", "arguments": {"query": {}}})), 200, -32602),
+        (
+            "mcpx_call arguments is an array",
+            "tools/call",
+            envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": []})),
+            200,
+            -32602,
+        ),
+        (
+            "mcpx_call server is a number",
+            "tools/call",
+            envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": {"server": 1, "tool": "echo"}})),
+            200,
+            -32602,
+        ),
+        (
+            "mcpx_call tool is null",
+            "tools/call",
+            envelope(1, "tools/call", json!({"name": "mcpx_call", "arguments": {"server": "up", "tool": null}})),
+            200,
+            -32602,
+        ),
+        (
+            "mcpx_search query is an object",
+            "tools/call",
+            envelope(1, "tools/call", json!({"name": "mcpx_search", "arguments": {"query": {}}})),
+            200,
+            -32602,
+        ),
     ];
     let mut wrong = Vec::new();
     for (what, method, body, status, code) in cases {

@@ -8,39 +8,30 @@ use serde_json::{Value, json};
 /// host-specific `_meta`.
 #[track_caller]
 fn whoami(daemon: &Daemon, meta: &[(&str, Value)]) -> Whoami {
-    let request = meta.iter().fold(
-        Modern::mcpx_call("browser", "whoami", json!({})),
-        |request, (key, value)| request.meta(key, value.clone()),
-    );
+    let request = meta.iter().fold(Modern::mcpx_call("browser", "whoami", json!({})), |request, (key, value)| {
+        request.meta(key, value.clone())
+    });
     Whoami::of(&request.send(daemon.url()))
 }
 
 /// Codex: `_meta["x-codex-turn-metadata"]` is an object whose `session_id` stays for the
 /// session while its `turn_id` changes every turn.
 fn codex(session: &str, turn: &str) -> Vec<(&'static str, Value)> {
-    vec![(
-        "x-codex-turn-metadata",
-        json!({"session_id": session, "turn_id": turn}),
-    )]
+    vec![("x-codex-turn-metadata", json!({"session_id": session, "turn_id": turn}))]
 }
 
 /// Claude Code: `_meta["claudecode/sessionId"]` (when the host enables it) beside a
 /// `claudecode/toolUseId` that changes every call.
 fn claude_code(session: &str, tool_use: &str) -> Vec<(&'static str, Value)> {
-    vec![
-        ("claudecode/sessionId", json!(session)),
-        ("claudecode/toolUseId", json!(tool_use)),
-    ]
+    vec![("claudecode/sessionId", json!(session)), ("claudecode/toolUseId", json!(tool_use))]
 }
 
 #[test]
 fn codex_and_claude_code_sessions_each_keep_their_own_session_scoped_instance() {
     let daemon = Daemon::start(&config(&[("browser", fakemcp("session", &tag(), &[]))]));
 
-    let codex_a = [
-        whoami(&daemon, &codex("0199a1b2-codex-a", "turn-1")),
-        whoami(&daemon, &codex("0199a1b2-codex-a", "turn-2")),
-    ];
+    let codex_a =
+        [whoami(&daemon, &codex("0199a1b2-codex-a", "turn-1")), whoami(&daemon, &codex("0199a1b2-codex-a", "turn-2"))];
     let codex_b = whoami(&daemon, &codex("0199a1b2-codex-b", "turn-1"));
     let claude = [
         whoami(&daemon, &claude_code("cc-session-1", "toolu_01")),
@@ -72,14 +63,9 @@ fn codex_and_claude_code_sessions_each_keep_their_own_session_scoped_instance() 
         whoami(&daemon, &[("claudecode/toolUseId", json!("toolu_03"))]),
         whoami(&daemon, &[("claudecode/toolUseId", json!("toolu_03"))]),
     ];
-    assert_ne!(
-        unnamed[0].instance, unnamed[1].instance,
-        "a tool use id must not name a session: {unnamed:?}"
-    );
+    assert_ne!(unnamed[0].instance, unnamed[1].instance, "a tool use id must not name a session: {unnamed:?}");
     assert!(
-        unnamed
-            .iter()
-            .all(|w| w.calls == 1 && !instances.contains(&&w.instance)),
+        unnamed.iter().all(|w| w.calls == 1 && !instances.contains(&&w.instance)),
         "calls without a session reached a session's instance: {unnamed:?}"
     );
 }

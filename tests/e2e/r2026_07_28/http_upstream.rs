@@ -24,18 +24,14 @@ fn tool_json(result: &Value) -> Value {
     if result["structuredContent"].is_object() {
         return result["structuredContent"].clone();
     }
-    let text = result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a result without text: {result}"));
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a result without text: {result}"));
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {result}"))
 }
 
 #[track_caller]
 fn first_text(result: &Value) -> &str {
     assert_ne!(result["isError"], json!(true), "the tool call failed: {result}");
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a result without text: {result}"))
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a result without text: {result}"))
 }
 
 #[track_caller]
@@ -67,16 +63,8 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
     // Modern over HTTP.
     let list = Modern::tools_list().send(url);
     assert_eq!(listed_py_tools(list.result()), expected_py_tools(), "{list}");
-    let echo = list.result()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "py__echo")
-        .unwrap();
-    assert_eq!(
-        echo["inputSchema"]["properties"]["text"]["type"], "string",
-        "the upstream's schema is relayed: {echo}"
-    );
+    let echo = list.result()["tools"].as_array().unwrap().iter().find(|t| t["name"] == "py__echo").unwrap();
+    assert_eq!(echo["inputSchema"]["properties"]["text"]["type"], "string", "the upstream's schema is relayed: {echo}");
     let direct = Modern::tools_call("py__echo", json!({"text": "modern"})).send(url);
     assert_eq!(first_text(direct.result()), "echo: modern", "{direct}");
     let gateway = Modern::mcpx_call("py", "echo", json!({"text": "via mcpx_call"})).send(url);
@@ -107,10 +95,8 @@ fn a_python_http_servers_tools_are_listed_and_called_by_modern_and_legacy_caller
     handshake.initialize(mcpx_e2e::schema::LEGACY);
     let list = handshake.legacy_request("tools/list", json!({}));
     assert_eq!(listed_py_tools(list.result()), expected_py_tools(), "{list}");
-    let answer = handshake.legacy_request(
-        "tools/call",
-        json!({"name": "py__echo", "arguments": {"text": "stdio legacy"}}),
-    );
+    let answer =
+        handshake.legacy_request("tools/call", json!({"name": "py__echo", "arguments": {"text": "stdio legacy"}}));
     assert_eq!(first_text(answer.result()), "echo: stdio legacy", "{answer}");
 }
 
@@ -120,10 +106,8 @@ fn progress_from_an_http_upstream_reaches_the_caller_under_its_own_token() {
     let python = HttpServer::python_sdk();
     let daemon = Daemon::start(&py_config(&python, json!({})));
     let check = |notifications: Vec<&Value>, token: &Value, how: &str| {
-        let progress: Vec<&Value> = notifications
-            .into_iter()
-            .filter(|f| f["method"] == "notifications/progress")
-            .collect();
+        let progress: Vec<&Value> =
+            notifications.into_iter().filter(|f| f["method"] == "notifications/progress").collect();
         assert_eq!(progress.len(), 3, "{how}: expected three progress notifications: {progress:?}");
         for (step, n) in progress.iter().enumerate() {
             assert_eq!(&n["params"]["progressToken"], token, "{how}: {n}");
@@ -133,23 +117,15 @@ fn progress_from_an_http_upstream_reaches_the_caller_under_its_own_token() {
     };
 
     let token = json!("caller-token-1");
-    let reply = Modern::tools_call("py__progress", json!({}))
-        .meta("progressToken", token.clone())
-        .send(daemon.url());
-    assert!(
-        reply.content_type().starts_with("text/event-stream"),
-        "progress needs an SSE reply:\n{reply}"
-    );
+    let reply = Modern::tools_call("py__progress", json!({})).meta("progressToken", token.clone()).send(daemon.url());
+    assert!(reply.content_type().starts_with("text/event-stream"), "progress needs an SSE reply:\n{reply}");
     assert_eq!(first_text(reply.result()), "done");
     check(reply.frames.iter().collect(), &token, "modern HTTP");
 
     let token = json!(4242);
     let mut client = daemon.home().serve().start();
-    let answer = client.request(
-        &Modern::mcpx_call("py", "progress", json!({}))
-            .meta("progressToken", token.clone())
-            .frame(),
-    );
+    let answer =
+        client.request(&Modern::mcpx_call("py", "progress", json!({})).meta("progressToken", token.clone()).frame());
     assert_eq!(first_text(answer.result()), "done");
     check(answer.notifications.iter().collect(), &token, "stdio");
 }
@@ -174,10 +150,7 @@ fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured
             !Value::Object(headers.clone()).to_string().contains(TOKEN),
             "{how}: the caller's token reached the upstream: {headers:?}"
         );
-        assert!(
-            !headers.contains_key("x-caller-secret"),
-            "{how}: a caller's header reached the upstream: {headers:?}"
-        );
+        assert!(!headers.contains_key("x-caller-secret"), "{how}: a caller's header reached the upstream: {headers:?}");
         assert_eq!(headers.get("x-api-key"), Some(&json!("configured-key")), "{how}");
         assert_eq!(headers.get("x-from-env"), Some(&json!("from-env-123")), "{how}");
     };
@@ -189,9 +162,7 @@ fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured
     let headers = tool_json(reply.result());
     check(headers.as_object().expect("headers"), "modern HTTP");
 
-    let reply = Modern::mcpx_call("py", "headers", json!({}))
-        .header("Authorization", &bearer)
-        .send(daemon.url());
+    let reply = Modern::mcpx_call("py", "headers", json!({})).header("Authorization", &bearer).send(daemon.url());
     check(tool_json(reply.result()).as_object().expect("headers"), "mcpx_call");
 
     let mut client = daemon.home().serve().start();

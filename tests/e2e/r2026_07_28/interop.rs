@@ -13,10 +13,7 @@ fn python_sdk_client_in_auto_mode_settles_on_2026_07_28_and_calls_a_real_upstrea
     assert_eq!(out["era"], "modern", "{out}");
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
     // The SDK learns serverInfo from the DiscoverResult's _meta; a pinned client never asks.
-    assert!(
-        out["serverInfo"]["name"].is_string(),
-        "server/discover must carry serverInfo in _meta: {out}"
-    );
+    assert!(out["serverInfo"]["name"].is_string(), "server/discover must carry serverInfo in _meta: {out}");
     assert_berlin_time(&out);
 }
 

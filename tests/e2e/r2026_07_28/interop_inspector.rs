@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use mcpx_e2e::Daemon;
 use mcpx_e2e::node::{
-    Inspector, Target, assert_echoed, assert_http_modern, assert_stdio_modern, echo_gateway_config,
-    mcpx_serve, rpc_methods, tap_command, unique,
+    Inspector, Target, assert_echoed, assert_http_modern, assert_stdio_modern, echo_gateway_config, mcpx_serve,
+    rpc_methods, tap_command, unique,
 };
 use mcpx_e2e::tap::{HttpTap, StdioTap};
 
@@ -23,11 +23,7 @@ fn assert_gateway_tools(tools: &[String]) {
 
 /// `mcpx_call` arguments for `--tool-arg`: fakemcp's `echo` with `{"v": value}`.
 fn echo_args(value: &str) -> Vec<(&'static str, Value)> {
-    vec![
-        ("server", json!("fake")),
-        ("tool", json!("echo")),
-        ("arguments", json!({"v": value})),
-    ]
+    vec![("server", json!("fake")), ("tool", json!("echo")), ("arguments", json!({"v": value}))]
 }
 
 #[test]
@@ -39,17 +35,8 @@ fn inspector_cli_modern_lists_the_gateway_tools_over_http() {
     let requests = tap.requests();
     let bodies: Vec<Value> = requests.iter().map(|r| r.body.clone()).collect();
     let methods = rpc_methods(&bodies);
-    assert_eq!(
-        methods.first().map(String::as_str),
-        Some("server/discover"),
-        "{}",
-        tap.transcript()
-    );
-    assert!(
-        !methods.iter().any(|m| m == "initialize"),
-        "{}",
-        tap.transcript()
-    );
+    assert_eq!(methods.first().map(String::as_str), Some("server/discover"), "{}", tap.transcript());
+    assert!(!methods.iter().any(|m| m == "initialize"), "{}", tap.transcript());
     let list = requests
         .iter()
         .find(|r| r.rpc_method() == Some("tools/list"))
@@ -62,13 +49,7 @@ fn inspector_cli_modern_calls_mcpx_call_over_http() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("inspector-modern-http");
-    let result = Inspector::new().call_tool(
-        "modern",
-        &Target::Url(tap.url()),
-        &[],
-        "mcpx_call",
-        &echo_args(&value),
-    );
+    let result = Inspector::new().call_tool("modern", &Target::Url(tap.url()), &[], "mcpx_call", &echo_args(&value));
     assert_echoed(&result, &value);
     assert_http_modern(&tap);
 }
@@ -79,13 +60,7 @@ fn inspector_cli_auto_settles_on_2026_07_28_over_http() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("inspector-auto-http");
-    let result = Inspector::new().call_tool(
-        "auto",
-        &Target::Url(tap.url()),
-        &[],
-        "mcpx_call",
-        &echo_args(&value),
-    );
+    let result = Inspector::new().call_tool("auto", &Target::Url(tap.url()), &[], "mcpx_call", &echo_args(&value));
     assert_echoed(&result, &value);
     assert_http_modern(&tap);
 }
@@ -99,18 +74,10 @@ fn inspector_cli_modern_lists_and_calls_over_stdio_through_mcpx_serve() {
     let env = [("MCPX_STATE_DIR", daemon.state_dir())];
 
     let listing = StdioTap::new();
-    let tools = inspector.list_tools(
-        "modern",
-        &Target::Command(tap_command(&listing, &mcpx_serve())),
-        &env,
-    );
+    let tools = inspector.list_tools("modern", &Target::Command(tap_command(&listing, &mcpx_serve())), &env);
     assert_gateway_tools(&tools);
     let sent = listing.sent();
-    assert!(
-        !rpc_methods(&sent).iter().any(|m| m == "initialize"),
-        "{}",
-        listing.transcript()
-    );
+    assert!(!rpc_methods(&sent).iter().any(|m| m == "initialize"), "{}", listing.transcript());
 
     let calling = StdioTap::new();
     let value = unique("inspector-modern-stdio");

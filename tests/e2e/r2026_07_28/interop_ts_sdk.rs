@@ -8,8 +8,8 @@ use std::ffi::OsStr;
 
 use mcpx_e2e::Daemon;
 use mcpx_e2e::node::{
-    Target, assert_echoed, assert_http_modern, assert_stdio_modern, echo_call, echo_gateway_config,
-    mcpx_serve, tap_command, ts_sdk_client, unique,
+    Target, assert_echoed, assert_http_modern, assert_stdio_modern, echo_call, echo_gateway_config, mcpx_serve,
+    tap_command, ts_sdk_client, unique,
 };
 use mcpx_e2e::tap::{HttpTap, StdioTap};
 use serde_json::Value;
@@ -21,16 +21,9 @@ fn assert_modern_echo(out: &Value, value: &str) {
     assert_eq!(out["era"], "modern", "{out}");
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
     assert_eq!(out["serverInfo"]["name"], "mcpx", "{out}");
-    let tools: Vec<&str> = out["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools: {out}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(
-        tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"),
-        "gateway tools missing: {out}"
-    );
+    let tools: Vec<&str> =
+        out["tools"].as_array().unwrap_or_else(|| panic!("no tools: {out}")).iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"mcpx_search") && tools.contains(&"mcpx_call"), "gateway tools missing: {out}");
     assert_echoed(&out["result"], value);
 }
 
@@ -41,19 +34,11 @@ fn ts_sdk_client_pinned_to_2026_07_28_over_http_echoes_through_mcpx_call() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("ts-sdk-pinned-http");
-    let out = ts_sdk_client(
-        &Target::Url(tap.url()),
-        &[],
-        "2026-07-28",
-        "mcpx_call",
-        &echo_call("fake", &value),
-    );
+    let out = ts_sdk_client(&Target::Url(tap.url()), &[], "2026-07-28", "mcpx_call", &echo_call("fake", &value));
     assert_modern_echo(&out, &value);
     assert_http_modern(&tap);
     assert!(
-        tap.requests()
-            .iter()
-            .any(|r| r.rpc_method() == Some("server/discover")),
+        tap.requests().iter().any(|r| r.rpc_method() == Some("server/discover")),
         "a pinned client discovers first:\n{}",
         tap.transcript()
     );
@@ -65,13 +50,7 @@ fn ts_sdk_client_in_auto_mode_over_http_settles_on_2026_07_28() {
     let daemon = Daemon::start(&echo_gateway_config());
     let tap = HttpTap::start(daemon.url());
     let value = unique("ts-sdk-auto-http");
-    let out = ts_sdk_client(
-        &Target::Url(tap.url()),
-        &[],
-        "auto",
-        "mcpx_call",
-        &echo_call("fake", &value),
-    );
+    let out = ts_sdk_client(&Target::Url(tap.url()), &[], "auto", "mcpx_call", &echo_call("fake", &value));
     assert_modern_echo(&out, &value);
     assert_http_modern(&tap);
 }
@@ -95,11 +74,7 @@ fn ts_sdk_client_pinned_to_2026_07_28_over_stdio_through_mcpx_serve() {
     // The call went through this test's daemon: it runs the upstream, and no other
     // daemon was started for the state dir.
     assert_eq!(daemon.home().daemons(), vec![daemon.pid()]);
-    assert!(
-        !daemon.home().instances("fake").is_empty(),
-        "the daemon never started fake: {}",
-        daemon.home().status()
-    );
+    assert!(!daemon.home().instances("fake").is_empty(), "the daemon never started fake: {}", daemon.home().status());
 }
 
 /// In `auto` mode over stdio the SDK probes on a short-lived sibling `mcpx serve`, then

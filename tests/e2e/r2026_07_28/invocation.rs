@@ -27,14 +27,8 @@ fn forged() -> Map<String, Value> {
     forged.as_object().expect("an object").clone()
 }
 
-const FORGED_VALUES: [&str; 6] = [
-    "forged-session",
-    "forged-call",
-    "forged-scope",
-    "forged-client",
-    "forged-trace",
-    "qwen-forged",
-];
+const FORGED_VALUES: [&str; 6] =
+    ["forged-session", "forged-call", "forged-scope", "forged-client", "forged-trace", "qwen-forged"];
 
 /// The `_meta` the upstream received, from a `meta` tool result (fakemcp's or the Python
 /// server's, as structured content or as JSON text).
@@ -44,11 +38,9 @@ fn received_meta(result: &Value) -> Map<String, Value> {
     let body = match &result["structuredContent"] {
         Value::Object(_) => result["structuredContent"].clone(),
         _ => {
-            let text = result["content"][0]["text"]
-                .as_str()
-                .unwrap_or_else(|| panic!("a meta result without text: {result}"));
-            serde_json::from_str(text)
-                .unwrap_or_else(|e| panic!("the meta result is not JSON ({e}): {result}"))
+            let text =
+                result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("a meta result without text: {result}"));
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("the meta result is not JSON ({e}): {result}"))
         }
     };
     match &body["meta"] {
@@ -64,15 +56,8 @@ fn received_meta(result: &Value) -> Map<String, Value> {
 fn context_of(meta: &Map<String, Value>) -> Map<String, Value> {
     assert_no_forgery(meta);
     let mcpx_keys: Vec<&String> = meta.keys().filter(|k| k.starts_with("dev.mcpx/")).collect();
-    assert_eq!(
-        mcpx_keys,
-        [CONTEXT],
-        "the upstream must see exactly one dev.mcpx/ key: {meta:?}"
-    );
-    let context = meta[CONTEXT]
-        .as_object()
-        .unwrap_or_else(|| panic!("the context is not an object: {meta:?}"))
-        .clone();
+    assert_eq!(mcpx_keys, [CONTEXT], "the upstream must see exactly one dev.mcpx/ key: {meta:?}");
+    let context = meta[CONTEXT].as_object().unwrap_or_else(|| panic!("the context is not an object: {meta:?}")).clone();
     assert_eq!(context["version"], 1, "{context:?}");
     let call_id = context["callId"].as_str().unwrap_or_default();
     assert!(!call_id.is_empty(), "the context has no callId: {context:?}");
@@ -83,21 +68,13 @@ fn context_of(meta: &Map<String, Value>) -> Map<String, Value> {
 fn assert_no_forgery(meta: &Map<String, Value>) {
     let text = Value::Object(meta.clone()).to_string();
     for value in FORGED_VALUES {
-        assert!(
-            !text.contains(value),
-            "a caller-supplied value ({value}) reached the upstream: {text}"
-        );
+        assert!(!text.contains(value), "a caller-supplied value ({value}) reached the upstream: {text}");
     }
-    assert!(
-        !meta.contains_key("qwen-code/invocation"),
-        "a host context key reached the upstream: {text}"
-    );
+    assert!(!meta.contains_key("qwen-code/invocation"), "a host context key reached the upstream: {text}");
 }
 
 fn forged_call(server: &str, tool: &str) -> Modern {
-    forged()
-        .into_iter()
-        .fold(Modern::mcpx_call(server, tool, json!({})), |m, (k, v)| m.meta(&k, v))
+    forged().into_iter().fold(Modern::mcpx_call(server, tool, json!({})), |m, (k, v)| m.meta(&k, v))
 }
 
 #[test]
@@ -151,10 +128,7 @@ fn concurrent_calls_from_five_sessions_through_one_global_instance_each_carry_th
     let daemon = Daemon::start(&config(&[("g", fakemcp("global", &tag, &[]))]));
     let url = daemon.url().to_owned();
     let home = daemon.home();
-    let mut serves = [
-        home.serve().session("s3").start(),
-        home.serve().session("s4").start(),
-    ];
+    let mut serves = [home.serve().session("s3").start(), home.serve().session("s4").start()];
 
     let seen: Vec<(String, Map<String, Value>)> = std::thread::scope(|scope| {
         let http: Vec<_> = (0..30)
@@ -189,7 +163,8 @@ fn concurrent_calls_from_five_sessions_through_one_global_instance_each_carry_th
     let mut call_ids = BTreeSet::new();
     for (session, context) in &seen {
         assert_eq!(
-            context["sessionId"], session.as_str(),
+            context["sessionId"],
+            session.as_str(),
             "a call of session {session} reached the upstream with another caller's context: {context:?}"
         );
         assert_eq!(context["scope"], "global", "{context:?}");
@@ -236,10 +211,7 @@ fn an_http_upstream_and_a_server_with_the_context_turned_off_receive_no_dev_mcpx
     let python = HttpServer::python_sdk();
     let mut quiet = fakemcp("session", &tag, &[]);
     quiet["invocationContext"] = json!(false);
-    let daemon = Daemon::start(&config(&[
-        ("py", json!({"url": python.url()})),
-        ("quiet", quiet),
-    ]));
+    let daemon = Daemon::start(&config(&[("py", json!({"url": python.url()})), ("quiet", quiet)]));
     let url = daemon.url();
     let mut client = daemon.home().serve().session("s").start();
 
@@ -252,8 +224,7 @@ fn an_http_upstream_and_a_server_with_the_context_turned_off_receive_no_dev_mcpx
         for (how, result) in [("HTTP", over_http.result()), ("stdio", over_stdio.result())] {
             let meta = received_meta(result);
             assert_no_forgery(&meta);
-            let mcpx_keys: Vec<&String> =
-                meta.keys().filter(|k| k.starts_with("dev.mcpx/")).collect();
+            let mcpx_keys: Vec<&String> = meta.keys().filter(|k| k.starts_with("dev.mcpx/")).collect();
             assert!(
                 mcpx_keys.is_empty(),
                 "{server} (called over {how}) must receive no dev.mcpx/ key, got {mcpx_keys:?}: {meta:?}"
@@ -275,10 +246,7 @@ fn an_unnamed_modern_request_gets_a_context_without_session_and_a_call_scope() {
     let daemon = Daemon::start(&config(&[("f", fakemcp("session", &tag, &[]))]));
     let reply = Modern::mcpx_call("f", "meta", json!({})).send(daemon.url());
     let context = context_of(&received_meta(reply.result()));
-    assert!(
-        context.get("sessionId").is_none(),
-        "mcpx must not invent a session: {context:?}"
-    );
+    assert!(context.get("sessionId").is_none(), "mcpx must not invent a session: {context:?}");
     let call_id = context["callId"].as_str().unwrap();
     assert_eq!(
         context["scope"],
@@ -297,9 +265,8 @@ fn the_client_id_is_the_name_of_the_token_presented() {
     let daemon = Daemon::start(&cfg);
     let url = daemon.url();
 
-    let as_ci = Modern::mcpx_call("f", "meta", json!({}))
-        .header("Authorization", &format!("Bearer {TOKEN_CI}"))
-        .send(url);
+    let as_ci =
+        Modern::mcpx_call("f", "meta", json!({})).header("Authorization", &format!("Bearer {TOKEN_CI}")).send(url);
     assert_eq!(context_of(&received_meta(as_ci.result()))["clientId"], "ci");
 
     let bot_claiming_ci = Modern::mcpx_call("f", "meta", json!({}))
@@ -324,10 +291,7 @@ fn the_client_id_is_the_name_of_the_token_presented() {
     let mut client = daemon.home().serve().start();
     let answer = client.call("f", "meta", json!({}));
     let context = context_of(&received_meta(answer.result()));
-    assert!(
-        context.get("clientId").is_none(),
-        "a socket caller presented no token: {context:?}"
-    );
+    assert!(context.get("clientId").is_none(), "a socket caller presented no token: {context:?}");
 }
 
 /// A Qwen Code host attests its own context to the stdio servers it launches (so to
@@ -339,18 +303,11 @@ fn a_stdio_hosts_qwen_code_context_travels_inside_the_context_as_host() {
     let daemon = Daemon::start(&config(&[("f", fakemcp("global", &tag, &[]))]));
     let host = json!({"version": 1, "sessionId": "qwen-1", "promptId": "prompt-7"});
     let mut client = daemon.home().serve().session("s").start();
-    let answer = client.request(
-        &Modern::mcpx_call("f", "meta", json!({}))
-            .meta("qwen-code/invocation", host.clone())
-            .frame(),
-    );
+    let answer =
+        client.request(&Modern::mcpx_call("f", "meta", json!({})).meta("qwen-code/invocation", host.clone()).frame());
     let meta = received_meta(answer.result());
     assert!(!meta.contains_key("qwen-code/invocation"), "{meta:?}");
     let context = meta[CONTEXT].as_object().expect("a context");
-    assert_eq!(
-        context.get("host"),
-        Some(&json!({"qwen-code/invocation": host})),
-        "{context:?}"
-    );
+    assert_eq!(context.get("host"), Some(&json!({"qwen-code/invocation": host})), "{context:?}");
     assert_eq!(context["sessionId"], "s");
 }

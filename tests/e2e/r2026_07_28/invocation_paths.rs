@@ -19,7 +19,8 @@ fn upstream_meta(text: &str) -> Value {
 
 fn requests(session: &str) -> Vec<(&'static str, Modern)> {
     let forged = json!({"version": 1, "sessionId": "forged", "callId": "forged"});
-    let sign = |m: Modern| m.session(session).meta("dev.mcpx/invocation", forged.clone()).meta("dev.mcpx/other", json!(1));
+    let sign =
+        |m: Modern| m.session(session).meta("dev.mcpx/invocation", forged.clone()).meta("dev.mcpx/other", json!(1));
     vec![
         ("read", sign(Modern::new("resources/read", json!({"uri": "mcpx://f/fake://meta"})))),
         ("prompt", sign(Modern::new("prompts/get", json!({"name": "f__meta"})))),

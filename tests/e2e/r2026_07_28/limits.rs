@@ -27,14 +27,17 @@ fn error_message(reply: &Reply) -> String {
 /// that server), until the returned thread ends.
 fn busy(daemon: &Daemon, server: &str, session: &str, in_use: u64) -> std::thread::JoinHandle<Reply> {
     let (url, owned_server, session) = (daemon.url().to_owned(), server.to_owned(), session.to_owned());
-    let call = std::thread::spawn(move || Modern::mcpx_call(&owned_server, "slow", json!({"ms": 3000})).session(&session).send(&url));
+    let call = std::thread::spawn(move || {
+        Modern::mcpx_call(&owned_server, "slow", json!({"ms": 3000})).session(&session).send(&url)
+    });
     assert!(daemon.home().wait_in_use(server, in_use, Duration::from_secs(20)), "the slow call never started");
     call
 }
 
 #[test]
 fn at_pool_max_instances_per_server_an_idle_instance_makes_room_and_only_busy_ones_refuse() {
-    let daemon = Daemon::start(&with(&[("up", fakemcp("session", &tag(), &[]))], json!({"pool": {"maxInstancesPerServer": 2}})));
+    let daemon =
+        Daemon::start(&with(&[("up", fakemcp("session", &tag(), &[]))], json!({"pool": {"maxInstancesPerServer": 2}})));
     let call = |session: &str| Modern::mcpx_call("up", "whoami", json!({})).session(session).send(daemon.url());
     let a = Whoami::of(&call("a"));
     Whoami::of(&call("b"));
@@ -56,7 +59,8 @@ fn at_pool_max_instances_per_server_an_idle_instance_makes_room_and_only_busy_on
 #[test]
 fn at_pool_max_instances_an_idle_instance_of_any_server_makes_room_and_only_busy_ones_refuse() {
     let t = tag();
-    let servers = [("a", fakemcp("global", &t, &[])), ("b", fakemcp("global", &t, &[])), ("c", fakemcp("global", &t, &[]))];
+    let servers =
+        [("a", fakemcp("global", &t, &[])), ("b", fakemcp("global", &t, &[])), ("c", fakemcp("global", &t, &[]))];
     let daemon = Daemon::start(&with(&servers, json!({"pool": {"maxInstances": 2}})));
     let call = |server: &str| Modern::mcpx_call(server, "whoami", json!({})).send(daemon.url());
     let a = Whoami::of(&call("a"));
@@ -86,11 +90,11 @@ fn at_pool_max_instances_an_idle_instance_of_any_server_makes_room_and_only_busy
 
 #[test]
 fn a_client_over_limits_max_calls_per_client_is_refused_and_other_clients_are_served() {
-    let daemon = Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"limits": {"maxCallsPerClient": 1}})));
+    let daemon =
+        Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"limits": {"maxCallsPerClient": 1}})));
     let url = daemon.url().to_owned();
-    let slow = std::thread::spawn(move || {
-        Modern::mcpx_call("up", "slow", json!({"ms": 2000})).session("busy").send(&url)
-    });
+    let slow =
+        std::thread::spawn(move || Modern::mcpx_call("up", "slow", json!({"ms": 2000})).session("busy").send(&url));
     assert!(daemon.home().wait_in_use("up", 1, Duration::from_secs(20)), "the slow call never started");
     let refused = error_message(&Modern::mcpx_call("up", "echo", json!({})).session("busy").send(daemon.url()));
     assert!(refused.contains("limits.maxCallsPerClient"), "{refused}");
@@ -104,7 +108,8 @@ fn a_client_over_limits_max_calls_per_client_is_refused_and_other_clients_are_se
 
 #[test]
 fn an_instance_unused_for_pool_idle_timeout_is_stopped() {
-    let daemon = Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"pool": {"idleTimeout": "1s"}})));
+    let daemon =
+        Daemon::start(&with(&[("up", fakemcp("global", &tag(), &[]))], json!({"pool": {"idleTimeout": "1s"}})));
     let first = Whoami::of(&Modern::mcpx_call("up", "whoami", json!({})).send(daemon.url()));
     let gone = poll(Duration::from_secs(20), || daemon.home().instances("up").is_empty().then_some(()));
     assert!(gone.is_some(), "the idle instance was never stopped: {}", daemon.home().status());
@@ -127,23 +132,15 @@ fn after_a_large_reap_the_runtime_workers_give_their_cached_memory_back() {
         json!({"pool": {"idleTimeout": "1s", "maxInstancesPerServer": SESSIONS}}),
     ));
     for i in 0..SESSIONS {
-        let reply = Modern::mcpx_call("up", "echo", json!({"i": i}))
-            .session(&format!("reap-{i}"))
-            .send(daemon.url());
+        let reply = Modern::mcpx_call("up", "echo", json!({"i": i})).session(&format!("reap-{i}")).send(daemon.url());
         assert_eq!(reply.structured(), &json!({"i": i}));
     }
     // The daemon runs a worker per core; tokio is sure to wake two of them (memory.rs).
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(2);
-    let emptied = |log: &str| {
-        log.matches("returned a worker's cached memory to the system")
-            .count()
-    };
+    let workers = std::thread::available_parallelism().map_or(1, usize::from).min(2);
+    let emptied = |log: &str| log.matches("returned a worker's cached memory to the system").count();
     let given_back = poll(Duration::from_secs(30), || {
         let log = daemon.stderr();
-        (log.contains("returned freed memory to the system") && emptied(&log) >= workers)
-            .then_some(())
+        (log.contains("returned freed memory to the system") && emptied(&log) >= workers).then_some(())
     });
     assert!(
         given_back.is_some(),
@@ -152,11 +149,7 @@ fn after_a_large_reap_the_runtime_workers_give_their_cached_memory_back() {
         daemon.home().status(),
         daemon.stderr()
     );
-    assert!(
-        daemon.home().instances("up").is_empty(),
-        "{}",
-        daemon.home().status()
-    );
+    assert!(daemon.home().instances("up").is_empty(), "{}", daemon.home().status());
 }
 
 /// An upstream that starts but never answers (neither `server/discover` nor `initialize`)
@@ -198,7 +191,10 @@ fn a_caller_that_does_not_read_its_stream_costs_at_most_limits_max_buffered_noti
     let body = request.frame().to_string();
     let address = daemon.url().trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     let mut socket = std::net::TcpStream::connect(&address).expect("connect");
-    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (name, value) in request.headers() {
         if !name.eq_ignore_ascii_case("content-type") {
             head.push_str(&format!("{name}: {value}\r\n"));

@@ -21,22 +21,13 @@ const LISTINGS: [(&str, bool); 5] = [
 
 /// A fakemcp entry with `scope` that appends each of its process starts to `starts`.
 fn recorded(scope: &str, tag: &str, starts: &Path) -> Value {
-    fakemcp(
-        scope,
-        tag,
-        &[
-            "--record-start",
-            starts.to_str().expect("a UTF-8 temp path"),
-        ],
-    )
+    fakemcp(scope, tag, &["--record-start", starts.to_str().expect("a UTF-8 temp path")])
 }
 
 /// The instance ids of the processes started so far, in the order they started.
 fn started(starts: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(starts).unwrap_or_default();
-    text.lines()
-        .map(|line| line.split(' ').next().unwrap_or_default().to_owned())
-        .collect()
+    text.lines().map(|line| line.split(' ').next().unwrap_or_default().to_owned()).collect()
 }
 
 /// Sends every request of [`LISTINGS`] once, as `session` (none: a caller with no
@@ -56,12 +47,8 @@ fn list_everything(url: &str, session: Option<&str>, server: &str) {
         let result = reply.result();
         let listed = match method {
             "tools/list" => names(&result["tools"], "name").contains(&format!("{server}__whoami")),
-            "prompts/list" => {
-                names(&result["prompts"], "name").contains(&format!("{server}__meta"))
-            }
-            "resources/list" => {
-                names(&result["resources"], "uri").contains(&format!("mcpx://{server}/fake://meta"))
-            }
+            "prompts/list" => names(&result["prompts"], "name").contains(&format!("{server}__meta")),
+            "resources/list" => names(&result["resources"], "uri").contains(&format!("mcpx://{server}/fake://meta")),
             "resources/templates/list" => result["resourceTemplates"].is_array(),
             _ => names(&reply.structured()["tools"], "server").contains(&server.to_owned()),
         };
@@ -71,10 +58,7 @@ fn list_everything(url: &str, session: Option<&str>, server: &str) {
 
 fn names(items: &Value, field: &str) -> Vec<String> {
     let items = items.as_array().map(Vec::as_slice).unwrap_or_default();
-    items
-        .iter()
-        .filter_map(|item| item[field].as_str().map(str::to_owned))
-        .collect()
+    items.iter().filter_map(|item| item[field].as_str().map(str::to_owned)).collect()
 }
 
 fn exposed(servers: &[(&str, Value)]) -> Value {
@@ -115,50 +99,28 @@ fn a_tool_call_or_read_without_a_session_still_gets_an_instance_of_its_own() {
     list_everything(daemon.url(), None, "browser");
     list_everything(daemon.url(), None, "browser");
     let lister = started(&starts);
-    assert_eq!(
-        lister.len(),
-        1,
-        "listings without a session started {lister:?}"
-    );
+    assert_eq!(lister.len(), 1, "listings without a session started {lister:?}");
 
     let call = || Modern::mcpx_call("browser", "whoami", json!({})).send(daemon.url());
     let (first, second) = (call(), call());
     for reply in [&first, &second] {
         let who = Whoami::of(reply);
-        assert_eq!(
-            who.calls, 1,
-            "a call reached an instance that had served another: {who:?}"
-        );
-        assert_ne!(
-            who.instance, lister[0],
-            "a call reached the lister, which serves listings only"
-        );
-        assert_eq!(
-            reply.structured()["toolLists"],
-            json!(0),
-            "the call's instance listed tools for someone"
-        );
+        assert_eq!(who.calls, 1, "a call reached an instance that had served another: {who:?}");
+        assert_ne!(who.instance, lister[0], "a call reached the lister, which serves listings only");
+        assert_eq!(reply.structured()["toolLists"], json!(0), "the call's instance listed tools for someone");
     }
     assert_ne!(
         Whoami::of(&first).instance,
         Whoami::of(&second).instance,
         "two calls without a session shared an instance"
     );
-    let read = Modern::new(
-        "resources/read",
-        json!({"uri": "mcpx://browser/fake://meta"}),
-    )
-    .send(daemon.url());
+    let read = Modern::new("resources/read", json!({"uri": "mcpx://browser/fake://meta"})).send(daemon.url());
     assert!(read.result()["contents"].is_array(), "{read}");
 
     // Two calls and a read: a process each, and the lister kept for the next listings.
     list_everything(daemon.url(), None, "browser");
     let processes = started(&starts);
-    assert_eq!(
-        processes.len(),
-        4,
-        "expected the lister plus one process per call and read: {processes:?}"
-    );
+    assert_eq!(processes.len(), 4, "expected the lister plus one process per call and read: {processes:?}");
     assert_eq!(processes[0], lister[0]);
     assert!(!processes[1..].contains(&lister[0]), "{processes:?}");
 }
@@ -176,16 +138,8 @@ fn a_caller_with_a_session_lists_through_its_own_instance_never_the_lister() {
     list_everything(daemon.url(), None, "browser");
     list_everything(daemon.url(), None, "lsp");
     let (browser_lister, lsp_lister) = (started(&browser_starts), started(&lsp_starts));
-    assert_eq!(
-        browser_lister.len(),
-        1,
-        "listings without a session started {browser_lister:?}"
-    );
-    assert_eq!(
-        lsp_lister.len(),
-        1,
-        "listings without a session started {lsp_lister:?}"
-    );
+    assert_eq!(browser_lister.len(), 1, "listings without a session started {browser_lister:?}");
+    assert_eq!(lsp_lister.len(), 1, "listings without a session started {lsp_lister:?}");
 
     let rounds = 2;
     for _ in 0..rounds {
@@ -193,24 +147,10 @@ fn a_caller_with_a_session_lists_through_its_own_instance_never_the_lister() {
     }
     // Session "a" has one instance of the session-scoped server, which did its listings.
     let browser = started(&browser_starts);
-    assert_eq!(
-        browser.len(),
-        2,
-        "session \"a\" should have started exactly its own instance: {browser:?}"
-    );
-    let who = Modern::mcpx_call("browser", "whoami", json!({}))
-        .session("a")
-        .send(daemon.url());
-    assert_eq!(
-        Whoami::of(&who).instance,
-        browser[1],
-        "session \"a\" called another instance than its own"
-    );
-    let tool_listings = rounds
-        * LISTINGS
-            .iter()
-            .filter(|(_, lists_tools)| *lists_tools)
-            .count();
+    assert_eq!(browser.len(), 2, "session \"a\" should have started exactly its own instance: {browser:?}");
+    let who = Modern::mcpx_call("browser", "whoami", json!({})).session("a").send(daemon.url());
+    assert_eq!(Whoami::of(&who).instance, browser[1], "session \"a\" called another instance than its own");
+    let tool_listings = rounds * LISTINGS.iter().filter(|(_, lists_tools)| *lists_tools).count();
     assert_eq!(
         who.structured()["toolLists"],
         json!(tool_listings),

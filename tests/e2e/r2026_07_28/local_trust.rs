@@ -50,7 +50,10 @@ fn a_daemon_socket_served_by_another_uid_is_refused_and_sent_nothing() {
     for args in [&SECRET_CALL[..], &["status"][..]] {
         let run = home.cli(args);
         assert_ne!(run.code, Some(0), "{run}");
-        assert!(run.stderr.contains(&format!("served by a process of uid {OTHER_UID}")), "the refusal names the uid listening:\n{run}");
+        assert!(
+            run.stderr.contains(&format!("served by a process of uid {OTHER_UID}")),
+            "the refusal names the uid listening:\n{run}"
+        );
     }
     let received = planted.received();
     assert!(received.iter().all(|n| *n == 0), "the socket of uid {OTHER_UID} received {received:?} bytes");

@@ -70,9 +70,16 @@ fn a_label_cannot_name_a_session_mcpx_derived_from_a_transport() {
     for label in &labels {
         let forger = Whoami::of(&Modern::mcpx_call("browser", "whoami", json!({})).session(label).send(url));
         assert_ne!(forger.instance, stdio_browser.instance, "the label {label:?} reached the stdio client's browser");
-        assert_ne!(forger.instance, legacy_browser.instance, "the label {label:?} reached the legacy session's browser");
+        assert_ne!(
+            forger.instance, legacy_browser.instance,
+            "the label {label:?} reached the legacy session's browser"
+        );
         let listed = Modern::new("resources/list", json!({})).session(label).send(url);
-        assert_eq!(artifacts_listed(&listed), Vec::<String>::new(), "the label {label:?} listed the stdio client's artifacts");
+        assert_eq!(
+            artifacts_listed(&listed),
+            Vec::<String>::new(),
+            "the label {label:?} listed the stdio client's artifacts"
+        );
     }
     // The victims still have their own.
     assert_eq!(stdio.whoami("browser").instance, stdio_browser.instance);
@@ -86,7 +93,8 @@ fn a_label_cannot_name_a_session_mcpx_derived_from_a_transport() {
 #[test]
 fn an_upstream_never_learns_a_callers_legacy_session_id_and_cannot_act_in_that_session() {
     let tag = tag();
-    let daemon = Daemon::start(&config(&[("f", fakemcp("session", &tag, &[])), ("browser", fakemcp("session", &tag, &[]))]));
+    let daemon =
+        Daemon::start(&config(&[("f", fakemcp("session", &tag, &[])), ("browser", fakemcp("session", &tag, &[]))]));
     let url = daemon.url();
     let seen_by_upstream = |session: &LegacySession| {
         let reply = session.mcpx_call("f", "meta", json!({}));
@@ -94,7 +102,8 @@ fn an_upstream_never_learns_a_callers_legacy_session_id_and_cannot_act_in_that_s
     };
     let (one, two) = (LegacySession::open(url), LegacySession::open(url));
     let context = seen_by_upstream(&one);
-    let (session_id, scope) = (context["sessionId"].as_str().unwrap().to_owned(), context["scope"].as_str().unwrap().to_owned());
+    let (session_id, scope) =
+        (context["sessionId"].as_str().unwrap().to_owned(), context["scope"].as_str().unwrap().to_owned());
     for seen in [&session_id, &scope] {
         assert!(!seen.contains(one.id()), "the upstream saw the Mcp-Session-Id in {seen:?}: {context}");
     }
@@ -128,7 +137,9 @@ fn two_holders() -> (Daemon, String) {
 #[test]
 fn token_holders_naming_the_same_session_get_their_own_instances_and_artifacts() {
     let (daemon, url) = two_holders();
-    let as_holder = |token: &str| Modern::mcpx_call("browser", "whoami", json!({})).session("work").header("Authorization", &bearer(token));
+    let as_holder = |token: &str| {
+        Modern::mcpx_call("browser", "whoami", json!({})).session("work").header("Authorization", &bearer(token))
+    };
     let alice = Whoami::of(&as_holder(ALICE).send(&url));
     let bob = Whoami::of(&as_holder(BOB).send(&url));
     assert_ne!(alice.instance, bob.instance, "two token holders naming session work shared one browser");
@@ -140,7 +151,10 @@ fn token_holders_naming_the_same_session_get_their_own_instances_and_artifacts()
     };
     assert_eq!(artifacts_listed(&listed(ALICE)), vec![uri.clone()]);
     assert_eq!(artifacts_listed(&listed(BOB)), Vec::<String>::new(), "bob listed alice's artifact");
-    let read = Modern::new("resources/read", json!({"uri": uri})).session("work").header("Authorization", &bearer(BOB)).send(&url);
+    let read = Modern::new("resources/read", json!({"uri": uri}))
+        .session("work")
+        .header("Authorization", &bearer(BOB))
+        .send(&url);
     assert!(read.frame().get("error").is_some(), "bob read alice's artifact: {read}");
     let over_v1 = plain(
         "GET",
@@ -151,7 +165,8 @@ fn token_holders_naming_the_same_session_get_their_own_instances_and_artifacts()
     assert_eq!(over_v1.json()["artifacts"], json!([]), "{over_v1}");
 
     // Status shows bob the shared instances and his own, not alice's session.
-    let status = plain("GET", &format!("{}/v1/status", base_url(&url)), &[("Authorization", &bearer(BOB))], None).json();
+    let status =
+        plain("GET", &format!("{}/v1/status", base_url(&url)), &[("Authorization", &bearer(BOB))], None).json();
     let pids: Vec<u64> = status["instances"].as_array().unwrap().iter().filter_map(|i| i["pid"].as_u64()).collect();
     assert!(pids.contains(&u64::from(bob.pid)) && !pids.contains(&u64::from(alice.pid)), "{status}");
     drop(daemon);
@@ -172,14 +187,16 @@ fn a_v1_question_is_seen_and_answered_only_by_the_token_holder_it_waits_for() {
     let bobs = v1("GET", "/v1/ask", BOB, None);
     assert_eq!(bobs.json()["questions"], json!([]), "bob sees alice's question: {bobs}");
     assert_eq!(v1("GET", &format!("/v1/ask?id={id}"), BOB, None).status, 400);
-    let answer = json!({"id": id, "responses": {"elicitation": {"action": "accept", "content": {"response": "bob's"}}}});
+    let answer =
+        json!({"id": id, "responses": {"elicitation": {"action": "accept", "content": {"response": "bob's"}}}});
     let stolen = v1("POST", "/v1/ask/answer", BOB, Some(&answer));
     assert_eq!(stolen.status, 400, "bob answered alice's question: {stolen}");
     assert_eq!(v1("POST", "/v1/ask/abandon", BOB, Some(&json!({"id": id}))).status, 400);
 
     let alices = v1("GET", "/v1/ask", ALICE, None).json();
     assert_eq!(alices["questions"].as_array().map(Vec::len), Some(1), "{alices}");
-    let key = alices["questions"][0]["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a key");
+    let key =
+        alices["questions"][0]["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a key");
     let answer = json!({"id": id, "responses": {key: {"action": "accept", "content": {"response": "Ada"}}}});
     let answered = v1("POST", "/v1/ask/answer", ALICE, Some(&answer));
     assert_eq!(answered.status, 200, "{answered}");
@@ -209,17 +226,26 @@ fn a_token_holder_cannot_take_every_legacy_session_nor_use_anothers() {
     assert_eq!(second.request("ping", json!({})).status, 200);
 
     // Both of alice's sessions busy: the next one is refused, naming the setting.
-    let slow = |session: LegacySession| std::thread::spawn(move || session.mcpx_call("up", "slow", json!({"ms": 3000})));
+    let slow =
+        |session: LegacySession| std::thread::spawn(move || session.mcpx_call("up", "slow", json!({"ms": 3000})));
     let (busy_second, busy_third) = (slow(second), slow(third));
     assert!(daemon.home().wait_in_use("up", 2, std::time::Duration::from_secs(20)), "the slow calls never started");
     let refused = mcpx_e2e::client::initialize_with(&url, "2025-11-25", &[("Authorization".into(), alice.clone())]);
     assert_eq!(refused.status, 503, "{refused}");
-    assert!(refused.frame()["error"]["message"].as_str().unwrap_or_default().contains("http.maxSessionsPerClient"), "{refused}");
+    assert!(
+        refused.frame()["error"]["message"].as_str().unwrap_or_default().contains("http.maxSessionsPerClient"),
+        "{refused}"
+    );
 
     // Bob is not held up by alice, and cannot use her session by its id.
     let bobs = open(&bob);
     assert_eq!(bobs.request("ping", json!({})).status, 200);
-    let stolen = plain("POST", &url, &[("Authorization", &bob), ("Mcp-Session-Id", first.id())], Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+    let stolen = plain(
+        "POST",
+        &url,
+        &[("Authorization", &bob), ("Mcp-Session-Id", first.id())],
+        Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+    );
     assert_eq!(stolen.status, 404, "{stolen}");
     for busy in [busy_second, busy_third] {
         assert_eq!(busy.join().expect("the slow call").structured()["sleptMs"], 3000);

@@ -19,7 +19,11 @@ fn a_daemon_starting_for_d_leaves_the_upstreams_of_the_daemon_for_d_hash_b_alone
     // Starting reaps the orphans of earlier daemons for its own dir.
     let daemon = Daemon::start_in(Home::with_state_dir(&c, dirs.path().join("st")), &[]);
     assert!(alive(daemon.pid()));
-    assert!(alive(before.pid), "the daemon for {}/st killed the upstream of the daemon for st#b", dirs.path().display());
+    assert!(
+        alive(before.pid),
+        "the daemon for {}/st killed the upstream of the daemon for st#b",
+        dirs.path().display()
+    );
     let after = call();
     assert_eq!(after.instance, before.instance, "the daemon for st#b lost its upstream");
 }

@@ -56,7 +56,10 @@ fn an_exposed_tools_mirrored_arguments_must_match_their_headers() {
     ] {
         let reply = call(&bad);
         let error = reply.assert_error(400, -32020);
-        assert!(error["message"].as_str().unwrap_or_default().contains(why), "{bad:?} should fail with {why:?}:\n{reply}");
+        assert!(
+            error["message"].as_str().unwrap_or_default().contains(why),
+            "{bad:?} should fail with {why:?}:\n{reply}"
+        );
     }
     // Through mcpx_call the arguments are not mirrored (its own schema marks none).
     let gateway = Modern::mcpx_call("v", "weather", json!({"region": "Hello", "days": 3})).send(url);

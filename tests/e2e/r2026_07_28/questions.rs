@@ -96,14 +96,18 @@ fn an_expired_question_cancels_the_held_upstream_call_and_refuses_the_late_answe
     let state = first.result()["requestState"].as_str().unwrap().to_owned();
     std::thread::sleep(std::time::Duration::from_millis(800));
 
-    let late = json!({"inputResponses": {key: {"action": "accept", "content": {"response": "late"}}}, "requestState": state});
+    let late =
+        json!({"inputResponses": {key: {"action": "accept", "content": {"response": "late"}}}, "requestState": state});
     let refused = call("test_elicitation", args, late, caps).send(daemon.url());
     let error = refused.assert_error(200, -32602);
     assert!(error["message"].as_str().unwrap_or_default().contains("expired"), "{refused}");
     // The upstream was told its call is over.
-    let (request, _) = mcpx_e2e::upstreams::upstream_exchange(&tap, "tools/call", |_| true).expect("the call reached the upstream");
+    let (request, _) =
+        mcpx_e2e::upstreams::upstream_exchange(&tap, "tools/call", |_| true).expect("the call reached the upstream");
     let cancelled = mcpx_e2e::process::poll(std::time::Duration::from_secs(5), || {
-        tap.sent().into_iter().find(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == request["id"])
+        tap.sent()
+            .into_iter()
+            .find(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == request["id"])
     });
     assert!(cancelled.is_some(), "no notifications/cancelled for the expired call reached the upstream");
 }

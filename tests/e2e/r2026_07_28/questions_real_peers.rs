@@ -34,15 +34,7 @@ fn mcpx_call(server: &str, tool: &str, arguments: Value) -> Value {
 /// Asserts the client was asked exactly one `method` question and the call succeeded.
 #[track_caller]
 fn assert_asked_once(out: &Value, method: &str) {
-    assert_eq!(
-        out["era"],
-        if out["protocolVersion"] == MODERN {
-            "modern"
-        } else {
-            "legacy"
-        },
-        "{out}"
-    );
+    assert_eq!(out["era"], if out["protocolVersion"] == MODERN { "modern" } else { "legacy" }, "{out}");
     assert_eq!(asked_methods(out), vec![method], "{out}");
     assert_eq!(out["result"]["isError"], json!(false), "{out}");
 }
@@ -72,14 +64,8 @@ fn everything_elicitation_accepted(mode: &str) {
         "the upstream's own question reached the client: {out}"
     );
     let text = result_text(&out);
-    assert!(
-        text.contains("User provided the requested information"),
-        "{out}"
-    );
-    assert!(
-        text.contains("- Name: Ada Lovelace"),
-        "the answer reached the upstream: {out}"
-    );
+    assert!(text.contains("User provided the requested information"), "{out}");
+    assert!(text.contains("- Name: Ada Lovelace"), "the answer reached the upstream: {out}");
     assert!(text.contains("- Agreed to terms: true"), "{out}");
 }
 
@@ -90,39 +76,27 @@ fn everything_elicitation_declined(mode: &str) {
     assert_era(&out, mode);
     assert_asked_once(&out, "elicitation/create");
     let text = result_text(&out);
-    assert!(
-        text.contains("User declined to provide the requested information"),
-        "{out}"
-    );
+    assert!(text.contains("User declined to provide the requested information"), "{out}");
     assert!(!text.contains("- Name:"), "{out}");
 }
 
 fn everything_sampling(mode: &str) {
     let daemon = everything_daemon();
     let answers = Answers::accept(json!({}), "forty-two from the host model");
-    let call = mcpx_call(
-        "everything",
-        "trigger-sampling-request",
-        json!({"prompt": "meaning of life", "maxTokens": 20}),
-    );
+    let call =
+        mcpx_call("everything", "trigger-sampling-request", json!({"prompt": "meaning of life", "maxTokens": 20}));
     let out = answering_client(daemon.url(), mode, "mcpx_call", &call, &answers);
     assert_era(&out, mode);
     assert_asked_once(&out, "sampling/createMessage");
     let params = &out["asked"][0]["params"];
     assert_eq!(params["maxTokens"], 20, "{out}");
     assert!(
-        params["messages"][0]["content"]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("meaning of life"),
+        params["messages"][0]["content"]["text"].as_str().unwrap_or_default().contains("meaning of life"),
         "the upstream's prompt reached the client: {out}"
     );
     let text = result_text(&out);
     assert!(text.starts_with("LLM sampling result:"), "{out}");
-    assert!(
-        text.contains("forty-two from the host model"),
-        "the client's text reached the upstream: {out}"
-    );
+    assert!(text.contains("forty-two from the host model"), "the client's text reached the upstream: {out}");
     assert!(text.contains("answering-client-model"), "{out}");
 }
 
@@ -165,14 +139,8 @@ fn python_server_elicitation(mode: &str, answers: &Answers, expected: &str) {
     let out = answering_client(daemon.url(), mode, "mcpx_call", &call, answers);
     assert_era(&out, mode);
     assert_asked_once(&out, "elicitation/create");
-    assert_eq!(
-        out["asked"][0]["params"]["message"], "What is your name?",
-        "{out}"
-    );
-    assert_eq!(
-        out["asked"][0]["params"]["requestedSchema"]["properties"]["name"]["type"], "string",
-        "{out}"
-    );
+    assert_eq!(out["asked"][0]["params"]["message"], "What is your name?", "{out}");
+    assert_eq!(out["asked"][0]["params"]["requestedSchema"]["properties"]["name"]["type"], "string", "{out}");
     assert_eq!(result_text(&out), expected, "{out}");
 }
 
@@ -184,15 +152,8 @@ fn python_server_sampling(mode: &str) {
     let out = answering_client(daemon.url(), mode, "mcpx_call", &call, &answers);
     assert_era(&out, mode);
     assert_asked_once(&out, "sampling/createMessage");
-    assert_eq!(
-        out["asked"][0]["params"]["messages"][0]["content"]["text"], "Say something",
-        "{out}"
-    );
-    assert_eq!(
-        result_text(&out),
-        "sampled: something, from the host",
-        "{out}"
-    );
+    assert_eq!(out["asked"][0]["params"]["messages"][0]["content"]["text"], "Say something", "{out}");
+    assert_eq!(result_text(&out), "sampled: something, from the host", "{out}");
 }
 
 #[test]

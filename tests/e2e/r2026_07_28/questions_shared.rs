@@ -22,8 +22,7 @@ fn shared_fixture(extra: &[&str]) -> Daemon {
 
 /// `session`'s call of fx `test_elicitation` asking `message`, with a retry's fields.
 fn elicit(url: &str, session: &str, message: &str, retry: Value) -> Reply {
-    let mut params =
-        json!({"name": "mcpx_call", "arguments": {"server": "fx", "tool": "test_elicitation", "arguments": {"message": message}}});
+    let mut params = json!({"name": "mcpx_call", "arguments": {"server": "fx", "tool": "test_elicitation", "arguments": {"message": message}}});
     for (k, v) in retry.as_object().into_iter().flatten() {
         params[k] = v.clone();
     }

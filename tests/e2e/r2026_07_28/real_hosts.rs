@@ -8,23 +8,9 @@ use mcpx_e2e::hosts::{Host, Transport, assert_host_calls_through_mcpx, assert_ho
 #[track_caller]
 fn assert_modern(link: &mcpx_e2e::hosts::Link) {
     let methods = link.methods();
-    assert_eq!(
-        methods.first().map(String::as_str),
-        Some("server/discover"),
-        "{}",
-        link.transcript()
-    );
-    assert!(
-        !methods.iter().any(|m| m == "initialize"),
-        "Claude Code sent initialize:\n{}",
-        link.transcript()
-    );
-    assert_eq!(
-        link.revision().as_deref(),
-        Some("2026-07-28"),
-        "{}",
-        link.transcript()
-    );
+    assert_eq!(methods.first().map(String::as_str), Some("server/discover"), "{}", link.transcript());
+    assert!(!methods.iter().any(|m| m == "initialize"), "Claude Code sent initialize:\n{}", link.transcript());
+    assert_eq!(link.revision().as_deref(), Some("2026-07-28"), "{}", link.transcript());
 }
 
 #[test]

@@ -79,10 +79,14 @@ fn an_upstream_that_keeps_crashing_soon_after_starting_is_backed_off_and_shown_i
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(messages[0].contains("exited (exit status: 3)"), "{}", messages[0]);
-    let refused = messages.iter().find(|m| m.contains("tries again in")).unwrap_or_else(|| {
-        panic!("calls during the backoff fail at once saying when mcpx tries again: {messages:#?}")
-    });
-    assert!(refused.contains("after it started (exit status: 3)") && refused.contains("exited soon after starting"), "{refused}");
+    let refused = messages
+        .iter()
+        .find(|m| m.contains("tries again in"))
+        .unwrap_or_else(|| panic!("calls during the backoff fail at once saying when mcpx tries again: {messages:#?}"));
+    assert!(
+        refused.contains("after it started (exit status: 3)") && refused.contains("exited soon after starting"),
+        "{refused}"
+    );
     // Each start lasted one call: without the backoff every call would have started one.
     assert!(count() < calls / 2, "{} starts for {calls} calls: no backoff", count());
 
@@ -100,6 +104,7 @@ fn an_upstream_that_keeps_crashing_soon_after_starting_is_backed_off_and_shown_i
         (reply.frame().get("result").is_some()).then_some(reply)
     });
     assert_eq!(served.expect("never served again").structured(), &json!({"ok": true}));
-    let over = poll(Duration::from_secs(30), || daemon.home().status()["servers"][0].get("failing").is_none().then_some(()));
+    let over =
+        poll(Duration::from_secs(30), || daemon.home().status()["servers"][0].get("failing").is_none().then_some(()));
     assert!(over.is_some(), "still failing: {}", daemon.home().status());
 }

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use mcpx_e2e::client::next_id;
 use mcpx_e2e::serve::ANSWER_TIMEOUT;
 use mcpx_e2e::{
-    Daemon, Home, Modern, Whoami, alive, config, fakemcp, processes_with, tag, wait_for_exit,
-    wait_until_gone,
+    Daemon, Home, Modern, Whoami, alive, config, fakemcp, processes_with, tag, wait_for_exit, wait_until_gone,
 };
 use serde_json::json;
 
@@ -16,13 +15,10 @@ use serde_json::json;
 const DAEMON_WENT_AWAY: &str = "daemon went away";
 
 #[test]
-fn two_serve_processes_with_their_own_sessions_get_their_own_session_instances_and_share_the_global_one()
- {
+fn two_serve_processes_with_their_own_sessions_get_their_own_session_instances_and_share_the_global_one() {
     let tag = tag();
-    let daemon = Daemon::start(&config(&[
-        ("browser", fakemcp("session", &tag, &[])),
-        ("shared", fakemcp("global", &tag, &[])),
-    ]));
+    let daemon =
+        Daemon::start(&config(&[("browser", fakemcp("session", &tag, &[])), ("shared", fakemcp("global", &tag, &[]))]));
     let home = daemon.home();
     let mut alpha = home.serve().session("alpha").start();
     let mut beta = home.serve().session("beta").start();
@@ -30,14 +26,8 @@ fn two_serve_processes_with_their_own_sessions_get_their_own_session_instances_a
     let alpha_browser = alpha.whoami("browser");
     let beta_browser = beta.whoami("browser");
     let alpha_again = alpha.whoami("browser");
-    assert_ne!(
-        alpha_browser.instance, beta_browser.instance,
-        "two sessions shared a session-scoped instance"
-    );
-    assert_eq!(
-        alpha_again.instance, alpha_browser.instance,
-        "one session got two session-scoped instances"
-    );
+    assert_ne!(alpha_browser.instance, beta_browser.instance, "two sessions shared a session-scoped instance");
+    assert_eq!(alpha_again.instance, alpha_browser.instance, "one session got two session-scoped instances");
     assert_eq!(alpha_again.calls, 2, "{alpha_again:?}");
 
     let alpha_shared = alpha.whoami("shared");
@@ -48,16 +38,9 @@ fn two_serve_processes_with_their_own_sessions_get_their_own_session_instances_a
     );
     assert_eq!(beta_shared.calls, 2, "{beta_shared:?}");
 
-    assert_eq!(
-        home.instance_keys("browser"),
-        ["session:alpha", "session:beta"]
-    );
+    assert_eq!(home.instance_keys("browser"), ["session:alpha", "session:beta"]);
     assert_eq!(home.instance_keys("shared"), ["global"]);
-    assert_eq!(
-        processes_with(&tag).len(),
-        3,
-        "two browsers and one shared instance"
-    );
+    assert_eq!(processes_with(&tag).len(), 3, "two browsers and one shared instance");
 }
 
 /// The same session named over stdio (the process's `MCPX_SESSION_ID`, or a `_meta` key
@@ -68,11 +51,7 @@ fn a_stdio_client_and_an_http_client_naming_the_same_session_reach_the_same_inst
     let daemon = Daemon::start(&config(&[("browser", fakemcp("session", &tag, &[]))]));
     let home = daemon.home();
     let http_whoami = |session: &str| {
-        Whoami::of(
-            &Modern::mcpx_call("browser", "whoami", json!({}))
-                .session(session)
-                .send(daemon.url()),
-        )
+        Whoami::of(&Modern::mcpx_call("browser", "whoami", json!({})).session(session).send(daemon.url()))
     };
 
     let mut alpha = home.serve().session("alpha").start();
@@ -85,27 +64,15 @@ fn a_stdio_client_and_an_http_client_naming_the_same_session_reach_the_same_inst
     assert_eq!(over_http.calls, 2);
 
     let mut beta = home.serve().session("beta").start();
-    let named = beta
-        .request(
-            &Modern::mcpx_call("browser", "whoami", json!({}))
-                .session("gamma")
-                .frame(),
-        )
-        .whoami();
+    let named = beta.request(&Modern::mcpx_call("browser", "whoami", json!({})).session("gamma").frame()).whoami();
     let unnamed = beta.whoami("browser");
-    assert_ne!(
-        named.instance, unnamed.instance,
-        "a _meta session key must win over the serve process's own session"
-    );
+    assert_ne!(named.instance, unnamed.instance, "a _meta session key must win over the serve process's own session");
     let gamma_over_http = http_whoami("gamma");
     assert_eq!(
         gamma_over_http.instance, named.instance,
         "stdio and HTTP callers naming gamma in _meta must share its instance"
     );
-    assert_eq!(
-        home.instance_keys("browser"),
-        ["session:alpha", "session:beta", "session:gamma"]
-    );
+    assert_eq!(home.instance_keys("browser"), ["session:alpha", "session:beta", "session:gamma"]);
 }
 
 /// Without `MCPX_SESSION_ID` the session is the serve process itself (a kind of session no
@@ -119,10 +86,7 @@ fn a_serve_process_without_a_session_name_is_its_own_session_and_the_flag_names_
     let mut flagged = home.serve().arg("--session").arg("from-flag").start();
     anonymous.whoami("browser");
     flagged.whoami("browser");
-    let mut expected = vec![
-        format!("process:{}", anonymous.pid()),
-        "session:from-flag".to_owned(),
-    ];
+    let mut expected = vec![format!("process:{}", anonymous.pid()), "session:from-flag".to_owned()];
     expected.sort();
     assert_eq!(home.instance_keys("browser"), expected);
 }
@@ -138,28 +102,19 @@ fn a_pid_scoped_instance_stops_when_its_serve_process_exits() {
     let second_repl = second.whoami("repl");
     assert_ne!(first_repl.instance, second_repl.instance);
     assert_eq!(first.whoami("repl").instance, first_repl.instance);
-    let mut keys = vec![
-        format!("pid:{}", first.pid()),
-        format!("pid:{}", second.pid()),
-    ];
+    let mut keys = vec![format!("pid:{}", first.pid()), format!("pid:{}", second.pid())];
     keys.sort();
     assert_eq!(home.instance_keys("repl"), keys);
 
     // A host that closes stdin: serve exits, and its instance goes with it.
     first.close_stdin();
-    assert!(
-        first.wait(Duration::from_secs(10)).is_some(),
-        "mcpx serve did not exit on stdin EOF"
-    );
+    assert!(first.wait(Duration::from_secs(10)).is_some(), "mcpx serve did not exit on stdin EOF");
     assert!(
         wait_for_exit(first_repl.pid, Duration::from_secs(3)),
         "the pid-scoped instance {} outlived its process by 3 s",
         first_repl.pid
     );
-    assert!(
-        alive(second_repl.pid),
-        "the other process's instance must stay"
-    );
+    assert!(alive(second_repl.pid), "the other process's instance must stay");
 
     // A host that dies: the same.
     second.kill();
@@ -198,10 +153,7 @@ fn a_serve_process_killed_mid_call_releases_the_call_and_the_next_client_is_serv
         let started = Instant::now();
         let after = next.whoami("shared");
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(
-            after.instance, before.instance,
-            "the global instance is the daemon's, not the dead client's"
-        );
+        assert_eq!(after.instance, before.instance, "the global instance is the daemon's, not the dead client's");
         before
     };
     daemon.stop();
@@ -219,10 +171,8 @@ fn a_serve_process_killed_mid_call_releases_the_call_and_the_next_client_is_serv
 #[test]
 fn a_daemon_killed_mid_call_fails_the_call_and_the_next_call_starts_a_new_daemon() {
     let tag = tag();
-    let mut daemon = Daemon::start(&config(&[
-        ("shared", fakemcp("global", &tag, &[])),
-        ("browser", fakemcp("session", &tag, &[])),
-    ]));
+    let mut daemon =
+        Daemon::start(&config(&[("shared", fakemcp("global", &tag, &[])), ("browser", fakemcp("session", &tag, &[]))]));
     let old_pid = daemon.pid();
     let mut client = daemon.home().serve().session("s").start();
     let before = client.whoami("shared");
@@ -239,17 +189,9 @@ fn a_daemon_killed_mid_call_fails_the_call_and_the_next_call_starts_a_new_daemon
         "the in-flight call must fail when the daemon goes, not after a timeout"
     );
     assert_eq!(failed.error()["code"], -32603, "{failed}");
-    assert!(
-        failed.error()["message"]
-            .as_str()
-            .is_some_and(|m| m.contains(DAEMON_WENT_AWAY)),
-        "{failed}"
-    );
+    assert!(failed.error()["message"].as_str().is_some_and(|m| m.contains(DAEMON_WENT_AWAY)), "{failed}");
     let orphans = wait_until_gone(&tag, Duration::from_secs(3));
-    assert!(
-        orphans.is_empty(),
-        "upstreams of the SIGKILLed daemon {old_pid} are still running: {orphans:?}"
-    );
+    assert!(orphans.is_empty(), "upstreams of the SIGKILLed daemon {old_pid} are still running: {orphans:?}");
 
     let after = client.whoami("shared");
     assert_ne!(after.instance, before.instance);
@@ -258,11 +200,7 @@ fn a_daemon_killed_mid_call_fails_the_call_and_the_next_call_starts_a_new_daemon
     assert_eq!(daemons.len(), 1, "expected one new daemon: {daemons:?}");
     assert_ne!(daemons[0], old_pid);
     assert_eq!(home.record().expect("daemon.json")["pid"], daemons[0]);
-    assert_eq!(
-        home.instance_keys("shared"),
-        ["global"],
-        "the new daemon runs the config serve passed on"
-    );
+    assert_eq!(home.instance_keys("shared"), ["global"], "the new daemon runs the config serve passed on");
 
     home.stop_daemons();
     assert!(
@@ -293,11 +231,7 @@ fn after_a_daemon_restart_the_call_in_flight_fails_and_the_next_one_reaches_the_
     let after = client.whoami("shared");
     assert_ne!(after.instance, before.instance);
     assert_eq!(after.calls, 1);
-    assert_eq!(
-        daemon.home().status()["pid"],
-        daemon.pid(),
-        "the call must reach the restarted daemon"
-    );
+    assert_eq!(daemon.home().status()["pid"], daemon.pid(), "the call must reach the restarted daemon");
     assert_eq!(daemon.home().daemons(), [daemon.pid()]);
 }
 
@@ -310,18 +244,9 @@ fn a_second_daemon_for_the_same_state_dir_refuses_and_names_the_running_one() {
     second.assert_code(1);
     let said = &second.stderr;
     assert!(said.contains("a daemon already runs"), "{second}");
-    assert!(
-        said.contains(home.state_dir().to_str().unwrap()),
-        "it must name the state dir: {second}"
-    );
-    assert!(
-        said.contains(&format!("pid {}", daemon.pid())),
-        "it must name the running daemon's pid: {second}"
-    );
-    assert!(
-        said.contains(daemon.url()),
-        "it must name the running daemon's URL: {second}"
-    );
+    assert!(said.contains(home.state_dir().to_str().unwrap()), "it must name the state dir: {second}");
+    assert!(said.contains(&format!("pid {}", daemon.pid())), "it must name the running daemon's pid: {second}");
+    assert!(said.contains(daemon.url()), "it must name the running daemon's URL: {second}");
 
     assert_eq!(home.daemons(), [daemon.pid()]);
     assert_eq!(home.record().expect("daemon.json")["pid"], daemon.pid());
@@ -383,15 +308,7 @@ fn cli_calls_started_at_once_without_a_daemon_bring_up_exactly_one() {
         let handles: Vec<_> = (0..6)
             .map(|_| {
                 let (home, config_path) = (&home, &config_path);
-                scope.spawn(move || {
-                    home.cli(&[
-                        "call",
-                        "shared.whoami",
-                        "--json",
-                        "--config",
-                        config_path,
-                    ])
-                })
+                scope.spawn(move || home.cli(&["call", "shared.whoami", "--json", "--config", config_path]))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -442,17 +359,9 @@ fn serve_answers_interleaved_requests_as_they_finish() {
     let quick = Modern::mcpx_call("shared", "echo", json!({"n": next_id()})).frame();
     client.send(&slow);
     client.send(&quick);
-    let first = client
-        .next_frame(Duration::from_secs(10))
-        .expect("an answer");
-    assert_eq!(
-        first["id"], quick["id"],
-        "the quick call must not wait behind the slow one: {first}"
-    );
-    assert_eq!(
-        first["result"]["structuredContent"],
-        quick["params"]["arguments"]["arguments"]
-    );
+    let first = client.next_frame(Duration::from_secs(10)).expect("an answer");
+    assert_eq!(first["id"], quick["id"], "the quick call must not wait behind the slow one: {first}");
+    assert_eq!(first["result"]["structuredContent"], quick["params"]["arguments"]["arguments"]);
     let second = client.answer(&slow["id"], Duration::from_secs(10));
     assert_eq!(second.structured()["sleptMs"], 1500);
 }
@@ -478,10 +387,7 @@ fn python_sdk_client_in_auto_mode_launches_mcpx_serve_and_calls_an_upstream() {
     assert_eq!(out["protocolVersion"], "2026-07-28", "{out}");
     assert_eq!(out["result"]["isError"], false, "{out}");
     assert_eq!(out["result"]["structuredContent"], json!({"from": "python auto"}), "{out}");
-    assert!(
-        out["tools"].as_array().is_some_and(|t| t.contains(&json!("mcpx_call"))),
-        "{out}"
-    );
+    assert!(out["tools"].as_array().is_some_and(|t| t.contains(&json!("mcpx_call"))), "{out}");
     assert_eq!(home.daemons(), [daemon.pid()], "serve must use the running daemon");
     assert_eq!(home.instance_keys("shared"), ["global"]);
 }
@@ -497,21 +403,13 @@ fn serve_without_a_daemon_runs_its_own_gateway_and_its_upstreams_end_with_it() {
     ]));
     let workdir = mcpx_e2e::process::TempDir::new();
     let cwd = workdir.path().canonicalize().unwrap();
-    let mut client = home
-        .serve()
-        .arg("--no-daemon")
-        .session("solo")
-        .cwd(&cwd)
-        .start();
+    let mut client = home.serve().arg("--no-daemon").session("solo").cwd(&cwd).start();
     let first = client.whoami("browser");
     assert_eq!(client.whoami("browser").instance, first.instance);
     let dir = client.whoami("dir");
     assert_eq!(dir.cwd.as_deref(), cwd.to_str(), "a cwd-scoped server starts in the client's cwd");
     let meta = client.call("browser", "meta", json!({}));
-    assert_eq!(
-        meta.structured()["meta"]["dev.mcpx/invocation"]["sessionId"], "solo",
-        "{meta}"
-    );
+    assert_eq!(meta.structured()["meta"]["dev.mcpx/invocation"]["sessionId"], "solo", "{meta}");
     assert!(home.daemons().is_empty(), "--no-daemon must not start a daemon");
     assert!(!home.socket().exists());
 

@@ -46,7 +46,9 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn keep(url: &str, name: &str, bytes: usize) -> String {
-    let script = format!("try {{ return await artifact({name:?}, 'x'.repeat({bytes})); }} catch (e) {{ return 'refused: ' + e.message; }}");
+    let script = format!(
+        "try {{ return await artifact({name:?}, 'x'.repeat({bytes})); }} catch (e) {{ return 'refused: ' + e.message; }}"
+    );
     let reply = Modern::tools_call("mcpx_exec", json!({ "script": script })).session("disk").send(url);
     reply.result()["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }

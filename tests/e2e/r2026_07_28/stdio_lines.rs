@@ -36,7 +36,10 @@ fn an_over_long_line_or_garbage_is_refused_and_the_stream_goes_on() {
         let refused = serve.next_frame(Duration::from_secs(10)).expect("an answer to the long line");
         assert_eq!(refused["error"]["code"], -32600, "{refused}");
         assert_eq!(refused["id"], id, "{refused}");
-        assert!(refused["error"]["message"].as_str().unwrap().contains("limits.maxLineBytes (2000 bytes)"), "{refused}");
+        assert!(
+            refused["error"]["message"].as_str().unwrap().contains("limits.maxLineBytes (2000 bytes)"),
+            "{refused}"
+        );
     }
 
     serve.send_line("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"\u{fffd}\"}\u{0}");

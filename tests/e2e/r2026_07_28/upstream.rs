@@ -21,25 +21,12 @@ fn a_crashed_upstream_fails_its_call_at_once_and_the_next_call_gets_a_new_instan
         crashed.frame().get("error").is_some(),
         "a crashed upstream must fail the call with a JSON-RPC error:\n{crashed}"
     );
-    assert!(
-        took < Duration::from_secs(5),
-        "the error took {took:?}: it must come when the upstream dies"
-    );
+    assert!(took < Duration::from_secs(5), "the error took {took:?}: it must come when the upstream dies");
 
     let after = Whoami::of(&call("whoami"));
-    assert_ne!(
-        after.instance, before.instance,
-        "the next call must reach a new instance"
-    );
+    assert_ne!(after.instance, before.instance, "the next call must reach a new instance");
     assert_eq!(after.calls, 1, "the new instance must be fresh: {after:?}");
     assert_ne!(after.pid, before.pid);
-    let only_new = poll(Duration::from_secs(5), || {
-        (processes_with(&tag) == [after.pid]).then_some(())
-    });
-    assert!(
-        only_new.is_some(),
-        "expected only the new instance {} alive, found {:?}",
-        after.pid,
-        processes_with(&tag)
-    );
+    let only_new = poll(Duration::from_secs(5), || (processes_with(&tag) == [after.pid]).then_some(()));
+    assert!(only_new.is_some(), "expected only the new instance {} alive, found {:?}", after.pid, processes_with(&tag));
 }

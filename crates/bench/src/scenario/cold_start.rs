@@ -121,7 +121,12 @@ fn launch_daemon(runtime: &tokio::runtime::Runtime, binaries: &Binaries) -> anyh
 
 /// One launch of a stdio program (`mcpx serve` next to `daemon`, else fakemcp) to its
 /// answer to a `server/discover` written at once.
-fn launch_stdio(binaries: &Binaries, scratch: &Scratch, role: &str, daemon: Option<&Daemon>) -> anyhow::Result<Duration> {
+fn launch_stdio(
+    binaries: &Binaries,
+    scratch: &Scratch,
+    role: &str,
+    daemon: Option<&Daemon>,
+) -> anyhow::Result<Duration> {
     let mut command = match daemon {
         Some(daemon) => {
             let mut command = Command::new(&binaries.mcpx);

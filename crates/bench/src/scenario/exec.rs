@@ -36,7 +36,11 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let calls = [
         ("mcpx_call", "bench → mcpx daemon (HTTP) → mcpx_call → fakemcp (stdio)", Route::Gateway { server: UPSTREAM }),
-        ("exec-1-call", "bench → mcpx daemon (HTTP) → mcpx_exec script → call() → fakemcp (stdio)", Route::Script { server: UPSTREAM }),
+        (
+            "exec-1-call",
+            "bench → mcpx daemon (HTTP) → mcpx_exec script → call() → fakemcp (stdio)",
+            Route::Script { server: UPSTREAM },
+        ),
         ("exec-no-call", "bench → mcpx daemon (HTTP) → mcpx_exec script that returns at once", Route::ScriptAlone),
     ];
     let timeout = options.load.timeout();
@@ -86,8 +90,18 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
         settings: json!({ "rounds": rounds, "requests": options.load.requests, "warmup": options.load.warmup.min(200) }),
         contenders,
         comparisons: vec![
-            Comparison { baseline: "mcpx_call", subject: "exec-1-call", added_p50_target_micros: None, min_throughput_ratio: None },
-            Comparison { baseline: "mcpx_call", subject: "exec-no-call", added_p50_target_micros: None, min_throughput_ratio: None },
+            Comparison {
+                baseline: "mcpx_call",
+                subject: "exec-1-call",
+                added_p50_target_micros: None,
+                min_throughput_ratio: None,
+            },
+            Comparison {
+                baseline: "mcpx_call",
+                subject: "exec-no-call",
+                added_p50_target_micros: None,
+                min_throughput_ratio: None,
+            },
         ],
         targets: Vec::new(),
         facts: None,

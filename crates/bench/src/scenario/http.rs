@@ -93,7 +93,9 @@ impl Contender {
             Contender::Direct => "bench → fakemcp (HTTP)",
             Contender::McpxHttp => "bench → HTTP /mcp → mcpx daemon → fakemcp (HTTP)",
             Contender::McpxStdio => "bench → HTTP /mcp → mcpx daemon → fakemcp (stdio)",
-            Contender::McpxLegacy => "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)",
+            Contender::McpxLegacy => {
+                "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)"
+            }
             Contender::McpProxy => "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)",
             Contender::Fastmcp => "bench → fastmcp 4 run → fakemcp (stdio)",
         }
@@ -148,9 +150,12 @@ impl Contender {
                 let program = binaries.mcp_proxy.as_ref().context("no --mcp-proxy")?;
                 let port = free_port()?;
                 let mut command = Command::new(program);
-                command
-                    .args(["--stateless", "--host", "127.0.0.1", "--port", &port.to_string()])
-                    .args(["--log-level", "WARNING", "--", &fakemcp]);
+                command.args(["--stateless", "--host", "127.0.0.1", "--port", &port.to_string()]).args([
+                    "--log-level",
+                    "WARNING",
+                    "--",
+                    &fakemcp,
+                ]);
                 Running::Server(HttpServer::spawn("mcp-proxy", &mut command, scratch, port)?)
             }
             Contender::Fastmcp => {
@@ -204,7 +209,8 @@ impl Running {
             Running::Daemon(daemon, upstream) => (daemon.pid(), upstream.as_ref().map(HttpServer::pid)),
             Running::Server(server) => (server.pid(), None),
         };
-        let mut all: Vec<u32> = [front].into_iter().chain(behind).flat_map(|pid| children_of(pid).into_iter().chain([pid])).collect();
+        let mut all: Vec<u32> =
+            [front].into_iter().chain(behind).flat_map(|pid| children_of(pid).into_iter().chain([pid])).collect();
         all.sort_unstable();
         all.dedup();
         let front = memory::cpu_time(front).unwrap_or_default();
@@ -275,7 +281,12 @@ fn comparisons(clients: usize) -> Vec<Comparison> {
         compare("mcp-proxy", "mcpx-stdio", 20.0),
         compare("fastmcp", "mcpx-stdio", 20.0),
         // The handshake era on both sides, for what most clients speak today; no target.
-        Comparison { baseline: "mcp-proxy", subject: "mcpx-legacy", added_p50_target_micros: None, min_throughput_ratio: None },
+        Comparison {
+            baseline: "mcp-proxy",
+            subject: "mcpx-legacy",
+            added_p50_target_micros: None,
+            min_throughput_ratio: None,
+        },
     ]
 }
 
@@ -311,12 +322,27 @@ fn measure_level(
         let running = contender.start(binaries, scratch).with_context(|| format!("starting {}", contender.name()))?;
         let call = EchoCall::new(contender.era(), contender.route());
         let requests = if contender.is_peer() { options.peer_requests } else { load.requests };
-        sides.push(Side { contender, running, call, requests, tally: Tally::with_capacity(requests), cpu: CpuTime::default() });
+        sides.push(Side {
+            contender,
+            running,
+            call,
+            requests,
+            tally: Tally::with_capacity(requests),
+            cpu: CpuTime::default(),
+        });
     }
     for side in &sides {
         let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
         runtime
-            .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, warmup.max(clients), None, timeout))
+            .block_on(drive(
+                side.running.addr(),
+                &side.call,
+                side.contender.in_session(),
+                clients,
+                warmup.max(clients),
+                None,
+                timeout,
+            ))
             .with_context(|| format!("{}: warm-up", side.contender.name()))?;
     }
     let budget = load.duration().map(|d| d / rounds as u32);
@@ -328,7 +354,15 @@ fn measure_level(
             let slice = side.requests.div_ceil(rounds);
             let cpu_before = side.running.cpu_time();
             let tally = runtime
-                .block_on(drive(side.running.addr(), &side.call, side.contender.in_session(), clients, slice, budget, timeout))
+                .block_on(drive(
+                    side.running.addr(),
+                    &side.call,
+                    side.contender.in_session(),
+                    clients,
+                    slice,
+                    budget,
+                    timeout,
+                ))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
             side.cpu += side.running.cpu_time().since(cpu_before);
             side.tally.absorb(tally);

@@ -18,8 +18,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::http::HttpClient;
-use crate::memory;
 use crate::mcp::{EchoCall, Era, Route};
+use crate::memory;
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
 use crate::report::Run;
 use crate::scenario::Tally;
@@ -145,9 +145,8 @@ async fn measure(
 
     // The same again with new names: memory the first reap did not give back to the
     // system is either reused now (the allocator keeps it) or added to (a leak).
-    let again: Vec<EchoCall> = (0..sessions)
-        .map(|i| warm.clone().with_meta(SESSION_META_KEY, json!(format!("bench-again-{i:05}"))))
-        .collect();
+    let again: Vec<EchoCall> =
+        (0..sessions).map(|i| warm.clone().with_meta(SESSION_META_KEY, json!(format!("bench-again-{i:05}")))).collect();
     let second = pass(&mut client, &again, 2_000_000, timeout).await.context("a second round of new sessions")?;
     let with_all_again = rss()?;
     wait_for_instances(&mut client, daemon, 0, bound).await.context("waiting for the second reap")?;
@@ -213,7 +212,12 @@ fn session_instances(status: &Value) -> usize {
 }
 
 /// Waits until the daemon lists `count` instances and runs as many upstream processes.
-async fn wait_for_instances(client: &mut HttpClient, daemon: &Daemon, count: usize, bound: Duration) -> anyhow::Result<()> {
+async fn wait_for_instances(
+    client: &mut HttpClient,
+    daemon: &Daemon,
+    count: usize,
+    bound: Duration,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + bound;
     loop {
         let listed = status(client).await?["instances"].as_array().map_or(0, Vec::len);
@@ -222,7 +226,9 @@ async fn wait_for_instances(client: &mut HttpClient, daemon: &Daemon, count: usi
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("after {bound:?} the daemon still lists {listed} instance(s) and runs {processes} upstream process(es)");
+            bail!(
+                "after {bound:?} the daemon still lists {listed} instance(s) and runs {processes} upstream process(es)"
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

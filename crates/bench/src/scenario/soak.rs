@@ -251,7 +251,11 @@ struct ClientTally {
 
 impl ClientTally {
     fn new() -> ClientTally {
-        ClientTally { ops: Op::MIX.iter().map(|_| Tally::default()).collect(), failed: BTreeMap::new(), examples: BTreeMap::new() }
+        ClientTally {
+            ops: Op::MIX.iter().map(|_| Tally::default()).collect(),
+            failed: BTreeMap::new(),
+            examples: BTreeMap::new(),
+        }
     }
 
     fn count(&mut self, op: Op, latency: Duration, outcome: Result<(), Failure>) {
@@ -377,7 +381,9 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     let leaks = stopped.outlived.len() + left.len() + usize::from(stopped.needed_sigkill.is_some());
     if leaks > 0 {
         contenders[0].errors += leaks;
-        contenders[0].first_error.get_or_insert_with(|| format!("{leaks} process(es) outlived the daemon or needed SIGKILL"));
+        contenders[0]
+            .first_error
+            .get_or_insert_with(|| format!("{leaks} process(es) outlived the daemon or needed SIGKILL"));
     }
     Ok(Run {
         scenario: "soak",
@@ -415,7 +421,13 @@ struct Crashes {
 
 type Outcome = (ClientTally, Seen, Vec<Sample>, Crashes, Duration);
 
-async fn soak(daemon: &Daemon, clients: usize, sessions: usize, duration: Duration, options: &Options) -> anyhow::Result<Outcome> {
+async fn soak(
+    daemon: &Daemon,
+    clients: usize,
+    sessions: usize,
+    duration: Duration,
+    options: &Options,
+) -> anyhow::Result<Outcome> {
     let addr = daemon.addr;
     let pid = daemon.pid();
     let timeout = Duration::from_secs_f64(options.timeout.max(0.1));
@@ -471,7 +483,12 @@ async fn soak(daemon: &Daemon, clients: usize, sessions: usize, duration: Durati
                 }
                 let Some(c) = client.as_mut() else { continue };
                 let body = tool_call(1_000_000_000 + crashes.injected as u64, session, "crash", json!({}));
-                match tokio::time::timeout(Duration::from_secs(30), c.modern_named("tools/call", Some("mcpx_call"), body)).await {
+                match tokio::time::timeout(
+                    Duration::from_secs(30),
+                    c.modern_named("tools/call", Some("mcpx_call"), body),
+                )
+                .await
+                {
                     Ok(Ok(reply)) => {
                         let message = reply["error"]["message"].as_str().unwrap_or_default();
                         if Kind::of_error(message) == Kind::UpstreamExited {
@@ -533,7 +550,10 @@ async fn soak(daemon: &Daemon, clients: usize, sessions: usize, duration: Durati
         let upstreams = crate::processes::children_of(pid).len();
         samples.push(Sample { seconds: started.elapsed().as_secs_f64(), rss_kib, fds, upstreams });
     }
-    let seen = Arc::try_unwrap(seen).map_err(|_| anyhow::anyhow!("a client is still running"))?.into_inner().expect("seen lock");
+    let seen = Arc::try_unwrap(seen)
+        .map_err(|_| anyhow::anyhow!("a client is still running"))?
+        .into_inner()
+        .expect("seen lock");
     Ok((total, seen, samples, crashes, elapsed))
 }
 
@@ -607,7 +627,8 @@ async fn request(
         Op::Fail if result["isError"] == true && result["content"][0]["text"] == fail_message.as_str() => Ok(()),
         Op::Fail => wrong("fail is not the tool error asked for"),
         Op::ToolsList => {
-            let names: Vec<&str> = result["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+            let names: Vec<&str> =
+                result["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
             if names.contains(&"mcpx_call") && names.contains(&"fake__whoami") {
                 Ok(())
             } else {
@@ -621,7 +642,8 @@ async fn request(
             if owner == session {
                 return Ok(());
             }
-            let detail = format!("instance {instance} answered {} after {}", session_name(session), session_name(owner));
+            let detail =
+                format!("instance {instance} answered {} after {}", session_name(session), session_name(owner));
             seen.cross_session += 1;
             if seen.cross_examples.len() < 5 {
                 seen.cross_examples.push(detail.clone());
@@ -680,10 +702,15 @@ mod tests {
     fn mcpx_errors_are_sorted_into_kinds() {
         assert_eq!(Kind::of_error("server \"fake\" exited (exit status: 3)"), Kind::UpstreamExited);
         assert_eq!(
-            Kind::of_error("server \"fake\" exited (x) (server \"fake\" failed to start 2 times in a row; mcpx tries again in 900ms)"),
+            Kind::of_error(
+                "server \"fake\" exited (x) (server \"fake\" failed to start 2 times in a row; mcpx tries again in 900ms)"
+            ),
             Kind::Backoff
         );
-        assert_eq!(Kind::of_error("mcpx already runs 66 instances in all (pool.maxInstances); wait"), Kind::InstanceLimit);
+        assert_eq!(
+            Kind::of_error("mcpx already runs 66 instances in all (pool.maxInstances); wait"),
+            Kind::InstanceLimit
+        );
         assert_eq!(Kind::of_error("something else"), Kind::Other);
         assert!(Kind::UpstreamExited.expected() && !Kind::Other.expected() && !Kind::CrossSession.expected());
     }

@@ -13,11 +13,7 @@ const INVOCATION: &str = "dev.mcpx/invocation";
 /// `step`, its questions naming the call whose params are `call_params` (when mcpx told
 /// the call's id).
 pub fn name_the_call(call_params: &Value, step: Step) -> Step {
-    let call_id = call_params
-        .get("_meta")
-        .and_then(|m| m.get(INVOCATION))
-        .and_then(|i| i.get("callId"))
-        .cloned();
+    let call_id = call_params.get("_meta").and_then(|m| m.get(INVOCATION)).and_then(|i| i.get("callId")).cloned();
     match (step, call_id) {
         (Step::Ask(mut questions), Some(call_id)) => {
             for question in questions.values_mut() {

@@ -28,11 +28,7 @@ pub struct ClientRequests {
 
 impl ClientRequests {
     pub fn new(out: Output) -> Self {
-        ClientRequests {
-            out,
-            next_id: AtomicU64::new(1),
-            waiting: Mutex::default(),
-        }
+        ClientRequests { out, next_id: AtomicU64::new(1), waiting: Mutex::default() }
     }
 
     /// Sends `method` to the client and waits for its answer: the result, the client's
@@ -45,10 +41,7 @@ impl ClientRequests {
         let outcome = answered.recv_timeout(ANSWER_TIMEOUT);
         self.lock().remove(&id);
         outcome.unwrap_or_else(|_| {
-            Err(RpcError::new(
-                INTERNAL_ERROR,
-                format!("the client did not answer {method} within {ANSWER_TIMEOUT:?}"),
-            ))
+            Err(RpcError::new(INTERNAL_ERROR, format!("the client did not answer {method} within {ANSWER_TIMEOUT:?}")))
         })
     }
 

@@ -10,8 +10,7 @@ pub const PNG_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR42mPQ6w4HAAH7ARFK28dFAAAAAElFTkSuQmCC";
 
 /// Four samples of 16-bit mono silence at 8 kHz, as a WAV file, base64.
-pub const WAV_BASE64: &str =
-    "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQgAAAAAAAAAAAAAAA==";
+pub const WAV_BASE64: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQgAAAAAAAAAAAAAAA==";
 
 pub fn text(text: &str) -> Value {
     json!({"type": "text", "text": text})

@@ -72,9 +72,7 @@ impl Elicited<'_> {
 
     /// The content as JSON (`{}` when there is none), for echoing back.
     pub fn content_json(&self) -> String {
-        self.content
-            .map(|content| Value::Object(content.clone()).to_string())
-            .unwrap_or_else(|| "{}".into())
+        self.content.map(|content| Value::Object(content.clone()).to_string()).unwrap_or_else(|| "{}".into())
     }
 }
 
@@ -111,10 +109,7 @@ impl Inputs<'_> {
             Some(Value::Array(blocks)) => blocks.iter().collect(),
             Some(block @ Value::Object(_)) => vec![block],
             _ => {
-                return Err(malformed(
-                    key,
-                    "content must be a content block or an array of them",
-                ));
+                return Err(malformed(key, "content must be a content block or an array of them"));
             }
         };
         let text: Vec<&str> = blocks
@@ -130,11 +125,7 @@ impl Inputs<'_> {
         let Some(answer) = self.answer(key)? else {
             return Ok(None);
         };
-        answer
-            .get("roots")
-            .and_then(Value::as_array)
-            .map(Some)
-            .ok_or_else(|| malformed(key, "roots must be an array"))
+        answer.get("roots").and_then(Value::as_array).map(Some).ok_or_else(|| malformed(key, "roots must be an array"))
     }
 
     fn answer(&self, key: &str) -> Result<Option<&Map<String, Value>>, RpcError> {
@@ -147,10 +138,7 @@ impl Inputs<'_> {
 }
 
 fn malformed(key: &str, problem: &str) -> RpcError {
-    RpcError::new(
-        INVALID_PARAMS,
-        format!("input response \"{key}\": {problem}"),
-    )
+    RpcError::new(INVALID_PARAMS, format!("input response \"{key}\": {problem}"))
 }
 
 /// An `elicitation/create` question.
@@ -195,36 +183,23 @@ pub fn modern(
     asker: impl Fn(&Inputs) -> Result<Step, RpcError>,
 ) -> Result<Reply, RpcError> {
     let no_capabilities = json!({});
-    let client_capabilities = era::meta(params)
-        .and_then(|meta| meta.get(CLIENT_CAPABILITIES_KEY))
-        .unwrap_or(&no_capabilities);
+    let client_capabilities =
+        era::meta(params).and_then(|meta| meta.get(CLIENT_CAPABILITIES_KEY)).unwrap_or(&no_capabilities);
     let (mut answers, state_verified) = match params.get("requestState") {
         None => (Map::new(), false),
         Some(Value::String(state)) => (open_state(seal, target, state)?, true),
         Some(_) => {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                "requestState must be a string",
-            ));
+            return Err(RpcError::new(INVALID_PARAMS, "requestState must be a string"));
         }
     };
     match params.get("inputResponses") {
         None => {}
-        Some(Value::Object(responses)) => {
-            answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone())))
-        }
+        Some(Value::Object(responses)) => answers.extend(responses.iter().map(|(k, v)| (k.clone(), v.clone()))),
         Some(_) => {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                "inputResponses must be an object",
-            ));
+            return Err(RpcError::new(INVALID_PARAMS, "inputResponses must be an object"));
         }
     }
-    let inputs = Inputs {
-        answers,
-        state_verified,
-        client_capabilities,
-    };
+    let inputs = Inputs { answers, state_verified, client_capabilities };
     let questions = match asker(&inputs)? {
         Step::Done(body) => return Ok(Reply::Complete(body)),
         Step::Ask(questions) => questions,
@@ -232,10 +207,7 @@ pub fn modern(
     let mut missing = Map::new();
     for question in questions.values() {
         let capability = capability_for(question);
-        if client_capabilities
-            .get(capability)
-            .is_none_or(Value::is_null)
-        {
+        if client_capabilities.get(capability).is_none_or(Value::is_null) {
             missing.insert(capability.into(), json!({}));
         }
     }
@@ -260,16 +232,11 @@ pub fn modern(
 /// The answers a sealed state carries, if it opens, was issued for `target`, and is fresh.
 fn open_state(seal: &Seal, target: &str, state: &str) -> Result<Map<String, Value>, RpcError> {
     let refused = |why: &str| RpcError::new(INVALID_PARAMS, format!("requestState {why}"));
-    let payload = seal
-        .open(state)
-        .ok_or_else(|| refused("failed its integrity check"))?;
+    let payload = seal.open(state).ok_or_else(|| refused("failed its integrity check"))?;
     if payload.get("for").and_then(Value::as_str) != Some(target) {
         return Err(refused("was issued for another request"));
     }
-    let expires = payload
-        .get("expiresAtMs")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let expires = payload.get("expiresAtMs").and_then(Value::as_u64).unwrap_or(0);
     if now_ms() > expires {
         return Err(refused("has expired"));
     }
@@ -280,9 +247,7 @@ fn open_state(seal: &Seal, target: &str, state: &str) -> Result<Map<String, Valu
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
 }
 
 /// Runs `asker` in a legacy session: each open question is sent to the client as a real
@@ -293,11 +258,7 @@ pub fn legacy(
     client_capabilities: &Value,
     asker: impl Fn(&Inputs) -> Result<Step, RpcError>,
 ) -> Result<Value, RpcError> {
-    let mut inputs = Inputs {
-        answers: Map::new(),
-        state_verified: true,
-        client_capabilities,
-    };
+    let mut inputs = Inputs { answers: Map::new(), state_verified: true, client_capabilities };
     for _ in 0..LEGACY_ROUNDS {
         let questions = match asker(&inputs)? {
             Step::Done(body) => return Ok(body),
@@ -319,9 +280,7 @@ pub fn legacy(
             }
         }
     }
-    Ok(failure(&format!(
-        "the client's answers were still incomplete after {LEGACY_ROUNDS} rounds of questions"
-    )))
+    Ok(failure(&format!("the client's answers were still incomplete after {LEGACY_ROUNDS} rounds of questions")))
 }
 
 fn failure(text: &str) -> Value {

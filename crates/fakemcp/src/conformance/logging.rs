@@ -11,16 +11,7 @@ use crate::era::{self, Era, LOG_LEVEL_KEY};
 use crate::wire::{INVALID_PARAMS, Output, RpcError};
 
 /// RFC 5424 severities, least severe first.
-const LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
+const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 /// A log severity; greater is more severe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,16 +22,9 @@ impl Level {
     pub const ERROR: Level = Level(4);
 
     pub fn parse(level: &Value) -> Result<Level, RpcError> {
-        level
-            .as_str()
-            .and_then(|level| LEVELS.iter().position(|known| *known == level))
-            .map(Level)
-            .ok_or_else(|| {
-                RpcError::new(
-                    INVALID_PARAMS,
-                    format!("invalid log level {level}; expected one of {LEVELS:?}"),
-                )
-            })
+        level.as_str().and_then(|level| LEVELS.iter().position(|known| *known == level)).map(Level).ok_or_else(|| {
+            RpcError::new(INVALID_PARAMS, format!("invalid log level {level}; expected one of {LEVELS:?}"))
+        })
     }
 
     fn name(self) -> &'static str {
@@ -50,22 +34,12 @@ impl Level {
 
 /// The level a modern request asked for, if it asked (an invalid one is an error).
 pub fn requested(params: &Value) -> Result<Option<Level>, RpcError> {
-    era::meta(params)
-        .and_then(|meta| meta.get(LOG_LEVEL_KEY))
-        .map(Level::parse)
-        .transpose()
+    era::meta(params).and_then(|meta| meta.get(LOG_LEVEL_KEY)).map(Level::parse).transpose()
 }
 
 /// Sends `message` at `level` if the era's rule lets it through. `session_level` is the
 /// legacy session's threshold.
-pub fn log(
-    out: &Output,
-    era: Era,
-    params: &Value,
-    session_level: Option<Level>,
-    level: Level,
-    message: &str,
-) {
+pub fn log(out: &Output, era: Era, params: &Value, session_level: Option<Level>, level: Level, message: &str) {
     let threshold = match era {
         Era::Legacy => session_level,
         // Validated before dispatch, so an invalid level cannot reach here.
@@ -75,9 +49,6 @@ pub fn log(
         },
     };
     if threshold.is_none_or(|threshold| level >= threshold) {
-        out.notify_with(
-            "notifications/message",
-            json!({"level": level.name(), "logger": "fakemcp", "data": message}),
-        );
+        out.notify_with("notifications/message", json!({"level": level.name(), "logger": "fakemcp", "data": message}));
     }
 }

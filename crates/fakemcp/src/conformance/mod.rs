@@ -109,10 +109,7 @@ impl Fixture {
 
     /// Remembers what the client declared in its `initialize`.
     pub fn opened_session(&self, initialize_params: &Value) {
-        let capabilities = initialize_params
-            .get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let capabilities = initialize_params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.session().client_capabilities = capabilities;
     }
 
@@ -160,16 +157,9 @@ impl Fixture {
             "prompts/list" => cacheable(json!({"prompts": prompts::list(era)}), "public"),
             "prompts/get" => self.finish(era, prompts::get(&self.seal, era, params)),
             "resources/list" => cacheable(json!({"resources": resources::list()}), "public"),
-            "resources/templates/list" => cacheable(
-                json!({"resourceTemplates": resources::templates()}),
-                "public",
-            ),
-            "resources/read" => {
-                read_resource(era, params).and_then(|body| cacheable(body, "private"))
-            }
-            "completion/complete" => {
-                completion::complete(era, params).map(|body| era::complete(body, &self.instance))
-            }
+            "resources/templates/list" => cacheable(json!({"resourceTemplates": resources::templates()}), "public"),
+            "resources/read" => read_resource(era, params).and_then(|body| cacheable(body, "private")),
+            "completion/complete" => completion::complete(era, params).map(|body| era::complete(body, &self.instance)),
             "subscriptions/listen" => {
                 return Some(match self.listens.listen(id, params, resources::exists) {
                     Ok(()) => Answer::Later,
@@ -214,9 +204,7 @@ impl Fixture {
             "resources/templates/list" => Ok(json!({"resourceTemplates": resources::templates()})),
             "resources/read" => read_resource(era, params),
             // Nothing ever changes, so a subscription needs no bookkeeping.
-            "resources/subscribe" | "resources/unsubscribe" => {
-                uri_param(method, params).map(|_| json!({}))
-            }
+            "resources/subscribe" | "resources/unsubscribe" => uri_param(method, params).map(|_| json!({})),
             "completion/complete" => completion::complete(era, params),
             "logging/setLevel" => params
                 .get("level")
@@ -233,10 +221,7 @@ impl Fixture {
     /// A response from the client to one of fakemcp's own (legacy) requests.
     pub fn response(&self, id: &Value, outcome: Result<Value, RpcError>) {
         if !self.client.deliver(id, outcome) {
-            eprintln!(
-                "fakemcp {}: dropping a response to {id}, which no call is waiting for",
-                self.instance.id
-            );
+            eprintln!("fakemcp {}: dropping a response to {id}, which no call is waiting for", self.instance.id);
         }
     }
 
@@ -266,23 +251,18 @@ impl Fixture {
         self.instance.count_tool_call();
         let fixture = Arc::clone(self);
         let params = params.clone();
-        Some(Answer::OnThread(Box::new(move || {
-            fixture.finish(era, tools::call(&fixture, era, &params))
-        })))
+        Some(Answer::OnThread(Box::new(move || fixture.finish(era, tools::call(&fixture, era, &params)))))
     }
 
     /// Puts a reply in its era's envelope.
     fn finish(&self, era: Era, reply: Result<Reply, RpcError>) -> Result<Value, RpcError> {
         match (era, reply?) {
             (Era::Modern, Reply::Complete(body)) => Ok(era::complete(body, &self.instance)),
-            (Era::Modern, Reply::InputRequired(body)) => {
-                Ok(era::input_required(body, &self.instance))
-            }
+            (Era::Modern, Reply::InputRequired(body)) => Ok(era::input_required(body, &self.instance)),
             (Era::Legacy, Reply::Complete(body)) => Ok(body),
-            (Era::Legacy, Reply::InputRequired(_)) => Err(RpcError::new(
-                INTERNAL_ERROR,
-                "a legacy request cannot answer input_required",
-            )),
+            (Era::Legacy, Reply::InputRequired(_)) => {
+                Err(RpcError::new(INTERNAL_ERROR, "a legacy request cannot answer input_required"))
+            }
         }
     }
 
@@ -311,8 +291,7 @@ fn read_resource(era: Era, params: &Value) -> Result<Value, RpcError> {
                 Era::Modern => INVALID_PARAMS,
                 Era::Legacy => RESOURCE_NOT_FOUND,
             };
-            Err(RpcError::new(code, format!("resource not found: {uri}"))
-                .with_data(json!({"uri": uri})))
+            Err(RpcError::new(code, format!("resource not found: {uri}")).with_data(json!({"uri": uri})))
         }
     }
 }

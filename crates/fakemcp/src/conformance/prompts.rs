@@ -58,9 +58,7 @@ pub fn list(era: Era) -> Value {
 
 /// Whether `prompts/list` in `era` names this prompt.
 pub fn exists(era: Era, name: &str) -> bool {
-    list(era)
-        .as_array()
-        .is_some_and(|prompts| prompts.iter().any(|prompt| prompt["name"] == name))
+    list(era).as_array().is_some_and(|prompts| prompts.iter().any(|prompt| prompt["name"] == name))
 }
 
 /// The result body of `prompts/get`.
@@ -70,28 +68,19 @@ pub fn get(seal: &Seal, era: Era, params: &Value) -> Result<Reply, RpcError> {
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::new(INVALID_PARAMS, "prompts/get: name must be a string"))?;
     if !exists(era, name) {
-        return Err(RpcError::new(
-            INVALID_PARAMS,
-            format!("unknown prompt: {name}"),
-        ));
+        return Err(RpcError::new(INVALID_PARAMS, format!("unknown prompt: {name}")));
     }
     let empty = Map::new();
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(arguments)) => arguments,
         Some(_) => {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                format!("prompts/get {name}: arguments must be an object"),
-            ));
+            return Err(RpcError::new(INVALID_PARAMS, format!("prompts/get {name}: arguments must be an object")));
         }
     };
     let argument = |key: &str| {
         arguments.get(key).and_then(Value::as_str).ok_or_else(|| {
-            RpcError::new(
-                INVALID_PARAMS,
-                format!("prompts/get {name}: argument {key} (a string) is required"),
-            )
+            RpcError::new(INVALID_PARAMS, format!("prompts/get {name}: argument {key} (a string) is required"))
         })
     };
     let user = |content: Value| json!({"role": "user", "content": content});
@@ -99,22 +88,13 @@ pub fn get(seal: &Seal, era: Era, params: &Value) -> Result<Reply, RpcError> {
         "test_simple_prompt" => vec![user(content::text("This is a simple prompt for testing."))],
         WITH_ARGUMENTS => {
             let (arg1, arg2) = (argument("arg1")?, argument("arg2")?);
-            vec![user(content::text(&format!(
-                "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
-            )))]
+            vec![user(content::text(&format!("Prompt with arguments: arg1='{arg1}', arg2='{arg2}'")))]
         }
         WITH_EMBEDDED_RESOURCE => vec![
-            user(content::embedded(
-                argument("resourceUri")?,
-                "text/plain",
-                "Embedded resource content for testing.",
-            )),
+            user(content::embedded(argument("resourceUri")?, "text/plain", "Embedded resource content for testing.")),
             user(content::text("Please process the embedded resource above.")),
         ],
-        "test_prompt_with_image" => vec![
-            user(png()),
-            user(content::text("Please analyze the image above.")),
-        ],
+        "test_prompt_with_image" => vec![user(png()), user(content::text("Please analyze the image above."))],
         INPUT_REQUIRED => return needs_context(seal, params),
         _ => unreachable!("exists() vouched for {name}"),
     };
@@ -122,32 +102,27 @@ pub fn get(seal: &Seal, era: Era, params: &Value) -> Result<Reply, RpcError> {
 }
 
 fn needs_context(seal: &Seal, params: &Value) -> Result<Reply, RpcError> {
-    input::modern(
-        seal,
-        &format!("prompts/get {INPUT_REQUIRED}"),
-        params,
-        |inputs| {
-            let context = inputs.elicited("user_context")?;
-            match context.as_ref().and_then(|c| c.text("context")) {
-                Some(context) => Ok(Step::Done(json!({
-                    "description": "A prompt built from the context the client supplied",
-                    "messages": [{
-                        "role": "user",
-                        "content": content::text(&format!("Use this context: {context}")),
-                    }],
-                }))),
-                None => Ok(Step::Ask(Map::from_iter([(
-                    "user_context".to_owned(),
-                    input::elicitation(
-                        "What context should the prompt use?",
-                        json!({
-                            "type": "object",
-                            "properties": {"context": {"type": "string"}},
-                            "required": ["context"],
-                        }),
-                    ),
-                )]))),
-            }
-        },
-    )
+    input::modern(seal, &format!("prompts/get {INPUT_REQUIRED}"), params, |inputs| {
+        let context = inputs.elicited("user_context")?;
+        match context.as_ref().and_then(|c| c.text("context")) {
+            Some(context) => Ok(Step::Done(json!({
+                "description": "A prompt built from the context the client supplied",
+                "messages": [{
+                    "role": "user",
+                    "content": content::text(&format!("Use this context: {context}")),
+                }],
+            }))),
+            None => Ok(Step::Ask(Map::from_iter([(
+                "user_context".to_owned(),
+                input::elicitation(
+                    "What context should the prompt use?",
+                    json!({
+                        "type": "object",
+                        "properties": {"context": {"type": "string"}},
+                        "required": ["context"],
+                    }),
+                ),
+            )]))),
+        }
+    })
 }

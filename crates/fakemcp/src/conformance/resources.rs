@@ -53,24 +53,17 @@ pub fn templates() -> Value {
 /// The `contents` of `resources/read` for `uri`, or `None` if there is no such resource.
 pub fn read(uri: &str) -> Option<Value> {
     let (mime_type, body) = match uri {
-        STATIC_TEXT => (
-            "text/plain",
-            json!({"text": "This is the content of the static text resource."}),
-        ),
+        STATIC_TEXT => ("text/plain", json!({"text": "This is the content of the static text resource."})),
         STATIC_BINARY => ("image/png", json!({"blob": PNG_BASE64})),
         WATCHED => ("text/plain", json!({"text": "Watched resource content"})),
         _ => {
             let id = template_id(uri)?;
-            let data =
-                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            let data = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
             ("application/json", json!({"text": data.to_string()}))
         }
     };
     let mut contents = json!({"uri": uri, "mimeType": mime_type});
-    contents
-        .as_object_mut()
-        .expect("an object literal")
-        .extend(body.as_object().expect("an object literal").clone());
+    contents.as_object_mut().expect("an object literal").extend(body.as_object().expect("an object literal").clone());
     Some(json!([contents]))
 }
 
@@ -80,8 +73,6 @@ pub fn exists(uri: &str) -> bool {
 
 /// The `{id}` of a URI matching the template: one non-empty path segment.
 fn template_id(uri: &str) -> Option<&str> {
-    let id = uri
-        .strip_prefix(TEMPLATE_PREFIX)?
-        .strip_suffix(TEMPLATE_SUFFIX)?;
+    let id = uri.strip_prefix(TEMPLATE_PREFIX)?.strip_suffix(TEMPLATE_SUFFIX)?;
     (!id.is_empty() && !id.contains('/')).then_some(id)
 }

@@ -50,10 +50,7 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     if hex.len() % 2 != 0 || !hex.is_ascii() {
         return None;
     }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
-        .collect()
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect()
 }
 
 #[cfg(test)]
@@ -71,10 +68,6 @@ mod tests {
         assert_eq!(seal.open(&format!("{sealed}-TAMPERED")), None);
         assert_eq!(seal.open(&sealed.replacen("\"a\":1", "\"a\":2", 1)), None);
         assert_eq!(seal.open("not a state"), None);
-        assert_eq!(
-            Seal::new().unwrap().open(&sealed),
-            None,
-            "another process's key"
-        );
+        assert_eq!(Seal::new().unwrap().open(&sealed), None, "another process's key");
     }
 }

@@ -37,10 +37,7 @@ pub struct Subscriptions {
 
 impl Subscriptions {
     pub fn new(out: Output) -> Self {
-        Subscriptions {
-            out,
-            open: Mutex::default(),
-        }
+        Subscriptions { out, open: Mutex::default() }
     }
 
     /// Opens subscription `id` with the filter in `params.notifications` and acknowledges
@@ -49,43 +46,25 @@ impl Subscriptions {
     /// Honoured: `toolsListChanged`, `promptsListChanged` and `resourcesListChanged`, and
     /// `resourceSubscriptions` for URIs that exist (for which `known_resource` says so).
     /// The resource list and contents never change, so those are honoured trivially.
-    pub fn listen(
-        &self,
-        id: &Value,
-        params: &Value,
-        known_resource: impl Fn(&str) -> bool,
-    ) -> Result<(), RpcError> {
+    pub fn listen(&self, id: &Value, params: &Value, known_resource: impl Fn(&str) -> bool) -> Result<(), RpcError> {
         let empty = Map::new();
         let filter = match params.get("notifications") {
             None => &empty,
             Some(Value::Object(filter)) => filter,
             Some(_) => {
-                return Err(RpcError::new(
-                    INVALID_PARAMS,
-                    "subscriptions/listen: notifications must be an object",
-                ));
+                return Err(RpcError::new(INVALID_PARAMS, "subscriptions/listen: notifications must be an object"));
             }
         };
         let wants = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
         let mut honoured = Map::new();
-        for key in [
-            "toolsListChanged",
-            "promptsListChanged",
-            "resourcesListChanged",
-        ] {
+        for key in ["toolsListChanged", "promptsListChanged", "resourcesListChanged"] {
             if wants(key) {
                 honoured.insert(key.into(), true.into());
             }
         }
-        if let Some(uris) = filter
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-        {
-            let known: Vec<Value> = uris
-                .iter()
-                .filter(|uri| uri.as_str().is_some_and(&known_resource))
-                .cloned()
-                .collect();
+        if let Some(uris) = filter.get("resourceSubscriptions").and_then(Value::as_array) {
+            let known: Vec<Value> =
+                uris.iter().filter(|uri| uri.as_str().is_some_and(&known_resource)).cloned().collect();
             honoured.insert("resourceSubscriptions".into(), known.into());
         }
 
@@ -96,11 +75,7 @@ impl Subscriptions {
                 "subscriptions/listen: a subscription with this id is already open",
             ));
         }
-        open.push(Listen {
-            id: id.clone(),
-            tools: wants("toolsListChanged"),
-            prompts: wants("promptsListChanged"),
-        });
+        open.push(Listen { id: id.clone(), tools: wants("toolsListChanged"), prompts: wants("promptsListChanged") });
         self.out.notify_with(
             "notifications/subscriptions/acknowledged",
             json!({"_meta": {SUBSCRIPTION_ID_KEY: id}, "notifications": honoured}),
@@ -121,8 +96,7 @@ impl Subscriptions {
         });
         let mut count = 0;
         for listen in told {
-            self.out
-                .notify_with(method, json!({"_meta": {SUBSCRIPTION_ID_KEY: listen.id}}));
+            self.out.notify_with(method, json!({"_meta": {SUBSCRIPTION_ID_KEY: listen.id}}));
             count += 1;
         }
         count

@@ -28,111 +28,39 @@ const BOTH_ERAS: [(&str, &str); 15] = [
     ("test_simple_text", "Returns one fixed text block."),
     ("test_image_content", "Returns one PNG image block."),
     ("test_audio_content", "Returns one WAV audio block."),
-    (
-        "test_embedded_resource",
-        "Returns one embedded text resource.",
-    ),
-    (
-        "test_multiple_content_types",
-        "Returns a text, an image and an embedded JSON resource.",
-    ),
-    (
-        "test_tool_with_progress",
-        "Reports progress 0, 50 and 100 of 100 to the request's progressToken, then answers.",
-    ),
+    ("test_embedded_resource", "Returns one embedded text resource."),
+    ("test_multiple_content_types", "Returns a text, an image and an embedded JSON resource."),
+    ("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100 to the request's progressToken, then answers."),
     ("test_error_handling", "Fails as a tool: an isError result."),
-    (
-        "test_tool_with_logging",
-        "Logs three info messages while it runs (modern requests: only with a logLevel).",
-    ),
-    (
-        "test_logging_levels",
-        "Logs one info message, then one error message (the era's logging rules apply).",
-    ),
-    (
-        "test_sampling",
-        "Asks the client to sample a reply to prompt, and returns it.",
-    ),
-    (
-        "test_elicitation",
-        "Asks the user to respond to message, and returns the answer.",
-    ),
-    (
-        "test_elicitation_sep1034_defaults",
-        "Elicits a form whose fields all carry defaults.",
-    ),
-    (
-        "test_elicitation_sep1330_enums",
-        "Elicits a form with every kind of enum field.",
-    ),
-    (
-        "json_schema_2020_12_tool",
-        "Takes a contact described in JSON Schema 2020-12 and echoes it.",
-    ),
-    (
-        "test_reconnection",
-        "Answers after a short pause (over stdio there is no stream to drop).",
-    ),
+    ("test_tool_with_logging", "Logs three info messages while it runs (modern requests: only with a logLevel)."),
+    ("test_logging_levels", "Logs one info message, then one error message (the era's logging rules apply)."),
+    ("test_sampling", "Asks the client to sample a reply to prompt, and returns it."),
+    ("test_elicitation", "Asks the user to respond to message, and returns the answer."),
+    ("test_elicitation_sep1034_defaults", "Elicits a form whose fields all carry defaults."),
+    ("test_elicitation_sep1330_enums", "Elicits a form with every kind of enum field."),
+    ("json_schema_2020_12_tool", "Takes a contact described in JSON Schema 2020-12 and echoes it."),
+    ("test_reconnection", "Answers after a short pause (over stdio there is no stream to drop)."),
 ];
 
 /// Diagnostic tools for 2026-07-28 requests only.
 const MODERN_ONLY: [(&str, &str); 14] = [
-    (
-        "test_missing_capability",
-        "Needs the sampling client capability; without it, error -32021.",
-    ),
-    (
-        "test_streaming_elicitation",
-        "Answers with notifications and a result only, never a request.",
-    ),
-    (
-        "test_logging_tool",
-        "Logs one info message, but only to a request that set a logLevel.",
-    ),
-    (
-        "test_trigger_tool_change",
-        "Announces a tools list change to the subscriptions that asked for it.",
-    ),
-    (
-        "test_trigger_prompt_change",
-        "Announces a prompts list change to the subscriptions that asked for it.",
-    ),
-    (
-        "test_input_required_result_elicitation",
-        "Asks the user's name (key user_name), then greets them.",
-    ),
-    (
-        "test_input_required_result_sampling",
-        "Asks the client to sample an answer, then returns it.",
-    ),
-    (
-        "test_input_required_result_list_roots",
-        "Asks for the client's roots, then counts them.",
-    ),
+    ("test_missing_capability", "Needs the sampling client capability; without it, error -32021."),
+    ("test_streaming_elicitation", "Answers with notifications and a result only, never a request."),
+    ("test_logging_tool", "Logs one info message, but only to a request that set a logLevel."),
+    ("test_trigger_tool_change", "Announces a tools list change to the subscriptions that asked for it."),
+    ("test_trigger_prompt_change", "Announces a prompts list change to the subscriptions that asked for it."),
+    ("test_input_required_result_elicitation", "Asks the user's name (key user_name), then greets them."),
+    ("test_input_required_result_sampling", "Asks the client to sample an answer, then returns it."),
+    ("test_input_required_result_list_roots", "Asks for the client's roots, then counts them."),
     (
         "test_input_required_result_request_state",
         "Asks for confirmation; completes only when its requestState comes back.",
     ),
-    (
-        "test_input_required_result_multiple_inputs",
-        "Asks for a name, a sampled greeting and the roots at once.",
-    ),
-    (
-        "test_input_required_result_multi_round",
-        "Asks for a name, then a colour, in two rounds.",
-    ),
-    (
-        "test_input_required_result_tampered_state",
-        "Asks for confirmation; an altered requestState is refused.",
-    ),
-    (
-        "test_input_required_result_capabilities",
-        "Asks only through the capabilities the request declared.",
-    ),
-    (
-        "test_header_param",
-        "Echoes region, an argument mirrored into the Mcp-Param-Region header.",
-    ),
+    ("test_input_required_result_multiple_inputs", "Asks for a name, a sampled greeting and the roots at once."),
+    ("test_input_required_result_multi_round", "Asks for a name, then a colour, in two rounds."),
+    ("test_input_required_result_tampered_state", "Asks for confirmation; an altered requestState is refused."),
+    ("test_input_required_result_capabilities", "Asks only through the capabilities the request declared."),
+    ("test_header_param", "Echoes region, an argument mirrored into the Mcp-Param-Region header."),
 ];
 
 /// The fixture's tools as listed in `era`.
@@ -144,9 +72,7 @@ pub fn catalogue(era: Era) -> Vec<Value> {
     BOTH_ERAS
         .iter()
         .chain(modern_only)
-        .map(|(name, description)| {
-            json!({"name": name, "description": description, "inputSchema": input_schema(name)})
-        })
+        .map(|(name, description)| json!({"name": name, "description": description, "inputSchema": input_schema(name)}))
         .collect()
 }
 
@@ -205,10 +131,7 @@ fn input_schema(name: &str) -> Value {
 /// One call of a fixture tool (`is_ours` said so), on its own thread: it may sleep
 /// between notifications, or wait for a legacy client's answers.
 pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcError> {
-    let name = params
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
     let empty = Map::new();
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => &empty,
@@ -221,17 +144,10 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
             .and_then(Value::as_str)
             .ok_or_else(|| bad_argument(name, &format!("{key} (a string) is required")))
     };
-    let call = Call {
-        fixture,
-        era,
-        params,
-        target: format!("tools/call {name}"),
-    };
+    let call = Call { fixture, era, params, target: format!("tools/call {name}") };
     let done = |body: Value| Ok(Reply::Complete(body));
     match name {
-        "test_simple_text" => done(tool_result(vec![text(
-            "This is a simple text response for testing.",
-        )])),
+        "test_simple_text" => done(tool_result(vec![text("This is a simple text response for testing.")])),
         "test_image_content" => done(tool_result(vec![png()])),
         "test_header_param" => done(tool_result(vec![text(&format!("Region: {}", string_argument("region")?))])),
         "test_audio_content" => done(tool_result(vec![wav()])),
@@ -251,29 +167,21 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
         ])),
         "test_tool_with_progress" => {
             let reported = call.report_progress();
-            done(tool_result(vec![text(&format!(
-                "Done; {reported} progress notification(s) sent"
-            ))]))
+            done(tool_result(vec![text(&format!("Done; {reported} progress notification(s) sent"))]))
         }
         "test_error_handling" => done(json!({
             "content": [text("This tool intentionally returns an error for testing")],
             "isError": true,
         })),
         "test_tool_with_logging" => {
-            let messages = [
-                "Tool execution started",
-                "Tool processing data",
-                "Tool execution completed",
-            ];
+            let messages = ["Tool execution started", "Tool processing data", "Tool execution completed"];
             for (i, message) in messages.into_iter().enumerate() {
                 if i > 0 {
                     thread::sleep(NOTIFICATION_GAP);
                 }
                 fixture.log(era, params, Level::INFO, message);
             }
-            done(tool_result(vec![text(
-                "Tool with logging executed successfully",
-            )]))
+            done(tool_result(vec![text("Tool with logging executed successfully")]))
         }
         // Not in the official suite: shows a gateway's level filtering (one message each
         // side of a threshold set at warning or error).
@@ -286,9 +194,7 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
             let prompt = string_argument("prompt")?;
             call.ask(|inputs| {
                 Ok(match inputs.sampled_text("llm")? {
-                    Some(reply) => {
-                        Step::Done(tool_result(vec![text(&format!("LLM response: {reply}"))]))
-                    }
+                    Some(reply) => Step::Done(tool_result(vec![text(&format!("LLM response: {reply}"))])),
                     None => ask_one("llm", input::sampling(prompt, 100)),
                 })
             })
@@ -335,9 +241,7 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
                 titles
                     .iter()
                     .enumerate()
-                    .map(
-                        |(i, title)| json!({"const": format!("{prefix}{}", i + 1), "title": title}),
-                    )
+                    .map(|(i, title)| json!({"const": format!("{prefix}{}", i + 1), "title": title}))
                     .collect()
             };
             call.elicit_form(
@@ -386,9 +290,7 @@ pub fn call(fixture: &Fixture, era: Era, params: &Value) -> Result<Reply, RpcErr
         ))])),
         "test_reconnection" => {
             thread::sleep(NOTIFICATION_GAP);
-            done(tool_result(vec![text(
-                "Reconnection test completed; stdio has no stream to drop, so none was.",
-            )]))
+            done(tool_result(vec![text("Reconnection test completed; stdio has no stream to drop, so none was.")]))
         }
         _ => call.modern_only(name),
     }
@@ -408,8 +310,7 @@ impl Call<'_> {
         let done = |line: &str| Ok(Reply::Complete(tool_result(vec![text(line)])));
         match name {
             "test_missing_capability" => {
-                let capabilities =
-                    era::meta(self.params).and_then(|m| m.get(CLIENT_CAPABILITIES_KEY));
+                let capabilities = era::meta(self.params).and_then(|m| m.get(CLIENT_CAPABILITIES_KEY));
                 if !declared(capabilities, "sampling") {
                     return Err(RpcError::new(
                         MISSING_CLIENT_CAPABILITY,
@@ -424,8 +325,7 @@ impl Call<'_> {
                 done("Streaming complete")
             }
             "test_logging_tool" => {
-                self.fixture
-                    .log(self.era, self.params, Level::INFO, "test_logging_tool ran");
+                self.fixture.log(self.era, self.params, Level::INFO, "test_logging_tool ran");
                 done("Logging evaluated")
             }
             "test_trigger_tool_change" => {
@@ -434,15 +334,14 @@ impl Call<'_> {
             }
             "test_trigger_prompt_change" => {
                 let told = self.fixture.listens.changed(Change::Prompts);
-                done(&format!(
-                    "Prompts list change sent to {told} subscription(s)"
-                ))
+                done(&format!("Prompts list change sent to {told} subscription(s)"))
             }
             "test_input_required_result_elicitation" => self.ask(|inputs| {
                 Ok(match inputs.elicited("user_name")? {
-                    Some(answer) if !answer.accepted() => Step::Done(tool_result(vec![text(
-                        &format!("No name given (the user chose {})", answer.action),
-                    )])),
+                    Some(answer) if !answer.accepted() => Step::Done(tool_result(vec![text(&format!(
+                        "No name given (the user chose {})",
+                        answer.action
+                    ))])),
                     Some(answer) if answer.text("name").is_some() => {
                         let name = answer.text("name").unwrap_or_default();
                         Step::Done(tool_result(vec![text(&format!("Hello, {name}!"))]))
@@ -452,21 +351,13 @@ impl Call<'_> {
             }),
             "test_input_required_result_sampling" => self.ask(|inputs| {
                 Ok(match inputs.sampled_text("capital_question")? {
-                    Some(reply) => Step::Done(tool_result(vec![text(&format!(
-                        "Sampling result: {reply}"
-                    ))])),
-                    None => ask_one(
-                        "capital_question",
-                        input::sampling("What is the capital of France?", 100),
-                    ),
+                    Some(reply) => Step::Done(tool_result(vec![text(&format!("Sampling result: {reply}"))])),
+                    None => ask_one("capital_question", input::sampling("What is the capital of France?", 100)),
                 })
             }),
             "test_input_required_result_list_roots" => self.ask(|inputs| {
                 Ok(match inputs.roots("client_roots")? {
-                    Some(roots) => Step::Done(tool_result(vec![text(&format!(
-                        "Found {} root(s)",
-                        roots.len()
-                    ))])),
+                    Some(roots) => Step::Done(tool_result(vec![text(&format!("Found {} root(s)", roots.len()))])),
                     None => ask_one("client_roots", input::roots_list()),
                 })
             }),
@@ -483,9 +374,9 @@ impl Call<'_> {
             }),
             "test_input_required_result_tampered_state" => self.ask(|inputs| {
                 Ok(match inputs.elicited("confirm")? {
-                    Some(_) if inputs.state_verified => Step::Done(tool_result(vec![text(
-                        "integrity-ok: requestState verified",
-                    )])),
+                    Some(_) if inputs.state_verified => {
+                        Step::Done(tool_result(vec![text("integrity-ok: requestState verified")]))
+                    }
                     _ => ask_one("confirm", confirm_question()),
                 })
             }),
@@ -505,10 +396,7 @@ impl Call<'_> {
                     questions.insert("user_name".into(), name_question("What is your name?"));
                 }
                 if greeting.is_none() {
-                    questions.insert(
-                        "greeting".into(),
-                        input::sampling("Generate a greeting", 50),
-                    );
+                    questions.insert("greeting".into(), input::sampling("Generate a greeting", 50));
                 }
                 if roots.is_none() {
                     questions.insert("client_roots".into(), input::roots_list());
@@ -517,10 +405,7 @@ impl Call<'_> {
             }),
             "test_input_required_result_multi_round" => self.ask(|inputs| {
                 let Some(name) = inputs.elicited("step1")? else {
-                    return Ok(ask_one(
-                        "step1",
-                        name_question("Step 1: What is your name?"),
-                    ));
+                    return Ok(ask_one("step1", name_question("Step 1: What is your name?")));
                 };
                 let Some(colour) = inputs.elicited("step2")? else {
                     let question = input::elicitation(
@@ -658,9 +543,7 @@ fn confirm_question() -> Value {
 
 /// Whether a `ClientCapabilities` object declares `capability`.
 fn declared(capabilities: Option<&Value>, capability: &str) -> bool {
-    capabilities
-        .and_then(|capabilities| capabilities.get(capability))
-        .is_some_and(|declared| !declared.is_null())
+    capabilities.and_then(|capabilities| capabilities.get(capability)).is_some_and(|declared| !declared.is_null())
 }
 
 fn bad_argument(tool: &str, problem: &str) -> RpcError {

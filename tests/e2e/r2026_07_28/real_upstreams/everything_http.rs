@@ -25,18 +25,30 @@ fn assert_the_whole_surface(call: &dyn Fn(&str, Value) -> Value) {
     assert!(names.contains(&"everything__echo") && names.contains(&"everything__get-sum"), "{tools}");
     let echo = call("tools/call", json!({"name": "everything__echo", "arguments": {"message": "over HTTP ✓"}}));
     assert_eq!(first_text(&echo), "Echo: over HTTP ✓");
-    let sum = call("tools/call", json!({"name": "mcpx_call", "arguments": {"server": "everything", "tool": "get-sum", "arguments": {"a": 40, "b": 2}}}));
+    let sum = call(
+        "tools/call",
+        json!({"name": "mcpx_call", "arguments": {"server": "everything", "tool": "get-sum", "arguments": {"a": 40, "b": 2}}}),
+    );
     assert_eq!(first_text(&sum), "The sum of 40 and 2 is 42.");
 
     let text = call("resources/read", json!({"uri": TEXT}));
     assert_eq!(text["contents"][0]["uri"], TEXT, "{text}");
-    assert!(text["contents"][0]["text"].as_str().unwrap_or_default().starts_with("Resource 3: This is a plaintext resource"), "{text}");
+    assert!(
+        text["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Resource 3: This is a plaintext resource"),
+        "{text}"
+    );
     let blob = call("resources/read", json!({"uri": BLOB}));
     assert!(blob["contents"][0].get("text").is_none(), "{blob}");
     let bytes = base64_decode(blob["contents"][0]["blob"].as_str().unwrap_or_else(|| panic!("no blob: {blob}")));
     assert!(String::from_utf8_lossy(&bytes).starts_with("Resource 3: This is a base64 blob"), "{blob}");
 
-    let prompt = call("prompts/get", json!({"name": "everything__args-prompt", "arguments": {"city": "Oslo", "state": "Viken"}}));
+    let prompt = call(
+        "prompts/get",
+        json!({"name": "everything__args-prompt", "arguments": {"city": "Oslo", "state": "Viken"}}),
+    );
     assert_eq!(prompt["messages"][0]["content"]["text"], "What's weather in Oslo, Viken?", "{prompt}");
     let completed = call(
         "completion/complete",

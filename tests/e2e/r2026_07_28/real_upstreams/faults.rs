@@ -23,10 +23,7 @@ fn with_healthy(servers: &[(&str, Value)], request_timeout: &str) -> (Value, Str
     for (name, server) in servers {
         all.insert((*name).into(), server.clone());
     }
-    (
-        json!({"mcpServers": all, "timeouts": {"request": request_timeout}}),
-        ok_tag,
-    )
+    (json!({"mcpServers": all, "timeouts": {"request": request_timeout}}), ok_tag)
 }
 
 /// Asserts the healthy server answers, promptly, with its one instance.
@@ -35,11 +32,7 @@ fn assert_healthy_answers(url: &str) -> Whoami {
     let started = Instant::now();
     let reply = Modern::mcpx_call("ok", "whoami", json!({})).send(url);
     let who = Whoami::of(&reply);
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "the healthy server took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(2), "the healthy server took {:?}", started.elapsed());
     who
 }
 
@@ -47,10 +40,7 @@ fn assert_healthy_answers(url: &str) -> Whoami {
 #[track_caller]
 fn internal_error(reply: &Reply) -> String {
     let error = reply.assert_error(200, INTERNAL_ERROR);
-    error["message"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an error without a message:\n{reply}"))
-        .to_owned()
+    error["message"].as_str().unwrap_or_else(|| panic!("an error without a message:\n{reply}")).to_owned()
 }
 
 #[test]
@@ -74,52 +64,32 @@ fn an_upstream_that_hangs_fails_its_call_at_the_request_timeout_while_others_are
         let (reply, took) = hung.join().unwrap();
         (reply, took, during)
     });
-    assert_eq!(
-        internal_error(&reply),
-        r#"server "hang" did not answer tools/call within 1s"#
-    );
+    assert_eq!(internal_error(&reply), r#"server "hang" did not answer tools/call within 1s"#);
     assert!(
         took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
         "the error must come at the 1 s request timeout, came after {took:?}"
     );
-    assert_eq!(
-        during.instance, ok_before.instance,
-        "the healthy server kept its instance"
-    );
+    assert_eq!(during.instance, ok_before.instance, "the healthy server kept its instance");
     // The upstream is told to stop working on the request it did not answer in time.
-    let (slow, _) = upstream_exchange(&tap, "tools/call", |f| f["params"]["name"] == "slow")
-        .expect("the slow call went upstream");
+    let (slow, _) =
+        upstream_exchange(&tap, "tools/call", |f| f["params"]["name"] == "slow").expect("the slow call went upstream");
     let cancelled = poll(Duration::from_secs(2), || {
-        tap.sent().into_iter().find(|f| {
-            f["method"] == "notifications/cancelled" && f["params"]["requestId"] == slow["id"]
-        })
+        tap.sent()
+            .into_iter()
+            .find(|f| f["method"] == "notifications/cancelled" && f["params"]["requestId"] == slow["id"])
     });
-    assert!(
-        cancelled.is_some(),
-        "no notifications/cancelled for the timed-out request:\n{}",
-        tap.transcript()
-    );
+    assert!(cancelled.is_some(), "no notifications/cancelled for the timed-out request:\n{}", tap.transcript());
 
     // A handshake-era caller gets the same precise error.
     let legacy = LegacySession::open(url);
     let started = Instant::now();
     let reply = legacy.mcpx_call("hang", "slow", json!({"ms": 20000}));
-    assert_eq!(
-        internal_error(&reply),
-        r#"server "hang" did not answer tools/call within 1s"#
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_eq!(internal_error(&reply), r#"server "hang" did not answer tools/call within 1s"#);
+    assert!(started.elapsed() < Duration::from_millis(2500), "{:?}", started.elapsed());
 
     // The slow server itself still answers quick requests, and so does the healthy one.
     let after = Whoami::of(&Modern::mcpx_call("hang", "whoami", json!({})).send(url));
-    assert_eq!(
-        after.instance, before.instance,
-        "a timed-out request does not cost the instance"
-    );
+    assert_eq!(after.instance, before.instance, "a timed-out request does not cost the instance");
     assert_eq!(assert_healthy_answers(url).calls, 3);
     assert_eq!(processes_with(&ok_tag).len(), 1);
 }
@@ -137,18 +107,9 @@ fn junk_on_an_upstreams_stdout_is_skipped_and_its_calls_work() {
     assert_eq!(echo.structured()["through"], "the junk ✓", "{echo}");
     let legacy = LegacySession::open(url);
     let again = Whoami::of(&legacy.mcpx_call("junk", "whoami", json!({})));
-    assert_eq!(
-        (again.instance.as_str(), again.calls),
-        (first.instance.as_str(), 3),
-        "one instance served all"
-    );
+    assert_eq!((again.instance.as_str(), again.calls), (first.instance.as_str(), 3), "one instance served all");
     // The wrapper and the server it runs: one of each, never restarted.
-    assert_eq!(
-        processes_with(&junk_tag).len(),
-        2,
-        "{:?}",
-        processes_with(&junk_tag)
-    );
+    assert_eq!(processes_with(&junk_tag).len(), 2, "{:?}", processes_with(&junk_tag));
     assert_healthy_answers(url);
 }
 
@@ -159,10 +120,7 @@ fn a_non_utf8_line_on_an_upstreams_stdout_is_skipped_too() {
     let (cfg, _) = with_healthy(&[("junk", fakemcp_with_junk(&junk_tag, true))], "5s");
     let daemon = Daemon::start(&cfg);
     let reply = Modern::mcpx_call("junk", "whoami", json!({})).send(daemon.url());
-    assert!(
-        reply.frame().get("result").is_some(),
-        "the call must work past the junk:\n{reply}"
-    );
+    assert!(reply.frame().get("result").is_some(), "the call must work past the junk:\n{reply}");
     assert_eq!(Whoami::of(&reply).calls, 1);
     assert_healthy_answers(daemon.url());
 }
@@ -173,26 +131,18 @@ fn a_non_utf8_line_on_an_upstreams_stdout_is_skipped_too() {
 fn a_non_utf8_line_on_an_upstreams_stderr_does_not_break_it() {
     let t = tag();
     let script = r#"printf '\377\376 not UTF-8 on stderr\n' >&2; sleep 0.5; exec "$0" "$@""#;
-    let server =
-        json!({"command": "sh", "args": ["-c", script, mcpx_e2e::paths::fakemcp(), "--tag", t]});
+    let server = json!({"command": "sh", "args": ["-c", script, mcpx_e2e::paths::fakemcp(), "--tag", t]});
     let (cfg, _) = with_healthy(&[("noisy", server)], "5s");
     let daemon = Daemon::start(&cfg);
     let reply = Modern::mcpx_call("noisy", "whoami", json!({})).send(daemon.url());
-    assert!(
-        reply.frame().get("result").is_some(),
-        "the server must still work:\n{reply}"
-    );
+    assert!(reply.frame().get("result").is_some(), "the server must still work:\n{reply}");
     assert_eq!(Whoami::of(&reply).calls, 1);
 }
 
 #[test]
 fn an_upstream_that_exits_at_start_fails_calls_with_an_error_naming_it() {
-    let dead =
-        json!({"command": "sh", "args": ["-c", "echo 'cannot start: no config' >&2; exit 3"]});
-    let (cfg, _) = with_healthy(
-        &[("dead", dead), ("gone", json!({"command": "false"}))],
-        "5s",
-    );
+    let dead = json!({"command": "sh", "args": ["-c", "echo 'cannot start: no config' >&2; exit 3"]});
+    let (cfg, _) = with_healthy(&[("dead", dead), ("gone", json!({"command": "false"}))], "5s");
     let daemon = Daemon::start(&cfg);
     let url = daemon.url();
     for server in ["dead", "gone", "dead"] {
@@ -214,12 +164,8 @@ fn an_upstream_that_exits_at_start_fails_calls_with_an_error_naming_it() {
     }
     // The gateway's own listing still works with dead servers configured.
     let search = Modern::tools_call("mcpx_search", json!({"query": "whoami"})).send(url);
-    let servers: Vec<&str> = search.structured()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["server"].as_str())
-        .collect();
+    let servers: Vec<&str> =
+        search.structured()["tools"].as_array().unwrap().iter().filter_map(|t| t["server"].as_str()).collect();
     assert_eq!(servers, ["ok"], "{search}");
 }
 
@@ -233,15 +179,8 @@ fn an_unreachable_http_upstream_fails_calls_with_an_error_naming_it_and_its_url(
     let reply = Modern::mcpx_call("down", "anything", json!({})).send(url);
     let message = internal_error(&reply);
     let expected = format!("server \"down\" at {down} is unreachable: ");
-    assert!(
-        message.starts_with(&expected),
-        "expected {expected:?}…, got {message:?}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(message.starts_with(&expected), "expected {expected:?}…, got {message:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     assert_healthy_answers(url);
     let legacy = LegacySession::open(url);
     let message = internal_error(&legacy.mcpx_call("down", "anything", json!({})));
@@ -253,22 +192,13 @@ fn an_unreachable_http_upstream_fails_calls_with_an_error_naming_it_and_its_url(
 fn an_http_upstream_that_closes_its_stream_mid_reply_fails_the_call_precisely() {
     let handshake = ScriptServer::cut_stream("legacy");
     let stateless = ScriptServer::cut_stream("modern");
-    let (cfg, _) = with_healthy(
-        &[
-            ("cut25", json!({"url": handshake.url()})),
-            ("cut26", json!({"url": stateless.url()})),
-        ],
-        "3s",
-    );
+    let (cfg, _) =
+        with_healthy(&[("cut25", json!({"url": handshake.url()})), ("cut26", json!({"url": stateless.url()}))], "3s");
     let daemon = Daemon::start(&cfg);
     let url = daemon.url();
     for (server, upstream) in [("cut25", handshake.url()), ("cut26", stateless.url())] {
         let ok = Modern::mcpx_call(server, "ok", json!({})).send(url);
-        assert_eq!(
-            first_text(ok.result()),
-            "ok",
-            "{server} works before:\n{ok}"
-        );
+        assert_eq!(first_text(ok.result()), "ok", "{server} works before:\n{ok}");
         for tool in ["cut", "half"] {
             let started = Instant::now();
             let reply = Modern::mcpx_call(server, tool, json!({})).send(url);
@@ -288,21 +218,14 @@ fn an_http_upstream_that_closes_its_stream_mid_reply_fails_the_call_precisely() 
             assert_healthy_answers(url);
         }
         let ok = Modern::mcpx_call(server, "ok", json!({})).send(url);
-        assert_eq!(
-            first_text(ok.result()),
-            "ok",
-            "{server} still works after:\n{ok}"
-        );
+        assert_eq!(first_text(ok.result()), "ok", "{server} still works after:\n{ok}");
     }
 }
 
 /// Bytes the process `pid` has written (`wchar` of `/proc/<pid>/io`).
 fn bytes_written(pid: u32) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    io.lines()
-        .find_map(|l| l.strip_prefix("wchar:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    io.lines().find_map(|l| l.strip_prefix("wchar:")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
 }
 
 /// An upstream that writes to its stderr without pause, and a line before each answer,
@@ -400,7 +323,10 @@ fn an_over_long_answer_that_shows_no_id_fails_the_calls_in_flight_at_once() {
     });
     for reply in [&slow, &echo] {
         let message = internal_error(reply);
-        assert!(message.contains("limits.maxLineBytes") && message.contains("one of the 1 others in flight"), "{message}");
+        assert!(
+            message.contains("limits.maxLineBytes") && message.contains("one of the 1 others in flight"),
+            "{message}"
+        );
     }
 
     let after = Whoami::of(&Modern::mcpx_call("big", "whoami", json!({})).send(url));

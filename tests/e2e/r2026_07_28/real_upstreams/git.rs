@@ -29,32 +29,17 @@ fn git_log_and_git_status_of_a_real_repository_through_mcpx_call() {
         .filter_map(|t| t["tool"].as_str())
         .collect();
     for tool in ["git_log", "git_status", "git_diff_unstaged", "git_show"] {
-        assert!(
-            found.contains(&tool),
-            "mcpx_search must find {tool}: {found:?}"
-        );
+        assert!(found.contains(&tool), "mcpx_search must find {tool}: {found:?}");
     }
 
     let log = Modern::mcpx_call("git", "git_log", json!({"repo_path": repo})).send(url);
     let text = first_text(log.result());
-    assert!(
-        text.contains(&head) && text.contains(&first),
-        "both commits are listed:\n{text}"
-    );
-    assert!(
-        text.contains("Add notes: ünïcode ✓") && text.contains("init"),
-        "{text}"
-    );
-    assert!(
-        text.find(&head) < text.find(&first),
-        "newest first, as git log orders them:\n{text}"
-    );
+    assert!(text.contains(&head) && text.contains(&first), "both commits are listed:\n{text}");
+    assert!(text.contains("Add notes: ünïcode ✓") && text.contains("init"), "{text}");
+    assert!(text.find(&head) < text.find(&first), "newest first, as git log orders them:\n{text}");
 
     let clean = Modern::mcpx_call("git", "git_status", json!({"repo_path": repo})).send(url);
-    assert!(
-        first_text(clean.result()).contains("nothing to commit"),
-        "{clean}"
-    );
+    assert!(first_text(clean.result()).contains("nothing to commit"), "{clean}");
     std::fs::write(repo.join("notes.txt"), "changed\n").unwrap();
     std::fs::write(repo.join("untracked.rs"), "fn main() {}\n").unwrap();
     let dirty = Modern::mcpx_call("git", "git_status", json!({"repo_path": repo})).send(url);
@@ -68,14 +53,8 @@ fn git_log_and_git_status_of_a_real_repository_through_mcpx_call() {
     let outside = dir.path().join("not-a-repo");
     std::fs::create_dir_all(&outside).unwrap();
     let refused = Modern::mcpx_call("git", "git_log", json!({"repo_path": outside})).send(url);
-    assert_eq!(
-        refused.result()["isError"],
-        true,
-        "a path outside the repository must fail:\n{refused}"
-    );
-    let reason = refused.result()["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
+    assert_eq!(refused.result()["isError"], true, "a path outside the repository must fail:\n{refused}");
+    let reason = refused.result()["content"][0]["text"].as_str().unwrap_or_default();
     assert!(
         reason.contains("outside the allowed repository") && reason.contains("not-a-repo"),
         "the upstream's own reason is relayed:\n{refused}"

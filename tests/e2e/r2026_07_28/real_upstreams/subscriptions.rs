@@ -41,8 +41,13 @@ fn a_resource_subscription_reaches_its_server_and_is_opened_again_when_the_insta
     // A URI no configured server owns cannot be subscribed to.
     let unknown = "mcpx://nosuch-server/demo://resource/static/document/architecture.md";
 
-    let (mut stream, ack, id) = listen(url, json!({ "resourceSubscriptions": [uri, unknown], "toolsListChanged": true }));
-    assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!([uri]), "only what an upstream took is acknowledged: {ack}");
+    let (mut stream, ack, id) =
+        listen(url, json!({ "resourceSubscriptions": [uri, unknown], "toolsListChanged": true }));
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([uri]),
+        "only what an upstream took is acknowledged: {ack}"
+    );
     assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
 
     // server-everything sends updates for what it was subscribed to once this is on.
@@ -77,8 +82,13 @@ fn list_changes_keep_coming_after_a_watched_instance_restarts() {
     c["expose"] = json!(["f"]);
     let daemon = Daemon::start(&c);
     let url = daemon.url();
-    let (mut stream, ack, _) = listen(url, json!({ "toolsListChanged": true, "resourceSubscriptions": ["mcpx://f/fake://meta"] }));
-    assert_eq!(ack["params"]["notifications"], json!({ "toolsListChanged": true, "resourceSubscriptions": [] }), "fakemcp offers no resource subscriptions: {ack}");
+    let (mut stream, ack, _) =
+        listen(url, json!({ "toolsListChanged": true, "resourceSubscriptions": ["mcpx://f/fake://meta"] }));
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": [] }),
+        "fakemcp offers no resource subscriptions: {ack}"
+    );
     let changed = || Modern::tools_call("f__changed", json!({})).send(url).result().clone();
     changed();
     stream.read_until(Duration::from_secs(10), |f| f["method"] == "notifications/tools/list_changed");
@@ -120,7 +130,8 @@ fn a_stateless_http_servers_changes_reach_a_listen_through_a_listen_of_mcpx_own(
     assert_eq!(touched.result()["content"][0]["text"], "touched", "{touched}");
     // Both, in whichever order the server sent them.
     let wanted = |f: &Value| f["method"] == "notifications/tools/list_changed" || f["method"] == UPDATED;
-    let frames = [stream.read_until(Duration::from_secs(10), wanted), stream.read_until(Duration::from_secs(10), wanted)];
+    let frames =
+        [stream.read_until(Duration::from_secs(10), wanted), stream.read_until(Duration::from_secs(10), wanted)];
     let update = frames.iter().find(|f| f["method"] == UPDATED).unwrap_or_else(|| panic!("no update: {frames:?}"));
     assert!(frames.iter().any(|f| f["method"] == "notifications/tools/list_changed"), "no list change: {frames:?}");
     assert_eq!(update["params"]["uri"], uri, "the update names the public URI: {update}");

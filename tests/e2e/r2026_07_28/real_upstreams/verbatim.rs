@@ -5,9 +5,7 @@
 //! The upstream is `tests/python/verbatim_tools_server.py`, listing what the test wrote.
 
 use mcpx_e2e::process::TempDir;
-use mcpx_e2e::upstreams::verbatim::{
-    assert_listed_verbatim, comparable, config, fixture, write_fixture,
-};
+use mcpx_e2e::upstreams::verbatim::{assert_listed_verbatim, comparable, config, fixture, write_fixture};
 use mcpx_e2e::{Daemon, Modern};
 use serde_json::{Map, Value, json};
 
@@ -30,21 +28,10 @@ fn unknown_tool_fields_reach_a_modern_caller_unchanged_from_upstreams_of_both_er
     let expected = comparable(&fixture()["result"]);
     for server in ["old", "new"] {
         let reply = Modern::tools_call(&format!("{server}__odd"), json!({"q": "x"})).send(url);
-        assert_eq!(
-            comparable(reply.result()),
-            expected,
-            "{server}: the result must be relayed verbatim:\n{reply}"
-        );
+        assert_eq!(comparable(reply.result()), expected, "{server}: the result must be relayed verbatim:\n{reply}");
         let via_gateway = Modern::mcpx_call(server, "odd", json!({"q": "x"})).send(url);
-        assert_eq!(
-            comparable(via_gateway.result()),
-            expected,
-            "{server} via mcpx_call:\n{via_gateway}"
-        );
+        assert_eq!(comparable(via_gateway.result()), expected, "{server} via mcpx_call:\n{via_gateway}");
         let meta: &Map<String, Value> = reply.result()["_meta"].as_object().unwrap();
-        assert_eq!(
-            meta["io.modelcontextprotocol/serverInfo"]["name"], "mcpx",
-            "{reply}"
-        );
+        assert_eq!(meta["io.modelcontextprotocol/serverInfo"]["name"], "mcpx", "{reply}");
     }
 }
