@@ -172,20 +172,9 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{Identity, Principal, Session, Source};
-    use mcpx_protocol::Revision;
 
     fn ctx(session: Option<&str>) -> CallContext {
-        let session = session.map(|s| Session::Named(s.into()));
-        let identity = Identity {
-            session,
-            cwd: None,
-            pid: None,
-            principal: Principal::Local,
-            source: Source::Unnamed,
-            host: None,
-        };
-        CallContext::new(identity, Revision::V2026_07_28, json!({}))
+        CallContext::local_for_test(session)
     }
 
     fn key() -> InstanceKey {

@@ -58,6 +58,23 @@ impl CallContext {
     }
 }
 
+#[cfg(test)]
+impl CallContext {
+    /// A 2026 request of the local user, in the named session `session` if one is given.
+    pub(crate) fn local_for_test(session: Option<&str>) -> CallContext {
+        use crate::identity::{Principal, Session, Source};
+        let identity = Identity {
+            session: session.map(|s| Session::Named(s.into())),
+            cwd: None,
+            pid: None,
+            principal: Principal::Local,
+            source: Source::Unnamed,
+            host: None,
+        };
+        CallContext::new(identity, Revision::V2026_07_28, Value::Object(Default::default()))
+    }
+}
+
 /// 128 random bits, hex: unguessable, so a call id cannot be used to reach another
 /// caller's per-call instance.
 pub fn new_call_id() -> String {

@@ -185,13 +185,7 @@ async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: 
     let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
     match call_tool(&front.gateway, &transport, params).await {
         Ok(mut result) => {
-            shape_result(
-                &mut result,
-                "tools/call",
-                Revision::LATEST_LEGACY,
-                Gateway::server_info(),
-                Cacheability::PRIVATE_UNCACHED,
-            );
+            plain(&mut result);
             Json(result).into_response()
         }
         Err(e) => error(&e),
@@ -277,14 +271,7 @@ async fn run_call(
             }
         }
         Ok(mut result) => {
-            // A /v1 caller gets the tool result plain, without protocol fields.
-            shape_result(
-                &mut result,
-                "tools/call",
-                Revision::LATEST_LEGACY,
-                Gateway::server_info(),
-                Cacheability::PRIVATE_UNCACHED,
-            );
+            plain(&mut result);
             (StatusCode::OK, result)
         }
         Err(e) => error_parts(&e),
@@ -453,6 +440,12 @@ async fn call_tool(gateway: &Gateway, transport: &Transport, params: Value) -> R
     let capabilities = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
     let ctx = CallContext::new(identity, Revision::LATEST_MODERN, capabilities);
     Ok(gateway.handle(&ctx, "tools/call", params).await?.result)
+}
+
+/// A tool result as a `/v1` caller gets it: plain, without the protocol's fields.
+fn plain(result: &mut Value) {
+    let cache = Cacheability::PRIVATE_UNCACHED;
+    shape_result(result, "tools/call", Revision::LATEST_LEGACY, Gateway::server_info(), cache);
 }
 
 /// A JSON-RPC error as a `/v1` response: bad arguments are the caller's (400), the rest the
