@@ -40,25 +40,13 @@ pub fn fakemcp() -> PathBuf {
     debug_binary("fakemcp")
 }
 
-/// `shared/spec/schema`: `$MCPX_SPEC_DIR` when set, else the team's copy beside the
-/// checkout or at /work/shared, else the copy in the repository (`spec/schema`).
+/// The official protocol schemas: `$MCPX_SPEC_DIR` when set, else the repository's copy
+/// (`spec/schema`, see `spec/README.md`).
 pub fn spec_schema_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MCPX_SPEC_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    match std::env::var_os("MCPX_SPEC_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("spec/schema"),
     }
-    // The team's shared folder sits beside a checkout (`../shared`), wherever the checkout
-    // is; on these machines it is also at /work/shared.
-    let root = repo_root();
-    let candidates: Vec<PathBuf> = root
-        .ancestors()
-        .map(|dir| dir.join("shared/spec/schema"))
-        .chain([PathBuf::from("/work/shared/spec/schema"), root.join("spec/schema")])
-        .collect();
-    candidates.iter().find(|dir| dir.is_dir()).cloned().unwrap_or_else(|| {
-        panic!(
-            "protocol schemas not found (tried {candidates:?}); set MCPX_SPEC_DIR to the shared/spec/schema directory"
-        )
-    })
 }
 
 /// `.deps`, installed (or verified) once per test run by `scripts/deps.sh`; panics with the

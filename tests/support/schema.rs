@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::paths;
 
-/// The protocol revisions whose schemas ship in `shared/spec/schema`.
+/// The protocol revisions whose schemas ship in `spec/schema`.
 pub const REVISIONS: [&str; 4] = ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
 /// The newest revision of the handshake era.

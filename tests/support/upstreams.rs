@@ -330,6 +330,15 @@ impl RawPost {
     /// `wanted`; returns that JSON. Panics when the stream ends or `timeout` passes first.
     #[track_caller]
     pub fn read_until(&mut self, timeout: Duration, wanted: impl Fn(&Value) -> bool) -> Value {
+        match self.try_read_until(timeout, wanted) {
+            Some(frame) => frame,
+            None => panic!("no wanted event within {timeout:?}; head: {:?}; body so far: {:?}", self.head, self.lines),
+        }
+    }
+
+    /// As [`read_until`](Self::read_until), `None` when no wanted event came in time.
+    #[track_caller]
+    pub fn try_read_until(&mut self, timeout: Duration, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             let _ = self.reader.get_ref().set_read_timeout(Some(left.max(Duration::from_millis(1))));
@@ -337,10 +346,10 @@ impl RawPost {
                 break;
             };
             if wanted(&frame) {
-                return frame;
+                return Some(frame);
             }
         }
-        panic!("no wanted event within {timeout:?}; head: {:?}; body so far: {:?}", self.head, self.lines);
+        None
     }
 
     /// Reads the rest of the response to its end (the request asks the server to close

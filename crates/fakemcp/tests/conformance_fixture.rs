@@ -134,20 +134,14 @@ struct Schema {
 }
 
 fn schema(revision: &str) -> Schema {
-    // MCPX_SPEC_DIR, else the team's shared folder beside the checkout (wherever it is),
-    // else /work/shared where these machines keep it, else the repository's copy.
-    let dir = std::env::var_os("MCPX_SPEC_DIR").filter(|dir| !dir.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|dir| dir.join("shared/spec/schema"))
-            .chain([PathBuf::from("/work/shared/spec/schema")])
-            .chain([Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/schema")])
-            .find(|dir| dir.is_dir())
-            .unwrap_or_default()
-    });
+    // MCPX_SPEC_DIR, else the repository's copy (spec/README.md).
+    let dir = std::env::var_os("MCPX_SPEC_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/schema"));
     let path = dir.join(revision).join("schema.json");
     let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {} ({e}); set MCPX_SPEC_DIR to shared/spec/schema", path.display()));
+        .unwrap_or_else(|e| panic!("cannot read {} ({e}); set MCPX_SPEC_DIR to a folder of schemas", path.display()));
     let document: Value = serde_json::from_str(&text).unwrap();
     let uri = format!("https://fakemcp.test/spec/{revision}/schema.json");
     let registry =

@@ -31,7 +31,7 @@ fn notifications_cancelled_stops_a_request_in_the_session() {
     let started = Instant::now();
     let call = std::thread::scope(|scope| {
         let call = scope.spawn(|| post(slow));
-        std::thread::sleep(Duration::from_millis(500));
+        assert!(daemon.home().wait_in_use("f", 1, Duration::from_secs(20)), "the slow call never started");
         let cancel = post(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": "slow-1", "reason": "the user gave up"}}));
         assert_eq!(cancel.status(), 202);

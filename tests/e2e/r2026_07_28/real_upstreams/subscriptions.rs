@@ -107,10 +107,13 @@ fn list_changes_keep_coming_after_a_watched_instance_restarts() {
             .then_some(())
     });
     assert!(restarted.is_some(), "the listen did not start a new instance of a watched server");
-    // It subscribes to the instance's changes right after taking it.
-    std::thread::sleep(Duration::from_millis(300));
-    changed();
-    stream.read_until(Duration::from_secs(10), |f| f["method"] == "notifications/tools/list_changed");
+    // It subscribes to the instance's changes right after taking it: a change announced
+    // before that is not the listen's to hear, so announce until one arrives.
+    let heard = poll(Duration::from_secs(20), || {
+        changed();
+        stream.try_read_until(Duration::from_millis(500), |f| f["method"] == "notifications/tools/list_changed")
+    });
+    assert!(heard.is_some(), "no list change reached the listen after the restart");
 }
 
 #[test]
