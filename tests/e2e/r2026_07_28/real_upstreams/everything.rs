@@ -338,7 +338,8 @@ fn an_over_long_answer_with_its_id_last_fails_only_its_own_call() {
             Modern::tools_call("everything__trigger-long-running-operation", json!({"duration": 2, "steps": 2}))
                 .send(url)
         });
-        std::thread::sleep(Duration::from_millis(500));
+        // Wait until the first call is in flight on the instance.
+        assert!(daemon.home().wait_in_use("everything", 1, Duration::from_secs(20)), "the first call never started");
         let started = Instant::now();
         let echo = Modern::tools_call("everything__echo", json!({"message": "x".repeat(100_000)})).send(url);
         assert!(started.elapsed() < Duration::from_secs(2), "the call failed after {:?}", started.elapsed());

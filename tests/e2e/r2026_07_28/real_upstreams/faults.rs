@@ -59,7 +59,8 @@ fn an_upstream_that_hangs_fails_its_call_at_the_request_timeout_while_others_are
             let reply = Modern::mcpx_call("hang", "slow", json!({"ms": 20000})).send(url);
             (reply, started.elapsed())
         });
-        std::thread::sleep(Duration::from_millis(300));
+        // Wait until the first call is in flight on the instance.
+        assert!(daemon.home().wait_in_use("hang", 1, Duration::from_secs(20)), "the first call never started");
         let during = assert_healthy_answers(url);
         let (reply, took) = hung.join().unwrap();
         (reply, took, during)
@@ -275,7 +276,8 @@ fn an_answer_over_max_line_bytes_fails_only_its_own_call_naming_the_setting() {
     let huge = "x".repeat(100_000);
     let (slow, echo) = std::thread::scope(|s| {
         let slow = s.spawn(|| Modern::mcpx_call("big", "slow", json!({"ms": 3000})).send(url));
-        std::thread::sleep(Duration::from_millis(500));
+        // Wait until the first call is in flight on the instance.
+        assert!(daemon.home().wait_in_use("big", 1, Duration::from_secs(20)), "the first call never started");
         let started = Instant::now();
         let echo = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
         assert!(started.elapsed() < Duration::from_secs(2), "the call failed after {:?}", started.elapsed());
@@ -317,7 +319,8 @@ fn an_over_long_answer_that_shows_no_id_fails_the_calls_in_flight_at_once() {
     // answered after 5 s).
     let (slow, echo) = std::thread::scope(|s| {
         let slow = s.spawn(|| Modern::mcpx_call("big", "slow", json!({"ms": 5000})).send(url));
-        std::thread::sleep(Duration::from_millis(500));
+        // Wait until the first call is in flight on the instance.
+        assert!(daemon.home().wait_in_use("big", 1, Duration::from_secs(20)), "the first call never started");
         let echo = Modern::mcpx_call("big", "echo", json!({"text": huge})).send(url);
         (slow.join().unwrap(), echo)
     });
