@@ -633,7 +633,15 @@ struct Events {
 
 impl Events {
     fn new(response: reqwest::Response, max_line: usize) -> Events {
-        Events { body: Box::pin(response.bytes_stream()), buffer: BytesMut::new(), pending: Event::empty(), max_line }
+        Events::of(Box::pin(response.bytes_stream()), max_line)
+    }
+
+    /// The events of a body that arrives as these chunks.
+    fn of(
+        body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+        max_line: usize,
+    ) -> Events {
+        Events { body, buffer: BytesMut::new(), pending: Event::empty(), max_line }
     }
 
     /// The next event (with data, or naming an `id` or `retry`); `None` at the end.
@@ -729,4 +737,71 @@ const MAX_RESUMES: usize = 5;
 fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
     if text.trim().is_empty() { "(empty body)".into() } else { text.trim().to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event of a body sent as `chunks`, and how the stream ended (`None`: cleanly).
+    fn events(chunks: &[&str], max_line: usize) -> (Vec<(String, Option<String>, Option<u64>)>, Option<String>) {
+        let chunks: Vec<reqwest::Result<bytes::Bytes>> =
+            chunks.iter().map(|c| Ok(bytes::Bytes::copy_from_slice(c.as_bytes()))).collect();
+        let mut events = Events::of(Box::pin(futures::stream::iter(chunks)), max_line);
+        let mut seen = Vec::new();
+        futures::executor::block_on(async {
+            loop {
+                match events.next().await {
+                    Some(Ok(e)) => seen.push((e.data, e.id, e.retry)),
+                    Some(Err(why)) => return (seen, Some(why)),
+                    None => return (seen, None),
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn an_event_split_anywhere_across_chunks_reads_whole() {
+        let body = "event: message\r\nid: 7\r\ndata: {\"a\":1}\r\n\r\n";
+        for cut in 1..body.len() {
+            let (seen, end) = events(&[&body[..cut], &body[cut..]], 1024);
+            assert_eq!(seen, vec![(r#"{"a":1}"#.to_owned(), Some("7".to_owned()), None)], "cut at {cut}");
+            assert_eq!(end, None);
+        }
+    }
+
+    #[test]
+    fn data_lines_join_with_newlines_and_one_leading_space_is_dropped() {
+        let (seen, _) = events(&["data:a\ndata:  b\ndata: c\n\n"], 1024);
+        assert_eq!(seen[0].0, "a\n b\nc");
+    }
+
+    #[test]
+    fn comments_are_skipped_and_an_event_of_only_an_id_or_retry_is_kept() {
+        let (seen, _) = events(&[": keep-alive\n\n", "id: 3\n\n", "retry: 250\n\n", "data: x\n\n"], 1024);
+        assert_eq!(
+            seen,
+            vec![
+                (String::new(), Some("3".to_owned()), None),
+                (String::new(), None, Some(250)),
+                ("x".to_owned(), None, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_event_at_the_end_is_dropped() {
+        let (seen, end) = events(&["data: done\n\n", "data: half"], 1024);
+        assert_eq!(seen.len(), 1);
+        assert_eq!(end, None);
+    }
+
+    #[test]
+    fn a_line_or_event_over_the_limit_ends_the_stream_naming_the_setting() {
+        let (_, end) = events(&[&format!("data: {}", "x".repeat(100))], 64);
+        assert!(end.is_some_and(|why| why.contains("limits.maxLineBytes")));
+        let many: String = (0..20).map(|_| "data: xxxxxxxx\n").collect();
+        let (_, end) = events(&[&many, "\n"], 64);
+        assert!(end.is_some_and(|why| why.contains("limits.maxLineBytes")), "data lines add up");
+    }
 }
