@@ -743,8 +743,11 @@ fn excerpt(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// An event's data, id and retry.
+    type Seen = (String, Option<String>, Option<u64>);
+
     /// Every event of a body sent as `chunks`, and how the stream ended (`None`: cleanly).
-    fn events(chunks: &[&str], max_line: usize) -> (Vec<(String, Option<String>, Option<u64>)>, Option<String>) {
+    fn events(chunks: &[&str], max_line: usize) -> (Vec<Seen>, Option<String>) {
         let chunks: Vec<reqwest::Result<bytes::Bytes>> =
             chunks.iter().map(|c| Ok(bytes::Bytes::copy_from_slice(c.as_bytes()))).collect();
         let mut events = Events::of(Box::pin(futures::stream::iter(chunks)), max_line);
