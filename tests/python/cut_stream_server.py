@@ -18,7 +18,9 @@ Plain Python (http.server), no dependencies. Logs each request to stderr.
 import json
 import socket
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from plain_http import JsonHandler
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -41,26 +43,8 @@ def modern(body: dict) -> dict:
     return out
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):  # to stderr, one line each
-        sys.stderr.write("cut_stream_server: " + (fmt % args) + "\n")
-
-    def send_json(self, status: int, frame, headers=()) -> None:
-        body = json.dumps(frame).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def send_empty(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+class Handler(JsonHandler):
+    name = "cut_stream_server"
 
     def break_stream(self, partial: bytes) -> None:
         self.send_response(200)

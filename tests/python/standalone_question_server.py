@@ -20,7 +20,9 @@ import queue
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from plain_http import JsonHandler
 
 LEGACY = "2025-11-25"
 SESSION = "standalone-question-session-1"
@@ -53,26 +55,8 @@ def text(rid, body: str) -> dict:
     return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": body}]}}
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        sys.stderr.write("standalone_question_server: " + (fmt % args) + "\n")
-
-    def send_json(self, status: int, frame, headers=()) -> None:
-        body = json.dumps(frame).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def send_empty(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+class Handler(JsonHandler):
+    name = "standalone_question_server"
 
     def open_stream(self) -> None:
         self.send_response(200)
