@@ -85,9 +85,9 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/stdio", get(stdio_upgrade))
 }
 
-/// A `/v1` caller, as admission found it (token on TCP, pid and cwd over the socket),
-/// with the session it names.
-struct Caller(Transport);
+/// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
+/// pid and cwd over the socket) and the session it names. Its request carries no `_meta`.
+struct Caller(Identity);
 
 impl FromRequestParts<Arc<Front>> for Caller {
     type Rejection = Response;
@@ -100,12 +100,11 @@ impl FromRequestParts<Arc<Front>> for Caller {
         let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
         transport.session =
             named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
-        Ok(Caller(transport))
+        Ok(Caller(front.gateway.identity(&Value::Null, &transport)))
     }
 }
 
-async fn status(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
-    let caller = who(&front, &transport);
+async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Response {
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
     let servers: Vec<Value> = config
@@ -158,32 +157,32 @@ struct ToolsQuery {
     query: String,
 }
 
-async fn tools(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<ToolsQuery>) -> Response {
+async fn tools(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<ToolsQuery>) -> Response {
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
-    match call_tool(&front.gateway, &transport, params).await {
+    match call_tool(&front.gateway, &caller, params).await {
         Ok(result) => Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response(),
         Err(e) => error(&e),
     }
 }
 
-async fn call(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
+async fn call(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
         Err(e) => return error(&RpcError::parse_error(e)),
     };
-    continue_call(&front, &transport, arguments, None).await
+    continue_call(&front, &caller, arguments, None).await
 }
 
 /// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
-async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
+async fn exec(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {script, timeoutMs?}")),
         Err(e) => return error(&RpcError::parse_error(e)),
     };
     let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
-    match call_tool(&front.gateway, &transport, params).await {
+    match call_tool(&front.gateway, &caller, params).await {
         Ok(mut result) => {
             plain(&mut result);
             Json(result).into_response()
@@ -192,27 +191,20 @@ async fn exec(State(front): State<Arc<Front>>, Caller(transport): Caller, body: 
     }
 }
 
-/// Who a `/v1` caller is: its request carries no `_meta`, so its transport says it all.
-fn who(front: &Front, transport: &Transport) -> Identity {
-    front.gateway.identity(&Value::Null, transport)
-}
-
 /// The artifacts of the caller's session.
-async fn artifact_list(State(front): State<Arc<Front>>, Caller(transport): Caller) -> Response {
-    let identity = who(&front, &transport);
+async fn artifact_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Response {
     let listed: Vec<Value> =
-        front.gateway.artifacts_of(&identity).await.iter().map(mcpx_gateway::Artifact::listing).collect();
+        front.gateway.artifacts_of(&caller).await.iter().map(mcpx_gateway::Artifact::listing).collect();
     Json(json!({ "artifacts": listed })).into_response()
 }
 
 /// One of the session's artifacts, as its bytes with its media type.
 async fn artifact_get(
     State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
+    Caller(caller): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = who(&front, &transport);
-    match front.gateway.artifact(&identity, &id).await {
+    match front.gateway.artifact(&caller, &id).await {
         Some((artifact, data)) => {
             let media = HeaderValue::from_str(&artifact.mime_type)
                 .unwrap_or(HeaderValue::from_static("application/octet-stream"));
@@ -224,11 +216,10 @@ async fn artifact_get(
 
 async fn artifact_remove(
     State(front): State<Arc<Front>>,
-    Caller(transport): Caller,
+    Caller(caller): Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let identity = who(&front, &transport);
-    if front.gateway.remove_artifact(&identity, &id).await {
+    if front.gateway.remove_artifact(&caller, &id).await {
         StatusCode::NO_CONTENT.into_response()
     } else {
         no_artifact(&id)
@@ -242,14 +233,14 @@ fn no_artifact(id: &str) -> Response {
 
 /// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
 /// kept for the caller to answer later (202).
-async fn continue_call(front: &Front, transport: &Transport, call: Value, answers: Option<(Value, Value)>) -> Response {
-    let (status, body) = run_call(front, transport, call, answers).await;
+async fn continue_call(front: &Front, caller: &Identity, call: Value, answers: Option<(Value, Value)>) -> Response {
+    let (status, body) = run_call(front, caller, call, answers).await;
     (status, Json(body)).into_response()
 }
 
 async fn run_call(
     front: &Front,
-    transport: &Transport,
+    caller: &Identity,
     call: Value,
     answers: Option<(Value, Value)>,
 ) -> (StatusCode, Value) {
@@ -258,12 +249,11 @@ async fn run_call(
         params["inputResponses"] = responses;
         params["requestState"] = state;
     }
-    match call_tool(&front.gateway, transport, params).await {
+    match call_tool(&front.gateway, caller, params).await {
         Ok(result) if result["resultType"] == "input_required" => {
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
-            match front.pending.store(&who(front, transport), &call, &result, lifetime, config.limits.pending_questions)
-            {
+            match front.pending.store(caller, &call, &result, lifetime, config.limits.pending_questions) {
                 Ok(question) => {
                     (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() }))
                 }
@@ -280,23 +270,20 @@ async fn run_call(
 
 /// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
 /// for its outcome rather than holding a request open.
-async fn ask_begin(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
+async fn ask_begin(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
     let call: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) if v.get("server").is_some() && v.get("tool").is_some() => v,
         _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
     };
     let config = front.gateway.settings().config();
-    let (id, outcome) = match front.pending.begin(
-        &who(&front, &transport),
-        config.timeouts.input_required,
-        config.limits.pending_questions,
-    ) {
-        Ok(begun) => begun,
-        Err(e) => return error(&e),
-    };
+    let (id, outcome) =
+        match front.pending.begin(&caller, config.timeouts.input_required, config.limits.pending_questions) {
+            Ok(begun) => begun,
+            Err(e) => return error(&e),
+        };
     let runner = front.clone();
     tokio::spawn(async move {
-        let (status, body) = run_call(&runner, &transport, call, None).await;
+        let (status, body) = run_call(&runner, &caller, call, None).await;
         let _ = outcome.send(Some((status.as_u16(), body)));
     });
     (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") })))
@@ -312,11 +299,11 @@ struct PollQuery {
 
 /// Waits (long-poll, `waitMs`, at most a minute) for a begun call's outcome: its result
 /// (200), a question (202, `input_required`), or still running (202, `running`).
-async fn ask_poll(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<PollQuery>) -> Response {
+async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<PollQuery>) -> Response {
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
-    let Some(mut outcome) = front.pending.call(&id, &who(&front, &transport)) else {
+    let Some(mut outcome) = front.pending.call(&id, &caller) else {
         return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
     };
     let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(25_000).min(60_000));
@@ -337,8 +324,8 @@ struct AskQuery {
 }
 
 /// The questions waiting for this caller (`?id=` for one).
-async fn ask_list(State(front): State<Arc<Front>>, Caller(transport): Caller, Query(q): Query<AskQuery>) -> Response {
-    let mine = front.pending.of(&who(&front, &transport));
+async fn ask_list(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<AskQuery>) -> Response {
+    let mine = front.pending.of(&caller);
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
             Some(question) => Json(question.view()).into_response(),
@@ -349,25 +336,25 @@ async fn ask_list(State(front): State<Arc<Front>>, Caller(transport): Caller, Qu
 }
 
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
-async fn ask_answer(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
+async fn ask_answer(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object()))
     else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
     };
-    let Some(question) = front.pending.take(id, &who(&front, &transport)) else {
+    let Some(question) = front.pending.take(id, &caller) else {
         return error(&no_such_question(id));
     };
-    continue_call(&front, &transport, question.call, Some((responses.clone(), question.request_state))).await
+    continue_call(&front, &caller, question.call, Some((responses.clone(), question.request_state))).await
 }
 
 /// Gives up on a waiting question; the held upstream call is cancelled when it expires.
-async fn ask_abandon(State(front): State<Arc<Front>>, Caller(transport): Caller, body: axum::body::Bytes) -> Response {
+async fn ask_abandon(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let Some(id) = request["id"].as_str() else {
         return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
     };
-    match front.pending.take(id, &who(&front, &transport)) {
+    match front.pending.take(id, &caller) {
         Some(_) => Json(json!({ "abandoned": id })).into_response(),
         None => error(&no_such_question(id)),
     }
@@ -435,8 +422,8 @@ async fn stdio_upgrade(
 /// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked
 /// anything (a person at a shell can fill a form, write a completion, name roots), so an
 /// upstream's question comes back as `input_required` instead of failing the call.
-async fn call_tool(gateway: &Gateway, transport: &Transport, params: Value) -> Result<Value, RpcError> {
-    let identity = gateway.identity(&params, transport);
+async fn call_tool(gateway: &Gateway, identity: &Identity, params: Value) -> Result<Value, RpcError> {
+    let identity = identity.clone();
     let capabilities = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
     let ctx = CallContext::new(identity, Revision::LATEST_MODERN, capabilities);
     Ok(gateway.handle(&ctx, "tools/call", params).await?.result)
