@@ -48,7 +48,7 @@ fn client_of(identity: &Identity) -> Option<String> {
         return Some(format!("client {client:?}"));
     }
     if let Some(session) = identity.session_key() {
-        return Some(format!("session {session:?}"));
+        return Some(format!("session {:?}", session.to_string()));
     }
     identity.pid.map(|pid| format!("process {pid}"))
 }

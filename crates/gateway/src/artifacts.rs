@@ -453,7 +453,7 @@ impl Gateway {
             .get()
             .cloned()
             .ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
-        let session = identity.session_key().ok_or_else(|| {
+        let session = identity.session_key().map(|key| key.to_string()).ok_or_else(|| {
             RpcError::invalid_params(
                 "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
             )

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::context::CallContext;
-use crate::scope::InstanceKey;
+use crate::scope::{InstanceKey, Owner};
 
 /// The methods that may answer `input_required`.
 pub const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -56,10 +56,29 @@ pub struct Asks {
 /// Where a retry goes, from the state mcpx gave the caller.
 #[derive(Debug, PartialEq)]
 pub struct Resume {
-    pub instance_key: String,
+    /// The instance that asked; `None` for a question mcpx asked itself (roots).
+    pub instance: Option<Owner>,
     pub upstream_state: Option<Value>,
     /// The call id of the first round: every round of one logical call carries it.
     pub call_id: String,
+}
+
+/// Who put a question to the caller: an instance of a server, or mcpx itself on the
+/// server's behalf (its roots question), which no instance asked.
+#[derive(Clone, Copy)]
+pub struct Asker<'a> {
+    pub server: &'a str,
+    pub instance: Option<&'a Owner>,
+}
+
+impl<'a> Asker<'a> {
+    pub fn instance(key: &'a InstanceKey) -> Asker<'a> {
+        Asker { server: &key.server, instance: Some(&key.owner) }
+    }
+
+    pub fn gateway(server: &'a str) -> Asker<'a> {
+        Asker { server, instance: None }
+    }
 }
 
 impl Default for Asks {
@@ -71,10 +90,10 @@ impl Default for Asks {
 }
 
 impl Asks {
-    /// The state the caller gets for a question from `key`'s instance about `params`.
+    /// The state the caller gets for a question from `asker` about `params`.
     pub fn seal(
         &self,
-        key: &InstanceKey,
+        asker: Asker<'_>,
         ctx: &CallContext,
         method: &str,
         params: &Value,
@@ -83,8 +102,8 @@ impl Asks {
     ) -> String {
         let payload = json!({
             "v": 1,
-            "server": key.server,
-            "instance": key.key,
+            "server": asker.server,
+            "instance": asker.instance,
             "owner": ctx.identity.owner_key(),
             "expires": now_ms() + lifetime.as_millis() as u64,
             "request": digest(method, params),
@@ -128,10 +147,11 @@ impl Asks {
         if payload["request"] != digest(method, params) {
             return Err(refuse("it belongs to another request"));
         }
-        let instance_key = payload["instance"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
+        let instance =
+            serde_json::from_value(payload["instance"].clone()).map_err(|_| refuse("not a state mcpx issued"))?;
         let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
         let call_id = payload["call"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
-        Ok(Resume { instance_key, upstream_state, call_id })
+        Ok(Resume { instance, upstream_state, call_id })
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
@@ -177,8 +197,8 @@ mod tests {
         CallContext::local_for_test(session)
     }
 
-    fn key() -> InstanceKey {
-        InstanceKey { server: "s".into(), key: "session:a".into() }
+    fn asker() -> Owner {
+        Owner::Session(ctx(Some("a")).identity.session_key().unwrap())
     }
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -188,11 +208,17 @@ mod tests {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {"x": 1, "y": 2}});
         let first = ctx(Some("a"));
-        let state = asks.seal(&key(), &first, "tools/call", &params, Some(json!("up")), HOUR);
+        let state = asks.seal(
+            Asker { server: "s", instance: Some(&asker()) },
+            &first,
+            "tools/call",
+            &params,
+            Some(json!("up")),
+            HOUR,
+        );
         let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
         let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
-        let expected =
-            Resume { instance_key: "session:a".into(), upstream_state: Some(json!("up")), call_id: first.call_id };
+        let expected = Resume { instance: Some(asker()), upstream_state: Some(json!("up")), call_id: first.call_id };
         assert_eq!(resume, expected);
     }
 
@@ -200,7 +226,14 @@ mod tests {
     fn tampered_foreign_expired_or_mismatched_states_are_refused() {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {}});
-        let state = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, HOUR);
+        let state = asks.seal(
+            Asker { server: "s", instance: Some(&asker()) },
+            &ctx(Some("a")),
+            "tools/call",
+            &params,
+            None,
+            HOUR,
+        );
         let open = |state: &str, session, method, params: &Value| asks.open(state, "s", &ctx(session), method, params);
         assert_eq!(open(&format!("{state}-TAMPERED"), Some("a"), "tools/call", &params).unwrap_err().code, -32602);
         assert!(open(&state, Some("b"), "tools/call", &params).is_err());
@@ -208,7 +241,14 @@ mod tests {
         assert!(open(&state, Some("a"), "prompts/get", &params).is_err());
         assert!(open(&state, Some("a"), "tools/call", &json!({"name": "t", "arguments": {"x": 1}})).is_err());
         assert!(asks.open(&state, "other", &ctx(Some("a")), "tools/call", &params).is_err());
-        let expired = asks.seal(&key(), &ctx(Some("a")), "tools/call", &params, None, Duration::ZERO);
+        let expired = asks.seal(
+            Asker { server: "s", instance: Some(&asker()) },
+            &ctx(Some("a")),
+            "tools/call",
+            &params,
+            None,
+            Duration::ZERO,
+        );
         std::thread::sleep(Duration::from_millis(2));
         assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
         assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());

@@ -54,7 +54,10 @@ impl CallContext {
     /// a session; without one the request is its own scope, so the key is its call id.
     pub fn caller_key(&self) -> String {
         // A session's key names its principal too; no session key begins with "call:".
-        self.identity.session_key().unwrap_or_else(|| format!("call:{}", self.call_id))
+        match self.identity.session_key() {
+            Some(key) => key.to_string(),
+            None => format!("call:{}", self.call_id),
+        }
     }
 }
 

@@ -9,13 +9,17 @@
 //! namespace (session instances, artifacts, questions, held calls) is keyed by both, so
 //! two principals naming session `work` get two sessions.
 
+use std::fmt;
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::scope::Owner;
+
 /// Who authenticated.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Principal {
     /// The user mcpx runs as: the unix socket, or TCP while no tokens are configured.
     #[default]
@@ -25,7 +29,7 @@ pub enum Principal {
 }
 
 /// A session, by where its name came from.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Session {
     /// A label the caller chose (a `_meta` key, `--session`, `$MCPX_SESSION_ID`,
     /// `X-Mcpx-Session`): joinable by anyone of the same principal who types it.
@@ -114,33 +118,26 @@ impl Identity {
     }
 
     /// The session as a key for the caller's per-session state (a `session`-scoped
-    /// instance, artifacts): `session:<label>` for the local user's named sessions,
-    /// `session@"<token>":<label>` for a token holder's, `process:<pid>` and
-    /// `http-session:<digest>` for the sessions mcpx derived. No label can produce another
-    /// kind's key or another principal's, and no key holds a `Mcp-Session-Id`.
-    pub fn session_key(&self) -> Option<String> {
-        let session = self.session.as_ref()?;
-        let principal = self.principal_tag();
-        Some(match session {
-            Session::Named(label) => format!("session{principal}:{label}"),
-            Session::Process(pid) => format!("process{principal}:{pid}"),
-            Session::Http(id) => format!("http-session{principal}:{}", digest("http-session", id)),
-        })
+    /// instance, artifacts, held calls): the session and whose it is. No label can produce
+    /// another kind's key or another principal's, and no key holds a `Mcp-Session-Id`.
+    pub fn session_key(&self) -> Option<SessionKey> {
+        let session = match self.session.as_ref()? {
+            Session::Http(id) => Session::Http(digest("http-session", id)),
+            other => other.clone(),
+        };
+        Some(SessionKey { principal: self.principal.clone(), session })
     }
 
     /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
     /// (the name JSON-quoted, so it ends where it says) for a token holder.
     pub fn principal_tag(&self) -> String {
-        match &self.principal {
-            Principal::Local => String::new(),
-            Principal::Token(name) => format!("@{}", Value::String(name.clone())),
-        }
+        self.principal.tag()
     }
 
     /// Whose per-caller state this is (questions waiting for a `/v1` caller, a sealed
     /// `requestState`): the session's key, or, without a session, the principal alone.
     pub fn owner_key(&self) -> String {
-        self.session_key().unwrap_or_else(|| match &self.principal {
+        self.session_key().map(|key| key.to_string()).unwrap_or_else(|| match &self.principal {
             Principal::Local => "local".to_owned(),
             Principal::Token(name) => format!("token:{}", Value::String(name.clone())),
         })
@@ -152,26 +149,21 @@ impl Identity {
     pub fn session_for_upstream(&self) -> Option<String> {
         match (&self.session, &self.principal) {
             (Some(Session::Named(label)), Principal::Local) => Some(label.clone()),
-            (Some(_), _) => self.session_key().map(|key| format!("mcpx-{}", digest("session", &key))),
+            (Some(_), _) => self.session_key().map(|key| format!("mcpx-{}", digest("session", &key.to_string()))),
             (None, _) => None,
         }
     }
 
-    /// Whether an instance key belongs to this caller's principal, so a listing may show it
-    /// to this caller: every key to the local user; to a token holder, the instances
-    /// everyone shares (`global`) and those of its own sessions.
-    pub fn may_see_instance(&self, key: &str) -> bool {
-        if self.principal == Principal::Local {
-            return true;
+    /// Whether an instance belongs to this caller's principal, so a listing may show it to
+    /// this caller: every instance to the local user; to a token holder, the instances
+    /// everyone shares (`global`), its own lister and those of its own sessions.
+    pub fn may_see_instance(&self, owner: &Owner) -> bool {
+        match (&self.principal, owner) {
+            (Principal::Local, _) | (_, Owner::Everyone) => true,
+            (principal, Owner::Lister(lister)) => lister == principal,
+            (principal, Owner::Session(key)) => &key.principal == principal,
+            _ => false,
         }
-        let own = self.principal_tag();
-        key == "global"
-            || key.strip_prefix(crate::scope::LISTER) == Some(own.as_str())
-            || SESSION_KINDS.iter().any(|kind| {
-                key.strip_prefix(kind)
-                    .and_then(|rest| rest.strip_prefix(own.as_str()))
-                    .is_some_and(|rest| rest.starts_with(':'))
-            })
     }
 
     /// The name a person types to reach this session again (`--session`), when it has one.
@@ -183,8 +175,48 @@ impl Identity {
     }
 }
 
-/// How each kind of session key begins (see `Identity::session_key`).
-const SESSION_KINDS: [&str; 3] = ["session", "process", "http-session"];
+impl Principal {
+    /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
+    /// (the name JSON-quoted, so it ends where it says) for a token holder.
+    pub fn tag(&self) -> String {
+        match self {
+            Principal::Local => String::new(),
+            Principal::Token(name) => format!("@{}", Value::String(name.clone())),
+        }
+    }
+}
+
+/// A session as the key of per-session state: the session and the principal it belongs
+/// to. A handshake-era HTTP session is held by a digest of its id, never the id itself.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionKey {
+    pub principal: Principal,
+    pub session: Session,
+}
+
+impl SessionKey {
+    /// The local process whose session this is, when the session is a process's.
+    pub fn process(&self) -> Option<u32> {
+        match self.session {
+            Session::Process(pid) => Some(pid),
+            _ => None,
+        }
+    }
+}
+
+/// `session:<label>` for the local user's named sessions, `session@"<token>":<label>` for
+/// a token holder's, `process:<pid>` and `http-session:<digest>` for those mcpx derived:
+/// how logs, `mcpx status` and the invocation context's `scope` name them.
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let principal = self.principal.tag();
+        match &self.session {
+            Session::Named(label) => write!(f, "session{principal}:{label}"),
+            Session::Process(pid) => write!(f, "process{principal}:{pid}"),
+            Session::Http(digest) => write!(f, "http-session{principal}:{digest}"),
+        }
+    }
+}
 
 /// 128 bits of SHA-256 over a domain tag and a value, as hex: stable, and not reversible.
 fn digest(domain: &str, value: &str) -> String {
@@ -282,8 +314,8 @@ mod tests {
             // Whatever label a caller types, as the local user or another token holder,
             // including the other key's own text and its parts.
             let attempts = [
-                key.clone(),
-                key.trim_start_matches("session:").to_owned(),
+                key.to_string(),
+                key.to_string().trim_start_matches("session:").to_owned(),
                 "42".into(),
                 "mcp-42".into(),
                 "0123abcd".into(),
@@ -311,7 +343,7 @@ mod tests {
         let id = "5f2b0c7d9e1a4b3c8d6e0f1a2b3c4d5e";
         let legacy = who(Some(Session::Http(id.into())), Principal::Local);
         let seen = legacy.session_for_upstream().unwrap();
-        assert!(!seen.contains(id) && !legacy.session_key().unwrap().contains(id), "{seen}");
+        assert!(!seen.contains(id) && !legacy.session_key().unwrap().to_string().contains(id), "{seen}");
         assert_eq!(
             seen,
             who(Some(Session::Http(id.into())), Principal::Local).session_for_upstream().unwrap(),

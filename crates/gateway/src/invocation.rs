@@ -41,7 +41,7 @@ pub fn context(ctx: &CallContext, key: &InstanceKey) -> Value {
         context["sessionId"] = session.into();
     }
     context["callId"] = ctx.call_id.clone().into();
-    context["scope"] = key.key.clone().into();
+    context["scope"] = key.owner.to_string().into();
     if let Some(client) = ctx.identity.client() {
         context["clientId"] = client.into();
     }
@@ -59,6 +59,7 @@ pub fn attach(params: &mut Value, context: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scope::Owner;
 
     fn ctx(session: Option<&str>) -> CallContext {
         CallContext::local_for_test(session)
@@ -67,7 +68,7 @@ mod tests {
     #[test]
     fn the_context_names_session_call_and_instance_key() {
         let c = ctx(Some("a"));
-        let key = InstanceKey { server: "s".into(), key: "session:a".into() };
+        let key = InstanceKey { server: "s".into(), owner: Owner::Session(c.identity.session_key().unwrap()) };
         let v = context(&c, &key);
         assert_eq!(v, json!({"version": 1, "sessionId": "a", "callId": c.call_id, "scope": "session:a"}));
     }
@@ -75,7 +76,7 @@ mod tests {
     #[test]
     fn an_unnamed_caller_has_no_session_in_its_context() {
         let c = ctx(None);
-        let key = InstanceKey { server: "s".into(), key: format!("call:{}", c.call_id) };
+        let key = InstanceKey { server: "s".into(), owner: Owner::Call(c.call_id.clone()) };
         assert!(context(&c, &key).get("sessionId").is_none());
     }
 

@@ -41,11 +41,11 @@ pub use artifacts::Artifact;
 pub use ask::caller_can_answer;
 pub use config::Config;
 pub use context::CallContext;
-pub use identity::{Identity, Principal, Session, Transport};
+pub use identity::{Identity, Principal, Session, SessionKey, Transport};
 pub use mcpx_upstream::lines::{Edges, Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
 pub use pool::{InstanceInfo, Lease, Pool, PoolError};
-pub use scope::{InstanceKey, Scope};
+pub use scope::{InstanceKey, Owner, Scope};
 pub use settings::Settings;
 pub use watch::{Interest, Watch};
 
@@ -240,7 +240,7 @@ impl Gateway {
             return;
         }
         let Some(key) = Identity::resolve(None, &[], transport).session_key() else { return };
-        self.pool.retire_keyed(&key);
+        self.pool.retire_session(&key);
     }
 
     /// Remembers the era each server answered in across restarts, in `file`.
@@ -309,7 +309,7 @@ impl Gateway {
                     rooted = cwd;
                     roots_answered = true;
                 }
-                Resumed::At(key) => resume_at = Some(key),
+                Resumed::At(owner) => resume_at = owner,
                 Resumed::Expired => {
                     let e =
                         RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
@@ -370,8 +370,10 @@ impl Gateway {
             (Some(original), _) if modern_caller => {
                 let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
                 let lifetime = self.settings.config().timeouts.input_required;
-                result["requestState"] =
-                    self.asks.seal(lease.key(), ctx, method, &original, upstream_state, lifetime).into();
+                result["requestState"] = self
+                    .asks
+                    .seal(ask::Asker::instance(lease.key()), ctx, method, &original, upstream_state, lifetime)
+                    .into();
                 Ok(result)
             }
             // A handshake-era caller is asked on its session, and mcpx retries for it.
@@ -410,7 +412,7 @@ impl Gateway {
                 params.as_object_mut().map(|p| p.remove("requestState"));
             }
         }
-        Resumed::At(resume.instance_key)
+        Resumed::At(resume.instance)
     }
 
     /// Asks a caller with no cwd for its roots: at once on a handshake-era session (the
@@ -429,9 +431,15 @@ impl Gateway {
                 Ok(asked.ok().as_ref().and_then(roots::first_dir))
             }
             (mcpx_protocol::Era::Modern, _, Some(original)) => {
-                let key = InstanceKey { server: server.to_owned(), key: "roots".into() };
                 let lifetime = self.settings.config().timeouts.input_required;
-                let state = self.asks.seal(&key, ctx, method, original, Some(json!({ roots::KEY: true })), lifetime);
+                let state = self.asks.seal(
+                    ask::Asker::gateway(server),
+                    ctx,
+                    method,
+                    original,
+                    Some(json!({ roots::KEY: true })),
+                    lifetime,
+                );
                 Err(json!({
                     "resultType": "input_required",
                     "inputRequests": { roots::KEY: roots::question() },
@@ -467,8 +475,14 @@ impl Gateway {
                 let lifetime = self.settings.config().timeouts.input_required;
                 let key = held.lease.key().clone();
                 let token = self.parking.park(held, std::time::Instant::now() + lifetime);
-                let state =
-                    self.asks.seal(&key, ctx, method, &original, Some(json!({ held::HELD_KEY: token })), lifetime);
+                let state = self.asks.seal(
+                    ask::Asker::instance(&key),
+                    ctx,
+                    method,
+                    &original,
+                    Some(json!({ held::HELD_KEY: token })),
+                    lifetime,
+                );
                 Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
             }
         }
@@ -578,8 +592,8 @@ impl Gateway {
 
     /// The instance of `server` for this caller, or at `instance_key` when a retry names
     /// the instance that asked it a question.
-    async fn lease_at(&self, ctx: &CallContext, server: &str, instance_key: Option<String>) -> Result<Lease, RpcError> {
-        self.lease_picked(ctx, server, instance_key.map_or(Pick::Caller, Pick::At)).await
+    async fn lease_at(&self, ctx: &CallContext, server: &str, owner: Option<Owner>) -> Result<Lease, RpcError> {
+        self.lease_picked(ctx, server, owner.map_or(Pick::Caller, Pick::At)).await
     }
 
     async fn lease_picked(&self, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, RpcError> {
@@ -591,7 +605,7 @@ impl Gateway {
                 .with_data(json!({ "server": server, "servers": names })));
         };
         let key = match pick {
-            Pick::At(key) => InstanceKey { server: server.to_owned(), key },
+            Pick::At(owner) => InstanceKey { server: server.to_owned(), owner },
             Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
@@ -690,14 +704,14 @@ enum Pick {
     Caller,
     /// The one that lists for the caller (a lister serves listings, nothing else).
     Listing,
-    /// The one at this key: the instance that asked the question a retry answers.
-    At(String),
+    /// The one with this owner: the instance that asked the question a retry answers.
+    At(Owner),
 }
 
 /// Where a retry with mcpx's `requestState` goes.
 enum Resumed {
     /// To the instance that asked, with the upstream's own state.
-    At(String),
+    At(Option<Owner>),
     /// To the held call waiting for these answers.
     Held(held::Held),
     /// A fresh call, with the caller's first root as its cwd (`None`: it named none).

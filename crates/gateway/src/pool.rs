@@ -17,7 +17,8 @@ use mcpx_upstream::{Spec, Upstream, UpstreamError};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
-use crate::scope::InstanceKey;
+use crate::identity::SessionKey;
+use crate::scope::{InstanceKey, Owner};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
@@ -227,13 +228,14 @@ impl Pool {
         count
     }
 
-    /// Takes every instance whose key is `key` (one per server: a session's key) out of
-    /// service: each stops once the calls holding it finish, at once if none does.
-    /// Returns how many it took.
-    pub fn retire_keyed(&self, key: &str) -> usize {
+    /// Takes every instance of the session `key` (one per server) out of service: each
+    /// stops once the calls holding it finish, at once if none does. Returns how many it
+    /// took.
+    pub fn retire_session(&self, key: &SessionKey) -> usize {
         let ended: Vec<Arc<Slot>> = {
             let mut slots = self.inner.slots.lock().expect("pool lock");
-            let keys: Vec<InstanceKey> = slots.keys().filter(|k| k.key == key).cloned().collect();
+            let keys: Vec<InstanceKey> =
+                slots.keys().filter(|k| matches!(&k.owner, Owner::Session(s) if s == key)).cloned().collect();
             keys.iter().filter_map(|k| slots.remove(k)).collect()
         };
         let count = ended.len();
@@ -271,7 +273,7 @@ impl Pool {
                 in_use: s.leases.load(Ordering::Acquire),
             })
             .collect();
-        list.sort_by(|a, b| (&a.key.server, &a.key.key).cmp(&(&b.key.server, &b.key.key)));
+        list.sort_by_cached_key(|i| (i.key.server.clone(), i.key.owner.to_string()));
         list
     }
 
@@ -288,12 +290,11 @@ impl Pool {
     }
 }
 
-/// A `pid:` instance, or the instance of a process's own session (`process:`: a CLI call
-/// or `mcpx serve` that named no session), outlives its process by at most one reaper tick.
+/// A `pid` instance, or the instance of a process's own session (a CLI call or `mcpx serve`
+/// that named no session), outlives its process by at most one reaper tick.
 fn owner_gone(key: &InstanceKey) -> bool {
-    let pid = key.key.strip_prefix("pid:").or_else(|| key.key.strip_prefix("process:"));
     // Pid 0: a peer the kernel could not map into our pid namespace, so no /proc entry.
-    pid.filter(|pid| *pid != "0").is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    key.process().filter(|pid| *pid != 0).is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Inner {

@@ -19,9 +19,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::identity::Identity;
+use crate::identity::{Identity, Principal, SessionKey};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,30 +51,71 @@ impl Scope {
 }
 
 /// Which instance of which server answers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct InstanceKey {
     pub server: String,
-    /// `global`, a session's key (`session:<label>`, `process:<pid>`, ... see
-    /// `Identity::session_key`), `cwd:<path>`, `repo:<git common dir>`,
-    /// `worktree:<top level>`, `pid:<n>`, `call:<call id>` or [`LISTER`].
-    pub key: String,
+    pub owner: Owner,
 }
 
-/// The key of the instance that answers listings for callers whose scope degraded to
-/// `call` and who carry no session, cwd or pid (see [`Scoper::listing_key`]); a token
-/// holder's is `lister@"<token name>"`.
-pub const LISTER: &str = "lister";
+/// Whom an instance serves: what its server's scope keyed it on for the caller.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Owner {
+    /// Every caller (`global`).
+    Everyone,
+    /// One session of one principal.
+    Session(SessionKey),
+    /// Callers working in this directory.
+    Cwd(PathBuf),
+    /// Callers inside the repository of this shared git directory.
+    Repo(PathBuf),
+    /// Callers inside the worktree with this top level.
+    Worktree(PathBuf),
+    /// One local process.
+    Pid(u32),
+    /// One call, by its call id.
+    Call(String),
+    /// Listings only, for a principal's callers who carry nothing to key on (see
+    /// [`Scoper::listing_key`]).
+    Lister(Principal),
+}
 
 impl InstanceKey {
     /// Whether the instance lives only as long as one call.
     pub fn is_per_call(&self) -> bool {
-        self.key.starts_with("call:")
+        matches!(self.owner, Owner::Call(_))
+    }
+
+    /// The local process whose instance this is: when it exits, the instance goes.
+    pub fn process(&self) -> Option<u32> {
+        match &self.owner {
+            Owner::Pid(pid) => Some(*pid),
+            Owner::Session(key) => key.process(),
+            _ => None,
+        }
     }
 }
 
 impl fmt::Display for InstanceKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[{}]", self.server, self.key)
+        write!(f, "{}[{}]", self.server, self.owner)
+    }
+}
+
+/// `global`, a session's key (see [`SessionKey`]), `cwd:<path>`, `repo:<git common dir>`,
+/// `worktree:<top level>`, `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
+/// `lister@"<token name>"`): how logs, `mcpx status` and the invocation context name it.
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Everyone => f.write_str("global"),
+            Owner::Session(key) => key.fmt(f),
+            Owner::Cwd(dir) => write!(f, "cwd:{}", dir.display()),
+            Owner::Repo(dir) => write!(f, "repo:{}", dir.display()),
+            Owner::Worktree(dir) => write!(f, "worktree:{}", dir.display()),
+            Owner::Pid(pid) => write!(f, "pid:{pid}"),
+            Owner::Call(id) => write!(f, "call:{id}"),
+            Owner::Lister(principal) => write!(f, "lister{}", principal.tag()),
+        }
     }
 }
 
@@ -86,19 +127,19 @@ pub struct Scoper {
 
 impl Scoper {
     pub fn key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
-        let key = match derive(scope, identity, call_id) {
-            Ok(key) => key,
+        let owner = match derive(scope, identity, call_id) {
+            Ok(owner) => owner,
             Err(reason) => {
                 self.log_once(server, scope, reason);
-                format!("call:{call_id}")
+                Owner::Call(call_id.to_owned())
             }
         };
-        InstanceKey { server: server.to_owned(), key }
+        InstanceKey { server: server.to_owned(), owner }
     }
 
     /// The instance that lists `server`'s tools, prompts or resources for this caller: the
     /// one [`Scoper::key`] gives, except that a caller whose scope degraded to `call` and
-    /// who carries no session, cwd or pid lists through the server's [`LISTER`]. Nothing
+    /// who carries no session, cwd or pid lists through the server's lister. Nothing
     /// but listings may be sent to the instance this returns. A server scoped `call` on
     /// purpose keeps an instance per call for its listings too.
     pub fn listing_key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
@@ -107,7 +148,7 @@ impl Scoper {
             identity.session.is_none() && identity.cwd.is_none() && identity.pid.is_none() && identity.host.is_none();
         if key.is_per_call() && scope != Scope::Call && anonymous {
             // One per principal: token holders share no instance they did not ask to share.
-            return InstanceKey { server: server.to_owned(), key: format!("{LISTER}{}", identity.principal_tag()) };
+            return InstanceKey { server: server.to_owned(), owner: Owner::Lister(identity.principal.clone()) };
         }
         key
     }
@@ -126,22 +167,19 @@ impl Scoper {
     }
 }
 
-fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<String, &'static str> {
+fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<Owner, &'static str> {
+    let cwd = || identity.cwd.clone().ok_or("the caller's cwd is unknown on this transport");
     match scope {
-        Scope::Global => Ok("global".into()),
-        Scope::Call => Ok(format!("call:{call_id}")),
-        Scope::Session => identity.session_key().ok_or("the request names no session"),
-        Scope::Pid => identity.pid.map(|p| format!("pid:{p}")).ok_or("the caller's pid is unknown on this transport"),
-        Scope::Cwd => {
-            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
-            Ok(format!("cwd:{}", cwd.display()))
-        }
+        Scope::Global => Ok(Owner::Everyone),
+        Scope::Call => Ok(Owner::Call(call_id.to_owned())),
+        Scope::Session => identity.session_key().map(Owner::Session).ok_or("the request names no session"),
+        Scope::Pid => identity.pid.map(Owner::Pid).ok_or("the caller's pid is unknown on this transport"),
+        Scope::Cwd => cwd().map(Owner::Cwd),
         Scope::Repo | Scope::Worktree => {
-            let cwd = identity.cwd.as_ref().ok_or("the caller's cwd is unknown on this transport")?;
-            let git = GitDirs::find(cwd).ok_or("the caller's cwd is not inside a git repository")?;
+            let git = GitDirs::find(&cwd()?).ok_or("the caller's cwd is not inside a git repository")?;
             Ok(match scope {
-                Scope::Repo => format!("repo:{}", git.common_dir.display()),
-                _ => format!("worktree:{}", git.top_level.display()),
+                Scope::Repo => Owner::Repo(git.common_dir),
+                _ => Owner::Worktree(git.top_level),
             })
         }
     }
@@ -212,17 +250,31 @@ mod tests {
         let b = s.key("b", Scope::Session, &identity(Some("b"), None), "c3");
         assert_eq!(a, a2);
         assert_ne!(a, b);
-        assert_eq!(a.key, "session:a");
+        assert_eq!(a.owner.to_string(), "session:a");
     }
 
     #[test]
     fn a_scope_without_what_it_needs_degrades_to_the_call() {
         let s = Scoper::default();
         let k = s.key("b", Scope::Session, &identity(None, None), "c9");
-        assert_eq!(k.key, "call:c9");
+        assert_eq!(k.owner.to_string(), "call:c9");
         assert!(k.is_per_call());
-        assert_eq!(s.key("b", Scope::Cwd, &identity(Some("a"), None), "c10").key, "call:c10");
-        assert_eq!(s.key("b", Scope::Global, &identity(None, None), "c11").key, "global");
+        assert_eq!(s.key("b", Scope::Cwd, &identity(Some("a"), None), "c10").owner.to_string(), "call:c10");
+        assert_eq!(s.key("b", Scope::Global, &identity(None, None), "c11").owner.to_string(), "global");
+    }
+
+    #[test]
+    fn an_instance_names_the_process_it_outlives_by_at_most_a_tick_whoever_the_principal() {
+        let s = Scoper::default();
+        for principal in [Principal::Local, Principal::Token("ci".into())] {
+            let process =
+                Transport { session: Some(Session::Process(42)), pid: Some(42), principal, ..Default::default() };
+            let caller = Identity::resolve(None, &[], &process);
+            assert_eq!(s.key("b", Scope::Session, &caller, "c1").process(), Some(42));
+            assert_eq!(s.key("b", Scope::Pid, &caller, "c2").process(), Some(42));
+            assert_eq!(s.key("b", Scope::Global, &caller, "c3").process(), None);
+        }
+        assert_eq!(s.key("b", Scope::Session, &identity(Some("42"), None), "c4").process(), None);
     }
 
     #[test]
@@ -230,20 +282,20 @@ mod tests {
         let s = Scoper::default();
         let nobody = identity(None, None);
         let listing = s.listing_key("b", Scope::Session, &nobody, "c1");
-        assert_eq!(listing.key, LISTER);
+        assert_eq!(listing.owner.to_string(), "lister");
         assert_eq!(s.listing_key("b", Scope::Cwd, &nobody, "c2"), listing);
         // Its calls and reads keep an instance each.
-        assert_eq!(s.key("b", Scope::Session, &nobody, "c3").key, "call:c3");
+        assert_eq!(s.key("b", Scope::Session, &nobody, "c3").owner.to_string(), "call:c3");
         // A caller with a session, or a cwd, never lists through the lister.
-        assert_eq!(s.listing_key("b", Scope::Session, &identity(Some("a"), None), "c4").key, "session:a");
-        assert_eq!(s.listing_key("b", Scope::Cwd, &identity(Some("a"), None), "c5").key, "call:c5");
+        assert_eq!(s.listing_key("b", Scope::Session, &identity(Some("a"), None), "c4").owner.to_string(), "session:a");
+        assert_eq!(s.listing_key("b", Scope::Cwd, &identity(Some("a"), None), "c5").owner.to_string(), "call:c5");
         assert_eq!(
-            s.listing_key("b", Scope::Repo, &identity(None, Some(Path::new("/nonexistent/x"))), "c6").key,
+            s.listing_key("b", Scope::Repo, &identity(None, Some(Path::new("/nonexistent/x"))), "c6").owner.to_string(),
             "call:c6"
         );
         // Neither does a server scoped per call on purpose, nor a global one.
-        assert_eq!(s.listing_key("b", Scope::Call, &nobody, "c7").key, "call:c7");
-        assert_eq!(s.listing_key("b", Scope::Global, &nobody, "c8").key, "global");
+        assert_eq!(s.listing_key("b", Scope::Call, &nobody, "c7").owner.to_string(), "call:c7");
+        assert_eq!(s.listing_key("b", Scope::Global, &nobody, "c8").owner.to_string(), "global");
     }
 
     #[test]
@@ -256,8 +308,12 @@ mod tests {
         let (for_ci, for_bot) =
             (s.listing_key("b", Scope::Session, &ci, "c1"), s.listing_key("b", Scope::Session, &bot, "c2"));
         assert_ne!(for_ci, for_bot);
-        assert_ne!(for_ci.key, LISTER, "the local user's lister is not a token holder's");
-        assert!(ci.may_see_instance(&for_ci.key) && !ci.may_see_instance(&for_bot.key) && !ci.may_see_instance(LISTER));
+        assert_ne!(for_ci.owner, Owner::Lister(Principal::Local), "the local user's lister is not a token holder's");
+        assert!(
+            ci.may_see_instance(&for_ci.owner)
+                && !ci.may_see_instance(&for_bot.owner)
+                && !ci.may_see_instance(&Owner::Lister(Principal::Local))
+        );
     }
 
     #[test]
@@ -342,8 +398,8 @@ mod tests {
                     // Only listings of a caller with nothing to key on, at the lister.
                     // One lister per principal.
                     assert_eq!(
-                        listing.key,
-                        format!("{LISTER}{}", who.principal_tag()),
+                        listing.owner,
+                        Owner::Lister(who.principal.clone()),
                         "seed {seed}: {listing} is not {key}"
                     );
                     assert!(
@@ -352,7 +408,7 @@ mod tests {
                         (&who.session, &who.cwd, who.pid, scope)
                     );
                 }
-                assert!(!key.key.starts_with(LISTER), "seed {seed}: a caller's own instance is a lister");
+                assert!(!matches!(key.owner, Owner::Lister(_)), "seed {seed}: a caller's own instance is a lister");
                 let others = served.entry(key.clone()).or_default();
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {

@@ -128,10 +128,10 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Resp
         .instances()
         .into_iter()
         // A token holder sees the shared instances and its own, not other holders' sessions.
-        .filter(|i| caller.may_see_instance(&i.key.key))
+        .filter(|i| caller.may_see_instance(&i.key.owner))
         .map(|i| {
             json!({
-                "server": i.key.server, "key": i.key.key, "pid": i.pid,
+                "server": i.key.server, "key": i.key.owner.to_string(), "pid": i.pid,
                 "ageMs": i.age.as_millis() as u64, "idleMs": i.idle.as_millis() as u64, "inUse": i.in_use,
             })
         })
