@@ -4,11 +4,12 @@
 //! and a method with its params; the gateway picks the instance from the server's scope
 //! and the caller's identity, talks to it through the [`Pool`], and returns the result
 //! unshaped: the front end shapes it for the caller's revision. Nothing here knows about
-//! HTTP or stdio framing.
+//! HTTP or stdio framing. `pipeline` is the request path in order, in one place.
 
 mod admission;
 mod artifacts;
 mod ask;
+mod asking;
 pub mod config;
 pub mod context;
 mod eras;
@@ -19,6 +20,7 @@ pub mod invocation;
 pub mod memory;
 pub mod naming;
 mod page;
+mod pipeline;
 pub mod pool;
 mod prompts;
 mod resources;
@@ -34,8 +36,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{RpcError, meta};
-use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts, UpstreamError};
-use serde_json::{Map, Value, json};
+use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts};
+use serde_json::{Value, json};
 
 pub use artifacts::Artifact;
 pub use ask::caller_can_answer;
@@ -200,37 +202,6 @@ impl Gateway {
         }
     }
 
-    /// Answers one request for the caller described by `ctx`.
-    pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
-        let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
-        if page::field(method).is_some() {
-            let from = page::start(method, &params)?;
-            let mut answer = Box::pin(self.list(ctx, method)).await?;
-            page::cut(method, &mut answer.result, from, self.settings.config().limits.page_size)?;
-            return Ok(answer);
-        }
-        match method {
-            "tools/call" => self.call_tool(ctx, params).await.map(Answer::uncached),
-            "resources/read" => self.read_resource(ctx, params).await,
-            "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
-            "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
-            "resources/subscribe" | "resources/unsubscribe" => {
-                self.subscribe(ctx, method, params).await.map(Answer::uncached)
-            }
-            _ => Err(RpcError::method_not_found(method)),
-        }
-    }
-
-    /// A whole aggregated list, before it is cut into pages.
-    async fn list(&self, ctx: &CallContext, method: &str) -> Result<Answer, RpcError> {
-        match method {
-            "tools/list" => self.list_tools(ctx).await,
-            "resources/list" => self.list_resources(ctx, method, "resources").await,
-            "resources/templates/list" => self.list_resources(ctx, method, "resourceTemplates").await,
-            _ => self.list_prompts(ctx).await,
-        }
-    }
-
     /// The session `transport` implies has ended (a legacy HTTP session closed or expired,
     /// a stdio stream closed): its `session`-scoped instances stop once the calls holding
     /// them finish. A named session does not end this way: anyone may name it again, so
@@ -270,266 +241,6 @@ impl Gateway {
             reaper.abort();
         }
         self.pool.shutdown().await;
-    }
-
-    /// Sends `method` to the instance of `server` that answers this caller: the caller's
-    /// `_meta` minus what mcpx owns, plus the invocation context where the server gets it.
-    async fn forward(
-        &self,
-        ctx: &CallContext,
-        server: &str,
-        method: &str,
-        mut params: Value,
-        caller_meta: Option<Map<String, Value>>,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
-        // A retry after `input_required` goes back to the instance (or the call) that asked,
-        // as the same logical call: the first round's call id.
-        let may_ask = ask::METHODS.contains(&method);
-        let modern_caller = ctx.revision.era() == mcpx_protocol::Era::Modern;
-        // A copy for a later round, only where one can follow: a 2026 caller's retry is
-        // sealed over the request as it came (or a resumed one goes on under it); a
-        // handshake-era caller's questions are answered here and the request sent again.
-        let resuming = params.get("requestState").is_some();
-        let original = (may_ask && (modern_caller || resuming)).then(|| params.clone());
-        let resumed_ctx;
-        let mut ctx = ctx;
-        let mut resume_at = None;
-        let mut rooted = None;
-        let mut roots_answered = false;
-        if let Some(state) = params.get("requestState").and_then(Value::as_str).filter(|_| may_ask).map(str::to_owned) {
-            let resume = self.asks.open(&state, server, ctx, method, &params).map_err(|e| (e, None))?;
-            resumed_ctx = CallContext { call_id: resume.call_id.clone(), ..ctx.clone() };
-            ctx = &resumed_ctx;
-            match self.resumed(resume, &mut params) {
-                Resumed::Held(mut held) => {
-                    held.answer(params.get("inputResponses").and_then(Value::as_object));
-                    return self.follow(ctx, method, original.unwrap_or_default(), held).await;
-                }
-                Resumed::Rooted(cwd) => {
-                    rooted = cwd;
-                    roots_answered = true;
-                }
-                Resumed::At(owner) => resume_at = owner,
-                Resumed::Expired => {
-                    let e =
-                        RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
-                    return Err((e, None));
-                }
-            }
-        }
-        // A server scoped to where the caller works, for a caller with no cwd but roots.
-        let scope = self.settings.config().server(server).map(|s| s.scope).unwrap_or_default();
-        // Asked once: a caller whose roots name no directory degrades like one without roots.
-        if !roots_answered && resume_at.is_none() && roots::wanted(ctx, scope) {
-            match self.ask_roots(ctx, server, method, original.as_ref()).await {
-                Ok(dir) => rooted = dir,
-                Err(question) => return Ok(question),
-            }
-        }
-        let rooted_ctx;
-        if let Some(cwd) = rooted {
-            let identity = Identity { cwd: Some(cwd), ..ctx.identity.clone() };
-            rooted_ctx = CallContext { identity, ..ctx.clone() };
-            ctx = &rooted_ctx;
-        }
-        let lease = self.lease_at(ctx, server, resume_at).await.map_err(|e| (e, None))?;
-        if let Some(m) = caller_meta {
-            params["_meta"] = Value::Object(m);
-        }
-        if self.settings.config().server(server).is_some_and(invocation::eligible) {
-            invocation::attach(&mut params, invocation::context(ctx, lease.key()));
-        }
-        let upstream = lease.upstream().clone();
-        if modern_caller && may_ask && upstream.facts().era == mcpx_protocol::Era::Legacy {
-            // A handshake-era upstream asks inside the call: run it so it can be held open.
-            let (ask, questions) = held::Held::asker(ctx.client_capabilities.clone());
-            let listener = Listener { ask: Some(ask), ..self.quiet_listener(ctx) };
-            let capabilities = ctx.client_capabilities.clone();
-            let method_owned = method.to_owned();
-            let caller = caller_of(ctx);
-            let call = tokio::spawn(async move {
-                upstream.request_reporting(&method_owned, params, &capabilities, Some(caller), Some(listener)).await
-            });
-            let held = held::Held::new(call, questions, lease);
-            return self.follow(ctx, method, original.unwrap_or_default(), held).await;
-        }
-        let sent = (may_ask && !modern_caller).then(|| params.clone());
-        let mut result = match upstream
-            .request_reporting(method, params, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
-            .await
-        {
-            Ok(result) => result,
-            Err(UpstreamError::Rpc(e)) => return Err((e, Some(lease))),
-            Err(e) => return Err((e.to_rpc(), Some(lease))),
-        };
-        if !ask::is_input_required(&result) {
-            return Ok(result);
-        }
-        match (original, sent) {
-            // A stateless caller answers the questions itself and retries with mcpx's state.
-            (Some(original), _) if modern_caller => {
-                let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
-                let lifetime = self.settings.config().timeouts.input_required;
-                result["requestState"] = self
-                    .asks
-                    .seal(ask::Asker::instance(lease.key()), ctx, method, &original, upstream_state, lifetime)
-                    .into();
-                Ok(result)
-            }
-            // A handshake-era caller is asked on its session, and mcpx retries for it.
-            (_, Some(sent)) => {
-                self.ask_for_caller(ctx, &lease, method, sent, result).await.map_err(|e| (e, Some(lease)))
-            }
-            _ => Err((
-                RpcError::internal(format!("server {server:?} answered {method} with input_required")),
-                Some(lease),
-            )),
-        }
-    }
-
-    /// Where a retry carrying mcpx's `requestState` goes. Rewrites `params` for the
-    /// upstream: its own state back in, or mcpx's roots answer taken out.
-    fn resumed(&self, resume: ask::Resume, params: &mut Value) -> Resumed {
-        let marker = |key: &str| resume.upstream_state.as_ref().and_then(|s| s.get(key)).cloned();
-        if let Some(token) = marker(held::HELD_KEY) {
-            return match token.as_str().and_then(|t| self.parking.take(t)) {
-                Some(held) => Resumed::Held(held),
-                None => Resumed::Expired,
-            };
-        }
-        if marker(roots::KEY).is_some() {
-            // The answer to mcpx's own roots question: a cwd, then a fresh call upstream.
-            let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
-            if let Some(p) = params.as_object_mut() {
-                p.remove("requestState");
-                p.remove("inputResponses");
-            }
-            return Resumed::Rooted(roots::first_dir(&answer));
-        }
-        match resume.upstream_state {
-            Some(upstream_state) => params["requestState"] = upstream_state,
-            None => {
-                params.as_object_mut().map(|p| p.remove("requestState"));
-            }
-        }
-        Resumed::At(resume.instance)
-    }
-
-    /// Asks a caller with no cwd for its roots: at once on a handshake-era session (the
-    /// first `file://` root, if any), or as an `input_required` round for a 2026 caller
-    /// (the `Err` to return to it).
-    async fn ask_roots(
-        &self,
-        ctx: &CallContext,
-        server: &str,
-        method: &str,
-        original: Option<&Value>,
-    ) -> Result<Option<std::path::PathBuf>, Value> {
-        match (ctx.revision.era(), ctx.listener.as_ref().and_then(|l| l.ask.clone()), original) {
-            (mcpx_protocol::Era::Legacy, Some(ask), _) => {
-                let asked = ask("roots/list".to_owned(), json!({})).await;
-                Ok(asked.ok().as_ref().and_then(roots::first_dir))
-            }
-            (mcpx_protocol::Era::Modern, _, Some(original)) => {
-                let lifetime = self.settings.config().timeouts.input_required;
-                let state = self.asks.seal(
-                    ask::Asker::gateway(server),
-                    ctx,
-                    method,
-                    original,
-                    Some(json!({ roots::KEY: true })),
-                    lifetime,
-                );
-                Err(json!({
-                    "resultType": "input_required",
-                    "inputRequests": { roots::KEY: roots::question() },
-                    "requestState": state,
-                }))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// The caller's listener without a way to ask: progress and logs still reach it.
-    fn quiet_listener(&self, ctx: &CallContext) -> Listener {
-        match &ctx.listener {
-            Some(listener) => Listener { ask: None, ..listener.clone() },
-            None => Listener { progress_token: None, log_level: None, notify: std::sync::Arc::new(|_| {}), ask: None },
-        }
-    }
-
-    /// Follows a held call to its result, or parks it and returns its questions to the
-    /// caller as `input_required` under a sealed state that names it.
-    async fn follow(
-        &self,
-        ctx: &CallContext,
-        method: &str,
-        original: Value,
-        held: held::Held,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
-        match held.next().await {
-            held::Next::Finished(Ok(result), _) => Ok(result),
-            held::Next::Finished(Err(UpstreamError::Rpc(e)), lease) => Err((e, Some(lease))),
-            held::Next::Finished(Err(e), lease) => Err((e.to_rpc(), Some(lease))),
-            held::Next::Asks(requests, held) => {
-                let lifetime = self.settings.config().timeouts.input_required;
-                let key = held.lease.key().clone();
-                let token = self.parking.park(held, std::time::Instant::now() + lifetime);
-                let state = self.asks.seal(
-                    ask::Asker::instance(&key),
-                    ctx,
-                    method,
-                    &original,
-                    Some(json!({ held::HELD_KEY: token })),
-                    lifetime,
-                );
-                Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
-            }
-        }
-    }
-
-    /// Answers an upstream's `input_required` for a handshake-era caller: each question is
-    /// put to the caller as a real request on its session, then the upstream is asked again
-    /// with the answers (and its state), for as many rounds as it takes, up to a bound.
-    async fn ask_for_caller(
-        &self,
-        ctx: &CallContext,
-        lease: &Lease,
-        method: &str,
-        sent: Value,
-        mut result: Value,
-    ) -> Result<Value, RpcError> {
-        let Some(ask) = ctx.listener.as_ref().and_then(|l| l.ask.clone()) else {
-            return Err(RpcError::internal(format!(
-                "server {:?} needs answers from the client, but this request's connection cannot carry questions (send Accept: text/event-stream)",
-                lease.key().server
-            )));
-        };
-        for _ in 0..ask::MAX_ROUNDS {
-            if !ask::is_input_required(&result) {
-                return Ok(result);
-            }
-            let mut answers = Map::new();
-            for (key, question) in result.get("inputRequests").and_then(Value::as_object).into_iter().flatten() {
-                let asked = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let params = question.get("params").cloned().unwrap_or_else(|| json!({}));
-                answers.insert(key.clone(), ask(asked, params).await?);
-            }
-            let mut retry = sent.clone();
-            retry["inputResponses"] = Value::Object(answers);
-            match result.get("requestState") {
-                Some(state) => retry["requestState"] = state.clone(),
-                None => {
-                    retry.as_object_mut().map(|r| r.remove("requestState"));
-                }
-            }
-            result = lease
-                .upstream()
-                .request_reporting(method, retry, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
-                .await
-                .map_err(|e| e.to_rpc())?;
-        }
-        Err(RpcError::internal(format!("{method} still needed input after {} rounds", ask::MAX_ROUNDS)))
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:
@@ -706,18 +417,6 @@ enum Pick {
     Listing,
     /// The one with this owner: the instance that asked the question a retry answers.
     At(Owner),
-}
-
-/// Where a retry with mcpx's `requestState` goes.
-enum Resumed {
-    /// To the instance that asked, with the upstream's own state.
-    At(Option<Owner>),
-    /// To the held call waiting for these answers.
-    Held(held::Held),
-    /// A fresh call, with the caller's first root as its cwd (`None`: it named none).
-    Rooted(Option<std::path::PathBuf>),
-    /// The held call it belongs to has ended or expired.
-    Expired,
 }
 
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following

@@ -1,0 +1,95 @@
+//! The request path through the gateway, in order, in one place.
+//!
+//! Before a request gets here, its front end (crates/server) has admitted it (Origin,
+//! Host, token, content type: `server::admission`) and built its [`CallContext`] once
+//! from what its transport knows. From here:
+//!
+//! 1. **Limits**: the caller's client may have `limits.maxCallsPerClient` requests in
+//!    flight ([`Gateway::handle`]).
+//! 2. **Route**: a listing is gathered from every server and cut into pages; a call,
+//!    read, prompt or completion goes to the server that owns the name (`tools`,
+//!    `resources`, `prompts`), or to one of mcpx's own tools.
+//! 3. **Settle** ([`Gateway::forward`] → `asking`): a retry continues the call it
+//!    belongs to; a caller with no cwd but roots is asked them. The context is final.
+//! 4. **Scope**: the server's scope and the caller's identity pick the instance
+//!    (`scope::Scoper`), which the pool leases, starting it if need be (`pool`).
+//! 5. **Send**: the invocation context is attached where the server gets it
+//!    (`invocation`), the request goes upstream, and the upstream's questions reach the
+//!    caller as its era allows (`asking`).
+//!
+//! A step that concerns every request (a policy, a journal, metrics, traces) is one more
+//! line in [`Gateway::handle`], around the route, where it sees the final outcome.
+
+use mcpx_protocol::{Era, RpcError};
+use serde_json::{Map, Value};
+
+use crate::asking::{Caller as _, OnSession, Settle, Settled, Stateless};
+use crate::{Answer, CallContext, Gateway, Lease, invocation, page};
+
+impl Gateway {
+    /// Answers one request for the caller described by `ctx`.
+    pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+        let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
+        self.route(ctx, method, params).await
+    }
+
+    /// Sends the request to the part of the gateway that answers `method`.
+    async fn route(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+        if page::field(method).is_some() {
+            let from = page::start(method, &params)?;
+            let mut answer = Box::pin(self.list(ctx, method)).await?;
+            page::cut(method, &mut answer.result, from, self.settings.config().limits.page_size)?;
+            return Ok(answer);
+        }
+        match method {
+            "tools/call" => self.call_tool(ctx, params).await.map(Answer::uncached),
+            "resources/read" => self.read_resource(ctx, params).await,
+            "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
+            "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                self.subscribe(ctx, method, params).await.map(Answer::uncached)
+            }
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// A whole aggregated list, before it is cut into pages.
+    async fn list(&self, ctx: &CallContext, method: &str) -> Result<Answer, RpcError> {
+        match method {
+            "tools/list" => self.list_tools(ctx).await,
+            "resources/list" => self.list_resources(ctx, method, "resources").await,
+            "resources/templates/list" => self.list_resources(ctx, method, "resourceTemplates").await,
+            _ => self.list_prompts(ctx).await,
+        }
+    }
+
+    /// Sends `method` to the instance of `server` that answers this caller: the caller's
+    /// `_meta` minus what mcpx owns, plus the invocation context where the server gets it.
+    /// A retry is settled first (which call it continues, which instance it returns to,
+    /// the cwd the caller's roots named), so the context is final before an instance is
+    /// picked; the upstream's questions then go to the caller as its era allows.
+    pub(crate) async fn forward(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        method: &str,
+        params: Value,
+        caller_meta: Option<Map<String, Value>>,
+    ) -> Result<Value, (RpcError, Option<Lease>)> {
+        let Settled { ctx, mut params, at, original } = match self.settle(ctx, server, method, params).await {
+            Settle::Ready(settled) => *settled,
+            Settle::Replied(reply) => return reply,
+        };
+        let lease = self.lease_at(&ctx, server, at).await.map_err(|e| (e, None))?;
+        if let Some(m) = caller_meta {
+            params["_meta"] = Value::Object(m);
+        }
+        if self.settings.config().server(server).is_some_and(invocation::eligible) {
+            invocation::attach(&mut params, invocation::context(&ctx, lease.key()));
+        }
+        match ctx.revision.era() {
+            Era::Modern => Stateless.send(self, &ctx, lease, method, params, original).await,
+            Era::Legacy => OnSession.send(self, &ctx, lease, method, params, original).await,
+        }
+    }
+}
