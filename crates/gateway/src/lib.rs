@@ -16,6 +16,7 @@ mod eras;
 pub mod exec;
 mod held;
 pub mod identity;
+mod instances;
 pub mod invocation;
 pub mod memory;
 pub mod naming;
@@ -36,7 +37,6 @@ use std::time::Duration;
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{RpcError, meta};
-use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::{Value, json};
 
 pub use artifacts::Artifact;
@@ -51,7 +51,7 @@ pub use scope::{InstanceKey, Owner, Scope};
 pub use settings::Settings;
 pub use watch::{Interest, Watch};
 
-use config::{Launch, ServerConfig};
+use instances::{Instances, Pick};
 
 /// Most pages of `tools/list` mcpx follows from one upstream before it stops.
 const MAX_LIST_PAGES: usize = 100;
@@ -80,10 +80,12 @@ async fn reap(gateway: std::sync::Weak<Gateway>) {
         tick.tick().await;
         let Some(gateway) = gateway.upgrade() else { return };
         let config = gateway.settings.config();
-        stopped_since_trim +=
-            gateway.pool.reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
+        stopped_since_trim += gateway
+            .instances
+            .pool
+            .reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
         // Once a large reap's instances are all gone, their memory goes back to the system.
-        if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.pool.stopping() == 0 {
+        if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.instances.pool.stopping() == 0 {
             let stopped = std::mem::take(&mut stopped_since_trim);
             tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
         }
@@ -97,8 +99,7 @@ async fn reap(gateway: std::sync::Weak<Gateway>) {
 
 pub struct Gateway {
     settings: Settings,
-    pool: Pool,
-    scoper: scope::Scoper,
+    instances: Instances,
     asks: ask::Asks,
     admission: admission::Admission,
     parking: held::Parking,
@@ -106,7 +107,6 @@ pub struct Gateway {
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
     reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
-    session_streams: watch::SessionStreams,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -116,8 +116,7 @@ impl Gateway {
     pub fn new(settings: Settings) -> Arc<Gateway> {
         let gateway = Arc::new(Gateway {
             settings,
-            pool: Pool::default(),
-            scoper: scope::Scoper::default(),
+            instances: Instances::default(),
             asks: ask::Asks::default(),
             admission: Default::default(),
             parking: held::Parking::default(),
@@ -125,7 +124,6 @@ impl Gateway {
             running_scripts: Default::default(),
             engines: Default::default(),
             reaper: Default::default(),
-            session_streams: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -211,21 +209,21 @@ impl Gateway {
             return;
         }
         let Some(key) = Identity::resolve(None, &[], transport).session_key() else { return };
-        self.pool.retire_session(&key);
+        self.instances.pool.retire_session(&key);
     }
 
     /// Remembers the era each server answered in across restarts, in `file`.
     pub fn remember_eras_in(&self, file: std::path::PathBuf) {
-        self.pool.remember_eras_in(file);
+        self.instances.pool.remember_eras_in(file);
     }
 
     pub fn instances(&self) -> Vec<InstanceInfo> {
-        self.pool.instances()
+        self.instances.pool.instances()
     }
 
     /// Servers that keep failing to start (`mcpx status`).
     pub fn failing(&self) -> Vec<pool::Failing> {
-        self.pool.failing()
+        self.instances.pool.failing()
     }
 
     /// Resolves when the gateway begins to shut down.
@@ -240,7 +238,7 @@ impl Gateway {
         if let Some(reaper) = self.reaper.get() {
             reaper.abort();
         }
-        self.pool.shutdown().await;
+        self.instances.pool.shutdown().await;
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:
@@ -298,50 +296,13 @@ impl Gateway {
     /// fanning out listings does not start and stop a process for each. Send it listings
     /// only: never a call or a read.
     pub(crate) async fn lease_for_listing(&self, ctx: &CallContext, server: &str) -> Result<Lease, RpcError> {
-        self.lease_picked(ctx, server, Pick::Listing).await
+        self.instances.lease(&self.settings.config(), ctx, server, Pick::Listing).await
     }
 
     /// The instance of `server` for this caller, or at `instance_key` when a retry names
     /// the instance that asked it a question.
     async fn lease_at(&self, ctx: &CallContext, server: &str, owner: Option<Owner>) -> Result<Lease, RpcError> {
-        self.lease_picked(ctx, server, owner.map_or(Pick::Caller, Pick::At)).await
-    }
-
-    async fn lease_picked(&self, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, RpcError> {
-        let config = self.settings.config();
-        let Some(server_config) = config.server(server) else {
-            let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-            let known = if names.is_empty() { "none are configured".to_owned() } else { names.join(", ") };
-            return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
-                .with_data(json!({ "server": server, "servers": names })));
-        };
-        let key = match pick {
-            Pick::At(owner) => InstanceKey { server: server.to_owned(), owner },
-            Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
-            Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
-        };
-        let spec =
-            || upstream_spec(&config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
-        let lease = self
-            .pool
-            .acquire(
-                &key,
-                &server_config.definition,
-                spec,
-                config.pool.max_instances_per_server,
-                config.pool.max_instances,
-            )
-            .await
-            .map_err(|e| match e {
-                PoolError::Upstream(e) => e.to_rpc(),
-                other => RpcError::internal(other.to_string()),
-            })?;
-        // A stream that opened before the start joins it here (one that opens later finds
-        // it running); before the call is sent, so a change it provokes is not missed.
-        if lease.started_it() {
-            self.session_streams.join(&lease).await;
-        }
-        Ok(lease)
+        self.instances.lease(&self.settings.config(), ctx, server, owner.map_or(Pick::Caller, Pick::At)).await
     }
 }
 
@@ -349,74 +310,6 @@ impl Gateway {
 /// go to this caller, and to no other.
 fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
     mcpx_upstream::Caller { key: ctx.caller_key().into(), call_id: ctx.call_id.as_str().into() }
-}
-
-fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
-    let timeouts = Timeouts {
-        probe: config.timeouts.probe,
-        handshake: config.timeouts.handshake,
-        request: config.timeouts.request,
-        stop_grace: config.timeouts.stop_grace,
-    };
-    let expand = |value: &str| {
-        expand_env(value).map_err(|var| {
-            RpcError::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
-        })
-    };
-    match &server.launch {
-        Launch::Stdio { command, args, env, cwd } => {
-            // A server scoped to where the caller works starts there, unless the config says where.
-            let cwd = cwd.clone().or_else(|| match server.scope {
-                Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
-                _ => None,
-            });
-            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
-            Ok(Spec::Stdio(StdioSpec {
-                server: name.to_owned(),
-                command: command.clone(),
-                args: args.clone(),
-                env,
-                cwd,
-                timeouts,
-                max_line_bytes: config.limits.max_line_bytes,
-            }))
-        }
-        Launch::Http { url, headers } => {
-            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
-            Ok(Spec::Http(HttpSpec {
-                server: name.to_owned(),
-                url: url.clone(),
-                headers,
-                timeouts,
-                max_line_bytes: config.limits.max_line_bytes,
-            }))
-        }
-    }
-}
-
-/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
-fn expand_env(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else { break };
-        let var = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Which instance of a server a lease is for.
-enum Pick {
-    /// The one the caller's identity selects.
-    Caller,
-    /// The one that lists for the caller (a lister serves listings, nothing else).
-    Listing,
-    /// The one with this owner: the instance that asked the question a retry answers.
-    At(Owner),
 }
 
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following
@@ -450,18 +343,4 @@ async fn list_all(
     }
     tracing::warn!(server = lease.key().server, method, "stopped listing after {MAX_LIST_PAGES} pages");
     Ok((items, cache))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn environment_references_are_expanded_and_a_missing_one_is_named() {
-        // SAFETY: set before any thread of this test reads the environment.
-        unsafe { std::env::set_var("MCPX_TEST_TOKEN", "s3cret") };
-        assert_eq!(expand_env("Bearer ${MCPX_TEST_TOKEN}").as_deref(), Ok("Bearer s3cret"));
-        assert_eq!(expand_env("no refs, {braces} and $DOLLAR").as_deref(), Ok("no refs, {braces} and $DOLLAR"));
-        assert_eq!(expand_env("${MCPX_TEST_UNSET_VARIABLE}"), Err("MCPX_TEST_UNSET_VARIABLE".to_owned()));
-    }
 }

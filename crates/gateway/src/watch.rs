@@ -143,7 +143,7 @@ impl Drop for SessionStream {
             relay.abort();
         }
         let Some(gateway) = self.gateway.upgrade() else { return };
-        let streams = &gateway.session_streams;
+        let streams = &gateway.instances.streams;
         let mut by_key = streams.by_key.lock().expect("session streams lock");
         for key in &self.keys {
             if let Some(list) = by_key.get_mut(key) {
@@ -165,7 +165,7 @@ impl Gateway {
         let config = self.settings.config();
         let (mut wanted, mut keys) = (BTreeMap::new(), Vec::new());
         for (server, server_config) in &config.mcp_servers {
-            let key = self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
+            let key = self.instances.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
             // A per-call instance is its call's alone.
             if key.is_per_call() {
                 continue;
@@ -183,16 +183,16 @@ impl Gateway {
         let stream =
             Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
         {
-            let mut by_key = self.session_streams.by_key.lock().expect("session streams lock");
+            let mut by_key = self.instances.streams.by_key.lock().expect("session streams lock");
             for key in &stream.keys {
                 by_key.entry(key.clone()).or_default().push(Arc::downgrade(&stream));
             }
-            self.session_streams.open.fetch_add(1, Ordering::AcqRel);
+            self.instances.streams.open.fetch_add(1, Ordering::AcqRel);
         }
         // Registered first, so an instance starting meanwhile is joined by its lease if
         // not here (a serial is joined once).
         for key in &stream.keys {
-            if let Some((serial, upstream)) = self.pool.running(key) {
+            if let Some((serial, upstream)) = self.instances.pool.running(key) {
                 stream.join(&key.server, serial, &upstream).await;
             }
         }

@@ -1,0 +1,145 @@
+//! Which instance answers a caller, and the instances themselves: the server's scope and
+//! the caller's identity give a key (`scope`), the pool holds one instance per key and
+//! starts, reaps and stops them (`pool`), and a handshake-era session's change stream
+//! joins each instance started for it (`watch`). Routing asks here for a lease; nothing
+//! here knows MCP methods.
+
+use mcpx_protocol::RpcError;
+use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts};
+use serde_json::json;
+
+use crate::config::{Config, Launch, ServerConfig};
+use crate::context::CallContext;
+use crate::identity::Identity;
+use crate::pool::{Lease, Pool, PoolError};
+use crate::scope::{InstanceKey, Owner, Scope, Scoper};
+use crate::watch::SessionStreams;
+
+#[derive(Default)]
+pub(crate) struct Instances {
+    pub pool: Pool,
+    pub scoper: Scoper,
+    /// Handshake-era sessions' change streams, by the instances they follow.
+    pub streams: SessionStreams,
+}
+
+impl Instances {
+    /// The instance of `server` that `pick` names for this caller, started if need be.
+    pub async fn lease(&self, config: &Config, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, RpcError> {
+        let Some(server_config) = config.server(server) else {
+            let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+            let known = if names.is_empty() { "none are configured".to_owned() } else { names.join(", ") };
+            return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
+                .with_data(json!({ "server": server, "servers": names })));
+        };
+        let key = match pick {
+            Pick::At(owner) => InstanceKey { server: server.to_owned(), owner },
+            Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+            Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+        };
+        let spec =
+            || upstream_spec(config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
+        let lease = self
+            .pool
+            .acquire(
+                &key,
+                &server_config.definition,
+                spec,
+                config.pool.max_instances_per_server,
+                config.pool.max_instances,
+            )
+            .await
+            .map_err(|e| match e {
+                PoolError::Upstream(e) => e.to_rpc(),
+                other => RpcError::internal(other.to_string()),
+            })?;
+        // A stream that opened before the start joins it here (one that opens later finds
+        // it running); before the call is sent, so a change it provokes is not missed.
+        if lease.started_it() {
+            self.streams.join(&lease).await;
+        }
+        Ok(lease)
+    }
+}
+
+/// Which instance of a server a lease is for.
+pub(crate) enum Pick {
+    /// The one the caller's identity selects.
+    Caller,
+    /// The one that lists for the caller (a lister serves listings, nothing else).
+    Listing,
+    /// The one with this owner: the instance that asked the question a retry answers.
+    At(Owner),
+}
+
+fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
+    let timeouts = Timeouts {
+        probe: config.timeouts.probe,
+        handshake: config.timeouts.handshake,
+        request: config.timeouts.request,
+        stop_grace: config.timeouts.stop_grace,
+    };
+    let expand = |value: &str| {
+        expand_env(value).map_err(|var| {
+            RpcError::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
+        })
+    };
+    match &server.launch {
+        Launch::Stdio { command, args, env, cwd } => {
+            // A server scoped to where the caller works starts there, unless the config says where.
+            let cwd = cwd.clone().or_else(|| match server.scope {
+                Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
+                _ => None,
+            });
+            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            Ok(Spec::Stdio(StdioSpec {
+                server: name.to_owned(),
+                command: command.clone(),
+                args: args.clone(),
+                env,
+                cwd,
+                timeouts,
+                max_line_bytes: config.limits.max_line_bytes,
+            }))
+        }
+        Launch::Http { url, headers } => {
+            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            Ok(Spec::Http(HttpSpec {
+                server: name.to_owned(),
+                url: url.clone(),
+                headers,
+                timeouts,
+                max_line_bytes: config.limits.max_line_bytes,
+            }))
+        }
+    }
+}
+
+/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
+fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let var = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_references_are_expanded_and_a_missing_one_is_named() {
+        // SAFETY: set before any thread of this test reads the environment.
+        unsafe { std::env::set_var("MCPX_TEST_TOKEN", "s3cret") };
+        assert_eq!(expand_env("Bearer ${MCPX_TEST_TOKEN}").as_deref(), Ok("Bearer s3cret"));
+        assert_eq!(expand_env("no refs, {braces} and $DOLLAR").as_deref(), Ok("no refs, {braces} and $DOLLAR"));
+        assert_eq!(expand_env("${MCPX_TEST_UNSET_VARIABLE}"), Err("MCPX_TEST_UNSET_VARIABLE".to_owned()));
+    }
+}
