@@ -402,7 +402,7 @@ pub async fn check_servers(path: PathBuf) -> anyhow::Result<Outcome> {
     println!("{} tool(s) found", found["tools"].as_array().map_or(0, Vec::len));
     for method in ["tools/list", "prompts/list", "resources/list", "resources/templates/list"] {
         if let Err(e) = gateway.handle(&ctx, method, json!({})).await {
-            println!("{method}: {}", e.message);
+            println!("{method}: {e}");
             problems += 1;
         }
     }

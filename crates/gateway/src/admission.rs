@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mcpx_protocol::RpcError;
-use serde_json::json;
+use crate::error::Error;
 
 use crate::identity::Identity;
 
@@ -28,15 +27,18 @@ pub struct Ticket {
 
 impl Admission {
     /// Admits one more request of `identity`'s client, or says why not.
-    pub fn enter(&self, identity: &Identity, limit: usize) -> Result<Option<Ticket>, RpcError> {
+    pub fn enter(&self, identity: &Identity, limit: usize) -> Result<Option<Ticket>, Error> {
         let Some(client) = client_of(identity) else { return Ok(None) };
         let mut in_flight = self.in_flight.lock().expect("admission lock");
         let count = in_flight.entry(client.clone()).or_default();
         if *count >= limit {
-            return Err(RpcError::internal(format!(
-                "{client} already has {limit} requests in flight (limits.maxCallsPerClient); wait for one to finish"
-            ))
-            .with_data(json!({ "limit": limit, "setting": "limits.maxCallsPerClient" })));
+            return Err(Error::Limit {
+                message: format!(
+                    "{client} already has {limit} requests in flight (limits.maxCallsPerClient); wait for one to finish"
+                ),
+                setting: "limits.maxCallsPerClient",
+                limit,
+            });
         }
         *count += 1;
         Ok(Some(Ticket { in_flight: self.in_flight.clone(), client }))
@@ -80,7 +82,7 @@ mod tests {
         let admission = Admission::default();
         let a1 = admission.enter(&session("a"), 2).unwrap();
         let _a2 = admission.enter(&session("a"), 2).unwrap();
-        assert!(admission.enter(&session("a"), 2).unwrap_err().message.contains("limits.maxCallsPerClient"));
+        assert!(admission.enter(&session("a"), 2).unwrap_err().to_string().contains("limits.maxCallsPerClient"));
         assert!(admission.enter(&session("b"), 2).is_ok());
         drop(a1);
         assert!(admission.enter(&session("a"), 2).is_ok());

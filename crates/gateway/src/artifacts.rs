@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use mcpx_protocol::RpcError;
+use crate::error::Error;
 
 use crate::config::ArtifactConfig;
 use crate::{Gateway, Identity};
@@ -409,13 +409,11 @@ impl Gateway {
         name: &str,
         mime_type: &str,
         data: Vec<u8>,
-    ) -> Result<Artifact, RpcError> {
+    ) -> Result<Artifact, Error> {
         let (store, session) = self.artifact_store(identity)?;
         let limits = self.settings.config().artifacts.clone();
         let (name, mime_type) = (name.to_owned(), mime_type.to_owned());
-        blocking(move || store.put(&session, &name, &mime_type, &data, &limits))
-            .await?
-            .map_err(RpcError::invalid_params)
+        blocking(move || store.put(&session, &name, &mime_type, &data, &limits)).await?.map_err(Error::params)
     }
 
     /// The caller's artifacts; none for a caller with no session.
@@ -447,14 +445,14 @@ impl Gateway {
         }
     }
 
-    fn artifact_store(&self, identity: &Identity) -> Result<(std::sync::Arc<Store>, String), RpcError> {
+    fn artifact_store(&self, identity: &Identity) -> Result<(std::sync::Arc<Store>, String), Error> {
         let store = self
             .artifacts
             .get()
             .cloned()
-            .ok_or_else(|| RpcError::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
+            .ok_or_else(|| Error::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
         let session = identity.session_key().map(|key| key.to_string()).ok_or_else(|| {
-            RpcError::invalid_params(
+            Error::params(
                 "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
             )
         })?;
@@ -462,8 +460,8 @@ impl Gateway {
     }
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, RpcError> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| RpcError::internal(format!("artifact store: {e}")))
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| Error::internal(format!("artifact store: {e}")))
 }
 
 fn private_dir(dir: &Path) -> std::io::Result<()> {

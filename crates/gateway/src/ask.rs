@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::error::Error;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
-use mcpx_protocol::RpcError;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -123,8 +123,8 @@ impl Asks {
         ctx: &CallContext,
         method: &str,
         params: &Value,
-    ) -> Result<Resume, RpcError> {
-        let refuse = |why: &str| RpcError::invalid_params(format!("requestState refused: {why}"));
+    ) -> Result<Resume, Error> {
+        let refuse = |why: &str| Error::params(format!("requestState refused: {why}"));
         let (body, tag) = state.split_once('.').ok_or_else(|| refuse("not a state mcpx issued"))?;
         let tag = B64.decode(tag).map_err(|_| refuse("not a state mcpx issued"))?;
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
@@ -235,7 +235,7 @@ mod tests {
             HOUR,
         );
         let open = |state: &str, session, method, params: &Value| asks.open(state, "s", &ctx(session), method, params);
-        assert_eq!(open(&format!("{state}-TAMPERED"), Some("a"), "tools/call", &params).unwrap_err().code, -32602);
+        assert_eq!(open(&format!("{state}-TAMPERED"), Some("a"), "tools/call", &params).unwrap_err().code(), -32602);
         assert!(open(&state, Some("b"), "tools/call", &params).is_err());
         assert!(open(&state, None, "tools/call", &params).is_err());
         assert!(open(&state, Some("a"), "prompts/get", &params).is_err());

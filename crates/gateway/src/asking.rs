@@ -19,12 +19,13 @@
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use mcpx_protocol::{Era, RpcError};
-use mcpx_upstream::{Listener, UpstreamError};
+use mcpx_protocol::Era;
+use mcpx_upstream::Listener;
 use serde_json::{Map, Value, json};
 
 use crate::ask::{self, Asker};
 use crate::context::CallContext;
+use crate::error::Error;
 use crate::scope::Owner;
 use crate::{Gateway, Lease, caller_of, held, roots};
 
@@ -43,7 +44,7 @@ pub(crate) struct Settled<'a> {
 pub(crate) enum Settle<'a> {
     Ready(Box<Settled<'a>>),
     /// Nothing to send: a held call went on, or the caller must answer a question first.
-    Replied(Result<Value, (RpcError, Option<Lease>)>),
+    Replied(Result<Value, (Error, Option<Lease>)>),
 }
 
 /// Where a retry with mcpx's `requestState` goes.
@@ -80,7 +81,7 @@ pub(crate) trait Caller {
         method: &str,
         params: Value,
         original: Option<Value>,
-    ) -> Result<Value, (RpcError, Option<Lease>)>;
+    ) -> Result<Value, (Error, Option<Lease>)>;
 }
 
 /// A 2026-07-28 caller.
@@ -117,7 +118,7 @@ impl Caller for Stateless {
         method: &str,
         params: Value,
         original: Option<Value>,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
+    ) -> Result<Value, (Error, Option<Lease>)> {
         let upstream = lease.upstream().clone();
         if ask::METHODS.contains(&method) && upstream.facts().era == Era::Legacy {
             // A handshake-era upstream asks inside the call: run it so it can be held open.
@@ -168,7 +169,7 @@ impl Caller for OnSession {
         method: &str,
         params: Value,
         _original: Option<Value>,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
+    ) -> Result<Value, (Error, Option<Lease>)> {
         // The caller is asked on its session, and mcpx retries for it with the answers.
         let sent = ask::METHODS.contains(&method).then(|| params.clone());
         let (result, lease) = request(ctx, lease, method, params).await?;
@@ -218,8 +219,7 @@ impl Gateway {
                 }
                 Resumed::At(owner) => settled.at = owner,
                 Resumed::Expired => {
-                    let e =
-                        RpcError::invalid_params("requestState refused: the call it belongs to has ended or expired");
+                    let e = Error::params("requestState refused: the call it belongs to has ended or expired");
                     return Settle::Replied(Err((e, None)));
                 }
             }
@@ -280,11 +280,10 @@ impl Gateway {
         method: &str,
         original: Value,
         held: held::Held,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
+    ) -> Result<Value, (Error, Option<Lease>)> {
         match held.next().await {
             held::Next::Finished(Ok(result), _) => Ok(result),
-            held::Next::Finished(Err(UpstreamError::Rpc(e)), lease) => Err((e, Some(lease))),
-            held::Next::Finished(Err(e), lease) => Err((e.to_rpc(), Some(lease))),
+            held::Next::Finished(Err(e), lease) => Err((Error::from(e), Some(lease))),
             held::Next::Asks(requests, held) => {
                 let lifetime = self.settings.config().timeouts.input_required;
                 let key = held.lease.key().clone();
@@ -303,21 +302,20 @@ async fn request(
     lease: Lease,
     method: &str,
     params: Value,
-) -> Result<(Value, Lease), (RpcError, Option<Lease>)> {
+) -> Result<(Value, Lease), (Error, Option<Lease>)> {
     let sent = lease
         .upstream()
         .request_reporting(method, params, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
         .await;
     match sent {
         Ok(result) => Ok((result, lease)),
-        Err(UpstreamError::Rpc(e)) => Err((e, Some(lease))),
-        Err(e) => Err((e.to_rpc(), Some(lease))),
+        Err(e) => Err((Error::from(e), Some(lease))),
     }
 }
 
-fn answered_input_required(method: &str, lease: Lease) -> (RpcError, Option<Lease>) {
+fn answered_input_required(method: &str, lease: Lease) -> (Error, Option<Lease>) {
     let server = &lease.key().server;
-    (RpcError::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))
+    (Error::internal(format!("server {server:?} answered {method} with input_required")), Some(lease))
 }
 
 /// The caller's listener without a way to ask: progress and logs still reach it.
@@ -337,9 +335,9 @@ async fn ask_on_session(
     method: &str,
     sent: Value,
     mut result: Value,
-) -> Result<Value, RpcError> {
+) -> Result<Value, Error> {
     let Some(ask) = ctx.listener.as_ref().and_then(|l| l.ask.clone()) else {
-        return Err(RpcError::internal(format!(
+        return Err(Error::internal(format!(
             "server {:?} needs answers from the client, but this request's connection cannot carry questions (send Accept: text/event-stream)",
             lease.key().server
         )));
@@ -352,7 +350,7 @@ async fn ask_on_session(
         for (key, question) in result.get("inputRequests").and_then(Value::as_object).into_iter().flatten() {
             let asked = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
             let params = question.get("params").cloned().unwrap_or_else(|| json!({}));
-            answers.insert(key.clone(), ask(asked, params).await?);
+            answers.insert(key.clone(), ask(asked, params).await.map_err(Error::Relayed)?);
         }
         let mut retry = sent.clone();
         retry["inputResponses"] = Value::Object(answers);
@@ -366,7 +364,7 @@ async fn ask_on_session(
             .upstream()
             .request_reporting(method, retry, &ctx.client_capabilities, Some(caller_of(ctx)), ctx.listener.clone())
             .await
-            .map_err(|e| e.to_rpc())?;
+            .map_err(Error::from)?;
     }
-    Err(RpcError::internal(format!("{method} still needed input after {} rounds", ask::MAX_ROUNDS)))
+    Err(Error::internal(format!("{method} still needed input after {} rounds", ask::MAX_ROUNDS)))
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use mcpx_exec::{Ended, Event, HostCall, Limits, Outcome};
-use mcpx_protocol::{RpcError, message};
+use mcpx_protocol::message;
+
+use crate::error::Error;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
@@ -68,10 +70,10 @@ impl Running {
 
 impl Gateway {
     /// Runs an `mcpx_exec` for the caller in `ctx` and builds its tool result.
-    pub(crate) async fn exec(&self, ctx: &CallContext, arguments: &Value) -> Result<Value, RpcError> {
+    pub(crate) async fn exec(&self, ctx: &CallContext, arguments: &Value) -> Result<Value, Error> {
         let script = match arguments.get("script") {
             Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            _ => return Err(RpcError::invalid_params(format!("{EXEC}: \"script\" must be a non-empty string"))),
+            _ => return Err(Error::params(format!("{EXEC}: \"script\" must be a non-empty string"))),
         };
         let config = self.settings.config();
         let mut timeout = config.exec.timeout;
@@ -80,15 +82,19 @@ impl Gateway {
             Some(v) => match v.as_u64().filter(|ms| *ms > 0) {
                 Some(ms) => timeout = timeout.min(Duration::from_millis(ms)),
                 None => {
-                    return Err(RpcError::invalid_params(format!("{EXEC}: \"timeoutMs\" must be a positive integer")));
+                    return Err(Error::params(format!("{EXEC}: \"timeoutMs\" must be a positive integer")));
                 }
             },
         }
         let Some(_slot) = self.running_scripts.enter(config.exec.max_concurrent) else {
-            return Err(RpcError::internal(format!(
-                "{EXEC}: {} scripts are already running (setting exec.maxConcurrent); try again when one ends",
-                config.exec.max_concurrent
-            )));
+            return Err(Error::Limit {
+                message: format!(
+                    "{EXEC}: {} scripts are already running (setting exec.maxConcurrent); try again when one ends",
+                    config.exec.max_concurrent
+                ),
+                setting: "exec.maxConcurrent",
+                limit: config.exec.max_concurrent,
+            });
         };
         let limits = Limits {
             timeout,
@@ -100,7 +106,7 @@ impl Gateway {
         let mut run = self
             .engines
             .start(script, limits)
-            .map_err(|e| RpcError::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
+            .map_err(|e| Error::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
         let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };
@@ -144,7 +150,7 @@ struct Host<'a> {
 }
 
 /// One server's tools as `search()` sees them, or why they could not be listed.
-type Listing = (String, Result<Vec<Value>, RpcError>);
+type Listing = (String, Result<Vec<Value>, Error>);
 
 impl Host<'_> {
     async fn answer(&self, call: &HostCall) -> Result<Value, String> {
@@ -156,7 +162,7 @@ impl Host<'_> {
                     .gateway
                     .forward_call(self.ctx, &server, &tool, arguments.clone(), &json!({}), None)
                     .await
-                    .map_err(|e| format!("{server}.{tool}: {}", e.message))?;
+                    .map_err(|e| format!("{server}.{tool}: {}", e))?;
                 Ok(message::object([("server", server.into()), ("tool", tool.into()), ("result", result)]))
             }
             HostCall::Search { query } => {
@@ -168,7 +174,7 @@ impl Host<'_> {
                     .gateway
                     .keep_artifact(&self.ctx.identity, name, mime_type, data.clone())
                     .await
-                    .map_err(|e| e.message)?;
+                    .map_err(|e| e.to_string())?;
                 let uri = artifact.uri();
                 self.artifacts.lock().expect("exec artifacts").push(artifact);
                 Ok(json!({ "uri": uri }))
@@ -200,8 +206,7 @@ impl Host<'_> {
     async fn tool(&self, server: &str, named: &str) -> Result<String, String> {
         let mut listings = self.listings.lock().await;
         if !listings.contains_key(server) {
-            let listed =
-                self.gateway.server_tools(self.ctx, server).await.map_err(|e| format!("{server}: {}", e.message))?;
+            let listed = self.gateway.server_tools(self.ctx, server).await.map_err(|e| format!("{server}: {}", e))?;
             let names =
                 listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
             listings.insert(server.to_owned(), names);

@@ -4,12 +4,12 @@
 //! joins each instance started for it (`watch`). Routing asks here for a lease; nothing
 //! here knows MCP methods.
 
-use mcpx_protocol::RpcError;
 use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
 use crate::config::{Config, Launch, ServerConfig};
 use crate::context::CallContext;
+use crate::error::Error;
 use crate::identity::Identity;
 use crate::pool::{Lease, Pool, PoolError};
 use crate::scope::{InstanceKey, Owner, Scope, Scoper};
@@ -25,11 +25,11 @@ pub(crate) struct Instances {
 
 impl Instances {
     /// The instance of `server` that `pick` names for this caller, started if need be.
-    pub async fn lease(&self, config: &Config, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, RpcError> {
+    pub async fn lease(&self, config: &Config, ctx: &CallContext, server: &str, pick: Pick) -> Result<Lease, Error> {
         let Some(server_config) = config.server(server) else {
             let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
             let known = if names.is_empty() { "none are configured".to_owned() } else { names.join(", ") };
-            return Err(RpcError::invalid_params(format!("unknown server {server:?}; servers: {known}"))
+            return Err(Error::params(format!("unknown server {server:?}; servers: {known}"))
                 .with_data(json!({ "server": server, "servers": names })));
         };
         let key = match pick {
@@ -37,8 +37,9 @@ impl Instances {
             Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
-        let spec =
-            || upstream_spec(config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.message));
+        let spec = || {
+            upstream_spec(config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.to_string()))
+        };
         let lease = self
             .pool
             .acquire(
@@ -50,8 +51,8 @@ impl Instances {
             )
             .await
             .map_err(|e| match e {
-                PoolError::Upstream(e) => e.to_rpc(),
-                other => RpcError::internal(other.to_string()),
+                PoolError::Upstream(e) => Error::from(e),
+                other => Error::internal(other.to_string()),
             })?;
         // A stream that opened before the start joins it here (one that opens later finds
         // it running); before the call is sent, so a change it provokes is not missed.
@@ -72,7 +73,7 @@ pub(crate) enum Pick {
     At(Owner),
 }
 
-fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, RpcError> {
+fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Identity) -> Result<Spec, Error> {
     let timeouts = Timeouts {
         probe: config.timeouts.probe,
         handshake: config.timeouts.handshake,
@@ -81,7 +82,7 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
     };
     let expand = |value: &str| {
         expand_env(value).map_err(|var| {
-            RpcError::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
+            Error::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
         })
     };
     match &server.launch {
@@ -91,7 +92,7 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
                 Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
                 _ => None,
             });
-            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, Error>>()?;
             Ok(Spec::Stdio(StdioSpec {
                 server: name.to_owned(),
                 command: command.clone(),
@@ -103,7 +104,7 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
             }))
         }
         Launch::Http { url, headers } => {
-            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, RpcError>>()?;
+            let headers = headers.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, Error>>()?;
             Ok(Spec::Http(HttpSpec {
                 server: name.to_owned(),
                 url: url.clone(),

@@ -13,6 +13,7 @@ mod asking;
 pub mod config;
 pub mod context;
 mod eras;
+pub mod error;
 pub mod exec;
 mod held;
 pub mod identity;
@@ -35,14 +36,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use mcpx_protocol::meta;
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, meta};
 use serde_json::{Value, json};
 
 pub use artifacts::Artifact;
 pub use ask::caller_can_answer;
 pub use config::Config;
 pub use context::CallContext;
+pub use error::Error;
 pub use identity::{Identity, Principal, Session, SessionKey, Transport};
 pub use mcpx_upstream::lines::{Edges, Line, Lines};
 pub use mcpx_upstream::{Ask, LOG_LEVELS, Listener};
@@ -259,7 +261,7 @@ impl Gateway {
                 return Ok((Vec::new(), None));
             }
             let (items, cache) = list_all(&lease, &ctx.client_capabilities, method, field).await?;
-            Ok::<_, RpcError>((items, Some(cache)))
+            Ok::<_, Error>((items, Some(cache)))
         }))
         .await;
         let mut items = Vec::new();
@@ -276,7 +278,7 @@ impl Gateway {
                     });
                     items.extend(listed.into_iter().map(|item| (server.clone(), item)));
                 }
-                Err(e) => tracing::warn!(server, method, "left out of the list: {}", e.message),
+                Err(e) => tracing::warn!(server, method, "left out of the list: {e}"),
             }
         }
         if cache.ttl_ms == u64::MAX {
@@ -286,7 +288,7 @@ impl Gateway {
     }
 
     /// The instance of `server` that answers this caller.
-    async fn lease(&self, ctx: &CallContext, server: &str) -> Result<Lease, RpcError> {
+    async fn lease(&self, ctx: &CallContext, server: &str) -> Result<Lease, Error> {
         self.lease_at(ctx, server, None).await
     }
 
@@ -295,13 +297,13 @@ impl Gateway {
     /// and who has nothing else to key on (see [`scope::Scoper::listing_key`]), so a host
     /// fanning out listings does not start and stop a process for each. Send it listings
     /// only: never a call or a read.
-    pub(crate) async fn lease_for_listing(&self, ctx: &CallContext, server: &str) -> Result<Lease, RpcError> {
+    pub(crate) async fn lease_for_listing(&self, ctx: &CallContext, server: &str) -> Result<Lease, Error> {
         self.instances.lease(&self.settings.config(), ctx, server, Pick::Listing).await
     }
 
     /// The instance of `server` for this caller, or at `instance_key` when a retry names
     /// the instance that asked it a question.
-    async fn lease_at(&self, ctx: &CallContext, server: &str, owner: Option<Owner>) -> Result<Lease, RpcError> {
+    async fn lease_at(&self, ctx: &CallContext, server: &str, owner: Option<Owner>) -> Result<Lease, Error> {
         self.instances.lease(&self.settings.config(), ctx, server, owner.map_or(Pick::Caller, Pick::At)).await
     }
 }
@@ -319,7 +321,7 @@ async fn list_all(
     client_capabilities: &Value,
     method: &str,
     field: &str,
-) -> Result<(Vec<Value>, Cacheability), RpcError> {
+) -> Result<(Vec<Value>, Cacheability), Error> {
     let mut items = Vec::new();
     let mut cursor: Option<Value> = None;
     let mut cache = Cacheability { ttl_ms: u64::MAX, private: false };
@@ -328,7 +330,7 @@ async fn list_all(
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(|e| e.to_rpc())?;
+        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(Error::from)?;
         if let Some(Value::Array(listed)) = page.get(field) {
             items.extend(listed.iter().cloned());
         }

@@ -11,6 +11,7 @@
 //! host would show it as some other name, so such an item is left out of every listing.
 
 use crate::config::{Config, ExposePrefix};
+use crate::error::Error;
 
 pub const URI_SCHEME: &str = "mcpx://";
 
@@ -73,19 +74,14 @@ pub fn link_resources(config: &Config, server: &str, result: &mut serde_json::Va
 
 /// Refuses a listing in which two servers (or a server and mcpx) offer the same public
 /// name: with names kept as the servers' own, a clash is never resolved silently.
-pub fn refuse_clashes<'a>(
-    kind: &str,
-    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<(), mcpx_protocol::RpcError> {
+pub fn refuse_clashes<'a>(kind: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), Error> {
     let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for (server, name) in entries {
         if let Some(first) = seen.insert(name, server)
             && first != server
         {
-            return Err(mcpx_protocol::RpcError::internal(format!(
-                "{kind} {name:?} is offered by both {first:?} and {server:?}: set \"exposePrefix\" to \"always\" (or expose one of them)"
-            ))
-            .with_data(serde_json::json!({ "name": name, "servers": [first, server] })));
+            let servers = [first.to_string(), server.to_string()];
+            return Err(Error::Clash { kind: kind.to_owned(), name: name.to_string(), servers });
         }
     }
     Ok(())
@@ -295,7 +291,7 @@ mod tests {
     fn a_name_offered_twice_is_refused_naming_both_servers() {
         assert!(refuse_clashes("tool", [("a", "x"), ("b", "y"), ("a", "z")]).is_ok());
         let e = refuse_clashes("tool", [("mcpx", "mcpx_call"), ("a", "x"), ("b", "x")]).unwrap_err();
-        assert!(e.message.contains("\"a\" and \"b\""), "{e}");
+        assert!(e.to_string().contains("\"a\" and \"b\""), "{e}");
     }
 
     #[test]

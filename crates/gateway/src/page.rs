@@ -6,9 +6,9 @@
 //! callers: it names the list and the offset, so a cursor from another list, or one that
 //! was altered, is -32602 (an empty string is a valid cursor and means the start).
 
+use crate::error::Error;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use mcpx_protocol::RpcError;
 use serde_json::Value;
 
 /// The list field of each paged method.
@@ -23,14 +23,14 @@ pub fn field(method: &str) -> Option<&'static str> {
 }
 
 /// Where a cursor starts, in the list of `method`.
-pub fn start(method: &str, params: &Value) -> Result<usize, RpcError> {
+pub fn start(method: &str, params: &Value) -> Result<usize, Error> {
     let cursor = match params.get("cursor") {
         None | Some(Value::Null) => return Ok(0),
         Some(Value::String(c)) if c.is_empty() => return Ok(0),
         Some(Value::String(c)) => c,
-        Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
+        Some(_) => return Err(Error::params("cursor must be a string")),
     };
-    let invalid = || RpcError::invalid_params(format!("invalid cursor for {method}"));
+    let invalid = || Error::params(format!("invalid cursor for {method}"));
     let text = String::from_utf8(B64.decode(cursor).map_err(|_| invalid())?).map_err(|_| invalid())?;
     let (named, offset) = text.rsplit_once('@').ok_or_else(invalid)?;
     if named != method {
@@ -41,12 +41,12 @@ pub fn start(method: &str, params: &Value) -> Result<usize, RpcError> {
 
 /// Cuts the page starting at `from` out of a whole list result, adding `nextCursor` when
 /// more follows.
-pub fn cut(method: &str, result: &mut Value, from: usize, size: usize) -> Result<(), RpcError> {
+pub fn cut(method: &str, result: &mut Value, from: usize, size: usize) -> Result<(), Error> {
     let Some(items) = field(method).and_then(|f| result.get_mut(f)).and_then(Value::as_array_mut) else {
         return Ok(());
     };
     if from > items.len() {
-        return Err(RpcError::invalid_params(format!("invalid cursor for {method}: past the end of the list")));
+        return Err(Error::params(format!("invalid cursor for {method}: past the end of the list")));
     }
     let end = from.saturating_add(size.max(1)).min(items.len());
     let more = end < items.len();

@@ -20,21 +20,22 @@
 //! A step that concerns every request (a policy, a journal, metrics, traces) is one more
 //! line in [`Gateway::handle`], around the route, where it sees the final outcome.
 
-use mcpx_protocol::{Era, RpcError};
+use mcpx_protocol::Era;
 use serde_json::{Map, Value};
 
 use crate::asking::{Caller as _, OnSession, Settle, Settled, Stateless};
+use crate::error::Error;
 use crate::{Answer, CallContext, Gateway, Lease, invocation, page};
 
 impl Gateway {
     /// Answers one request for the caller described by `ctx`.
-    pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+    pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
         let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
         self.route(ctx, method, params).await
     }
 
     /// Sends the request to the part of the gateway that answers `method`.
-    async fn route(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, RpcError> {
+    async fn route(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
         if page::field(method).is_some() {
             let from = page::start(method, &params)?;
             let mut answer = Box::pin(self.list(ctx, method)).await?;
@@ -49,12 +50,12 @@ impl Gateway {
             "resources/subscribe" | "resources/unsubscribe" => {
                 self.subscribe(ctx, method, params).await.map(Answer::uncached)
             }
-            _ => Err(RpcError::method_not_found(method)),
+            _ => Err(Error::NoMethod(method.to_owned())),
         }
     }
 
     /// A whole aggregated list, before it is cut into pages.
-    async fn list(&self, ctx: &CallContext, method: &str) -> Result<Answer, RpcError> {
+    async fn list(&self, ctx: &CallContext, method: &str) -> Result<Answer, Error> {
         match method {
             "tools/list" => self.list_tools(ctx).await,
             "resources/list" => self.list_resources(ctx, method, "resources").await,
@@ -75,7 +76,7 @@ impl Gateway {
         method: &str,
         params: Value,
         caller_meta: Option<Map<String, Value>>,
-    ) -> Result<Value, (RpcError, Option<Lease>)> {
+    ) -> Result<Value, (Error, Option<Lease>)> {
         let Settled { ctx, mut params, at, original } = match self.settle(ctx, server, method, params).await {
             Settle::Ready(settled) => *settled,
             Settle::Replied(reply) => return reply,

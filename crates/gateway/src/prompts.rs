@@ -2,13 +2,14 @@
 //! their public names (`<server>__<prompt>`), and completions routed to the server that
 //! owns the prompt or resource they complete.
 
-use mcpx_protocol::{RpcError, message};
+use mcpx_protocol::message;
 use serde_json::{Value, json};
 
+use crate::error::Error;
 use crate::{Answer, CallContext, Gateway, invocation, naming};
 
 impl Gateway {
-    pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
+    pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, Error> {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
@@ -30,12 +31,12 @@ impl Gateway {
         Ok(Answer { result: message::object([("prompts", Value::Array(listed))]), cache })
     }
 
-    pub(crate) async fn get_prompt(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn get_prompt(&self, ctx: &CallContext, params: Value) -> Result<Value, Error> {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(RpcError::invalid_params("prompts/get: \"name\" must be a string"));
+            return Err(Error::params("prompts/get: \"name\" must be a string"));
         };
         let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
-            return Err(RpcError::invalid_params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name })));
+            return Err(Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name })));
         };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
@@ -48,25 +49,23 @@ impl Gateway {
         Ok(result)
     }
 
-    pub(crate) async fn complete(&self, ctx: &CallContext, params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn complete(&self, ctx: &CallContext, params: Value) -> Result<Value, Error> {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let owner = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => match reference.get("name").and_then(Value::as_str) {
                 Some(name) => self.prompt_owner(ctx, name).await.map(|o| (o, "name")),
-                None => return Err(RpcError::invalid_params("completion/complete: ref/prompt needs a \"name\"")),
+                None => return Err(Error::params("completion/complete: ref/prompt needs a \"name\"")),
             },
             Some("ref/resource") => match reference.get("uri").and_then(Value::as_str) {
                 Some(uri) => self.resource_owner(ctx, uri).await.map(|o| (o, "uri")),
-                None => return Err(RpcError::invalid_params("completion/complete: ref/resource needs a \"uri\"")),
+                None => return Err(Error::params("completion/complete: ref/resource needs a \"uri\"")),
             },
             _ => {
-                return Err(RpcError::invalid_params(
-                    "completion/complete: \"ref\" must be a ref/prompt or ref/resource",
-                ));
+                return Err(Error::params("completion/complete: \"ref\" must be a ref/prompt or ref/resource"));
             }
         };
         let Some(((server, original), field)) = owner else {
-            return Err(RpcError::invalid_params("completion/complete: the ref names nothing mcpx serves")
+            return Err(Error::params("completion/complete: the ref names nothing mcpx serves")
                 .with_data(json!({ "ref": reference })));
         };
         // Held across the forward, so a per-call instance is not stopped and started again.

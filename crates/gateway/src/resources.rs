@@ -3,21 +3,17 @@
 //! instance the caller's identity selects.
 
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code, message};
+use mcpx_protocol::{code, message};
 use serde_json::{Value, json};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use crate::error::Error;
 use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
 
 impl Gateway {
-    pub(crate) async fn list_resources(
-        &self,
-        ctx: &CallContext,
-        method: &str,
-        field: &str,
-    ) -> Result<Answer, RpcError> {
+    pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, Error> {
         let config = self.settings.config();
         let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
         let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
@@ -47,9 +43,9 @@ impl Gateway {
         Ok(Answer { result: message::object([(field, Value::Array(listed))]), cache })
     }
 
-    pub(crate) async fn read_resource(&self, ctx: &CallContext, params: Value) -> Result<Answer, RpcError> {
+    pub(crate) async fn read_resource(&self, ctx: &CallContext, params: Value) -> Result<Answer, Error> {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(RpcError::invalid_params("resources/read: \"uri\" must be a string"));
+            return Err(Error::params("resources/read: \"uri\" must be a string"));
         };
         if uri.starts_with(artifacts::PREFIX) {
             return self.read_artifact(ctx, &uri).await;
@@ -65,10 +61,8 @@ impl Gateway {
         let mut result = self
             .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
             .await
-            .map_err(|(e, _)| match e.code {
-                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => {
-                    not_found(&uri).with_data(json!({ "uri": uri }))
-                }
+            .map_err(|(e, _)| match e.code() {
+                code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri),
                 _ => e,
             })?;
         let config = self.settings.config();
@@ -92,7 +86,7 @@ impl Gateway {
     }
 
     /// One of the caller's artifacts; another session's reads as if it did not exist.
-    async fn read_artifact(&self, ctx: &CallContext, uri: &str) -> Result<Answer, RpcError> {
+    async fn read_artifact(&self, ctx: &CallContext, uri: &str) -> Result<Answer, Error> {
         let found = match artifacts::id_of(uri) {
             Some(id) => self.artifact(&ctx.identity, id).await,
             None => None,
@@ -110,9 +104,9 @@ impl Gateway {
 
     /// A handshake-era `resources/subscribe` or `unsubscribe`, passed to the instance that
     /// owns the resource.
-    pub(crate) async fn subscribe(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn subscribe(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Value, Error> {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
-            return Err(RpcError::invalid_params(format!("{method}: \"uri\" must be a string")));
+            return Err(Error::params(format!("{method}: \"uri\" must be a string")));
         };
         let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
             return Err(not_found(&uri));
@@ -157,7 +151,6 @@ impl Gateway {
 }
 
 /// Not found, in the handshake era's code; shaping turns it into -32602 for 2026 callers.
-fn not_found(uri: &str) -> RpcError {
-    RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}"))
-        .with_data(json!({ "uri": uri }))
+fn not_found(uri: &str) -> Error {
+    Error::NoResource(uri.to_owned())
 }

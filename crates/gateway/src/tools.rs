@@ -3,9 +3,10 @@
 
 use futures::future::join_all;
 use mcpx_protocol::shape::Cacheability;
-use mcpx_protocol::{RpcError, code, message, param_headers};
+use mcpx_protocol::{code, message, param_headers};
 use serde_json::{Map, Value, json};
 
+use crate::error::Error;
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming};
 
 pub const SEARCH: &str = "mcpx_search";
@@ -61,10 +62,10 @@ pub struct CallArgs {
 
 impl CallArgs {
     /// Reads `mcpx_call`'s arguments, taking the tool's own out of them (not copied).
-    pub fn read(mut arguments: Value) -> Result<CallArgs, RpcError> {
+    pub fn read(mut arguments: Value) -> Result<CallArgs, Error> {
         let field = |name: &str| match arguments.get(name) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-            _ => Err(RpcError::invalid_params(format!("{CALL}: \"{name}\" must be a non-empty string"))),
+            _ => Err(Error::params(format!("{CALL}: \"{name}\" must be a non-empty string"))),
         };
         let (server, tool) = (field("server")?, field("tool")?);
         Ok(CallArgs { server, tool, arguments: take_arguments(&mut arguments, CALL)? })
@@ -73,11 +74,11 @@ impl CallArgs {
 
 /// Takes `"arguments"` out of a call's params (not copied): an object, or `{}` when absent
 /// or null. `caller` names the call in the error.
-fn take_arguments(params: &mut Value, caller: &str) -> Result<Value, RpcError> {
+fn take_arguments(params: &mut Value, caller: &str) -> Result<Value, Error> {
     match params.get_mut("arguments").map(Value::take) {
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
         Some(v @ Value::Object(_)) => Ok(v),
-        Some(_) => Err(RpcError::invalid_params(format!("{caller}: \"arguments\" must be an object"))),
+        Some(_) => Err(Error::params(format!("{caller}: \"arguments\" must be an object"))),
     }
 }
 
@@ -95,7 +96,7 @@ pub fn matches(query: &str, server: &str, tool: &Value) -> bool {
 
 /// The tools of `listings` a search for `query` finds, as `mcpx_search` answers them:
 /// `{query, tools, unavailable?}`.
-pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, RpcError>)]) -> Value {
+pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, Error>)]) -> Value {
     let mut found = Vec::new();
     let mut unavailable = Vec::new();
     for (server, listing) in listings {
@@ -115,7 +116,7 @@ pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, RpcErro
                     found.push(entry);
                 }
             }
-            Err(e) => unavailable.push(json!({ "server": server, "error": e.message })),
+            Err(e) => unavailable.push(json!({ "server": server, "error": e.to_string() })),
         }
     }
     let mut body = json!({ "query": query, "tools": found });
@@ -136,7 +137,7 @@ pub fn structured_result(value: Value) -> Value {
 
 impl Gateway {
     /// The gateway tools, then the tools of every exposed server under their public names.
-    pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, RpcError> {
+    pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, Error> {
         let config = self.settings.config();
         let mut listed = Vec::new();
         let mut cache = Cacheability { ttl_ms: 0, private: false };
@@ -157,10 +158,10 @@ impl Gateway {
         Ok(Answer { result: message::object([("tools", Value::Array(tools))]), cache })
     }
 
-    pub(crate) async fn call_tool(&self, ctx: &CallContext, mut params: Value) -> Result<Value, RpcError> {
+    pub(crate) async fn call_tool(&self, ctx: &CallContext, mut params: Value) -> Result<Value, Error> {
         let name = match params.get("name") {
             Some(Value::String(name)) => name.clone(),
-            _ => return Err(RpcError::invalid_params("tools/call: \"name\" must be a string")),
+            _ => return Err(Error::params("tools/call: \"name\" must be a string")),
         };
         // Taken, not copied: what is forwarded is built from the other params and these.
         let arguments = take_arguments(&mut params, "tools/call")?;
@@ -170,7 +171,7 @@ impl Gateway {
                 let query = match arguments.get("query") {
                     None | Some(Value::Null) => "",
                     Some(Value::String(query)) => query.as_str(),
-                    Some(_) => return Err(RpcError::invalid_params("mcpx_search: \"query\" must be a string")),
+                    Some(_) => return Err(Error::params("mcpx_search: \"query\" must be a string")),
                 };
                 Ok(self.search(ctx, query).await)
             }
@@ -186,7 +187,7 @@ impl Gateway {
                     Box::pin(self.check_param_headers(ctx, &exposed, &arguments)).await?;
                     self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
                 }
-                None => Err(RpcError::invalid_params(format!(
+                None => Err(Error::params(format!(
                     "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
                 ))),
             },
@@ -195,12 +196,7 @@ impl Gateway {
 
     /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
-    async fn check_param_headers(
-        &self,
-        ctx: &CallContext,
-        exposed: &Exposed,
-        arguments: &Value,
-    ) -> Result<(), RpcError> {
+    async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), Error> {
         let Some(received) = &ctx.param_headers else { return Ok(()) };
         let definition = match &exposed.definition {
             Some(definition) => Some(definition.clone()),
@@ -213,11 +209,11 @@ impl Gateway {
             return Ok(()); // the upstream says what it lacks
         };
         let mirrored = param_headers::of_tool(&definition["inputSchema"]).unwrap_or_default();
-        param_headers::verify(&mirrored, arguments, received).map_err(RpcError::header_mismatch)
+        param_headers::verify(&mirrored, arguments, received).map_err(Error::HeaderMismatch)
     }
 
     /// Which exposed server and tool a listed tool name stands for.
-    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, RpcError> {
+    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, Error> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {
             return Ok(config.expose.contains(&server).then_some(Exposed { server, tool, definition: None }));
@@ -236,7 +232,7 @@ impl Gateway {
     }
 
     /// What a search looks through: every configured server's tools, or why it has none.
-    pub(crate) async fn search_listings(&self, ctx: &CallContext) -> Vec<(String, Result<Vec<Value>, RpcError>)> {
+    pub(crate) async fn search_listings(&self, ctx: &CallContext) -> Vec<(String, Result<Vec<Value>, Error>)> {
         let config = self.settings.config();
         join_all(
             config
@@ -248,7 +244,7 @@ impl Gateway {
     }
 
     /// Every tool of `server`, as the instance that lists for this caller lists them.
-    pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, RpcError> {
+    pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, Error> {
         let lease = self.lease_for_listing(ctx, server).await?;
         let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
         Ok(listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect())
@@ -262,7 +258,7 @@ impl Gateway {
         arguments: Value,
         caller_params: &Value,
         caller_meta: Option<Map<String, Value>>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, Error> {
         // The caller's other params travel too (a retry's inputResponses and requestState,
         // fields mcpx does not know); the name and arguments are the upstream tool's.
         // Built field by field: the caller's own arguments are not copied only to be replaced.
@@ -279,7 +275,7 @@ impl Gateway {
                 naming::link_resources(&self.settings.config(), server, &mut result);
                 Ok(result)
             }
-            Err((e, Some(lease))) if e.code == code::INVALID_PARAMS || e.code == code::METHOD_NOT_FOUND => {
+            Err((e, Some(lease))) if e.code() == code::INVALID_PARAMS || e.code() == code::METHOD_NOT_FOUND => {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
                 let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools"));
                 let listed = listing.await.map(|l| l.0).unwrap_or_default();
@@ -287,7 +283,7 @@ impl Gateway {
                 if names.is_empty() || names.contains(&tool) {
                     Err(e)
                 } else {
-                    Err(RpcError::invalid_params(format!(
+                    Err(Error::params(format!(
                         "server {server:?} has no tool {tool:?}; its tools: {}",
                         names.join(", ")
                     ))

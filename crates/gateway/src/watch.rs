@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use mcpx_protocol::RpcError;
+use crate::error::Error;
 use mcpx_upstream::Upstream;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -161,7 +161,7 @@ impl Gateway {
     /// The change stream of a handshake-era session: the list changes of the instances it
     /// reaches, and updates to the resources it subscribed to (as `interest` says). It
     /// starts no instance and holds none (see the module's top comment).
-    pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, RpcError> {
+    pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, Error> {
         let config = self.settings.config();
         let (mut wanted, mut keys) = (BTreeMap::new(), Vec::new());
         for (server, server_config) in &config.mcp_servers {
@@ -200,12 +200,12 @@ impl Gateway {
     }
 
     /// A 2026-07-28 `subscriptions/listen`.
-    pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, RpcError> {
+    pub async fn watch(self: &Arc<Self>, ctx: &CallContext, params: &Value) -> Result<Watch, Error> {
         let filter = match params.get("notifications") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(f)) => f.clone(),
             Some(_) => {
-                return Err(RpcError::invalid_params("subscriptions/listen: \"notifications\" must be an object"));
+                return Err(Error::params("subscriptions/listen: \"notifications\" must be an object"));
             }
         };
         let resource_uris: Vec<String> = match filter.get("resourceSubscriptions") {
@@ -214,9 +214,7 @@ impl Gateway {
                 uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
             }
             Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs",
-                ));
+                return Err(Error::params("subscriptions/listen: \"resourceSubscriptions\" must be an array of URIs"));
             }
         };
         let wanted_kinds: Vec<&'static str> = KINDS
@@ -235,7 +233,7 @@ impl Gateway {
         wanted_kinds: Vec<&'static str>,
         resource_uris: Vec<String>,
         interest: Option<Interest>,
-    ) -> Result<Watch, RpcError> {
+    ) -> Result<Watch, Error> {
         let mut honored: Map<String, Value> = KINDS
             .iter()
             .filter(|(_, m)| wanted_kinds.contains(m))
@@ -271,7 +269,7 @@ impl Gateway {
             let lease = match self.lease(ctx, &server).await {
                 Ok(lease) => lease,
                 Err(e) => {
-                    tracing::warn!(server, "not watched for changes: {}", e.message);
+                    tracing::warn!(server, "not watched for changes: {}", e);
                     continue;
                 }
             };
@@ -350,7 +348,7 @@ async fn relay(
             let reopened = match gateway.lease(&ctx, &server).await {
                 Ok(l) => open(&l, &server, &wanted).await.map(|o| (l, o)),
                 Err(e) => {
-                    tracing::warn!(server, "cannot reopen a watched instance: {}", e.message);
+                    tracing::warn!(server, "cannot reopen a watched instance: {}", e);
                     None
                 }
             };

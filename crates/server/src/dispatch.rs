@@ -13,7 +13,7 @@ use serde_json::Value;
 pub type Notify = Arc<dyn Fn(Value) + Send + Sync>;
 
 pub async fn answer(gateway: &Gateway, ctx: &CallContext, method: &str, params: Value) -> Result<Value, RpcError> {
-    let outcome = gateway.handle(ctx, method, params).await;
+    let outcome = gateway.handle(ctx, method, params).await.map_err(RpcError::from);
     shaped(outcome, ctx, method)
 }
 

@@ -104,7 +104,7 @@ async fn standalone(front: &Front, base: &Transport, session: crate::session::Se
     let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
     let watch = match gateway.watch_session(&ctx, negotiated.interest.clone()).await {
         Ok(watch) => watch,
-        Err(e) => return reply::error(StatusCode::INTERNAL_SERVER_ERROR, Format::Json, None, &e),
+        Err(e) => return reply::error(StatusCode::INTERNAL_SERVER_ERROR, Format::Json, None, &e.into()),
     };
     let events = futures::stream::unfold(Some(watch), move |state| {
         let gateway = gateway.clone();
@@ -271,7 +271,7 @@ pub async fn listen(
     let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
     let watch = match gateway.watch(&ctx, &params).await {
         Ok(watch) => watch,
-        Err(e) => return reply::error(StatusCode::OK, Format::Json, Some(&id), &e),
+        Err(e) => return reply::error(StatusCode::OK, Format::Json, Some(&id), &e.into()),
     };
     let first = crate::listen::acknowledgement(&id, &watch);
     let events = futures::stream::unfold(Some((Some(first), watch)), move |state| {

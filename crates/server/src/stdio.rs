@@ -228,7 +228,7 @@ impl Stream {
         let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
         let mut watch = match self.gateway.watch(&ctx, &params).await {
             Ok(watch) => watch,
-            Err(e) => return self.send(error_response(Some(&id_value), &e)).await,
+            Err(e) => return self.send(error_response(Some(&id_value), &e.into())).await,
         };
         self.send(listen::acknowledgement(&id_value, &watch)).await;
         self.listens.insert(id.clone());
@@ -277,7 +277,7 @@ impl Stream {
         let relay = tokio::spawn(async move {
             let mut watch = match gateway.watch_session(&ctx, interest).await {
                 Ok(watch) => watch,
-                Err(e) => return tracing::warn!("a stdio session hears no list changes: {}", e.message),
+                Err(e) => return tracing::warn!("a stdio session hears no list changes: {e}"),
             };
             loop {
                 let change = tokio::select! {
