@@ -11,9 +11,12 @@ use std::sync::Arc;
 use mcpx_protocol::{Era, meta};
 use serde_json::Value;
 
+use crate::caller::{Caller, Listener};
+use crate::error::UpstreamError;
+use crate::handshake::{self, ServerFacts};
 use crate::http::HttpConn;
 use crate::pipe::Inner as Pipe;
-use crate::{Caller, Listener, ServerFacts, Spec, UpstreamError, handshake};
+use crate::spec::Spec;
 
 /// The client capabilities mcpx can honour on a caller's behalf: the questions it relays
 /// to the caller (elicitation, sampling, roots), each only if the caller declared it.

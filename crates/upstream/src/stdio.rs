@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::{StdioSpec, UpstreamError};
+use crate::error::UpstreamError;
+use crate::spec::StdioSpec;
 
 pub(crate) struct Spawned {
     pub child: Child,
