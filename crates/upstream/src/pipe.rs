@@ -39,7 +39,7 @@ pub(crate) struct Inner {
     server: String,
     timeouts: Timeouts,
     pid: u32,
-    pgid: i32,
+    pgid: rustix::process::Pid,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: tokio::sync::Mutex<Option<Child>>,
     pending: Mutex<HashMap<i64, Pending>>,
@@ -84,7 +84,7 @@ impl Inner {
         let inner = Arc::new(Inner {
             server: spec.server.clone(),
             timeouts: spec.timeouts,
-            pid: spawned.pgid as u32,
+            pid: spawned.pgid.as_raw_pid() as u32,
             pgid: spawned.pgid,
             stdin: tokio::sync::Mutex::new(Some(spawned.stdin)),
             child: tokio::sync::Mutex::new(Some(spawned.child)),
