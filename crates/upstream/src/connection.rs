@@ -109,7 +109,7 @@ impl Upstream {
 
     /// Sends a request that serves no caller (a listing, a subscription), in the era this
     /// upstream speaks. `client_capabilities` are forwarded to a stateless upstream as the
-    /// spec asks, as far as mcpx relays them ([`relayed_capabilities`]); a handshake-era
+    /// spec asks, as far as mcpx relays them (`relayed_capabilities`); a handshake-era
     /// upstream negotiated its capabilities in `initialize`.
     pub async fn request(
         &self,
