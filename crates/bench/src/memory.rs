@@ -12,8 +12,7 @@ use std::time::Duration;
 /// worth reading around work that takes seconds.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
     let ticks = parse_cpu_ticks(&std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)?;
-    // SAFETY: sysconf only reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let per_second = rustix::param::clock_ticks_per_second();
     (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
 }
 

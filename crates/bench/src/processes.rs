@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use rustix::process::{Pid, Signal};
 use serde_json::Value;
 
 use crate::memory;
@@ -165,7 +166,7 @@ impl Process {
         if self.exited() {
             return true;
         }
-        signal(self.pid(), libc::SIGTERM);
+        signal(self.pid(), Signal::TERM);
         if wait_until(EXIT_GRACE, || self.exited()) {
             return true;
         }
@@ -287,13 +288,13 @@ impl Daemon {
         let mut left = Vec::new();
         for pid in upstreams {
             if !wait_until(EXIT_GRACE, || !alive(pid)) {
-                signal(pid, libc::SIGKILL);
+                signal(pid, Signal::KILL);
                 left.push(pid);
             }
         }
         // A relay that lost its daemon starts a detached one; it is ours to stop too.
         if let Some(pid) = recorded_daemon(&self.state_dir).filter(|&pid| alive(pid)) {
-            signal(pid, libc::SIGTERM);
+            signal(pid, Signal::TERM);
             left.push(pid);
         }
         Stopped { needed_sigkill: (!clean).then(|| self.process.log_tail()), outlived: left }
@@ -368,7 +369,7 @@ impl HttpServer {
         let mut left = Vec::new();
         for pid in children {
             if !wait_until(EXIT_GRACE, || !alive(pid)) {
-                signal(pid, libc::SIGKILL);
+                signal(pid, Signal::KILL);
                 left.push(pid);
             }
         }
@@ -452,11 +453,11 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) has no memory effects; callers pass only pids of processes the bench
-    // started (or that a daemon it started spawned).
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
+/// Signals a process the bench started (or that a daemon it started spawned); one that is
+/// already gone is no error.
+pub(crate) fn signal(pid: u32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, signal);
     }
 }
 

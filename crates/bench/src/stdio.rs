@@ -6,11 +6,12 @@
 //! instead of hanging it.
 
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::process::{ChildStdin, ChildStdout};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
 use serde_json::Value;
 
 use crate::mcp::{self, EchoCall, Era};
@@ -106,19 +107,13 @@ impl StdioClient {
     /// Reads whatever the server has written, waiting for it until `deadline`.
     fn fill(&mut self, deadline: Instant) -> anyhow::Result<()> {
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let mut poll = libc::pollfd { fd: self.stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let millis = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd for a descriptor this struct owns, for the call's duration.
-        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-        if ready < 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(());
-            }
-            return Err(error).context("waiting for the server's stdout");
-        }
-        if ready == 0 {
-            bail!("no answer within the request timeout");
+        // A timeout too long for a timespec waits without one: the deadline is that far anyway.
+        let timeout = Timespec::try_from(timeout.max(Duration::from_millis(1))).ok();
+        match poll(&mut [PollFd::new(&self.stdout, PollFlags::IN)], timeout.as_ref()) {
+            Ok(0) => bail!("no answer within the request timeout"),
+            Ok(_) => {}
+            Err(Errno::INTR) => return Ok(()),
+            Err(e) => return Err(std::io::Error::from(e)).context("waiting for the server's stdout"),
         }
         match self.stdout.read(&mut self.chunk[..]) {
             Ok(0) => bail!("the server closed its stdout"),

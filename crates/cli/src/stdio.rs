@@ -7,7 +7,9 @@
 //! and written asynchronously directly; anything else (a terminal, a file) falls back to
 //! tokio's.
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::FileType;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -15,7 +17,8 @@ pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
 pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 pub fn stdin() -> Reader {
-    match kind(0).and_then(|k| Some((k, duplicate(0)?))) {
+    let fd = std::io::stdin();
+    match kind(fd.as_fd()).and_then(|k| Some((k, duplicate(fd.as_fd())?))) {
         Some((Kind::Fifo, fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
             Ok(pipe) => Box::new(pipe),
             Err(_) => Box::new(tokio::io::stdin()),
@@ -29,7 +32,8 @@ pub fn stdin() -> Reader {
 }
 
 pub fn stdout() -> Writer {
-    match kind(1).and_then(|k| Some((k, duplicate(1)?))) {
+    let fd = std::io::stdout();
+    match kind(fd.as_fd()).and_then(|k| Some((k, duplicate(fd.as_fd())?))) {
         Some((Kind::Fifo, fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
             Ok(pipe) => Box::new(pipe),
             Err(_) => Box::new(tokio::io::stdout()),
@@ -47,25 +51,18 @@ enum Kind {
     Socket,
 }
 
-fn kind(fd: RawFd) -> Option<Kind> {
-    // SAFETY: fstat writes into the zeroed struct we own; a bad fd yields an error.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
-        return None;
-    }
-    match stat.st_mode & libc::S_IFMT {
-        libc::S_IFIFO => Some(Kind::Fifo),
-        libc::S_IFSOCK => Some(Kind::Socket),
+fn kind(fd: BorrowedFd<'_>) -> Option<Kind> {
+    match FileType::from_raw_mode(rustix::fs::fstat(fd).ok()?.st_mode) {
+        FileType::Fifo => Some(Kind::Fifo),
+        FileType::Socket => Some(Kind::Socket),
         _ => None,
     }
 }
 
 /// A descriptor of our own for the stream, so tokio can own (and set non-blocking) it
 /// while fd 0 and 1 stay as they are for anything else in the process.
-fn duplicate(fd: RawFd) -> Option<OwnedFd> {
-    // SAFETY: dup returns a fresh descriptor that nothing else owns, or -1.
-    let copy = unsafe { libc::dup(fd) };
-    (copy >= 0).then(|| unsafe { OwnedFd::from_raw_fd(copy) })
+fn duplicate(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    rustix::io::dup(fd).ok()
 }
 
 fn socket(fd: OwnedFd) -> Option<tokio::net::UnixStream> {

@@ -485,12 +485,13 @@ fn ignore_sigterm_survives_sigterm_and_default_does_not() {
     stubborn.startup_line(); // the flag is applied before this line is written
     let mut plain = Fake::start(&[]);
     plain.startup_line();
+    use rustix::process::{Pid, Signal, kill_process};
     for fake in [&stubborn, &plain] {
-        // SAFETY: plain kill(2) on a child we own.
-        assert_eq!(unsafe { libc::kill(fake.child.id() as i32, libc::SIGTERM) }, 0);
+        let pid = Pid::from_raw(fake.child.id() as i32).expect("a child's pid");
+        kill_process(pid, Signal::TERM).expect("the child is there to signal");
     }
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(plain.wait_for_exit().signal(), Some(libc::SIGTERM));
+    assert_eq!(plain.wait_for_exit().signal(), Some(Signal::TERM.as_raw()));
     let reply = stubborn.request(json!(1), "ping", json!({}));
     assert_eq!(reply["result"], json!({}));
 }

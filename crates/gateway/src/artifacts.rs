@@ -15,12 +15,14 @@
 use std::ffi::{CStr, CString};
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -226,11 +228,9 @@ impl Dir {
         if create {
             private_dir(path)?;
         }
-        let dir = Dir { fd: open_dir(libc::AT_FDCWD, &c_path(path.as_os_str().as_bytes())?)? };
-        let meta = dir.stat()?;
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        if meta.st_uid != uid || meta.st_mode & 0o022 != 0 {
+        let dir = Dir { fd: open_dir(rustix::fs::CWD, &c_path(path.as_os_str().as_bytes())?)? };
+        let meta = rustix::fs::fstat(&dir.fd)?;
+        if meta.st_uid != rustix::process::geteuid().as_raw() || meta.st_mode & 0o022 != 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!("{} is not a private directory of this user", path.display()),
@@ -243,43 +243,19 @@ impl Dir {
     fn child(&self, name: &str, create: bool) -> std::io::Result<Dir> {
         let name = component(name)?;
         if create {
-            // SAFETY: a valid descriptor and a NUL-terminated name.
-            if unsafe { libc::mkdirat(self.fd.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::AlreadyExists {
-                    return Err(e);
-                }
+            match rustix::fs::mkdirat(&self.fd, &name, Mode::RWXU) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        Ok(Dir { fd: open_dir(self.fd.as_raw_fd(), &name)? })
-    }
-
-    fn stat(&self) -> std::io::Result<libc::stat> {
-        let mut meta = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: fstat fills `meta` on success.
-        if unsafe { libc::fstat(self.fd.as_raw_fd(), meta.as_mut_ptr()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: initialised by the successful fstat.
-        Ok(unsafe { meta.assume_init() })
+        Ok(Dir { fd: open_dir(&self.fd, &name)? })
     }
 
     /// The whole of the regular file `name`.
     fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
         let name = component(name)?;
-        // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
-        let fd = unsafe {
-            libc::openat(
-                self.fd.as_raw_fd(),
-                name.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor we just opened and own.
-        let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let mut file = fs::File::from(rustix::fs::openat(&self.fd, &name, flags, Mode::empty())?);
         if !file.metadata()?.is_file() {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file"));
         }
@@ -294,90 +270,49 @@ impl Dir {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let target = component(name)?;
         let temporary = component(&format!(".{name}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), temporary.as_ptr(), flags, 0o600 as libc::c_uint) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor we just opened and own.
-        let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let written = file.write_all(data).and_then(|_| file.sync_data()).and_then(|_| {
-            let (at, temporary, target) = (self.fd.as_raw_fd(), temporary.as_ptr(), target.as_ptr());
-            // SAFETY: valid descriptors and NUL-terminated names.
-            match unsafe { libc::renameat(at, temporary, at, target) } {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut file = fs::File::from(rustix::fs::openat(&self.fd, &temporary, flags, Mode::RUSR | Mode::WUSR)?);
+        let written = file
+            .write_all(data)
+            .and_then(|_| file.sync_data())
+            .and_then(|_| Ok(rustix::fs::renameat(&self.fd, &temporary, &self.fd, &target)?));
         if written.is_err() {
-            // SAFETY: as above.
-            unsafe { libc::unlinkat(self.fd.as_raw_fd(), temporary.as_ptr(), 0) };
+            let _ = rustix::fs::unlinkat(&self.fd, &temporary, AtFlags::empty());
         }
         written
     }
 
     /// Removes the file `name` (a link itself, never what it points at).
     fn unlink(&self, name: &str) -> std::io::Result<()> {
-        let name = component(name)?;
-        // SAFETY: a valid descriptor and a NUL-terminated name.
-        match unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) } {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
-        }
+        Ok(rustix::fs::unlinkat(&self.fd, &component(name)?, AtFlags::empty())?)
     }
 
     /// Removes the folder `name` if it is empty.
     fn remove_dir(&self, name: &str) {
         if let Ok(name) = component(name) {
-            // SAFETY: a valid descriptor and a NUL-terminated name.
-            unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
+            let _ = rustix::fs::unlinkat(&self.fd, &name, AtFlags::REMOVEDIR);
         }
     }
 
     /// The names in this folder (those that are UTF-8; ours all are).
     fn names(&self) -> Vec<String> {
-        // fdopendir takes the descriptor it is given: hand it a copy.
-        let Ok(copy) = self.fd.try_clone() else { return Vec::new() };
-        // SAFETY: a descriptor we own, given up to the stream closedir closes.
-        let stream = unsafe { libc::fdopendir(copy.into_raw_fd()) };
-        if stream.is_null() {
+        // A listing reads through a descriptor of its own: a copy of this one, from its start.
+        let Some(mut entries) = self.fd.try_clone().ok().and_then(|copy| rustix::fs::Dir::new(copy).ok()) else {
             return Vec::new();
-        }
-        // SAFETY: a fresh stream: read from its start.
-        unsafe { libc::rewinddir(stream) };
-        let mut names = Vec::new();
-        loop {
-            // SAFETY: `stream` is open until closedir below; each entry is read before the next call.
-            let entry = unsafe { libc::readdir(stream) };
-            if entry.is_null() {
-                break;
-            }
-            // SAFETY: d_name is NUL-terminated.
-            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
-            if let Ok(name) = name.to_str()
-                && name != "."
-                && name != ".."
-            {
-                names.push(name.to_owned());
-            }
-        }
-        // SAFETY: closes the stream and its descriptor once.
-        unsafe { libc::closedir(stream) };
-        names
+        };
+        entries.rewind();
+        entries
+            .map_while(Result::ok)
+            .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_owned))
+            .filter(|name| name != "." && name != "..")
+            .collect()
     }
 }
 
 /// Opens the directory `name` relative to `at` without following a link.
-fn open_dir(at: libc::c_int, name: &CStr) -> std::io::Result<OwnedFd> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: a valid descriptor (or AT_FDCWD) and a NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor we just opened and own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open_dir(at: impl AsFd, name: &CStr) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(at, name, flags, Mode::empty())?)
 }
 
 /// `name` as one path component: never empty, `.`, `..`, or holding a `/` or a NUL.
@@ -572,6 +507,27 @@ mod tests {
         assert!(store.list("bob", limits.max_age).is_empty());
         let _ = fs::remove_file(&root);
         let _ = fs::remove_dir_all(elsewhere);
+    }
+
+    #[test]
+    fn what_is_kept_is_private_and_a_root_others_may_write_to_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let (store, root) = store();
+        let limits = ArtifactConfig::default();
+        let a = store.put("alice", "notes.txt", "text/plain", b"hello", &limits).unwrap();
+        let mode = |path: &Path| fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777;
+        let folder = root.join(session_folder("alice"));
+        assert_eq!(mode(&folder), 0o700, "a session folder others may enter");
+        assert_eq!(mode(&folder.join(&a.id)), 0o600, "an artifact others may read");
+        assert_eq!(mode(&folder.join(format!("{}.json", a.id))), 0o600, "a record others may read");
+        let mut names = Dir::root(&root, false).unwrap().child(&session_folder("alice"), false).unwrap().names();
+        names.sort();
+        assert_eq!(names, vec![a.id.clone(), format!("{}.json", a.id)], "a temporary file was left behind");
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(store.put("alice", "more.txt", "text/plain", b"more", &limits).is_err(), "stored in a shared root");
+        assert!(store.list("alice", limits.max_age).is_empty(), "listed from a shared root");
+        assert!(store.get("alice", &a.id, limits.max_age).is_none(), "read from a shared root");
+        let _ = fs::remove_dir_all(root);
     }
 
     #[test]

@@ -88,25 +88,19 @@ impl Listener {
 /// beside `max_instances` stdio upstreams: the cap `http.maxConnections` is clamped to.
 /// Logs when it clamps, naming the limit to raise.
 pub fn fd_budget(max_connections: usize, max_instances: usize) -> usize {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    if !read {
-        return max_connections;
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No limit (None) is RLIM_INFINITY, the largest count.
+    let (mut soft, hard) = (limit.current.unwrap_or(u64::MAX), limit.maximum.unwrap_or(u64::MAX));
+    if soft < hard && setrlimit(Resource::Nofile, Rlimit { current: limit.maximum, maximum: limit.maximum }).is_ok() {
+        soft = hard;
     }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-        // SAFETY: as above.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            limit.rlim_cur = limit.rlim_max;
-        }
-    }
-    let budget = connections_within(limit.rlim_cur, max_instances);
+    let budget = connections_within(soft, max_instances);
     if budget < max_connections {
         tracing::warn!(
             "the open-file limit is {} and up to {max_instances} upstream instances need {} of them: \
              http.maxConnections ({max_connections}) is clamped to {budget}; raise the hard limit (ulimit -Hn) to allow more",
-            limit.rlim_cur,
+            soft,
             RESERVED_FDS + FDS_PER_INSTANCE * max_instances as u64,
         );
     }

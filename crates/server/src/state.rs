@@ -48,8 +48,7 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
 pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir)?;
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let refuse = |why: String| Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
     if !meta.is_dir() {
         return refuse(format!("{} is not a directory", dir.display()));
@@ -90,7 +89,7 @@ pub enum LockError {
 
 impl DaemonLock {
     pub fn acquire(dir: &Path) -> Result<DaemonLock, LockError> {
-        use std::os::fd::AsRawFd;
+        use rustix::fs::{FlockOperation, flock};
         let path = dir.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -98,13 +97,12 @@ impl DaemonLock {
             .write(true)
             .open(&path)
             .map_err(|source| LockError::Io { path: path.clone(), source })?;
-        // SAFETY: flock on a descriptor we own; no memory is shared with the kernel.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let source = std::io::Error::last_os_error();
-            if source.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
                 return Err(LockError::Running { dir: dir.to_owned(), running: read_record(dir) });
             }
-            return Err(LockError::Io { path, source });
+            Err(e) => return Err(LockError::Io { path, source: e.into() }),
         }
         Ok(DaemonLock { _file: file })
     }
@@ -171,11 +169,14 @@ pub fn owner_tag(dir: &Path) -> String {
 /// other live daemon can own `dir`, so every such process is an orphan. Returns how many
 /// processes were found.
 pub fn reap_orphans(dir: &Path) -> usize {
+    use rustix::process::{Pid, Signal, getpgid, kill_process, kill_process_group};
     let (dir, ours) = (dir.display().to_string(), owner_tag(dir));
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
     let mut found = 0;
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()).and_then(Pid::from_raw) else {
+            continue;
+        };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         let owned = environ
             .split(|b| *b == 0)
@@ -184,14 +185,13 @@ pub fn reap_orphans(dir: &Path) -> usize {
             .any(|tag| tag != ours && owner_dir(tag) == Some(dir.as_str()));
         if owned {
             found += 1;
-            // SAFETY: plain syscalls on pids we found; a vanished one yields ESRCH.
-            unsafe {
-                let group = libc::getpgid(pid);
-                if group > 1 {
-                    libc::killpg(group, libc::SIGKILL);
-                }
-                libc::kill(pid, libc::SIGKILL);
+            // A vanished process yields ESRCH, and there is nothing left to do.
+            if let Ok(group) = getpgid(Some(pid))
+                && group.as_raw_pid() > 1
+            {
+                let _ = kill_process_group(group, Signal::KILL);
             }
+            let _ = kill_process(pid, Signal::KILL);
         }
     }
     found

@@ -11,9 +11,12 @@ use std::sync::Arc;
 use mcpx_protocol::{Era, meta};
 use serde_json::Value;
 
+use crate::caller::{Caller, Listener};
+use crate::error::UpstreamError;
+use crate::handshake::{self, ServerFacts};
 use crate::http::HttpConn;
 use crate::pipe::Inner as Pipe;
-use crate::{Caller, Listener, ServerFacts, Spec, UpstreamError, handshake};
+use crate::spec::Spec;
 
 /// The client capabilities mcpx can honour on a caller's behalf: the questions it relays
 /// to the caller (elicitation, sampling, roots), each only if the caller declared it.
@@ -106,7 +109,7 @@ impl Upstream {
 
     /// Sends a request that serves no caller (a listing, a subscription), in the era this
     /// upstream speaks. `client_capabilities` are forwarded to a stateless upstream as the
-    /// spec asks, as far as mcpx relays them ([`relayed_capabilities`]); a handshake-era
+    /// spec asks, as far as mcpx relays them (`relayed_capabilities`); a handshake-era
     /// upstream negotiated its capabilities in `initialize`.
     pub async fn request(
         &self,

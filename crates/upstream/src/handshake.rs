@@ -1,85 +1,26 @@
-//! Making the connection: which era does this upstream speak?
-//!
-//! As the stdio transport says: send `server/discover` with the modern envelope first.
-//! A discover result means stateless; any other answer, or none within the probe
-//! timeout, means handshake era, so mcpx sends `initialize`. A discover answer that
-//! arrives after the timeout but before the `initialize` answer still wins: a slow
-//! dual-era server that already took the modern path must not be forced back.
+//! What making a connection says and what the answers mean, for both transports: the
+//! era probe (`server/discover` with the stateless envelope), `initialize` for a
+//! handshake-era upstream, and the [`ServerFacts`] read from either answer. How each
+//! transport runs the exchange (timeouts, a late discover answer) is its own: `pipe` for
+//! stdio, `http` for HTTP.
 
-use std::sync::Arc;
-
-use mcpx_protocol::{Era, Revision, code, meta};
+use mcpx_protocol::{Era, Revision, meta};
 use serde_json::{Value, json};
 
-use crate::pipe::Inner;
-use crate::{ServerFacts, UpstreamError};
+use crate::error::UpstreamError;
+
+/// What the upstream told mcpx about itself when the connection was made.
+#[derive(Clone, Debug)]
+pub struct ServerFacts {
+    pub era: Era,
+    pub revision: Revision,
+    pub capabilities: Value,
+    pub server_info: Option<Value>,
+    pub instructions: Option<String>,
+}
 
 pub(crate) fn client_info() -> Value {
     json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") })
-}
-
-pub(crate) async fn connect(inner: &Arc<Inner>, era_hint: Option<Era>) -> Result<ServerFacts, UpstreamError> {
-    if era_hint == Some(Era::Legacy) {
-        return initialize(inner).await;
-    }
-    let probe_timeout = if era_hint == Some(Era::Modern) { inner.timeouts.handshake } else { inner.timeouts.probe };
-    let envelope = json!({ "_meta": modern_envelope() });
-    let mut discover = inner.start("server/discover", envelope, None, None).await?;
-    let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
-    match answer {
-        Ok(Ok(reply)) => {
-            discover.done = true;
-            match reply {
-                Ok(result) => match modern_facts(&result) {
-                    Some(facts) => Ok(facts),
-                    None => initialize(inner).await,
-                },
-                // A recognised 2026 refusal means a 2026 server: never fall back to initialize.
-                Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
-                    if supported_modern(&e).is_none() {
-                        return Err(UpstreamError::Handshake {
-                            server: inner.server.clone(),
-                            reason: format!("the server speaks none of mcpx's 2026 revisions: {e}"),
-                        });
-                    }
-                    let envelope = json!({ "_meta": modern_envelope() });
-                    let again = inner.request_within("server/discover", envelope, inner.timeouts.handshake).await?;
-                    modern_facts(&again).ok_or_else(|| UpstreamError::Handshake {
-                        server: inner.server.clone(),
-                        reason: "server/discover answered without a revision mcpx speaks".into(),
-                    })
-                }
-                Err(UpstreamError::Rpc(e)) => {
-                    tracing::debug!(server = inner.server, code = e.code, "discover refused; trying initialize");
-                    initialize(inner).await
-                }
-                Err(e) => Err(e),
-            }
-        }
-        Ok(Err(_)) => Err(UpstreamError::Exited { server: inner.server.clone(), status: None }),
-        Err(_) => {
-            tracing::debug!(
-                server = inner.server,
-                "no answer to server/discover within {probe_timeout:?}; trying initialize"
-            );
-            let init = initialize(inner);
-            tokio::pin!(init);
-            // The late discover answer first: a server that took the modern path answers
-            // the probe and then refuses `initialize` (-32022), and both answers can be
-            // ready at once; an unbiased select would pick the refusal half the time.
-            tokio::select! {
-                biased;
-                Ok(Ok(late)) = &mut discover.reply => {
-                    discover.done = true;
-                    match modern_facts(&late) {
-                        Some(facts) => Ok(facts),
-                        None => init.await,
-                    }
-                }
-                facts = &mut init => facts,
-            }
-        }
-    }
 }
 
 /// The 2026 revision a -32022 error says the server speaks and mcpx speaks too.
@@ -127,21 +68,6 @@ pub(crate) fn modern_facts(result: &Value) -> Option<ServerFacts> {
         server_info: result.get("_meta").and_then(|m| m.get(meta::SERVER_INFO)).cloned(),
         instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
     })
-}
-
-async fn initialize(inner: &Arc<Inner>) -> Result<ServerFacts, UpstreamError> {
-    let failed = |reason: String| UpstreamError::Handshake { server: inner.server.clone(), reason };
-    let result = match inner.request_within("initialize", initialize_params(), inner.timeouts.handshake).await {
-        Ok(result) => result,
-        Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
-            return Err(failed(format!("the server speaks none of mcpx's revisions: {e}")));
-        }
-        Err(UpstreamError::Rpc(e)) => return Err(failed(format!("initialize was refused: {e}"))),
-        Err(e) => return Err(e),
-    };
-    let facts = legacy_facts(&inner.server, &result)?;
-    inner.notify("notifications/initialized", Value::Null).await?;
-    Ok(facts)
 }
 
 /// Reads an `InitializeResult`, refusing a revision mcpx does not speak.

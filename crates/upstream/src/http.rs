@@ -21,8 +21,12 @@ use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
+use crate::caller::{Ask, Caller, Listener};
+use crate::changes::{is_change, untagged_change};
+use crate::error::UpstreamError;
+use crate::handshake::{self, ServerFacts};
 use crate::questions::{self, Serving};
-use crate::{Caller, HttpSpec, Listener, ServerFacts, UpstreamError, handshake};
+use crate::spec::HttpSpec;
 
 pub(crate) struct HttpConn {
     server: String,
@@ -496,8 +500,8 @@ impl HttpConn {
                 None
             }
             // A change on a listen's stream (or any other): whoever watches hears of it.
-            Message::Notification { method, params } if crate::is_change(&method) => {
-                let _ = self.changes.send(crate::untagged_change(&method, params));
+            Message::Notification { method, params } if is_change(&method) => {
+                let _ = self.changes.send(untagged_change(&method, params));
                 None
             }
             Message::Notification { method, mut params } => {
@@ -688,7 +692,7 @@ impl Event {
 
 impl HttpConn {
     /// Whom a question on the standalone stream is for, among the requests in flight.
-    fn whom(&self, method: &str, params: &mut Value) -> Result<crate::Ask, RpcError> {
+    fn whom(&self, method: &str, params: &mut Value) -> Result<Ask, RpcError> {
         let echoed = questions::take_call_id(params);
         let serving = self.serving.lock().expect("serving lock");
         let in_flight: Vec<&Serving> = serving.values().collect();
@@ -713,8 +717,8 @@ impl HttpConn {
                     let _ = conn.send(body_of(&reply), "", None, Some(conn.revision)).await;
                 });
             }
-            Ok(Message::Notification { method, params }) if crate::is_change(&method) => {
-                let _ = self.changes.send(crate::untagged_change(&method, params));
+            Ok(Message::Notification { method, params }) if is_change(&method) => {
+                let _ = self.changes.send(untagged_change(&method, params));
             }
             _ => {}
         }

@@ -1,5 +1,5 @@
 //! A stdio upstream's connection: one JSON-RPC message per line over the child's pipes,
-//! and request-id remapping.
+//! the era probe and handshake over them, and request-id remapping.
 //!
 //! Callers' ids never reach the upstream: each request gets the next id of this
 //! connection, so any number of callers can share one instance without collisions.
@@ -13,17 +13,21 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::StreamExt;
 use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{self, Message, RequestId};
-use mcpx_protocol::{Era, RpcError, meta};
+use mcpx_protocol::{Era, RpcError, code, meta};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
+use crate::caller::{Ask, Caller, Listener};
+use crate::changes::{is_change, untagged_change};
+use crate::error::{LostLine, UpstreamError};
+use crate::handshake::{self, ServerFacts};
 use crate::lines::{Edges, Line, Lines};
-
 use crate::questions::{self, Serving};
-use crate::{Caller, LostLine, ServerFacts, StdioSpec, Timeouts, UpstreamError, handshake, stdio};
+use crate::spec::{StdioSpec, Timeouts};
+use crate::stdio;
 
 type Reply = Result<Value, UpstreamError>;
 
@@ -31,13 +35,11 @@ type Reply = Result<Value, UpstreamError>;
 /// watcher that missed a list change re-lists anyway).
 const CHANGE_BACKLOG: usize = 64;
 
-use crate::Listener;
-
 pub(crate) struct Inner {
-    pub(crate) server: String,
-    pub(crate) timeouts: Timeouts,
+    server: String,
+    timeouts: Timeouts,
     pid: u32,
-    pgid: i32,
+    pgid: rustix::process::Pid,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: tokio::sync::Mutex<Option<Child>>,
     pending: Mutex<HashMap<i64, Pending>>,
@@ -82,7 +84,7 @@ impl Inner {
         let inner = Arc::new(Inner {
             server: spec.server.clone(),
             timeouts: spec.timeouts,
-            pid: spawned.pgid as u32,
+            pid: spawned.pgid.as_raw_pid() as u32,
             pgid: spawned.pgid,
             stdin: tokio::sync::Mutex::new(Some(spawned.stdin)),
             child: tokio::sync::Mutex::new(Some(spawned.child)),
@@ -99,13 +101,99 @@ impl Inner {
         });
         tokio::spawn(read_stdout(Arc::downgrade(&inner), spawned.stdout, spec.max_line_bytes));
         tokio::spawn(read_stderr(spec.server.clone(), spawned.stderr, spec.max_line_bytes));
-        match handshake::connect(&inner, era_hint).await {
+        match inner.connect(era_hint).await {
             Ok(facts) => Ok((inner, facts)),
             Err(e) => {
                 inner.shutdown().await;
                 Err(e)
             }
         }
+    }
+
+    /// Makes the connection: which era does this upstream speak? As the stdio transport
+    /// says, `server/discover` with the stateless envelope goes first. A discover result
+    /// means stateless; any other answer, or none within the probe timeout, means handshake
+    /// era, so mcpx sends `initialize`. A discover answer that arrives after the timeout
+    /// but before the `initialize` answer still wins: a slow dual-era server that already
+    /// took the modern path must not be forced back.
+    async fn connect(self: &Arc<Self>, era_hint: Option<Era>) -> Result<ServerFacts, UpstreamError> {
+        if era_hint == Some(Era::Legacy) {
+            return self.initialize().await;
+        }
+        let probe_timeout = if era_hint == Some(Era::Modern) { self.timeouts.handshake } else { self.timeouts.probe };
+        let envelope = json!({ "_meta": handshake::modern_envelope() });
+        let mut discover = self.start("server/discover", envelope, None, None).await?;
+        let answer = tokio::time::timeout(probe_timeout, &mut discover.reply).await;
+        match answer {
+            Ok(Ok(reply)) => {
+                discover.done = true;
+                match reply {
+                    Ok(result) => match handshake::modern_facts(&result) {
+                        Some(facts) => Ok(facts),
+                        None => self.initialize().await,
+                    },
+                    // A recognised 2026 refusal means a 2026 server: never fall back to initialize.
+                    Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
+                        if handshake::supported_modern(&e).is_none() {
+                            return Err(UpstreamError::Handshake {
+                                server: self.server.clone(),
+                                reason: format!("the server speaks none of mcpx's 2026 revisions: {e}"),
+                            });
+                        }
+                        let envelope = json!({ "_meta": handshake::modern_envelope() });
+                        let again = self.request_within("server/discover", envelope, self.timeouts.handshake).await?;
+                        handshake::modern_facts(&again).ok_or_else(|| UpstreamError::Handshake {
+                            server: self.server.clone(),
+                            reason: "server/discover answered without a revision mcpx speaks".into(),
+                        })
+                    }
+                    Err(UpstreamError::Rpc(e)) => {
+                        tracing::debug!(server = self.server, code = e.code, "discover refused; trying initialize");
+                        self.initialize().await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Ok(Err(_)) => Err(UpstreamError::Exited { server: self.server.clone(), status: None }),
+            Err(_) => {
+                tracing::debug!(
+                    server = self.server,
+                    "no answer to server/discover within {probe_timeout:?}; trying initialize"
+                );
+                let init = self.initialize();
+                tokio::pin!(init);
+                // The late discover answer first: a server that took the modern path answers
+                // the probe and then refuses `initialize` (-32022), and both answers can be
+                // ready at once; an unbiased select would pick the refusal half the time.
+                tokio::select! {
+                    biased;
+                    Ok(Ok(late)) = &mut discover.reply => {
+                        discover.done = true;
+                        match handshake::modern_facts(&late) {
+                            Some(facts) => Ok(facts),
+                            None => init.await,
+                        }
+                    }
+                    facts = &mut init => facts,
+                }
+            }
+        }
+    }
+
+    async fn initialize(self: &Arc<Self>) -> Result<ServerFacts, UpstreamError> {
+        let failed = |reason: String| UpstreamError::Handshake { server: self.server.clone(), reason };
+        let result =
+            match self.request_within("initialize", handshake::initialize_params(), self.timeouts.handshake).await {
+                Ok(result) => result,
+                Err(UpstreamError::Rpc(e)) if e.code == code::UNSUPPORTED_PROTOCOL_VERSION => {
+                    return Err(failed(format!("the server speaks none of mcpx's revisions: {e}")));
+                }
+                Err(UpstreamError::Rpc(e)) => return Err(failed(format!("initialize was refused: {e}"))),
+                Err(e) => return Err(e),
+            };
+        let facts = handshake::legacy_facts(&self.server, &result)?;
+        self.notify("notifications/initialized", Value::Null).await?;
+        Ok(facts)
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -177,12 +265,7 @@ impl Inner {
         self.wait(method, &mut waiting, self.timeouts.request).await
     }
 
-    pub(crate) async fn request_within(
-        self: &Arc<Self>,
-        method: &str,
-        params: Value,
-        within: std::time::Duration,
-    ) -> Reply {
+    async fn request_within(self: &Arc<Self>, method: &str, params: Value, within: std::time::Duration) -> Reply {
         let mut waiting = self.start(method, params, None, None).await?;
         self.wait(method, &mut waiting, within).await
     }
@@ -200,7 +283,7 @@ impl Inner {
 
     /// Writes a request (made for `caller`, when it serves one) and returns the handle its
     /// answer arrives on. Dropping the handle before the answer cancels the request upstream.
-    pub(crate) async fn start(
+    async fn start(
         self: &Arc<Self>,
         method: &str,
         mut params: Value,
@@ -230,7 +313,7 @@ impl Inner {
         Ok(waiting)
     }
 
-    pub(crate) async fn notify(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
+    async fn notify(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
         self.write(&message::notification(method, params)).await
     }
 
@@ -373,7 +456,7 @@ impl Inner {
     }
 
     /// Whom a question is for, among the requests in flight on this instance.
-    fn whom(&self, method: &str, params: &mut Value) -> Result<crate::Ask, RpcError> {
+    fn whom(&self, method: &str, params: &mut Value) -> Result<Ask, RpcError> {
         let echoed = questions::take_call_id(params);
         let pending = self.pending.lock().expect("pending lock");
         let mut in_flight: Vec<(i64, &Serving)> = pending.iter().map(|(id, p)| (*id, &p.serving)).collect();
@@ -387,8 +470,8 @@ impl Inner {
 pub(crate) struct Waiting {
     inner: Arc<Inner>,
     id: i64,
-    pub(crate) reply: oneshot::Receiver<Reply>,
-    pub(crate) done: bool,
+    reply: oneshot::Receiver<Reply>,
+    done: bool,
 }
 
 fn progress_token(id: i64) -> String {
@@ -465,8 +548,8 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
                 inner.relay_progress(params)
             }
             Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
-            Message::Notification { method, params } if crate::is_change(&method) => {
-                let _ = inner.changes.send(crate::untagged_change(&method, params));
+            Message::Notification { method, params } if is_change(&method) => {
+                let _ = inner.changes.send(untagged_change(&method, params));
             }
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }

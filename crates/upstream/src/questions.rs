@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mcpx_protocol::{RpcError, code, meta};
 use serde_json::Value;
 
-use crate::{Ask, Caller};
+use crate::caller::{Ask, Caller};
 
 /// What the connection knows about one request in flight: whom it serves (none for mcpx's
 /// own requests) and how its caller is asked, when it can be.

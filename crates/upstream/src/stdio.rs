@@ -7,13 +7,16 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use rustix::io::Errno;
+use rustix::process::{self, Pid, Signal};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::{StdioSpec, UpstreamError};
+use crate::error::UpstreamError;
+use crate::spec::StdioSpec;
 
 pub(crate) struct Spawned {
     pub child: Child,
-    pub pgid: i32,
+    pub pgid: Pid,
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
     pub stderr: ChildStderr,
@@ -33,13 +36,14 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
     }
     // If mcpx dies without stopping it (SIGKILL, a crash), the child is killed too rather
     // than orphaned. What the child started is caught on the daemon's next start instead.
-    let parent = std::process::id() as libc::pid_t;
+    let parent = process::getpid();
     // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated after fork.
     unsafe {
         cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != parent {
-                libc::_exit(1);
+            let _ = process::set_parent_process_death_signal(Some(Signal::KILL));
+            // mcpx died before the prctl took: fail, and std ends the child with status 1.
+            if process::getppid() != Some(parent) {
+                return Err(Errno::SRCH.into());
             }
             Ok(())
         });
@@ -49,7 +53,7 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
     let mut child = cmd.spawn().map_err(spawn_error)?;
     let pgid = child
         .id()
-        .map(|p| p as i32)
+        .and_then(|p| Pid::from_raw(p as i32))
         .ok_or_else(|| spawn_error(std::io::Error::other("the process exited before it could be registered")))?;
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -61,24 +65,23 @@ pub(crate) fn spawn(spec: &StdioSpec) -> Result<Spawned, UpstreamError> {
 /// Stops a child whose stdin the caller has already closed: waits, then SIGTERM, then
 /// SIGKILL, each to the whole group. Returns once the leader is reaped; stragglers left
 /// in the group after the leader exits get the same treatment.
-pub(crate) async fn stop(child: &mut Child, pgid: i32, grace: Duration) {
+pub(crate) async fn stop(child: &mut Child, pgid: Pid, grace: Duration) {
     let exited = tokio::time::timeout(grace, child.wait()).await.is_ok();
     if !exited {
-        signal_group(pgid, libc::SIGTERM);
+        signal_group(pgid, Signal::TERM);
         if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::KILL);
             let _ = child.wait().await;
         }
     }
     // The leader is gone; anything it left behind in its group goes too.
-    if signal_group(pgid, libc::SIGTERM) {
+    if signal_group(pgid, Signal::TERM) {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::KILL);
     }
 }
 
 /// Sends `signal` to the process group; false when no process is left in it.
-fn signal_group(pgid: i32, signal: i32) -> bool {
-    // SAFETY: killpg has no memory-safety preconditions; a stale pgid yields ESRCH.
-    unsafe { libc::killpg(pgid, signal) == 0 }
+fn signal_group(pgid: Pid, signal: Signal) -> bool {
+    process::kill_process_group(pgid, signal).is_ok()
 }

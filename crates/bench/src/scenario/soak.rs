@@ -37,7 +37,7 @@ use crate::http::HttpClient;
 use crate::latency::{Samples, round};
 use crate::mcp::MODERN_VERSION;
 use crate::memory;
-use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM, open_fds, processes_in};
+use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM, open_fds, processes_in, signal};
 use crate::report::{Measured, Run};
 use crate::scenario::Tally;
 use crate::scenario::sessions::SESSION_META_KEY;
@@ -313,11 +313,9 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
     // Whatever the daemon's stop missed, anywhere below the scenario's directory.
     std::thread::sleep(Duration::from_millis(500));
     let left = processes_in(scratch.path());
+    // These run in the bench's own scratch dir.
     for &pid in &left {
-        // SAFETY: kill(2) has no memory effects; these run in the bench's own scratch dir.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGKILL);
-        }
+        signal(pid, rustix::process::Signal::KILL);
     }
     drop(scratch);
     let (tally, seen, samples, crashes, elapsed) = outcome?;

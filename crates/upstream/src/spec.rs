@@ -1,0 +1,61 @@
+//! How to reach one upstream instance: what the gateway hands this crate to launch a stdio
+//! child or talk to an HTTP server, with the time limits of each step.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to reach one upstream instance.
+#[derive(Clone, Debug)]
+pub enum Spec {
+    Stdio(StdioSpec),
+    Http(HttpSpec),
+}
+
+/// An HTTP upstream: its endpoint and the headers configured for it (already expanded).
+#[derive(Clone, Debug)]
+pub struct HttpSpec {
+    pub server: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub timeouts: Timeouts,
+    /// Longest line of an event stream (and so longest event) accepted from the server.
+    pub max_line_bytes: usize,
+}
+
+/// How to launch one stdio upstream instance.
+#[derive(Clone, Debug)]
+pub struct StdioSpec {
+    /// The server's name in the config, used in logs and errors.
+    pub server: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    pub timeouts: Timeouts,
+    /// Longest line accepted from the upstream's stdout.
+    pub max_line_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// How long the era probe (`server/discover`) may go unanswered before mcpx falls back
+    /// to `initialize`.
+    pub probe: Duration,
+    /// How long `initialize` may take.
+    pub handshake: Duration,
+    /// How long any one request may take.
+    pub request: Duration,
+    /// How long each step of the stop sequence waits for the process to exit.
+    pub stop_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            probe: Duration::from_secs(5),
+            handshake: Duration::from_secs(30),
+            request: Duration::from_secs(300),
+            stop_grace: Duration::from_secs(2),
+        }
+    }
+}
