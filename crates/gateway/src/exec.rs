@@ -16,7 +16,7 @@ use crate::error::Error;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
-use crate::{CallContext, Gateway, tools};
+use crate::{CallContext, Gateway, search};
 
 pub const EXEC: &str = "mcpx_exec";
 
@@ -167,7 +167,7 @@ impl Host<'_> {
             }
             HostCall::Search { query } => {
                 let listings = self.searched.get_or_init(|| self.gateway.search_listings(self.ctx)).await;
-                Ok(tools::found(query, listings)["tools"].take())
+                Ok(search::found(query, listings)["tools"].take())
             }
             HostCall::Artifact { name, mime_type, data } => {
                 let artifact = self
@@ -279,9 +279,4 @@ fn result(outcome: Outcome, artifacts: &[Artifact]) -> Value {
         result.insert("isError".into(), true.into());
     }
     Value::Object(result)
-}
-
-/// The `js` field `mcpx_search` adds to each tool: how a script calls it.
-pub(crate) fn accessor(entry: &Value) -> Option<String> {
-    Some(mcpx_exec::accessor(entry.get("server")?.as_str()?, entry.get("tool")?.as_str()?))
 }

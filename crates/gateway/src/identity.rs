@@ -16,8 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::scope::Owner;
-
 /// Who authenticated.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Principal {
@@ -151,18 +149,6 @@ impl Identity {
             (Some(Session::Named(label)), Principal::Local) => Some(label.clone()),
             (Some(_), _) => self.session_key().map(|key| format!("mcpx-{}", digest("session", &key.to_string()))),
             (None, _) => None,
-        }
-    }
-
-    /// Whether an instance belongs to this caller's principal, so a listing may show it to
-    /// this caller: every instance to the local user; to a token holder, the instances
-    /// everyone shares (`global`), its own lister and those of its own sessions.
-    pub fn may_see_instance(&self, owner: &Owner) -> bool {
-        match (&self.principal, owner) {
-            (Principal::Local, _) | (_, Owner::Everyone) => true,
-            (principal, Owner::Lister(lister)) => lister == principal,
-            (principal, Owner::Session(key)) => &key.principal == principal,
-            _ => false,
         }
     }
 

@@ -28,6 +28,7 @@ mod prompts;
 mod resources;
 mod roots;
 pub mod scope;
+mod search;
 pub mod settings;
 pub mod tools;
 mod watch;

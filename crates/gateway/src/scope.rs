@@ -79,6 +79,20 @@ pub enum Owner {
     Lister(Principal),
 }
 
+impl Owner {
+    /// Whether a listing may show the instance to a caller of `principal`: every instance
+    /// to the local user; to a token holder, the instances everyone shares (`global`), its
+    /// own lister and those of its own sessions.
+    pub fn is_visible_to(&self, principal: &Principal) -> bool {
+        match (principal, self) {
+            (Principal::Local, _) | (_, Owner::Everyone) => true,
+            (principal, Owner::Lister(lister)) => lister == principal,
+            (principal, Owner::Session(key)) => &key.principal == principal,
+            _ => false,
+        }
+    }
+}
+
 impl InstanceKey {
     /// Whether the instance lives only as long as one call.
     pub fn is_per_call(&self) -> bool {
@@ -310,9 +324,9 @@ mod tests {
         assert_ne!(for_ci, for_bot);
         assert_ne!(for_ci.owner, Owner::Lister(Principal::Local), "the local user's lister is not a token holder's");
         assert!(
-            ci.may_see_instance(&for_ci.owner)
-                && !ci.may_see_instance(&for_bot.owner)
-                && !ci.may_see_instance(&Owner::Lister(Principal::Local))
+            for_ci.owner.is_visible_to(&ci.principal)
+                && !for_bot.owner.is_visible_to(&ci.principal)
+                && !Owner::Lister(Principal::Local).is_visible_to(&ci.principal)
         );
     }
 

@@ -7,7 +7,7 @@ use mcpx_protocol::{code, message, param_headers};
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
-use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming};
+use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming, search};
 
 pub const SEARCH: &str = "mcpx_search";
 pub const CALL: &str = "mcpx_call";
@@ -80,50 +80,6 @@ fn take_arguments(params: &mut Value, caller: &str) -> Result<Value, Error> {
         Some(v @ Value::Object(_)) => Ok(v),
         Some(_) => Err(Error::params(format!("{caller}: \"arguments\" must be an object"))),
     }
-}
-
-/// Whether a tool matches a search: every word of the query appears somewhere in
-/// "server tool description", case-insensitively.
-pub fn matches(query: &str, server: &str, tool: &Value) -> bool {
-    let haystack = format!(
-        "{server} {} {}",
-        tool.get("name").and_then(Value::as_str).unwrap_or_default(),
-        tool.get("description").and_then(Value::as_str).unwrap_or_default()
-    )
-    .to_lowercase();
-    query.split_whitespace().all(|word| haystack.contains(&word.to_lowercase()))
-}
-
-/// The tools of `listings` a search for `query` finds, as `mcpx_search` answers them:
-/// `{query, tools, unavailable?}`.
-pub(crate) fn found(query: &str, listings: &[(String, Result<Vec<Value>, Error>)]) -> Value {
-    let mut found = Vec::new();
-    let mut unavailable = Vec::new();
-    for (server, listing) in listings {
-        match listing {
-            Ok(listed) => {
-                for tool in listed.iter().filter(|t| matches(query, server, t)) {
-                    let mut entry =
-                        json!({ "server": server, "tool": tool.get("name").cloned().unwrap_or(Value::Null) });
-                    if let Some(js) = exec::accessor(&entry) {
-                        entry["js"] = js.into();
-                    }
-                    for field in ["title", "description", "inputSchema"] {
-                        if let Some(v) = tool.get(field) {
-                            entry[field] = v.clone();
-                        }
-                    }
-                    found.push(entry);
-                }
-            }
-            Err(e) => unavailable.push(json!({ "server": server, "error": e.to_string() })),
-        }
-    }
-    let mut body = json!({ "query": query, "tools": found });
-    if !unavailable.is_empty() {
-        body["unavailable"] = unavailable.into();
-    }
-    body
 }
 
 /// A tool result mcpx builds itself: structured content plus its JSON text, as the spec
@@ -228,7 +184,7 @@ impl Gateway {
     }
 
     pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
-        structured_result(found(query, &self.search_listings(ctx).await))
+        structured_result(search::found(query, &self.search_listings(ctx).await))
     }
 
     /// What a search looks through: every configured server's tools, or why it has none.
@@ -298,14 +254,6 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_query_word_must_match() {
-        let tool = json!({"name": "get_current_time", "description": "Get the time in a timezone"});
-        assert!(matches("", "time", &tool));
-        assert!(matches("TIME zone", "time", &tool));
-        assert!(!matches("time weather", "time", &tool));
-    }
 
     #[test]
     fn call_arguments_are_checked() {

@@ -128,7 +128,7 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Resp
         .instances()
         .into_iter()
         // A token holder sees the shared instances and its own, not other holders' sessions.
-        .filter(|i| caller.may_see_instance(&i.key.owner))
+        .filter(|i| i.key.owner.is_visible_to(&caller.principal))
         .map(|i| {
             json!({
                 "server": i.key.server, "key": i.key.owner.to_string(), "pid": i.pid,
