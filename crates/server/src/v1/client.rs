@@ -216,7 +216,106 @@ fn with_query(path: &str, query: &impl Serialize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
+    use hyper::Response;
+    use hyper::body::Incoming;
+    use serde_json::{Map, json};
+
     use super::*;
+
+    /// How the stand-in daemon answers `(method and path, session header, content type)`.
+    type Reply = fn(&str, Option<&str>, Option<&str>) -> (u16, Value);
+
+    /// A daemon stand-in on the other end of a socket pair, one connection kept alive.
+    async fn client_of(session: Option<&str>, reply: Reply) -> V1Client {
+        let (ours, theirs) = tokio::net::UnixStream::pair().expect("a socket pair");
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| async move {
+            let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let asked = format!("{} {}", request.method(), request.uri());
+            let (status, body) = reply(&asked, header(SESSION_HEADER).as_deref(), header("content-type").as_deref());
+            let body = if body.is_null() { Bytes::new() } else { Bytes::from(body.to_string()) };
+            Ok::<_, Infallible>(Response::builder().status(status).body(Full::new(body)).expect("a response"))
+        });
+        tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(theirs), service));
+        V1Client::handshake(ours, session.map(str::to_owned)).await.expect("a handshake")
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+    }
+
+    #[test]
+    fn a_call_that_waits_on_a_question_is_waiting_and_a_result_is_done_on_one_connection() {
+        runtime().block_on(async {
+            let mut client = client_of(Some("s1"), |asked, session, content_type| {
+                assert_eq!((session, content_type), (Some("s1"), Some("application/json")), "{asked}");
+                match asked {
+                    "POST /v1/call" => (
+                        202,
+                        json!({"status": "input_required", "question": {
+                        "id": "q1", "server": "a", "tool": "t", "inputRequests": {}, "expiresInMs": 5,
+                        "answer": "mcpx ask answer q1 '<json answers by key>'"}}),
+                    ),
+                    "POST /v1/ask/answer" => (200, json!({"content": [], "isError": false})),
+                    _ => (404, Value::Null),
+                }
+            })
+            .await;
+            let call = CallRequest { server: "a".into(), tool: "t".into(), arguments: None };
+            let Ok(CallOutcome::Waiting(waiting)) = client.call(&call).await else { panic!("not waiting") };
+            assert_eq!(waiting.question.id, "q1");
+            let answer = AnswerRequest { id: "q1".into(), responses: Map::new() };
+            let done = client.answer(&answer).await.expect("an answer");
+            assert_eq!(done, CallOutcome::Done(json!({"content": [], "isError": false})));
+        });
+    }
+
+    #[test]
+    fn a_refusal_says_the_daemon_s_message_or_else_its_status() {
+        runtime().block_on(async {
+            let mut client = client_of(None, |asked, session, _| {
+                assert_eq!(session, None, "{asked}");
+                match asked {
+                    "GET /v1/ask?id=nope" => {
+                        (400, json!({"error": {"code": -32602, "message": "no question \"nope\""}}))
+                    }
+                    "POST /v1/ask/abandon" => (502, Value::Null),
+                    "POST /v1/call" => (202, json!({"status": "running", "call": "c1"})),
+                    _ => (404, Value::Null),
+                }
+            })
+            .await;
+            let refused = client.question("nope").await.expect_err("refused");
+            assert!(matches!(&refused, ClientError::Refused { status: 400, .. }), "{refused:?}");
+            assert_eq!(refused.to_string(), "no question \"nope\"");
+            let refused = client.abandon(&AbandonRequest { id: "q1".into() }).await.expect_err("refused");
+            assert_eq!(refused.to_string(), "the daemon answered 502");
+            // A call answers 202 only with a question; anything else is no outcome.
+            let call = CallRequest { server: "a".into(), tool: "t".into(), arguments: None };
+            let refused = client.call(&call).await.expect_err("no outcome");
+            assert_eq!(refused.to_string(), "the daemon answered 202");
+        });
+    }
+
+    #[test]
+    fn a_poll_tells_running_from_waiting_from_done() {
+        runtime().block_on(async {
+            let mut client = client_of(None, |asked, _, _| match asked {
+                "GET /v1/ask/poll?call=c1" => (202, json!({"status": "running", "call": "c1"})),
+                "GET /v1/ask/poll?call=c2" => (200, json!({"content": []})),
+                _ => (404, Value::Null),
+            })
+            .await;
+            let running = client.poll(&PollQuery { call: Some("c1".into()), wait_ms: None }).await;
+            assert!(
+                matches!(running, Ok(PollOutcome::Running(Running { ref call, .. })) if call == "c1"),
+                "{running:?}"
+            );
+            let done = client.poll(&PollQuery { call: Some("c2".into()), wait_ms: None }).await;
+            assert!(matches!(done, Ok(PollOutcome::Done(_))), "{done:?}");
+        });
+    }
 
     #[test]
     fn query_values_and_ids_are_percent_encoded_except_unreserved_characters() {
