@@ -69,7 +69,7 @@ pub(crate) async fn client(common: &Common) -> anyhow::Result<V1Client> {
     Ok(V1Client::handshake(stream, common.session.clone()).await?)
 }
 
-/// What `--json` prints: the answer as the daemon gave it.
+/// What `--json` prints: the daemon's answer, pretty-printed.
 pub(crate) fn print_json(body: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(body)?);
     Ok(())
