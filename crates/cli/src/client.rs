@@ -1,5 +1,6 @@
 //! Reaching the daemon from a client process (`mcpx serve`, the CLI commands): over its
-//! unix socket, starting it on demand when none runs.
+//! unix socket, starting it on demand when none runs. What is said over the connection is
+//! `mcpx_server::v1` (the typed `/v1` API) or, for `mcpx serve`, the stdio relay.
 //!
 //! Starting is race-safe: every client that finds no daemon may start one, the daemon lock
 //! lets exactly one of them run, and every client then connects to that one.
@@ -19,7 +20,6 @@ use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use mcpx_server::{socket, state};
-use serde_json::Value;
 use tokio::net::UnixStream;
 
 /// How long a client waits for a daemon it started to come up.
@@ -113,40 +113,6 @@ impl Daemon {
         std::thread::spawn(move || child.wait());
         Ok(())
     }
-}
-
-/// One HTTP request over a fresh socket connection. Returns the status and the JSON body
-/// (`Value::Null` when the body is empty or not JSON).
-pub async fn request(
-    stream: UnixStream,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let (status, bytes) = request_bytes(stream, method, path, headers, body).await?;
-    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
-}
-
-/// One HTTP request over a fresh socket connection; the body as it came.
-pub async fn request_bytes(
-    stream: UnixStream,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Bytes)> {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let mut builder = Request::builder().method(method).uri(path).header("host", "mcpx");
-    for (name, value) in headers {
-        builder = builder.header(*name, value);
-    }
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = builder.header("content-type", "application/json").body(Full::new(Bytes::from(body)))?;
-    let response = sender.send_request(request).await?;
-    let status = response.status();
-    Ok((status, response.into_body().collect().await?.to_bytes()))
 }
 
 /// Turns a socket connection into a raw stdio relay stream (`GET /v1/stdio`).

@@ -1,6 +1,7 @@
-//! The commands people type at a shell: `status`, `stop`, `ls`, `call`, `search`. Each
-//! reaches the daemon's `/v1` API over the unix socket (starting the daemon when the
-//! command needs one), with the caller's identity as `mcpx serve` would carry it.
+//! The commands people type at a shell: `status`, `stop`, `ls`, `call`, `search`, `ask`.
+//! Each reaches the daemon's `/v1` API over the unix socket through `V1Client` (starting
+//! the daemon when the command needs one), with the caller's identity as `mcpx serve`
+//! would carry it.
 //!
 //! Exit codes: 0 ok; 1 failure or a tool result with `isError`; 2 usage; 124 timeout.
 
@@ -8,10 +9,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use serde_json::{Value, json};
+use mcpx_server::v1::{
+    AbandonRequest, AnswerRequest, CallOutcome, CallRequest, Question, ToolEntry, ToolsQuery, V1Client,
+};
+use serde_json::{Map, Value, json};
 
-use crate::client::{self, Daemon};
+use crate::client::Daemon;
 
 pub const EXIT_TIMEOUT: u8 = 124;
 /// The call is waiting for an answer from the caller (`mcpx ask`).
@@ -60,51 +63,16 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
     }
 }
 
-pub(crate) async fn api(
-    common: &Common,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(u16, Value)> {
-    let (status, bytes) = api_bytes(common, method, path, body).await?;
-    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
-}
-
-/// A `/v1` request as this command's caller; the body as it came.
-pub(crate) async fn api_bytes(
-    common: &Common,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(u16, hyper::body::Bytes)> {
+/// A `/v1` client as this command's caller (its session), starting a daemon if none runs.
+pub(crate) async fn client(common: &Common) -> anyhow::Result<V1Client> {
     let stream = Daemon::new()?.connect_or_start(common.config.as_deref()).await?;
-    let mut headers = Vec::new();
-    if let Some(session) = &common.session {
-        headers.push((mcpx_server::api::SESSION_HEADER, session.clone()));
-    }
-    let (status, body) = client::request_bytes(stream, method, path, &headers, body).await?;
-    Ok((status.as_u16(), body))
+    Ok(V1Client::handshake(stream, common.session.clone()).await?)
 }
 
-/// `GET path` as this command's caller: its JSON body, or, with `--json`, `None` once the
-/// body is printed as it came.
-pub(crate) async fn get_unless_printed(common: &Common, path: &str) -> anyhow::Result<Option<Value>> {
-    let (status, body) = api(common, "GET", path, None).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
-    if common.json {
-        println!("{}", serde_json::to_string_pretty(&body)?);
-        return Ok(None);
-    }
-    Ok(Some(body))
-}
-
-pub(crate) fn api_error(status: u16, body: &Value) -> anyhow::Error {
-    match body["error"]["message"].as_str() {
-        Some(message) => anyhow::anyhow!("{message}"),
-        None => anyhow::anyhow!("the daemon answered {status}"),
-    }
+/// What `--json` prints: the daemon's answer, pretty-printed.
+pub(crate) fn print_json(body: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(body)?);
+    Ok(())
 }
 
 pub async fn status(common: Common) -> anyhow::Result<Outcome> {
@@ -117,47 +85,36 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     };
-    let (status, body) = client::request(stream, "GET", "/v1/status", &[], None).await?;
-    if status.as_u16() != 200 {
-        return Err(api_error(status.as_u16(), &body));
-    }
+    let status = V1Client::handshake(stream, None).await?.status().await?;
     if common.json {
-        println!("{}", serde_json::to_string_pretty(&body)?);
+        print_json(&status)?;
         return Ok(Outcome::Ok);
     }
-    println!(
-        "daemon   pid {} · {} · up {}s",
-        body["pid"],
-        body["url"].as_str().unwrap_or("?"),
-        body["uptimeMs"].as_u64().unwrap_or(0) / 1000
-    );
-    println!("socket   {}", body["socket"].as_str().unwrap_or("-"));
-    println!("config   {}", body["config"].as_str().unwrap_or("(none)"));
-    println!("servers  {}", body["servers"].as_array().map_or(0, Vec::len));
-    for s in body["servers"].as_array().into_iter().flatten() {
-        println!("  {:<20} scope {}", s["name"].as_str().unwrap_or("?"), s["scope"].as_str().unwrap_or("?"));
-        if let Some(f) = s.get("failing") {
-            let what = if f["crashLoop"] == true { "CRASHING soon after start" } else { "FAILING to start" };
+    println!("daemon   pid {} · {} · up {}s", status.pid, status.url, status.uptime_ms / 1000);
+    println!("socket   {}", status.socket.as_deref().unwrap_or("-"));
+    println!("config   {}", status.config.as_deref().unwrap_or("(none)"));
+    println!("servers  {}", status.servers.len());
+    for s in &status.servers {
+        println!("  {:<20} scope {}", s.name, s.scope);
+        if let Some(f) = &s.failing {
+            let what = if f.crash_loop { "CRASHING soon after start" } else { "FAILING to start" };
             println!(
                 "  {:<20} {what}: {} times in a row, next try in {}ms; last error: {}",
-                "",
-                f["failures"],
-                f["retryInMs"],
-                f["lastError"].as_str().unwrap_or("?")
+                "", f.failures, f.retry_in_ms, f.last_error
             );
         }
     }
-    let instances = body["instances"].as_array().cloned().unwrap_or_default();
-    println!("instances {}", instances.len());
-    for i in instances {
+    println!("instances {}", status.instances.len());
+    for i in &status.instances {
+        // An instance with no process of its own (an HTTP upstream) shows `pid null`.
+        let pid = i.pid.map_or_else(|| "null".to_owned(), |pid| pid.to_string());
         println!(
-            "  {:<20} {:<40} pid {:<8} age {}s  idle {}s  in use {}",
-            i["server"].as_str().unwrap_or("?"),
-            i["key"].as_str().unwrap_or("?"),
-            i["pid"],
-            i["ageMs"].as_u64().unwrap_or(0) / 1000,
-            i["idleMs"].as_u64().unwrap_or(0) / 1000,
-            i["inUse"]
+            "  {:<20} {:<40} pid {pid} age {}s  idle {}s  in use {}",
+            i.server,
+            i.key,
+            i.age_ms / 1000,
+            i.idle_ms / 1000,
+            i.in_use
         );
     }
     Ok(Outcome::Ok)
@@ -170,11 +127,7 @@ pub async fn stop(common: Common, timeout: Duration) -> anyhow::Result<Outcome> 
         println!("no daemon is running for {}", daemon.dir.display());
         return Ok(Outcome::Ok);
     };
-    let (status, body) = client::request(stream, "POST", "/v1/stop", &[], None).await?;
-    if status.as_u16() != 202 {
-        return Err(api_error(status.as_u16(), &body));
-    }
-    let pid = body["pid"].as_u64().context("the daemon did not say its pid")? as i32;
+    let pid = V1Client::handshake(stream, None).await?.stop().await?.pid as i32;
     let deadline = Instant::now() + timeout;
     // The daemon stops its upstreams before it exits, so its exit means theirs.
     while process_alive(pid) {
@@ -196,30 +149,18 @@ fn process_alive(pid: i32) -> bool {
 }
 
 pub async fn list(common: Common, server: Option<String>, query: &str) -> anyhow::Result<Outcome> {
-    let path = format!("/v1/tools?query={}", percent_encode(query));
-    let (status, body) = api(&common, "GET", &path, None).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
-    let tools: Vec<&Value> = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|t| server.as_deref().is_none_or(|s| t["server"] == s))
-        .collect();
+    let found = client(&common).await?.tools(&ToolsQuery { query: query.to_owned() }).await?;
+    let tools: Vec<&ToolEntry> =
+        found.tools.iter().filter(|t| server.as_deref().is_none_or(|s| t.server == s)).collect();
     if common.json {
-        println!("{}", serde_json::to_string_pretty(&json!({ "tools": tools, "unavailable": body["unavailable"] }))?);
+        print_json(&json!({ "tools": tools, "unavailable": found.unavailable }))?;
     } else {
         for t in &tools {
-            let description = t["description"].as_str().unwrap_or("").lines().next().unwrap_or("");
-            println!("{}.{}  {description}", t["server"].as_str().unwrap_or("?"), t["tool"].as_str().unwrap_or("?"));
+            let description = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
+            println!("{}.{}  {description}", t.server, t.tool);
         }
-        for u in body["unavailable"].as_array().into_iter().flatten() {
-            eprintln!(
-                "mcpx: {} is unavailable: {}",
-                u["server"].as_str().unwrap_or("?"),
-                u["error"].as_str().unwrap_or("?")
-            );
+        for u in found.unavailable.iter().flatten() {
+            eprintln!("mcpx: {} is unavailable: {}", u.server, u.error);
         }
     }
     Ok(Outcome::Ok)
@@ -234,17 +175,17 @@ pub async fn call(
     let Some((server, tool)) = target.split_once('.').filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
         return Ok(Outcome::Usage("name the tool as <server>.<tool>, e.g. time.get_current_time".into()));
     };
-    let arguments: Value = match arguments.map(serde_json::from_str::<Value>) {
-        None => json!({}),
-        Some(Ok(v @ Value::Object(_))) => v,
+    let arguments = match arguments.map(serde_json::from_str::<Value>) {
+        None => Map::new(),
+        Some(Ok(Value::Object(arguments))) => arguments,
         Some(Ok(_)) => {
             return Ok(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into()));
         }
         Some(Err(e)) => return Ok(Outcome::Usage(format!("the arguments are not JSON: {e}"))),
     };
-    let body = json!({ "server": server, "tool": tool, "arguments": arguments });
-    let request = api(&common, "POST", "/v1/call", Some(body));
-    let (status, result) = match timeout {
+    let call = CallRequest { server: server.to_owned(), tool: tool.to_owned(), arguments: Some(arguments) };
+    let request = async { anyhow::Ok(client(&common).await?.call(&call).await?) };
+    let outcome = match timeout {
         Some(limit) => match tokio::time::timeout(limit, request).await {
             Ok(answer) => answer?,
             Err(_) => {
@@ -254,25 +195,25 @@ pub async fn call(
         },
         None => request.await?,
     };
-    print_call_outcome(&common, status, &result)
+    print_call_outcome(&common, outcome)
 }
 
 /// Prints what a call (or an answered question) came to: its result, or the question it
 /// is now waiting on.
-pub(crate) fn print_call_outcome(common: &Common, status: u16, result: &Value) -> anyhow::Result<Outcome> {
-    if status == 202 && result["status"] == "input_required" {
-        if common.json {
-            println!("{}", serde_json::to_string_pretty(result)?);
-        } else {
-            print_question(&result["question"]);
+pub(crate) fn print_call_outcome(common: &Common, outcome: CallOutcome) -> anyhow::Result<Outcome> {
+    let result = match outcome {
+        CallOutcome::Waiting(waiting) => {
+            if common.json {
+                print_json(&waiting)?;
+            } else {
+                print_question(&waiting.question);
+            }
+            return Ok(Outcome::Waiting);
         }
-        return Ok(Outcome::Waiting);
-    }
-    if status != 200 {
-        return Err(api_error(status, result));
-    }
+        CallOutcome::Done(result) => result,
+    };
     if common.json {
-        println!("{}", serde_json::to_string_pretty(result)?);
+        print_json(&result)?;
     } else {
         for block in result["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
@@ -284,29 +225,27 @@ pub(crate) fn print_call_outcome(common: &Common, status: u16, result: &Value) -
     Ok(if result["isError"] == true { Outcome::Failed } else { Outcome::Ok })
 }
 
-fn print_question(question: &Value) {
-    println!(
-        "{}.{} is waiting for an answer (question {}):",
-        question["server"].as_str().unwrap_or("?"),
-        question["tool"].as_str().unwrap_or("?"),
-        question["id"].as_str().unwrap_or("?")
-    );
-    for (key, request) in question["inputRequests"].as_object().into_iter().flatten() {
+fn print_question(question: &Question) {
+    println!("{}.{} is waiting for an answer (question {}):", question.server, question.tool, question.id);
+    for (key, request) in &question.input_requests {
         let params = &request["params"];
         let what = params["message"].as_str().map(str::to_owned).unwrap_or_else(|| params.to_string());
         println!("  {key}: {} — {what}", request["method"].as_str().unwrap_or("?"));
     }
-    println!("answer with: {}", question["answer"].as_str().unwrap_or("mcpx ask answer <id> '<json>'"));
+    println!("answer with: {}", question.answer);
 }
 
 /// `mcpx ask ls`: the questions waiting for this session.
 pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
-    let Some(body) = get_unless_printed(&common, "/v1/ask").await? else { return Ok(Outcome::Ok) };
-    let questions = body["questions"].as_array().cloned().unwrap_or_default();
-    if questions.is_empty() {
+    let waiting = client(&common).await?.questions().await?;
+    if common.json {
+        print_json(&waiting)?;
+        return Ok(Outcome::Ok);
+    }
+    if waiting.questions.is_empty() {
         println!("no question is waiting for this session");
     }
-    for question in &questions {
+    for question in &waiting.questions {
         print_question(question);
     }
     Ok(Outcome::Ok)
@@ -314,8 +253,11 @@ pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
 
 /// `mcpx ask show <id>`: one waiting question.
 pub async fn ask_show(common: Common, id: &str) -> anyhow::Result<Outcome> {
-    if let Some(body) = get_unless_printed(&common, &format!("/v1/ask?id={}", percent_encode(id))).await? {
-        print_question(&body);
+    let question = client(&common).await?.question(id).await?;
+    if common.json {
+        print_json(&question)?;
+    } else {
+        print_question(&question);
     }
     Ok(Outcome::Ok)
 }
@@ -327,51 +269,30 @@ pub async fn ask_answer(common: Common, id: &str, answer: &str) -> anyhow::Resul
         Ok(v) => v,
         Err(e) => return Ok(Outcome::Usage(format!("the answer is not JSON: {e}"))),
     };
-    let (status, shown) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
-    if status != 200 {
-        return Err(api_error(status, &shown));
-    }
-    let keys: Vec<String> = shown["inputRequests"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-    let keyed = answer.as_object().is_some_and(|m| !m.is_empty() && m.keys().all(|k| keys.contains(k)));
-    let responses = match (keyed, keys.as_slice()) {
-        (true, _) => answer,
-        (false, [only]) => json!({ only.clone(): answer }),
-        (false, _) => return Ok(Outcome::Usage(format!("answer each question by key: {}", keys.join(", ")))),
+    let mut client = client(&common).await?;
+    let asked = client.question(id).await?.input_requests;
+    let keys: Vec<&str> = asked.keys().map(String::as_str).collect();
+    let responses = match (answer, keys.as_slice()) {
+        (Value::Object(keyed), _) if !keyed.is_empty() && keyed.keys().all(|k| asked.contains_key(k)) => keyed,
+        (answer, [only]) => Map::from_iter([((*only).to_owned(), answer)]),
+        _ => return Ok(Outcome::Usage(format!("answer each question by key: {}", keys.join(", ")))),
     };
-    let (status, result) =
-        api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
-    print_call_outcome(&common, status, &result)
+    let outcome = client.answer(&AnswerRequest { id: id.to_owned(), responses }).await?;
+    print_call_outcome(&common, outcome)
 }
 
 /// `mcpx ask decline <id>`: declines a form (elicitation) question; abandons any other.
 pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
-    let (status, shown) = api(&common, "GET", &format!("/v1/ask?id={}", percent_encode(id)), None).await?;
-    if status != 200 {
-        return Err(api_error(status, &shown));
+    let mut client = client(&common).await?;
+    let asked = client.question(id).await?.input_requests;
+    if !asked.is_empty() && asked.values().all(|r| r["method"] == "elicitation/create") {
+        let responses = asked.keys().map(|k| (k.clone(), json!({ "action": "decline" }))).collect();
+        let outcome = client.answer(&AnswerRequest { id: id.to_owned(), responses }).await?;
+        return print_call_outcome(&common, outcome);
     }
-    let requests = shown["inputRequests"].as_object().cloned().unwrap_or_default();
-    if !requests.is_empty() && requests.values().all(|r| r["method"] == "elicitation/create") {
-        let responses: serde_json::Map<String, Value> =
-            requests.keys().map(|k| (k.clone(), json!({ "action": "decline" }))).collect();
-        let (status, result) =
-            api(&common, "POST", "/v1/ask/answer", Some(json!({ "id": id, "responses": responses }))).await?;
-        return print_call_outcome(&common, status, &result);
-    }
-    let (status, body) = api(&common, "POST", "/v1/ask/abandon", Some(json!({ "id": id }))).await?;
-    if status != 200 {
-        return Err(api_error(status, &body));
-    }
+    client.abandon(&AbandonRequest { id: id.to_owned() }).await?;
     println!("abandoned question {id}");
     Ok(Outcome::Ok)
-}
-
-pub(crate) fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// `mcpx config check --connect`: starts every server once, in this process (not the

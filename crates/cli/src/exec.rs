@@ -6,11 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use serde_json::{Value, json};
+use mcpx_server::v1::{CallOutcome, ExecRequest};
 
-use crate::commands::{
-    Common, Outcome, api, api_bytes, api_error, get_unless_printed, percent_encode, print_call_outcome,
-};
+use crate::commands::{Common, Outcome, client, print_call_outcome, print_json};
 
 /// `mcpx exec '<script>'` or `mcpx exec -f file.js`; `-` reads the script from stdin.
 pub async fn exec(
@@ -30,34 +28,29 @@ pub async fn exec(
             return Ok(Outcome::Usage("give a script: mcpx exec 'return 1 + 1' or mcpx exec -f script.js".into()));
         }
     };
-    let mut body = json!({ "script": script });
-    if let Some(ms) = timeout_ms {
-        body["timeoutMs"] = ms.into();
-    }
-    let (status, result) = api(&common, "POST", "/v1/exec", Some(body)).await?;
-    if status == 200 && result["structuredContent"]["error"]["limit"] == "timeoutMs" {
+    let outcome = client(&common).await?.exec(&ExecRequest { script, timeout_ms }).await?;
+    if let CallOutcome::Done(result) = &outcome
+        && result["structuredContent"]["error"]["limit"] == "timeoutMs"
+    {
         let message = result["structuredContent"]["error"]["message"].as_str().unwrap_or("the script timed out");
         eprintln!("mcpx: {message}");
         return Ok(Outcome::TimedOut);
     }
-    print_call_outcome(&common, status, &result)
+    print_call_outcome(&common, outcome)
 }
 
 /// `mcpx artifact ls`: this session's artifacts.
 pub async fn list(common: Common) -> anyhow::Result<Outcome> {
-    let Some(body) = get_unless_printed(&common, "/v1/artifacts").await? else { return Ok(Outcome::Ok) };
-    let artifacts = body["artifacts"].as_array().cloned().unwrap_or_default();
-    if artifacts.is_empty() {
+    let kept = client(&common).await?.artifacts().await?;
+    if common.json {
+        print_json(&kept)?;
+        return Ok(Outcome::Ok);
+    }
+    if kept.artifacts.is_empty() {
         println!("this session has no artifacts");
     }
-    for a in artifacts {
-        println!(
-            "{}  {:>9} B  {:<24} {}",
-            a["uri"].as_str().unwrap_or("?"),
-            a["size"],
-            a["mimeType"].as_str().unwrap_or("?"),
-            a["name"].as_str().unwrap_or("?")
-        );
+    for a in &kept.artifacts {
+        println!("{}  {} B  {:<24} {}", a.uri, a.size, a.mime_type, a.name);
     }
     Ok(Outcome::Ok)
 }
@@ -65,10 +58,7 @@ pub async fn list(common: Common) -> anyhow::Result<Outcome> {
 /// `mcpx artifact get <uri|id> [-o file]`: the bytes, to stdout or a file.
 pub async fn get(common: Common, artifact: &str, output: Option<&Path>) -> anyhow::Result<Outcome> {
     let id = id_of(artifact);
-    let (status, bytes) = api_bytes(&common, "GET", &format!("/v1/artifacts/{}", percent_encode(id)), None).await?;
-    if status != 200 {
-        return Err(api_error(status, &serde_json::from_slice(&bytes).unwrap_or(Value::Null)));
-    }
+    let bytes = client(&common).await?.artifact(id).await?;
     match output {
         Some(path) => std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?,
         None => std::io::stdout().write_all(&bytes)?,
@@ -79,10 +69,7 @@ pub async fn get(common: Common, artifact: &str, output: Option<&Path>) -> anyho
 /// `mcpx artifact rm <uri|id>`.
 pub async fn remove(common: Common, artifact: &str) -> anyhow::Result<Outcome> {
     let id = id_of(artifact);
-    let (status, body) = api(&common, "DELETE", &format!("/v1/artifacts/{}", percent_encode(id)), None).await?;
-    if status != 204 {
-        return Err(api_error(status, &body));
-    }
+    client(&common).await?.remove_artifact(id).await?;
     println!("removed {artifact}");
     Ok(Outcome::Ok)
 }

@@ -425,7 +425,8 @@ impl Config {
     }
 }
 
-/// Parses a duration as written in the config: `500ms`, `30s`, `5m`, `2h`.
+/// Parses a duration as written in the config: `500ms`, `30s`, `5m`, `2h`, `1h 30m`, or a
+/// bare number of milliseconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     duration::parse(text)
 }
@@ -447,7 +448,8 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// Durations written as `500ms`, `30s`, `5m`, `2h`, or a bare number of milliseconds.
+/// Durations as people write them (`500ms`, `30s`, `5m`, `2h`, `1h 30m`: whatever
+/// `humantime` reads), or a bare number of milliseconds.
 pub(crate) mod duration {
     use std::time::Duration;
 
@@ -458,21 +460,18 @@ pub(crate) mod duration {
 
     pub fn parse(text: &str) -> Result<Duration, String> {
         let text = text.trim();
-        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like \"30s\" or \"5m\""))?;
-        let per = match unit.trim() {
-            "ms" | "" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            other => return Err(format!("unknown duration unit {other:?} in {text:?} (use ms, s, m or h)")),
+        // A bare number is milliseconds, as in the JSON number form; humantime wants a unit.
+        let parsed = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            text.parse().map(Duration::from_millis).map_err(|e| e.to_string())
+        } else {
+            humantime::parse_duration(text).map_err(|e| e.to_string())
         };
+        let duration = parsed.map_err(|e| format!("{text:?} is not a duration like \"30s\" or \"5m\": {e}"))?;
         // A year is plenty for any timeout; far beyond it, deadlines overflow the clock.
-        match n.checked_mul(per).filter(|ms| *ms <= MAX_MS) {
-            Some(ms) => Ok(Duration::from_millis(ms)),
-            None => Err(format!("{text:?} is too long (at most a year)")),
+        if duration > Duration::from_millis(MAX_MS) {
+            return Err(format!("{text:?} is too long (at most a year)"));
         }
+        Ok(duration)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -560,5 +559,32 @@ mod tests {
         let c = parse(r#"{"pool": {"idleTimeout": "2s"}, "timeouts": {"probe": 250}}"#).unwrap();
         assert_eq!(c.pool.idle_timeout, Duration::from_secs(2));
         assert_eq!(c.timeouts.probe, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn every_duration_form_the_readme_promises_still_reads() {
+        // `500ms`, `30s`, `5m`, `2h`, a number of milliseconds (also as a string), with or
+        // without a space before the unit: what the config has always accepted.
+        for (text, ms) in [
+            ("500ms", 500),
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("500", 500),
+            ("0", 0),
+            ("0ms", 0),
+            ("5 m", 300_000),
+            (" 30s ", 30_000),
+            ("8784h", duration::MAX_MS),
+        ] {
+            assert_eq!(duration::parse(text), Ok(Duration::from_millis(ms)), "{text:?}");
+        }
+        assert_eq!(duration::parse("1h 30m"), Ok(Duration::from_secs(5400)));
+        for refused in ["", "s", "-5s", "5 parsecs", "8785h", "367d", "99999999999999999999", "1.5.5s"] {
+            assert!(duration::parse(refused).is_err(), "{refused:?} was accepted");
+        }
+        let c = parse(r#"{"exec": {"timeout": "1500"}, "artifacts": {"maxAge": "2d"}}"#).unwrap();
+        assert_eq!(c.exec.timeout, Duration::from_millis(1500));
+        assert_eq!(c.artifacts.max_age, Duration::from_secs(2 * 86_400));
     }
 }

@@ -35,21 +35,14 @@ pub fn first_dir(answer: &Value) -> Option<PathBuf> {
     })
 }
 
+/// The path of a `file://` URI, percent-decoded; `None` when it is not UTF-8 or has a `%`
+/// without two hex digits after it (a malformed URI is skipped, not guessed at).
 fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    let escapes_valid = text
+        .match_indices('%')
+        .all(|(at, _)| text.as_bytes().get(at + 1..at + 3).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)));
+    let decoded = escapes_valid.then(|| percent_encoding::percent_decode_str(text).decode_utf8())?;
+    decoded.ok().map(std::borrow::Cow::into_owned)
 }
 
 #[cfg(test)]
@@ -67,5 +60,12 @@ mod tests {
         assert_eq!(first_dir(&json!({"roots": [{"uri": "file://localhost/srv/x"}]})), Some(PathBuf::from("/srv/x")));
         assert_eq!(first_dir(&json!({"roots": []})), None);
         assert_eq!(first_dir(&json!({"roots": [{"uri": "file://relative"}]})), None);
+    }
+
+    #[test]
+    fn a_root_with_a_malformed_escape_or_not_utf8_is_skipped() {
+        let answer = json!({"roots": [{"uri": "file:///a%zz"}, {"uri": "file:///b%"}, {"uri": "file:///c%ff"}]});
+        assert_eq!(first_dir(&answer), None);
+        assert_eq!(first_dir(&json!({"roots": [{"uri": "file:///%C3%A9t%C3%A9"}]})), Some(PathBuf::from("/été")));
     }
 }

@@ -10,10 +10,11 @@
 //! listener could not follow it, and code reading the new value would disagree with it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher};
 
@@ -21,7 +22,8 @@ use crate::config::{Config, ConfigError};
 
 pub struct Settings {
     path: Option<PathBuf>,
-    current: Arc<RwLock<Arc<Config>>>,
+    /// Swapped whole by the watcher; readers never wait for it, nor it for them.
+    current: Arc<ArcSwap<Config>>,
     _watcher: Option<notify::RecommendedWatcher>,
 }
 
@@ -31,7 +33,7 @@ impl Settings {
         let Some(path) = path else {
             return Ok(Settings {
                 path: None,
-                current: Arc::new(RwLock::new(Arc::new(Config::default()))),
+                current: Arc::new(ArcSwap::from_pointee(Config::default())),
                 _watcher: None,
             });
         };
@@ -42,14 +44,16 @@ impl Settings {
             path: path.clone(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
-        let current = Arc::new(RwLock::new(Arc::new(Config::parse(text, &path)?)));
+        let current = Arc::new(ArcSwap::from_pointee(Config::parse(text, &path)?));
         let watcher = watch(&path, current.clone(), bytes);
         Ok(Settings { path: Some(path), current, _watcher: watcher })
     }
 
-    /// The config in force now. Cheap: read it per request for hot settings.
-    pub fn config(&self) -> Arc<Config> {
-        self.current.read().expect("settings lock").clone()
+    /// The config in force now. Cheap (no lock, and no shared counter touched while few
+    /// are held at once): read it per request for hot settings. The handle keeps this
+    /// config alive; keep it for a request, not for good (clone the `Arc` inside for that).
+    pub fn config(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.current.load()
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -106,7 +110,7 @@ const SETTLE: Duration = Duration::from_millis(50);
 /// this often, so a change is never held back for good.
 const MOST_DELAY: Duration = Duration::from_millis(500);
 
-fn watch(path: &Path, current: Arc<RwLock<Arc<Config>>>, loaded: Vec<u8>) -> Option<notify::RecommendedWatcher> {
+fn watch(path: &Path, current: Arc<ArcSwap<Config>>, loaded: Vec<u8>) -> Option<notify::RecommendedWatcher> {
     let dir = path.parent()?.to_owned();
     let file = path.to_owned();
     let name = file.file_name()?.to_owned();
@@ -157,7 +161,7 @@ fn is_change(kind: &EventKind) -> bool {
 
 /// Waits for bursts of changes (until the watcher, and with it the sender, is dropped)
 /// and applies each burst once, if the file's bytes differ from the last ones read.
-fn reload_on_change(file: &Path, current: &RwLock<Arc<Config>>, bursts: &mpsc::Receiver<()>, mut seen: Vec<u8>) {
+fn reload_on_change(file: &Path, current: &ArcSwap<Config>, bursts: &mpsc::Receiver<()>, mut seen: Vec<u8>) {
     while bursts.recv().is_ok() {
         let first = Instant::now();
         loop {
@@ -178,7 +182,7 @@ fn reload_on_change(file: &Path, current: &RwLock<Arc<Config>>, bursts: &mpsc::R
 }
 
 /// Puts the config in `bytes` in force, unless it does not parse or needs a restart.
-fn apply(file: &Path, bytes: &[u8], current: &RwLock<Arc<Config>>) {
+fn apply(file: &Path, bytes: &[u8], current: &ArcSwap<Config>) {
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
@@ -193,13 +197,14 @@ fn apply(file: &Path, bytes: &[u8], current: &RwLock<Arc<Config>>) {
             return;
         }
     };
-    let mut slot = current.write().expect("settings lock");
-    if let Some(why) = needs_restart(&slot, &config) {
+    // This thread is the only writer, so what it compares with is what it replaces.
+    let running = current.load();
+    if let Some(why) = needs_restart(&running, &config) {
         tracing::error!("config not applied, keeping the last good one: {}: {why}", file.display());
         return;
     }
-    if **slot != config {
-        *slot = Arc::new(config);
+    if **running != config {
+        current.store(Arc::new(config));
         tracing::info!(path = %file.display(), "config reloaded");
     }
 }
@@ -246,5 +251,19 @@ mod tests {
         let mut open = running.clone();
         open.http.tokens.clear();
         assert!(needs_restart(&running, &open).is_some_and(|why| why.contains("http.tokens")));
+    }
+
+    #[test]
+    fn a_reload_swaps_the_config_while_a_handle_taken_before_keeps_the_old_one() {
+        let file = Path::new("test.json");
+        let current = ArcSwap::from_pointee(config(r#"{"pool": {"idleTimeout": "1s"}}"#));
+        let before = current.load();
+        apply(file, br#"{"pool": {"idleTimeout": "2s"}}"#, &current);
+        assert_eq!(current.load().pool.idle_timeout, Duration::from_secs(2));
+        assert_eq!(before.pool.idle_timeout, Duration::from_secs(1));
+        // Refused: not JSON, or moving the listener. The last good config stays in force.
+        apply(file, b"{", &current);
+        apply(file, br#"{"http": {"port": 1}, "pool": {"idleTimeout": "3s"}}"#, &current);
+        assert_eq!(current.load().pool.idle_timeout, Duration::from_secs(2));
     }
 }

@@ -30,6 +30,7 @@ use crate::admission::Admitted;
 use crate::http::Front;
 use crate::socket::{self, Peer};
 use crate::stdio;
+use crate::v1;
 
 pub const SESSION_HEADER: &str = "x-mcpx-session";
 pub const PID_HEADER: &str = "x-mcpx-pid";
@@ -104,84 +105,83 @@ impl FromRequestParts<Arc<Front>> for Caller {
     }
 }
 
-async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Response {
+async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::Status> {
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
-    let servers: Vec<Value> = config
+    let servers: Vec<v1::ServerStatus> = config
         .mcp_servers
         .iter()
-        .map(|(name, s)| {
-            let mut server = json!({ "name": name, "scope": s.scope.as_str() });
+        .map(|(name, s)| v1::ServerStatus {
+            name: name.clone(),
+            scope: s.scope.as_str().to_owned(),
             // A server that keeps failing to start, or crashing soon after it started: how
             // often, why, and when mcpx starts it again.
-            if let Some(f) = failing.iter().find(|f| &f.server == name) {
-                server["failing"] = json!({
-                    "failures": f.failures, "lastError": f.last_error, "retryInMs": f.retry_in().as_millis() as u64,
-                    "crashLoop": f.after_start,
-                });
-            }
-            server
+            failing: failing.iter().find(|f| &f.server == name).map(|f| v1::Failing {
+                failures: f.failures,
+                last_error: f.last_error.clone(),
+                retry_in_ms: f.retry_in().as_millis() as u64,
+                crash_loop: f.after_start,
+            }),
         })
         .collect();
-    let instances: Vec<Value> = front
+    let instances: Vec<v1::InstanceStatus> = front
         .gateway
         .instances()
         .into_iter()
         // A token holder sees the shared instances and its own, not other holders' sessions.
         .filter(|i| i.key.owner.is_visible_to(&caller.principal))
-        .map(|i| {
-            json!({
-                "server": i.key.server, "key": i.key.owner.to_string(), "pid": i.pid,
-                "ageMs": i.age.as_millis() as u64, "idleMs": i.idle.as_millis() as u64, "inUse": i.in_use,
-            })
+        .map(|i| v1::InstanceStatus {
+            server: i.key.server.clone(),
+            key: i.key.owner.to_string(),
+            pid: i.pid,
+            age_ms: i.age.as_millis() as u64,
+            idle_ms: i.idle.as_millis() as u64,
+            in_use: i.in_use,
         })
         .collect();
     let started = front.daemon.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    Json(json!({
-        "pid": std::process::id(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "url": front.daemon.url,
-        "socket": front.daemon.socket.as_ref().map(|p| p.display().to_string()),
-        "config": front.gateway.settings().path().map(|p| p.display().to_string()),
-        "startedAt": started,
-        "uptimeMs": front.daemon.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
-        "servers": servers,
-        "instances": instances,
-    }))
-    .into_response()
+    Json(v1::Status {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        url: front.daemon.url.clone(),
+        socket: front.daemon.socket.as_ref().map(|p| p.display().to_string()),
+        config: front.gateway.settings().path().map(|p| p.display().to_string()),
+        started_at: started,
+        uptime_ms: front.daemon.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
+        servers,
+        instances,
+    })
 }
 
-#[derive(serde::Deserialize)]
-struct ToolsQuery {
-    #[serde(default)]
-    query: String,
-}
-
-async fn tools(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<ToolsQuery>) -> Response {
+async fn tools(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::ToolsQuery>) -> Response {
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
-    match call_tool(&front.gateway, &caller, params).await {
-        Ok(result) => Json(result.get("structuredContent").cloned().unwrap_or(result)).into_response(),
+    let found = call_tool(&front.gateway, &caller, params).await.and_then(|result| {
+        let found = result.get("structuredContent").cloned().unwrap_or(result);
+        serde_json::from_value::<v1::ToolList>(found).map_err(|e| {
+            RpcError::internal(format!("{}: a listing /v1/tools cannot carry: {e}", mcpx_gateway::tools::SEARCH))
+        })
+    });
+    match found {
+        Ok(found) => Json(found).into_response(),
         Err(e) => error(&e),
     }
 }
 
-async fn call(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
-    let arguments: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
-        Err(e) => return error(&RpcError::parse_error(e)),
-    };
-    continue_call(&front, &caller, arguments, None).await
+async fn call(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(call): v1::Body<v1::CallRequest>,
+) -> Response {
+    continue_call(&front, &caller, json!(call), None).await
 }
 
 /// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
-async fn exec(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
-    let arguments: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return error(&RpcError::invalid_params("the body must be a JSON object: {script, timeoutMs?}")),
-        Err(e) => return error(&RpcError::parse_error(e)),
-    };
-    let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": arguments });
+async fn exec(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(script): v1::Body<v1::ExecRequest>,
+) -> Response {
+    let params = json!({ "name": mcpx_gateway::exec::EXEC, "arguments": script });
     match call_tool(&front.gateway, &caller, params).await {
         Ok(mut result) => {
             plain(&mut result);
@@ -192,10 +192,9 @@ async fn exec(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axu
 }
 
 /// The artifacts of the caller's session.
-async fn artifact_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Response {
-    let listed: Vec<Value> =
-        front.gateway.artifacts_of(&caller).await.iter().map(mcpx_gateway::Artifact::listing).collect();
-    Json(json!({ "artifacts": listed })).into_response()
+async fn artifact_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::ArtifactList> {
+    let listed = front.gateway.artifacts_of(&caller).await.iter().map(v1::ArtifactEntry::from).collect();
+    Json(v1::ArtifactList { artifacts: listed })
 }
 
 /// One of the session's artifacts, as its bytes with its media type.
@@ -228,7 +227,7 @@ async fn artifact_remove(
 
 fn no_artifact(id: &str) -> Response {
     let e = RpcError::invalid_params(format!("this session has no artifact {id:?}")).with_data(json!({ "id": id }));
-    (StatusCode::NOT_FOUND, Json(json!({ "error": e.to_value() }))).into_response()
+    (StatusCode::NOT_FOUND, Json(v1::ErrorBody::from(&e))).into_response()
 }
 
 /// Runs an `mcpx_call` for a `/v1` caller: its result (200), or the questions it raised,
@@ -254,9 +253,7 @@ async fn run_call(
             let config = front.gateway.settings().config();
             let lifetime = config.timeouts.input_required;
             match front.pending.store(caller, &call, &result, lifetime, config.limits.pending_questions) {
-                Ok(question) => {
-                    (StatusCode::ACCEPTED, json!({ "status": "input_required", "question": question.view() }))
-                }
+                Ok(question) => (StatusCode::ACCEPTED, json!(v1::Waiting::on(question.view()))),
                 Err(e) => error_parts(&e),
             }
         }
@@ -270,11 +267,12 @@ async fn run_call(
 
 /// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
 /// for its outcome rather than holding a request open.
-async fn ask_begin(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
-    let call: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) if v.get("server").is_some() && v.get("tool").is_some() => v,
-        _ => return error(&RpcError::invalid_params("the body must be a JSON object: {server, tool, arguments}")),
-    };
+async fn ask_begin(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(call): v1::Body<v1::CallRequest>,
+) -> Response {
+    let call = json!(call);
     let config = front.gateway.settings().config();
     let (id, outcome) =
         match front.pending.begin(&caller, config.timeouts.input_required, config.limits.pending_questions) {
@@ -286,20 +284,13 @@ async fn ask_begin(State(front): State<Arc<Front>>, Caller(caller): Caller, body
         let (status, body) = run_call(&runner, &caller, call, None).await;
         let _ = outcome.send(Some((status.as_u16(), body)));
     });
-    (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id, "poll": format!("/v1/ask/poll?call={id}") })))
-        .into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct PollQuery {
-    call: Option<String>,
-    #[serde(rename = "waitMs")]
-    wait_ms: Option<u64>,
+    let poll = format!("/v1/ask/poll?call={id}");
+    (StatusCode::ACCEPTED, Json(v1::Running::call(id, Some(poll)))).into_response()
 }
 
 /// Waits (long-poll, `waitMs`, at most a minute) for a begun call's outcome: its result
 /// (200), a question (202, `input_required`), or still running (202, `running`).
-async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<PollQuery>) -> Response {
+async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::PollQuery>) -> Response {
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
@@ -314,49 +305,43 @@ async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query
             front.pending.finish(&id);
             (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response()
         }
-        _ => (StatusCode::ACCEPTED, Json(json!({ "status": "running", "call": id }))).into_response(),
+        _ => (StatusCode::ACCEPTED, Json(v1::Running::call(id, None))).into_response(),
     }
 }
 
-#[derive(serde::Deserialize)]
-struct AskQuery {
-    id: Option<String>,
-}
-
 /// The questions waiting for this caller (`?id=` for one).
-async fn ask_list(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<AskQuery>) -> Response {
+async fn ask_list(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::AskQuery>) -> Response {
     let mine = front.pending.of(&caller);
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
             Some(question) => Json(question.view()).into_response(),
             None => error(&no_such_question(&id)),
         },
-        None => Json(json!({ "questions": mine.iter().map(|q| q.view()).collect::<Vec<_>>() })).into_response(),
+        None => Json(v1::QuestionList { questions: mine.iter().map(|q| q.view()).collect() }).into_response(),
     }
 }
 
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
-async fn ask_answer(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (Some(id), Some(responses)) = (request["id"].as_str(), request.get("responses").filter(|r| r.is_object()))
-    else {
-        return error(&RpcError::invalid_params("the body must be {\"id\": …, \"responses\": {key: answer}}"));
+async fn ask_answer(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(answer): v1::Body<v1::AnswerRequest>,
+) -> Response {
+    let Some(question) = front.pending.take(&answer.id, &caller) else {
+        return error(&no_such_question(&answer.id));
     };
-    let Some(question) = front.pending.take(id, &caller) else {
-        return error(&no_such_question(id));
-    };
-    continue_call(&front, &caller, question.call, Some((responses.clone(), question.request_state))).await
+    continue_call(&front, &caller, question.call, Some((answer.responses.into(), question.request_state))).await
 }
 
 /// Gives up on a waiting question; the held upstream call is cancelled when it expires.
-async fn ask_abandon(State(front): State<Arc<Front>>, Caller(caller): Caller, body: axum::body::Bytes) -> Response {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let Some(id) = request["id"].as_str() else {
-        return error(&RpcError::invalid_params("the body must be {\"id\": …}"));
-    };
-    match front.pending.take(id, &caller) {
-        Some(_) => Json(json!({ "abandoned": id })).into_response(),
-        None => error(&no_such_question(id)),
+async fn ask_abandon(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(abandon): v1::Body<v1::AbandonRequest>,
+) -> Response {
+    match front.pending.take(&abandon.id, &caller) {
+        Some(_) => Json(v1::Abandoned { abandoned: abandon.id }).into_response(),
+        None => error(&no_such_question(&abandon.id)),
     }
 }
 
@@ -366,9 +351,9 @@ fn no_such_question(id: &str) -> RpcError {
     ))
 }
 
-async fn stop(State(front): State<Arc<Front>>, _: Caller) -> Response {
+async fn stop(State(front): State<Arc<Front>>, _: Caller) -> (StatusCode, Json<v1::Stopping>) {
     front.daemon.stop.notify_one();
-    (StatusCode::ACCEPTED, Json(json!({ "stopping": true, "pid": std::process::id() }))).into_response()
+    (StatusCode::ACCEPTED, Json(v1::Stopping { stopping: true, pid: std::process::id() }))
 }
 
 /// `mcpx serve` turns this connection into its stdio relay. Only over the unix socket, and
@@ -448,5 +433,5 @@ fn error_parts(e: &RpcError) -> (StatusCode, Value) {
         code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ => StatusCode::BAD_GATEWAY,
     };
-    (status, json!({ "error": e.to_value() }))
+    (status, json!(v1::ErrorBody::from(e)))
 }

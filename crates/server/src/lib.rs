@@ -23,6 +23,7 @@ mod session;
 pub mod socket;
 pub mod state;
 pub mod stdio;
+pub mod v1;
 
 pub use api::Daemon;
 pub use http::{Front, router};

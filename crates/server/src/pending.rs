@@ -139,15 +139,15 @@ impl Pending {
 
 impl Question {
     /// How the question looks to the caller, with the command that answers it.
-    pub fn view(&self) -> Value {
+    pub fn view(&self) -> crate::v1::Question {
         let session = self.label.as_deref().map(|s| format!(" --session {s}")).unwrap_or_default();
-        json!({
-            "id": self.id,
-            "server": self.call["server"],
-            "tool": self.call["tool"],
-            "inputRequests": self.input_requests,
-            "expiresInMs": self.expires.saturating_duration_since(Instant::now()).as_millis() as u64,
-            "answer": format!("mcpx ask answer{session} {} '<json answers by key>'", self.id),
-        })
+        crate::v1::Question {
+            id: self.id.clone(),
+            server: self.call["server"].as_str().unwrap_or_default().to_owned(),
+            tool: self.call["tool"].as_str().unwrap_or_default().to_owned(),
+            input_requests: self.input_requests.as_object().cloned().unwrap_or_default(),
+            expires_in_ms: Some(self.expires.saturating_duration_since(Instant::now()).as_millis() as u64),
+            answer: format!("mcpx ask answer{session} {} '<json answers by key>'", self.id),
+        }
     }
 }

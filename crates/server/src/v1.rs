@@ -1,0 +1,332 @@
+//! The `/v1` API as types: each route's request and response bodies, written once and
+//! used by both ends, the daemon's handlers (`api`) and the CLI (through [`V1Client`]).
+//!
+//! Field names are the wire's, exactly as `docs/api/openapi.json` documents them; a test
+//! here checks an example of every type against that document, so renaming a field on
+//! either side fails it. What an upstream owns (a tool's result, its input schema, the
+//! questions it asks and the answers to them) stays `serde_json::Value`, passed through
+//! untouched, as everywhere in mcpx.
+
+mod client;
+
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mcpx_protocol::RpcError;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use client::{ClientError, V1Client};
+
+/// `GET /v1/status`: the daemon, its servers and their live instances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub pid: u32,
+    pub version: String,
+    pub url: String,
+    pub socket: Option<String>,
+    pub config: Option<String>,
+    /// Unix seconds.
+    pub started_at: u64,
+    pub uptime_ms: u64,
+    pub servers: Vec<ServerStatus>,
+    pub instances: Vec<InstanceStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub name: String,
+    pub scope: String,
+    /// Present while the server keeps failing to start, or crashing soon after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<Failing>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failing {
+    pub failures: u32,
+    pub last_error: String,
+    pub retry_in_ms: u64,
+    /// The failures are exits soon after starting, not failed starts.
+    pub crash_loop: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    pub server: String,
+    pub key: String,
+    pub pid: Option<u32>,
+    pub age_ms: u64,
+    pub idle_ms: u64,
+    pub in_use: usize,
+}
+
+/// `GET /v1/tools?query=`: words to look for; empty lists every tool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolsQuery {
+    #[serde(default)]
+    pub query: String,
+}
+
+/// The answer to `GET /v1/tools`: what `mcpx_search` finds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolList {
+    #[serde(default)]
+    pub query: String,
+    pub tools: Vec<ToolEntry>,
+    /// Servers whose tools could not be listed; absent when every one could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<Vec<Unavailable>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEntry {
+    pub server: String,
+    pub tool: String,
+    /// How a script calls the tool: `tools.<server>.<tool>(args)`, or `call(…)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub js: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unavailable {
+    pub server: String,
+    pub error: String,
+}
+
+/// `POST /v1/call`, and `POST /v1/ask/begin`: a tool of an upstream server and its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallRequest {
+    pub server: String,
+    pub tool: String,
+    /// The tool's own arguments; absent or null is `{}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// `POST /v1/exec`: an `mcpx_exec` script.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecRequest {
+    /// The body of an async function.
+    pub script: String,
+    /// Lowers `exec.timeout` for this script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What a call (`/v1/call`, `/v1/exec`, `/v1/ask/answer`) came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallOutcome {
+    /// 200: the tool's result as the upstream gave it (`content`, `structuredContent`,
+    /// `isError`), `isError: true` included.
+    Done(Value),
+    /// 202: an upstream asked a question; the call waits for this session's answer.
+    Waiting(Waiting),
+}
+
+/// A call in progress, as its `status` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Running,
+    InputRequired,
+}
+
+/// 202 from a call: the question it waits on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// Always `input_required`.
+    pub status: CallStatus,
+    pub question: Question,
+}
+
+impl Waiting {
+    pub fn on(question: Question) -> Waiting {
+        Waiting { status: CallStatus::InputRequired, question }
+    }
+}
+
+/// A question an upstream asked during a call, waiting for the caller's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    pub id: String,
+    pub server: String,
+    pub tool: String,
+    /// The upstream's questions by key: `{method, params}`.
+    pub input_requests: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_ms: Option<u64>,
+    /// The CLI command that answers it.
+    pub answer: String,
+}
+
+/// `GET /v1/ask?id=`: one question (with `id`), else all of this session's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AskQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// `GET /v1/ask` without `id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuestionList {
+    pub questions: Vec<Question>,
+}
+
+/// `POST /v1/ask/answer`: answers by question key (an `ElicitResult`, a
+/// `CreateMessageResult` or a `ListRootsResult`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRequest {
+    pub id: String,
+    pub responses: Map<String, Value>,
+}
+
+/// `POST /v1/ask/abandon`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AbandonRequest {
+    pub id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Abandoned {
+    pub abandoned: String,
+}
+
+/// 202 from `POST /v1/ask/begin` (with `poll`), or from a poll while the call still runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Running {
+    /// Always `running`.
+    pub status: CallStatus,
+    pub call: String,
+    /// Where to poll for the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<String>,
+}
+
+impl Running {
+    pub fn call(call: String, poll: Option<String>) -> Running {
+        Running { status: CallStatus::Running, call, poll }
+    }
+}
+
+/// `GET /v1/ask/poll?call=&waitMs=`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PollQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// How long to wait (default 25 s, at most a minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// What a poll found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PollOutcome {
+    Done(Value),
+    Waiting(Waiting),
+    Running(Running),
+}
+
+/// `GET /v1/artifacts`: the session's artifacts, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactList {
+    pub artifacts: Vec<ArtifactEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactEntry {
+    pub uri: String,
+    pub name: String,
+    pub mime_type: String,
+    pub size: u64,
+}
+
+impl From<&mcpx_gateway::Artifact> for ArtifactEntry {
+    fn from(a: &mcpx_gateway::Artifact) -> ArtifactEntry {
+        ArtifactEntry { uri: a.uri(), name: a.name.clone(), mime_type: a.mime_type.clone(), size: a.size }
+    }
+}
+
+/// 202 from `POST /v1/stop`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stopping {
+    pub stopping: bool,
+    pub pid: u32,
+}
+
+/// The body of every `/v1` error: a JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl From<&RpcError> for ErrorBody {
+    fn from(e: &RpcError) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code: e.code, message: e.message.clone(), data: e.data.clone() } }
+    }
+}
+
+/// A request body the daemon reads, and how to describe its shape when one does not fit.
+pub trait RequestBody: DeserializeOwned {
+    const SHAPE: &'static str;
+}
+
+impl RequestBody for CallRequest {
+    const SHAPE: &'static str = "a JSON object: {server, tool, arguments}";
+}
+impl RequestBody for ExecRequest {
+    const SHAPE: &'static str = "a JSON object: {script, timeoutMs?}";
+}
+impl RequestBody for AnswerRequest {
+    const SHAPE: &'static str = "{\"id\": …, \"responses\": {key: answer}}";
+}
+impl RequestBody for AbandonRequest {
+    const SHAPE: &'static str = "{\"id\": …}";
+}
+
+/// A `/v1` request body as the handler takes it. Not JSON: a parse error; JSON of another
+/// shape: invalid params naming the shape. Both are 400, in the `/v1` error body.
+pub struct Body<T>(pub T);
+
+impl<T: RequestBody, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Body<T>, Response> {
+        let bytes = axum::body::Bytes::from_request(request, state).await.map_err(IntoResponse::into_response)?;
+        serde_json::from_slice(&bytes).map(Body).map_err(|e| {
+            let error = match e.classify() {
+                serde_json::error::Category::Data => {
+                    RpcError::invalid_params(format!("the body must be {}: {e}", T::SHAPE))
+                }
+                _ => RpcError::parse_error(e),
+            };
+            (StatusCode::BAD_REQUEST, axum::Json(ErrorBody::from(&error))).into_response()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
