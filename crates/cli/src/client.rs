@@ -50,8 +50,7 @@ impl Daemon {
         }
         let Ok(stream) = UnixStream::connect(self.socket()).await else { return Ok(None) };
         let peer = stream.peer_cred().context("reading who listens on the daemon socket")?;
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
+        let uid = rustix::process::geteuid().as_raw();
         if peer.uid() != uid {
             bail!(
                 "{} is served by a process of uid {}, not of this user ({uid}); refusing to send it anything",
@@ -104,7 +103,7 @@ impl Daemon {
         // process group, so a Ctrl-C aimed at this client does not stop the shared daemon.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::setsid();
+                let _ = rustix::process::setsid();
                 Ok(())
             });
         }
