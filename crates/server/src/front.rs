@@ -93,3 +93,30 @@ impl Life {
         tokio::time::timeout(grace, self.streams.wait()).await.is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_open_stream_keeps_the_daemon_from_idling_until_the_daemon_ends_it() {
+        let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
+        assert!(life.idle_for().is_some(), "nothing open: the daemon idles");
+        let (started, running) = tokio::sync::oneshot::channel();
+        life.hold_stream(|end| async move {
+            let _ = started.send(());
+            end.cancelled().await;
+        });
+        running.await.unwrap();
+        assert_eq!(life.idle_for(), None, "a relayed stream is use");
+        assert!(life.end_streams(Duration::from_secs(5)).await, "the stream ends when told to");
+        assert!(life.idle_for().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_does_not_end_is_not_waited_for_past_the_grace() {
+        let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
+        life.hold_stream(|_| std::future::pending());
+        assert!(!life.end_streams(Duration::from_millis(10)).await);
+    }
+}

@@ -293,3 +293,42 @@ pub fn accepted() -> Response {
 pub fn status(status: StatusCode, text: &'static str) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpx_protocol::message::{error_response, result_response};
+    use serde_json::json;
+
+    #[test]
+    fn a_refused_2026_request_is_404_for_an_unknown_method_and_400_otherwise() {
+        assert_eq!(refusal_status(&RpcError::method_not_found("resources/subscribe")), StatusCode::NOT_FOUND);
+        for e in [
+            RpcError::invalid_params("params._meta is required"),
+            RpcError::header_mismatch("the Mcp-Method header is required"),
+            RpcError::unsupported_version("1999-01-01", &["2026-07-28"]),
+            RpcError::invalid_request("a 2026-07-28 client never sends responses"),
+        ] {
+            assert_eq!(refusal_status(&e), StatusCode::BAD_REQUEST, "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn an_answer_is_200_unless_its_error_is_one_2026_ties_to_400() {
+        let id = json!(1);
+        assert_eq!(status_for(&result_response(&id, json!({}))), StatusCode::OK);
+        let bad_arguments = error_response(Some(&id), &RpcError::invalid_params("no such tool"));
+        assert_eq!(status_for(&bad_arguments), StatusCode::OK, "a tool's bad arguments are an answer");
+        let mismatch = error_response(Some(&id), &RpcError::header_mismatch("Mcp-Param-x does not match"));
+        assert_eq!(status_for(&mismatch), StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn an_event_is_a_message_with_the_frame_as_its_data() {
+        let response = frame(StatusCode::OK, Format::EventStream, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(response.headers()["x-accel-buffering"], "no");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        assert_eq!(body, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
+    }
+}
