@@ -37,9 +37,10 @@ fn no_module_of_a_crate_imports_one_that_imports_it_back() {
 }
 
 /// Each top-level module of the crate → the top-level modules its non-test code names
-/// through `crate::`. The crate root (`lib.rs`) only declares modules and is left out.
+/// through `crate::`. The crate root (`lib.rs`, or `main.rs` for the binary) declares the
+/// modules and is left out.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let root = fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    let root = fs::read_to_string(src.join("lib.rs")).or_else(|_| fs::read_to_string(src.join("main.rs"))).unwrap();
     let modules: BTreeSet<String> = root
         .lines()
         .filter_map(|l| l.trim().trim_start_matches("pub ").trim_start_matches("pub(crate) ").strip_prefix("mod "))

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use futures::StreamExt;
-use mcpx_gateway::{Gateway, Principal, Session, Settings, Transport};
+use mcpx_gateway::{Gateway, Settings};
 use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{self, error_response};
 use mcpx_protocol::{Message, RequestId, RpcError};
@@ -63,15 +63,11 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir()?;
     let settings = Settings::load(mcpx_gateway::settings::find_config(args.config, &cwd))?;
     let gateway = Gateway::new(settings);
-    let pid = std::process::id();
-    let transport = Transport {
-        session: Some(args.session.map_or(Session::Process(pid), Session::Named)),
-        cwd: Some(cwd),
-        pid: Some(pid),
-        principal: Principal::Local,
-        stdio: true,
-    };
-    mcpx_server::stdio::serve_lines(gateway.clone(), transport, crate::stdio::stdin(), crate::stdio::stdout()).await;
+    let transport = mcpx_server::stdio::transport(args.session.as_deref(), std::process::id(), Some(cwd));
+    let (stdin, stdout) = (crate::stdio::stdin(), crate::stdio::stdout());
+    // Nothing else ends this stream: it serves until stdin closes.
+    let end = tokio_util::sync::CancellationToken::new();
+    mcpx_server::stdio::serve_lines(gateway.clone(), transport, stdin, stdout, end).await;
     gateway.shutdown().await;
     Ok(())
 }

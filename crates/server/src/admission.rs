@@ -1,6 +1,6 @@
 //! Admission: the one step every request passes before any handler runs, whatever its
 //! path or method, so a route added later is covered without anyone remembering to.
-//! `http::router` wraps the whole router in it (the fallback included).
+//! `daemon::router` wraps the whole router in it (the fallback included).
 //!
 //! In order, each refusal answered at once:
 //!
@@ -15,7 +15,8 @@
 //!    no foreign `Origin` for "same-origin" requests; this applies however mcpx listens,
 //!    since any port a browser can reach can be rebound. Over the unix socket no browser
 //!    can connect, and clients name no real host there.
-//! 3. **Authentication** (TCP, when `http.tokens` is set): a valid bearer token (401).
+//! 3. **Authentication** (TCP, when `http.tokens` is set): a valid bearer token (401),
+//!    [`admit_peer`].
 //! 4. **Content type** (`/v1`): every method but `GET`, `HEAD` and `OPTIONS` needs
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
@@ -32,15 +33,16 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use mcpx_gateway::Transport;
 use mcpx_gateway::config::HttpConfig;
+use mcpx_gateway::{Gateway, Principal, Transport};
 use mcpx_protocol::RpcError;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
-use crate::http::{Front, admit_peer};
+use crate::front::Front;
 use crate::listener::LocalAddr;
 use crate::reply::{self, Format};
-use crate::socket::Peer;
+use crate::socket::{self, Peer};
 
 /// What admission learnt about the caller, for the handlers: its transport before the
 /// request is read.
@@ -73,6 +75,54 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
     }
     request.extensions_mut().insert(Admitted(transport));
     next.run(request).await
+}
+
+/// What the transport says about a caller before the request is read: over the unix
+/// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are
+/// configured, the name of the token presented (none → 401).
+fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Box<Response>> {
+    match peer {
+        Peer::Local { pid, .. } => {
+            Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() })
+        }
+        Peer::Tcp(_) => {
+            let tokens = gateway.settings().config().http.tokens.clone();
+            if tokens.is_empty() {
+                return Ok(Transport::default());
+            }
+            // The scheme is case-insensitive (RFC 6750 §2.1, RFC 9110 §11.1).
+            let presented = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim_start().split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim());
+            // Every configured token is compared, so the time taken says nothing about which
+            // one (if any) matched.
+            let matched = presented.and_then(|p| {
+                tokens.iter().fold(None, |found, (name, t)| {
+                    let equal = secrets_equal(t.as_bytes(), p.as_bytes());
+                    found.or(equal.then_some(name))
+                })
+            });
+            match matched {
+                Some(name) => Ok(Transport { principal: Principal::Token(name.clone()), ..Transport::default() }),
+                None => {
+                    let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+                    Err(Box::new(response))
+                }
+            }
+        }
+    }
+}
+
+/// Compares secrets without leaking, through timing, how much of a guess was right or
+/// how long the secret is: both sides are hashed first, and the digests (always 32
+/// bytes) are compared whole, without stopping at the first difference.
+fn secrets_equal(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Steps 1 and 2: what a browser could send on behalf of a foreign page. `tcp` holds the
@@ -222,6 +272,14 @@ mod tests {
             (header::HeaderName::from_static("sec-fetch-site"), "same-site"),
         ]);
         assert!(check_browser(&h, Some(None), &http).is_ok(), "another loopback port is the same site");
+    }
+
+    #[test]
+    fn only_the_whole_secret_is_equal() {
+        assert!(secrets_equal(b"s3cret-token", b"s3cret-token"));
+        for guess in [&b""[..], b"s3cret", b"s3cret-token ", b"s3cret-tokeN", b"s3cret-token-and-more"] {
+            assert!(!secrets_equal(b"s3cret-token", guess), "{}", String::from_utf8_lossy(guess));
+        }
     }
 
     #[test]

@@ -1,73 +1,35 @@
 //! The `/v1` API, for the CLI and scripts: status, tool listing, tool calls, scripts
-//! (`/v1/exec`) and their artifacts, stop, and
-//! `GET /v1/stdio`, the upgrade `mcpx serve` uses to relay its stdio over the unix socket.
+//! (`/v1/exec`) and their artifacts, stop, and `GET /v1/stdio`, the upgrade `mcpx serve`
+//! uses to relay its stdio over the unix socket (served by `stdio::upgrade`).
 //! Documented in `docs/api/openapi.json`.
 //!
 //! A `/v1` caller names its session with `X-Mcpx-Session` (a label, like the `_meta` key);
 //! over the socket the daemon adds the peer's pid and cwd, over TCP they are unknown.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{ConnectInfo, FromRequestParts, Query, Request, State};
+use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::TokioIo;
-use mcpx_gateway::{CallContext, Gateway, Identity, Session, Transport};
+use mcpx_gateway::{CallContext, Gateway, Identity};
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::{Revision, RpcError, code};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 use crate::admission::Admitted;
-use crate::http::Front;
-use crate::socket::{self, Peer};
+use crate::caller;
+use crate::front::Front;
 use crate::stdio;
 use crate::v1;
 
-pub const SESSION_HEADER: &str = "x-mcpx-session";
-pub const PID_HEADER: &str = "x-mcpx-pid";
-/// The `Upgrade` protocol name of a relayed stdio stream.
-pub const STDIO_PROTOCOL: &str = "mcpx-stdio";
-
-/// What the daemon knows about itself, and how to ask it to stop.
-pub struct Daemon {
-    pub url: String,
-    pub socket: Option<PathBuf>,
-    pub started: SystemTime,
-    pub stop: Arc<Notify>,
-    last_activity: Mutex<Instant>,
-    streams: AtomicUsize,
-}
-
-impl Daemon {
-    pub fn new(url: String, socket: Option<PathBuf>) -> Daemon {
-        Daemon {
-            url,
-            socket,
-            started: SystemTime::now(),
-            stop: Arc::new(Notify::new()),
-            last_activity: Mutex::new(Instant::now()),
-            streams: AtomicUsize::new(0),
-        }
-    }
-
-    pub fn touch(&self) {
-        *self.last_activity.lock().expect("activity lock") = Instant::now();
-    }
-
-    /// How long nobody has used the daemon; `None` while a relayed stdio stream is open.
-    pub fn idle_for(&self) -> Option<Duration> {
-        (self.streams.load(Ordering::Acquire) == 0).then(|| self.last_activity.lock().expect("activity lock").elapsed())
-    }
-}
+pub use crate::caller::SESSION_HEADER;
+pub use crate::stdio::{PID_HEADER, STDIO_PROTOCOL};
 
 pub fn routes() -> Router<Arc<Front>> {
     Router::new()
@@ -83,7 +45,7 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/ask/abandon", post(ask_abandon))
         .route("/v1/ask/begin", post(ask_begin))
         .route("/v1/ask/poll", get(ask_poll))
-        .route("/v1/stdio", get(stdio_upgrade))
+        .route("/v1/stdio", get(stdio::upgrade))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -97,10 +59,9 @@ impl FromRequestParts<Arc<Front>> for Caller {
         let Some(Admitted(mut transport)) = parts.extensions.get::<Admitted>().cloned() else {
             return Err((StatusCode::INTERNAL_SERVER_ERROR, "the request was not admitted\n").into_response());
         };
-        front.daemon.touch();
-        let named = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
-        transport.session =
-            named.map(|label| Session::Named(label.to_owned())).or_else(|| transport.pid.map(Session::Process));
+        front.life.touch();
+        let label = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+        transport.session = caller::session(label, transport.pid);
         Ok(Caller(front.gateway.identity(&Value::Null, &transport)))
     }
 }
@@ -139,15 +100,15 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
             in_use: i.in_use,
         })
         .collect();
-    let started = front.daemon.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let started = front.life.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     Json(v1::Status {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        url: front.daemon.url.clone(),
-        socket: front.daemon.socket.as_ref().map(|p| p.display().to_string()),
+        url: front.life.url.clone(),
+        socket: front.life.socket.as_ref().map(|p| p.display().to_string()),
         config: front.gateway.settings().path().map(|p| p.display().to_string()),
         started_at: started,
-        uptime_ms: front.daemon.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
+        uptime_ms: front.life.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
         servers,
         instances,
     })
@@ -352,56 +313,8 @@ fn no_such_question(id: &str) -> RpcError {
 }
 
 async fn stop(State(front): State<Arc<Front>>, _: Caller) -> (StatusCode, Json<v1::Stopping>) {
-    front.daemon.stop.notify_one();
+    front.life.request_stop();
     (StatusCode::ACCEPTED, Json(v1::Stopping { stopping: true, pid: std::process::id() }))
-}
-
-/// `mcpx serve` turns this connection into its stdio relay. Only over the unix socket, and
-/// only for the process the kernel says is connected.
-async fn stdio_upgrade(
-    State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
-    request: Request,
-) -> Response {
-    let Peer::Local { pid: Some(peer_pid), .. } = peer else {
-        return (StatusCode::FORBIDDEN, "stdio relay is served on the unix socket only\n").into_response();
-    };
-    let claimed = headers.get(PID_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok());
-    if claimed != Some(peer_pid) {
-        tracing::warn!(peer_pid, ?claimed, "refused a stdio relay whose pid claim does not match its credentials");
-        return (StatusCode::FORBIDDEN, "the X-Mcpx-Pid claim does not match the connected process\n").into_response();
-    }
-    let named = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
-    let session = named.map(|label| Session::Named(label.to_owned())).unwrap_or(Session::Process(peer_pid));
-    let transport = Transport {
-        session: Some(session),
-        cwd: socket::cwd_of(peer_pid),
-        pid: Some(peer_pid),
-        principal: mcpx_gateway::Principal::Local,
-        stdio: true,
-    };
-    let upgrade = hyper::upgrade::on(request);
-    let front = front.clone();
-    tokio::spawn(async move {
-        let io = match upgrade.await {
-            Ok(upgraded) => TokioIo::new(upgraded),
-            Err(e) => return tracing::warn!("stdio relay upgrade failed: {e}"),
-        };
-        front.daemon.streams.fetch_add(1, Ordering::AcqRel);
-        let (reader, writer) = tokio::io::split(io);
-        stdio::serve_lines(front.gateway.clone(), transport, reader, writer).await;
-        front.daemon.streams.fetch_sub(1, Ordering::AcqRel);
-        front.daemon.touch();
-    });
-    (
-        StatusCode::SWITCHING_PROTOCOLS,
-        [
-            (header::CONNECTION, HeaderValue::from_static("upgrade")),
-            (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL)),
-        ],
-    )
-        .into_response()
 }
 
 /// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked

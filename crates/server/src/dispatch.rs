@@ -1,10 +1,11 @@
 //! The step every front end shares once a request is admitted: ask the gateway, shape the
-//! outcome for the caller's revision. Also how a front end offers the caller's transport
-//! for notifications about one request (progress).
+//! outcome for the caller's revision, and turn it into the response frame. Also how a
+//! front end offers the caller's transport for notifications about one request (progress).
 
 use std::sync::Arc;
 
 use mcpx_gateway::{Answer, Ask, CallContext, Gateway, LOG_LEVELS, Listener};
+use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::shape::{shape_error, shape_result};
 use mcpx_protocol::{RequestId, RpcError, meta};
 use serde_json::Value;
@@ -21,6 +22,15 @@ pub fn shaped(outcome: Result<Answer, RpcError>, ctx: &CallContext, method: &str
     let Answer { mut result, cache } = outcome.map_err(|e| shape_error(e, ctx.revision))?;
     shape_result(&mut result, method, ctx.revision, Gateway::server_info(), cache);
     Ok(result)
+}
+
+/// The response frame to request `id`: its result, or its error. Every front end answers
+/// a request it ran through this.
+pub fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => result_response(id, result),
+        Err(e) => error_response(Some(id), &e),
+    }
 }
 
 /// The caller's progress token, when it sent one (a string or an integer).

@@ -1,22 +1,20 @@
-//! Handshake-era traffic (2025-03-26, 2025-06-18, 2025-11-25): `initialize` negotiates the
-//! revision and capabilities once, and they hold for the connection (stdio) or the session
-//! (HTTP, named by `Mcp-Session-Id`).
+//! What a request means in the handshake era (2025-03-26, 2025-06-18, 2025-11-25):
+//! `initialize` negotiates the revision and capabilities once, and they hold for the
+//! connection (stdio) or the session (HTTP, named by `Mcp-Session-Id`); every frame after it
+//! is answered under them, batches in 2025-03-26 only.
+//!
+//! Transport-free: the front ends (`http::legacy`, `stdio`) hand it frames and a
+//! [`Caller`], and write what it answers. It never imports them.
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::Response;
 use futures::StreamExt;
-use mcpx_gateway::{CallContext, Gateway, Transport};
-use mcpx_protocol::message::{error_response, result_response};
+use mcpx_gateway::{Gateway, Watch};
+use mcpx_protocol::message::error_response;
 use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
 use serde_json::{Value, json};
 
+use crate::caller::Caller;
 use crate::dispatch::{self, Notify};
-use crate::http::Front;
 use crate::questions::Questions;
-use crate::reply::{self, Format};
-use crate::session::Session;
-
-pub const SESSION_HEADER: &str = "mcp-session-id";
 
 /// What `initialize` settled for a connection or session.
 #[derive(Clone, Debug)]
@@ -142,14 +140,8 @@ impl Reply {
     }
 }
 
-/// The reply to one frame after `initialize`.
-pub async fn answer(
-    gateway: &Gateway,
-    negotiated: &Negotiated,
-    transport: &Transport,
-    frame: Value,
-    notify: Option<&Notify>,
-) -> Reply {
+/// The reply to one frame after `initialize`, for `caller`.
+pub async fn answer(caller: &Caller, negotiated: &Negotiated, frame: Value, notify: Option<&Notify>) -> Reply {
     let (id, method, params) = match Message::classify(frame) {
         Ok(Message::Request { id, method, params }) => (id.to_value(), method, params),
         Ok(Message::Response { id, outcome }) => {
@@ -177,13 +169,11 @@ pub async fn answer(
         // told: its instance may serve other callers with other levels.
         "logging/setLevel" => negotiated.log_level.set(params.get("level").and_then(Value::as_str)).map(|()| json!({})),
         _ => {
-            let identity = gateway.identity(&params, transport);
-            let expiry = gateway.settings().config().timeouts.request;
+            let expiry = caller.gateway.settings().config().timeouts.request;
             let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
             match dispatch::listener(&params, notify, ask, Some(negotiated.log_level.get())) {
                 Ok(listener) => {
-                    let ctx = CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone())
-                        .with_listener(listener);
+                    let ctx = caller.context(&params, negotiated.revision, negotiated.capabilities.clone(), listener);
                     // The caller may cancel this request with notifications/cancelled: then
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.
@@ -193,7 +183,7 @@ pub async fn answer(
                         return Reply::Frame(error_response(Some(&id), &e));
                     };
                     tokio::select! {
-                        outcome = dispatch::answer(gateway, &ctx, &method, params) => {
+                        outcome = dispatch::answer(&caller.gateway, &ctx, &method, params) => {
                             negotiated.in_flight.done(&id);
                             outcome
                         }
@@ -215,10 +205,7 @@ pub async fn answer(
             interest.remove(&uri)
         };
     }
-    Reply::Frame(match outcome {
-        Ok(result) => result_response(&id, result),
-        Err(e) => error_response(Some(&id), &e),
-    })
+    Reply::Frame(dispatch::response(&id, outcome))
 }
 
 /// Answers a batch (2025-03-26 only): the replies in order, `None` when there are none.
@@ -226,13 +213,8 @@ pub async fn answer(
 /// `limits.maxBatch` is refused whole before any entry runs: every request in it gets the
 /// same error under its own id (an error without an id is not valid in 2025-03-26, and a
 /// client could not match it to its requests, which would wait for their timeouts).
-pub async fn answer_batch(
-    gateway: &Gateway,
-    negotiated: &Negotiated,
-    transport: &Transport,
-    frames: Vec<Value>,
-) -> Option<Value> {
-    let limits = gateway.settings().config().limits.clone();
+pub async fn answer_batch(caller: &Caller, negotiated: &Negotiated, frames: Vec<Value>) -> Option<Value> {
+    let limits = caller.gateway.settings().config().limits.clone();
     if frames.len() > limits.max_batch {
         let e = RpcError::invalid_request(format!(
             "a batch of {} entries is more than limits.maxBatch ({}); send fewer at a time",
@@ -248,14 +230,13 @@ pub async fn answer_batch(
             .collect();
         return (!refusals.is_empty()).then_some(Value::Array(refusals));
     }
-    let replies: Vec<Value> =
-        futures::stream::iter(frames.into_iter().map(|f| answer(gateway, negotiated, transport, f, None)))
-            .buffered(limits.batch_concurrency.max(1))
-            .collect::<Vec<Reply>>()
-            .await
-            .into_iter()
-            .filter_map(Reply::into_frame)
-            .collect();
+    let replies: Vec<Value> = futures::stream::iter(frames.into_iter().map(|f| answer(caller, negotiated, f, None)))
+        .buffered(limits.batch_concurrency.max(1))
+        .collect::<Vec<Reply>>()
+        .await
+        .into_iter()
+        .filter_map(Reply::into_frame)
+        .collect();
     (!replies.is_empty()).then_some(Value::Array(replies))
 }
 
@@ -265,77 +246,11 @@ pub fn batch_refused(revision: Revision) -> RpcError {
     ))
 }
 
-/// HTTP `initialize` outside any session: negotiate and mint a session for `owner`.
-pub fn initialize(
-    front: &Front,
-    owner: &mcpx_gateway::Principal,
-    format: Format,
-    id: &Value,
-    params: &Value,
-) -> Response {
-    let negotiated = Negotiated::from_initialize(params);
-    let revision = negotiated.revision;
-    let http = front.gateway.settings().config().http.clone();
-    let session = match front.sessions.open(&front.gateway, negotiated, owner, &http) {
-        Ok(session) => session,
-        Err(full) => {
-            let e = RpcError::internal(full.message());
-            return reply::error(StatusCode::SERVICE_UNAVAILABLE, format, Some(id), &e);
-        }
-    };
-    tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
-    let result = initialize_result(&front.gateway, revision);
-    let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
-    response
-        .headers_mut()
-        .insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
-    response
-}
-
-/// A frame, or a batch of frames, inside an open HTTP session.
-pub async fn in_session(
-    front: &Front,
-    base: &Transport,
-    headers: &HeaderMap,
-    format: Format,
-    session: Session,
-    body: Value,
-) -> Response {
-    if let Some(v) = headers.get("mcp-protocol-version") {
-        let known = v.to_str().ok().and_then(Revision::parse).is_some_and(|r| r.era() == Era::Legacy);
-        if !known {
-            let e = RpcError::invalid_request(format!("unsupported MCP-Protocol-Version {v:?} for this session"));
-            return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
-        }
-    }
-    let transport = Transport { session: Some(session.identity()), ..base.clone() };
-    let negotiated = &session.negotiated;
-    match body {
-        Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {
-            match answer_batch(&front.gateway, negotiated, &transport, frames).await {
-                Some(replies) => reply::frame(StatusCode::OK, format, &replies),
-                None => reply::accepted(),
-            }
-        }
-        Value::Array(_) => reply::error(StatusCode::BAD_REQUEST, format, None, &batch_refused(negotiated.revision)),
-        // A request from a caller that takes an event stream: notifications about it go
-        // there. A handshake-era disconnect is not a cancellation, so the work runs on.
-        single if format.allows_stream() && single.get("id").is_some() && single.get("method").is_some() => {
-            let gateway = front.gateway.clone();
-            let negotiated = negotiated.clone();
-            let max_notes = gateway.settings().config().limits.max_buffered_notifications;
-            reply::streamed(false, format, max_notes, move |notify| async move {
-                match answer(&gateway, &negotiated, &transport, single, Some(&notify)).await {
-                    Reply::Frame(f) | Reply::Invalid(f) => f,
-                    Reply::Nothing => Value::Null,
-                }
-            })
-            .await
-        }
-        single => match answer(&front.gateway, negotiated, &transport, single, None).await {
-            Reply::Frame(frame) => reply::frame(StatusCode::OK, format.single(), &frame),
-            Reply::Invalid(frame) => reply::frame(StatusCode::BAD_REQUEST, format.single(), &frame),
-            Reply::Nothing => reply::accepted(),
-        },
-    }
+/// What the session's standalone stream carries (HTTP `GET`; on stdio, after
+/// `notifications/initialized`): the list changes of the instances the session reaches,
+/// and updates to the resources it subscribed to. It starts no instance and keeps none
+/// from being reaped.
+pub async fn changes(caller: &Caller, negotiated: &Negotiated) -> Result<Watch, RpcError> {
+    let ctx = caller.context(&Value::Null, negotiated.revision, negotiated.capabilities.clone(), None);
+    caller.gateway.watch_session(&ctx, negotiated.interest.clone()).await.map_err(RpcError::from)
 }

@@ -1,17 +1,40 @@
-//! The mcpx front ends: how a connection plus a frame becomes an admitted request.
+//! The mcpx front ends: how a connection plus a frame becomes an admitted request, and
+//! the daemon that serves them. Nothing here picks an instance or talks to an upstream:
+//! that is the gateway's job.
 //!
-//! `listener` accepts connections (limits, timeouts); `admission` is the one step every
-//! request on every route passes first (Origin, Host, token, content type).
-//! `http` serves Streamable HTTP at `/mcp` for both eras on one endpoint: it decides each
-//! request's era (the Streamable HTTP transport of 2026-07-28), validates it in the order the spec gives, resolves
-//! who is asking, and shapes every result for the caller's revision. `session` holds the
-//! handshake-era sessions; `state` is the daemon's record on disk.
-//! Nothing here picks an instance or talks to an upstream: that is the gateway's job.
+//! The modules, each depending only on those above it (no module imports one below it):
+//!
+//! - **Shared steps.** `socket`: the unix socket and who is on the other end (`Peer`).
+//!   `state`: the private state dir and the daemon's record in it. `dispatch`: ask the
+//!   gateway, shape the outcome for the caller's revision, make the response frame.
+//!   `caller`: the identity step, the transport a front end describes becoming a
+//!   `CallContext`, once per request. `listen`: a `subscriptions/listen` on the wire.
+//!   `questions`: an upstream's questions put to a handshake-era caller. `pending`:
+//!   questions waiting for `/v1` callers. `reply`: writing JSON-RPC as an HTTP response
+//!   (JSON or SSE), and the one place that decides its HTTP status. `listener`: the
+//!   accept loop (connection cap, read timeouts).
+//! - **Eras**, transport-free: `legacy` (what a request means in the handshake era:
+//!   `initialize`, then frames and batches under what it negotiated), `modern` (a 2026
+//!   request, self-contained: admission steps 2-6 and its answer). They get a
+//!   `caller::Caller`, never a front end.
+//! - **Shared state.** `session`: handshake-era HTTP sessions. `front`: what the front
+//!   ends share (`Front`: the gateway, the sessions, the `/v1` questions, the daemon's
+//!   `Life`). `admission`: the step every HTTP request passes first (Origin, Host, token,
+//!   content type).
+//! - **Front ends.** `http`: Streamable HTTP at `/mcp`, which decides each request's era
+//!   (`http::legacy` carries a handshake-era session, `http::modern` a 2026 request).
+//!   `stdio`: MCP over lines, for `mcpx serve` (relayed over the socket by
+//!   `GET /v1/stdio`) and `--no-daemon`. `api`: the `/v1` API for the CLI and scripts.
+//! - **The daemon.** `daemon`: start (lock, settings, listeners, socket, record), the
+//!   router, and the one shutdown sequence.
 
 mod admission;
 pub mod api;
+mod caller;
+pub mod daemon;
 mod dispatch;
-pub mod http;
+mod front;
+mod http;
 mod legacy;
 mod listen;
 pub mod listener;
@@ -24,7 +47,3 @@ pub mod socket;
 pub mod state;
 pub mod stdio;
 pub mod v1;
-
-pub use api::Daemon;
-pub use http::{Front, router};
-pub use socket::Peer;

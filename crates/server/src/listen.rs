@@ -4,15 +4,11 @@
 //! daemon stops, which ends the listen with a normal result so the caller can listen again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use mcpx_gateway::{Gateway, Watch};
 use mcpx_protocol::message::{notification, result_response};
 use mcpx_protocol::meta;
 use serde_json::{Value, json};
-
-/// How often an idle listen stream gets a keep-alive comment (HTTP).
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 pub fn acknowledgement(id: &Value, watch: &Watch) -> Value {
     notification(
@@ -45,26 +41,36 @@ pub fn ended(id: &Value) -> Value {
 /// What a listen produces next.
 pub enum Next {
     Frame(Value),
-    KeepAlive,
-    /// The daemon is stopping: this is the last frame.
+    /// Nothing more will come (the daemon is stopping, or every upstream watched is
+    /// gone): this is the last frame.
     End(Value),
 }
 
 /// The next thing to send on a listen, waiting as long as it takes.
-pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch, keep_alive: Option<Duration>) -> Next {
-    let tick = async {
-        match keep_alive {
-            Some(every) => tokio::time::sleep(every).await,
-            None => std::future::pending().await,
-        }
-    };
+pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch) -> Next {
     tokio::select! {
         change = watch.changes.recv() => match change {
             Some(change) => Next::Frame(tagged(id, change)),
-            // Every upstream watched is gone: nothing more will come, end properly.
             None => Next::End(ended(id)),
         },
         _ = gateway.closing() => Next::End(ended(id)),
-        _ = tick => Next::KeepAlive,
     }
+}
+
+/// Every frame of a listen, the acknowledgement first and the end last.
+pub fn frames(gateway: Arc<Gateway>, id: Value, watch: Watch) -> impl futures::Stream<Item = Value> + Send {
+    let first = acknowledgement(&id, &watch);
+    futures::stream::unfold(Some((Some(first), watch)), move |state| {
+        let (gateway, id) = (gateway.clone(), id.clone());
+        async move {
+            let (first, mut watch) = state?;
+            if let Some(ack) = first {
+                return Some((ack, Some((None, watch))));
+            }
+            match next(&gateway, &id, &mut watch).await {
+                Next::Frame(frame) => Some((frame, Some((None, watch)))),
+                Next::End(last) => Some((last, None)),
+            }
+        }
+    })
 }

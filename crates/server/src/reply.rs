@@ -1,13 +1,26 @@
-//! Writing a JSON-RPC frame back as an HTTP response: JSON or a one-event SSE stream, as
-//! the request's `Accept` allows, with the status the spec names for the situation.
+//! Writing JSON-RPC back as an HTTP response on `/mcp`: one frame as JSON or a one-event
+//! SSE stream, as the request's `Accept` allows; a request's notifications then its answer
+//! as an event stream; an open-ended event stream (a listen, a session's standalone
+//! stream) with keep-alives. Events are framed by `axum::response::sse`.
+//!
+//! Also the one place that decides the HTTP status of a JSON-RPC outcome on `/mcp`
+//! ([`refusal_status`], [`status_for`]); the other statuses the transport spec names for
+//! a situation (an unknown session, a body too large) are set where it is detected.
+
+use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use mcpx_protocol::RpcError;
+use futures::{Stream, StreamExt};
 use mcpx_protocol::message;
+use mcpx_protocol::{RpcError, code};
 use serde_json::Value;
 
 use crate::dispatch::Notify;
+
+/// How often an idle open-ended stream gets a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What the caller's `Accept` allows: a single reply is JSON whenever JSON is allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,30 +59,32 @@ impl Format {
 
 /// A frame (or a batch of frames) with a status.
 pub fn frame(status: StatusCode, format: Format, body: &Value) -> Response {
-    // Bytes straight from the serializer: `to_string` goes through `fmt` for every piece.
-    let json = serde_json::to_vec(body).expect("a JSON value always serializes");
     match format.single() {
         Format::Json | Format::Either => {
+            // Bytes straight from the serializer: `to_string` goes through `fmt` for every piece.
+            let json = serde_json::to_vec(body).expect("a JSON value always serializes");
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response()
         }
-        Format::EventStream => {
-            let text = String::from_utf8(json).expect("serde_json writes UTF-8");
-            (status, event_stream_headers(), event(&text)).into_response()
-        }
+        Format::EventStream => events(status, Sse::new(futures::stream::once(std::future::ready(event(body))))),
     }
 }
 
-fn event_stream_headers() -> [(header::HeaderName, HeaderValue); 3] {
-    [
-        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        // Proxies must pass events on as they come.
-        (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
-    ]
+/// One frame as an event: `event: message`, the frame as its data.
+fn event(frame: &Value) -> Result<Event, axum::Error> {
+    Event::default().event("message").json_data(frame)
 }
 
-pub fn event(json: &str) -> String {
-    format!("event: message\ndata: {json}\n\n")
+/// An event stream with `status`, which proxies pass on as it comes.
+fn events(status: StatusCode, sse: impl IntoResponse) -> Response {
+    let unbuffered = [(header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"))];
+    (status, unbuffered, sse).into_response()
+}
+
+/// An open-ended event stream of `frames`, with a keep-alive comment whenever it has been
+/// idle for [`KEEP_ALIVE`], until `frames` ends (or the caller closes it).
+pub fn open_stream(frames: impl Stream<Item = Value> + Send + 'static) -> Response {
+    let keep_alive = KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive");
+    events(StatusCode::OK, Sse::new(frames.map(|frame| event(&frame))).keep_alive(keep_alive))
 }
 
 /// The reply to one request whose caller takes an event stream. `work` gets a `Notify`
@@ -103,24 +118,19 @@ where
         Some(Item::Note(note)) => note,
         None => return status(StatusCode::INTERNAL_SERVER_ERROR, "the request ended without a response\n"),
     };
-    let events = futures::stream::unfold((Some(first), progress), |(first, mut progress)| async move {
-        let text = match first {
-            Some(note) => event(&note.to_string()),
+    let frames = futures::stream::unfold((Some(first), progress), |(first, mut progress)| async move {
+        let frame = match first {
+            Some(note) => note,
             None => match progress.next().await? {
-                Item::Note(note) => event(&note.to_string()),
+                Item::Note(note) => note,
                 // A request cancelled by its caller ends its stream without an answer.
                 Item::Last(last) if last.is_null() => return None,
-                Item::Last(last) => event(&last.to_string()),
+                Item::Last(last) => last,
             },
         };
-        Some((Ok::<_, std::convert::Infallible>(text), (None, progress)))
+        Some((event(&frame), (None, progress)))
     });
-    (StatusCode::OK, event_stream_headers(), axum::body::Body::from_stream(events)).into_response()
-}
-
-/// A response that is an open-ended event stream.
-pub fn event_stream(body: axum::body::Body) -> Response {
-    (StatusCode::OK, event_stream_headers(), body).into_response()
+    events(StatusCode::OK, Sse::new(frames))
 }
 
 enum Item {
@@ -234,7 +244,12 @@ impl Drop for Work {
 }
 
 fn frame_or_nothing(format: Format, frame: &Value) -> Response {
-    if frame.is_null() { accepted() } else { self::frame(status_for(frame), format.single(), frame) }
+    if frame.is_null() { accepted() } else { answer(format, frame) }
+}
+
+/// The response frame of a request that ran, with the status its outcome gets.
+pub fn answer(format: Format, frame: &Value) -> Response {
+    self::frame(status_for(frame), format.single(), frame)
 }
 
 /// The HTTP status of a response frame: the errors 2026-07-28 ties to 400 get it, every
@@ -242,11 +257,26 @@ fn frame_or_nothing(format: Format, frame: &Value) -> Response {
 pub fn status_for(frame: &Value) -> StatusCode {
     let code = frame.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
     match code {
-        Some(mcpx_protocol::code::HEADER_MISMATCH)
-        | Some(mcpx_protocol::code::MISSING_REQUIRED_CLIENT_CAPABILITY)
-        | Some(mcpx_protocol::code::UNSUPPORTED_PROTOCOL_VERSION) => StatusCode::BAD_REQUEST,
+        Some(code::HEADER_MISMATCH | code::MISSING_REQUIRED_CLIENT_CAPABILITY | code::UNSUPPORTED_PROTOCOL_VERSION) => {
+            StatusCode::BAD_REQUEST
+        }
         _ => StatusCode::OK,
     }
+}
+
+/// The HTTP status of a 2026 request refused before it ran (`modern::admit`, and the
+/// HTTP front end's own header checks): 404 for a method the era does not have, 400 for
+/// every other refusal.
+pub fn refusal_status(e: &RpcError) -> StatusCode {
+    match e.code {
+        code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// A refused 2026 request, with the status of its refusal.
+pub fn refusal(format: Format, id: Option<&Value>, e: &RpcError) -> Response {
+    error(refusal_status(e), format, id, e)
 }
 
 /// An error response frame.
@@ -262,4 +292,43 @@ pub fn accepted() -> Response {
 /// A bare status for situations the spec answers without JSON-RPC (405, 413).
 pub fn status(status: StatusCode, text: &'static str) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpx_protocol::message::{error_response, result_response};
+    use serde_json::json;
+
+    #[test]
+    fn a_refused_2026_request_is_404_for_an_unknown_method_and_400_otherwise() {
+        assert_eq!(refusal_status(&RpcError::method_not_found("resources/subscribe")), StatusCode::NOT_FOUND);
+        for e in [
+            RpcError::invalid_params("params._meta is required"),
+            RpcError::header_mismatch("the Mcp-Method header is required"),
+            RpcError::unsupported_version("1999-01-01", &["2026-07-28"]),
+            RpcError::invalid_request("a 2026-07-28 client never sends responses"),
+        ] {
+            assert_eq!(refusal_status(&e), StatusCode::BAD_REQUEST, "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn an_answer_is_200_unless_its_error_is_one_2026_ties_to_400() {
+        let id = json!(1);
+        assert_eq!(status_for(&result_response(&id, json!({}))), StatusCode::OK);
+        let bad_arguments = error_response(Some(&id), &RpcError::invalid_params("no such tool"));
+        assert_eq!(status_for(&bad_arguments), StatusCode::OK, "a tool's bad arguments are an answer");
+        let mismatch = error_response(Some(&id), &RpcError::header_mismatch("Mcp-Param-x does not match"));
+        assert_eq!(status_for(&mismatch), StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn an_event_is_a_message_with_the_frame_as_its_data() {
+        let response = frame(StatusCode::OK, Format::EventStream, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(response.headers()["x-accel-buffering"], "no");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        assert_eq!(body, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
+    }
 }

@@ -1,20 +1,26 @@
 //! MCP over a stream of lines, as the stdio transport frames it: one JSON-RPC message per
-//! line. Serves the stdio of `mcpx serve --no-daemon` and every `mcpx serve` relayed to
-//! the daemon over its unix socket.
+//! line. Serves the stdio of `mcpx serve --no-daemon`, and every `mcpx serve` relayed to
+//! the daemon over its unix socket: `GET /v1/stdio` ([`upgrade`]) turns that connection
+//! into the stream.
 //!
 //! Both eras on one stream: a request carrying the 2026-07-28 `_meta` is admitted on its
 //! own, with nothing carried over from earlier requests; `initialize` settles a
 //! handshake-era revision for this stream. Requests run concurrently and their replies are
 //! written as they finish; `notifications/cancelled` stops one in flight. The stream is a
-//! process: its identity (session, cwd, pid) comes from the transport, and a `_meta`
-//! session key still wins over it.
+//! process: its identity (session, cwd, pid) comes from the transport ([`transport`]), and
+//! a `_meta` session key still wins over it.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use hyper_util::rt::TokioIo;
 use mcpx_gateway::{Edges, Line, Lines};
-use mcpx_gateway::{Gateway, Transport};
+use mcpx_gateway::{Gateway, Principal, Transport};
 use mcpx_protocol::dropped::Dropped;
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::{Message, RequestId, RpcError, meta};
@@ -23,11 +29,21 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::dispatch::Notify;
+use crate::caller::{self, Caller, SESSION_HEADER};
+use crate::dispatch::{self, Notify};
+use crate::front::Front;
 use crate::legacy::{self, Negotiated};
+use crate::socket::{self, Peer};
 use crate::{listen, modern};
+
+/// The header in which `mcpx serve` names its own pid, checked against the socket's
+/// credentials.
+pub const PID_HEADER: &str = "x-mcpx-pid";
+/// The `Upgrade` protocol name of a relayed stdio stream.
+pub const STDIO_PROTOCOL: &str = "mcpx-stdio";
 
 /// Replies waiting to be written; a slow reader holds up at most this many.
 const OUTBOX: usize = 1024;
@@ -38,9 +54,69 @@ const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
 
-/// Serves one stream until its reader ends; requests still running then are cancelled.
-pub async fn serve_lines<R, W>(gateway: Arc<Gateway>, transport: Transport, reader: R, writer: W)
-where
+/// The stdio front end's identity step: the transport of process `pid`'s stdio, working
+/// in `cwd`, in the session it names (`$MCPX_SESSION_ID`, relayed as `X-Mcpx-Session`)
+/// or else in its own. Over the socket the pid is the kernel's word, and the cwd the
+/// daemon's own reading of it.
+pub fn transport(label: Option<&str>, pid: u32, cwd: Option<PathBuf>) -> Transport {
+    Transport {
+        session: caller::session(label, Some(pid)),
+        cwd,
+        pid: Some(pid),
+        principal: Principal::Local,
+        stdio: true,
+    }
+}
+
+/// `GET /v1/stdio`: `mcpx serve` turns this connection into its stdio relay. Only over
+/// the unix socket, and only for the process the kernel says is connected. The stream
+/// counts as use of the daemon while it is open, and ends when the daemon stops.
+pub async fn upgrade(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+    request: Request,
+) -> Response {
+    let Peer::Local { pid: Some(peer_pid), .. } = peer else {
+        return (StatusCode::FORBIDDEN, "stdio relay is served on the unix socket only\n").into_response();
+    };
+    let claimed = headers.get(PID_HEADER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u32>().ok());
+    if claimed != Some(peer_pid) {
+        tracing::warn!(peer_pid, ?claimed, "refused a stdio relay whose pid claim does not match its credentials");
+        return (StatusCode::FORBIDDEN, "the X-Mcpx-Pid claim does not match the connected process\n").into_response();
+    }
+    let label = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    let transport = transport(label, peer_pid, socket::cwd_of(peer_pid));
+    let upgraded = hyper::upgrade::on(request);
+    let stream_front = front.clone();
+    front.life.hold_stream(move |end| async move {
+        let io = match upgraded.await {
+            Ok(upgraded) => TokioIo::new(upgraded),
+            Err(e) => return tracing::warn!("stdio relay upgrade failed: {e}"),
+        };
+        let (reader, writer) = tokio::io::split(io);
+        serve_lines(stream_front.gateway.clone(), transport, reader, writer, end).await;
+        stream_front.life.touch();
+    });
+    (
+        StatusCode::SWITCHING_PROTOCOLS,
+        [
+            (header::CONNECTION, HeaderValue::from_static("upgrade")),
+            (header::UPGRADE, HeaderValue::from_static(STDIO_PROTOCOL)),
+        ],
+    )
+        .into_response()
+}
+
+/// Serves one stream until its reader ends, or `end` is cancelled (the daemon stops),
+/// whichever comes first; requests still running then get [`EOF_GRACE`] to finish.
+pub async fn serve_lines<R, W>(
+    gateway: Arc<Gateway>,
+    transport: Transport,
+    reader: R,
+    writer: W,
+    end: CancellationToken,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -48,8 +124,7 @@ where
     let (outbox, replies) = mpsc::channel::<Value>(OUTBOX);
     let writer = tokio::spawn(write_lines(writer, replies));
     let mut stream = Stream {
-        gateway,
-        transport,
+        caller: Caller::new(gateway, transport),
         negotiated: None,
         outbox,
         in_flight: InFlight::default(),
@@ -58,16 +133,21 @@ where
         changes: None,
     };
     let mut lines = FramedRead::new(reader, Lines::new(max_line));
-    while let Some(line) = lines.next().await {
+    let mut ending = std::pin::pin!(end.cancelled_owned());
+    loop {
+        let line = tokio::select! {
+            biased;
+            line = lines.next() => line,
+            _ = &mut ending => break,
+        };
         match line {
-            Ok(Line::Text(line)) if line.trim().is_empty() => {}
-            Ok(Line::Text(line)) => stream.frame(&line).await,
+            None => break,
+            Some(Ok(Line::Text(line))) if line.trim().is_empty() => {}
+            Some(Ok(Line::Text(line))) => stream.frame(&line).await,
             // A bad line gets its error and the stream goes on: nothing accepted is lost.
-            Ok(Line::TooLong(edges)) => stream.too_long(&edges, max_line).await,
-            Ok(Line::NotUtf8) => {
-                stream.send(error_response(None, &RpcError::parse_error("the line is not UTF-8"))).await
-            }
-            Err(e) => {
+            Some(Ok(Line::TooLong(edges))) => stream.too_long(&edges, max_line).await,
+            Some(Ok(Line::NotUtf8)) => stream.refuse(None, &RpcError::parse_error("the line is not UTF-8")).await,
+            Some(Err(e)) => {
                 tracing::debug!("stdio stream ended: {e}");
                 break;
             }
@@ -86,14 +166,14 @@ where
     // A session mcpx derived from this stream (a process that named none) ends with it:
     // its instances stop once the calls still holding them let go. If the process is
     // still there (its daemon connection broke), it starts afresh, as after a restart.
-    stream.gateway.end_session(&stream.transport);
+    stream.caller.gateway.end_session(&stream.caller.transport);
     drop(stream);
     let _ = writer.await;
 }
 
 struct Stream {
-    gateway: Arc<Gateway>,
-    transport: Transport,
+    /// The gateway and this stream's transport.
+    caller: Caller,
     /// Set by `initialize`: the handshake-era revision of this stream.
     negotiated: Option<Negotiated>,
     outbox: mpsc::Sender<Value>,
@@ -121,6 +201,11 @@ impl Stream {
         let _ = self.outbox.send(frame).await;
     }
 
+    /// An error answer: the one way this front end turns an error into its frame.
+    async fn refuse(&self, id: Option<&Value>, e: &RpcError) {
+        self.send(error_response(id, e)).await
+    }
+
     /// A line over `limits.maxLineBytes`, dropped unread. Whoever waits on it is told at
     /// once, when the line's edges show who: a request is refused under its own id, and
     /// the client's answer to a question an upstream asked fails that question.
@@ -133,21 +218,21 @@ impl Stream {
                     negotiated.questions.answer(&id, Err(e));
                 }
             }
-            Some(Dropped::Request(id)) => self.send(error_response(Some(&id.to_value()), &e)).await,
-            Some(Dropped::Unidentified) | None => self.send(error_response(None, &e)).await,
+            Some(Dropped::Request(id)) => self.refuse(Some(&id.to_value()), &e).await,
+            Some(Dropped::Unidentified) | None => self.refuse(None, &e).await,
         }
     }
 
     async fn frame(&mut self, line: &str) {
         let frame = match Message::parse(line.as_bytes()) {
             Ok(frame) => frame,
-            Err(invalid) => return self.send(error_response(None, &invalid.error)).await,
+            Err(invalid) => return self.refuse(None, &invalid.error).await,
         };
         if let Value::Array(frames) = frame {
             return self.batch(frames).await;
         }
         match Message::classify(frame) {
-            Err(invalid) => self.send(error_response(invalid.id.as_ref(), &invalid.error)).await,
+            Err(invalid) => self.refuse(invalid.id.as_ref(), &invalid.error).await,
             Ok(Message::Request { id, method, params }) => self.request(id, method, params).await,
             Ok(Message::Notification { method, params }) => self.notification(&method, &params),
             // The answer to a question an upstream asked this client.
@@ -163,27 +248,24 @@ impl Stream {
         let id_value = id.to_value();
         if self.in_flight.lock().expect("in-flight lock").contains_key(&id) {
             let e = RpcError::invalid_request(format!("request id {id_value} is already in flight"));
-            return self.send(error_response(Some(&id_value), &e)).await;
+            return self.refuse(Some(&id_value), &e).await;
         }
         if meta::has_modern_marker(&params) {
             let admitted = match modern::admit(&method, &params, None, || Ok(())) {
                 Ok(admitted) => admitted,
-                Err((_, e)) => return self.send(error_response(Some(&id_value), &e)).await,
+                Err(e) => return self.refuse(Some(&id_value), &e).await,
             };
             if method == "subscriptions/listen" {
                 return self.listen(id, admitted, params).await;
             }
-            let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
+            let (caller, notify) = (self.caller.clone(), self.notify());
             return self.spawn(id, async move {
-                match modern::answer(&gateway, &transport, admitted, &method, params, Some(&notify), None).await {
-                    Ok(result) => result_response(&id_value, result),
-                    Err(e) => error_response(Some(&id_value), &e),
-                }
+                dispatch::response(&id_value, modern::answer(&caller, admitted, &method, params, Some(&notify)).await)
             });
         }
         if method == "initialize" && self.negotiated.is_none() {
             let negotiated = Negotiated::from_initialize(&params);
-            let result = legacy::initialize_result(&self.gateway, negotiated.revision);
+            let result = legacy::initialize_result(&self.caller.gateway, negotiated.revision);
             self.negotiated = Some(negotiated);
             return self.send(result_response(&id_value, result)).await;
         }
@@ -191,12 +273,12 @@ impl Stream {
             let e = RpcError::invalid_request(
                 "send initialize first (2025-11-25), or carry the 2026-07-28 _meta on every request",
             );
-            return self.send(error_response(Some(&id_value), &e)).await;
+            return self.refuse(Some(&id_value), &e).await;
         };
-        let (gateway, transport, notify) = (self.gateway.clone(), self.transport.clone(), self.notify());
+        let (caller, notify) = (self.caller.clone(), self.notify());
         let frame = mcpx_protocol::message::request(&id, &method, params);
         self.spawn(id, async move {
-            match legacy::answer(&gateway, &negotiated, &transport, frame, Some(&notify)).await {
+            match legacy::answer(&caller, &negotiated, frame, Some(&notify)).await {
                 legacy::Reply::Frame(f) | legacy::Reply::Invalid(f) => f,
                 legacy::Reply::Nothing => Value::Null,
             }
@@ -206,15 +288,15 @@ impl Stream {
     async fn batch(&mut self, frames: Vec<Value>) {
         let negotiated = match &self.negotiated {
             Some(n) if n.revision.allows_batches() && !frames.is_empty() => n.clone(),
-            Some(n) => return self.send(error_response(None, &legacy::batch_refused(n.revision))).await,
+            Some(n) => return self.refuse(None, &legacy::batch_refused(n.revision)).await,
             None => {
                 let e = RpcError::invalid_request("JSON-RPC batches are accepted only after a 2025-03-26 initialize");
-                return self.send(error_response(None, &e)).await;
+                return self.refuse(None, &e).await;
             }
         };
-        let (gateway, transport, outbox) = (self.gateway.clone(), self.transport.clone(), self.outbox.clone());
+        let (caller, outbox) = (self.caller.clone(), self.outbox.clone());
         self.tasks.spawn(async move {
-            if let Some(replies) = legacy::answer_batch(&gateway, &negotiated, &transport, frames).await {
+            if let Some(replies) = legacy::answer_batch(&caller, &negotiated, frames).await {
                 let _ = outbox.send(replies).await;
             }
         });
@@ -224,24 +306,21 @@ impl Stream {
     /// as they come.
     async fn listen(&mut self, id: RequestId, admitted: modern::Admitted, params: Value) {
         let id_value = id.to_value();
-        let identity = self.gateway.identity(&params, &self.transport);
-        let ctx = mcpx_gateway::CallContext::new(identity, admitted.revision, admitted.capabilities);
-        let mut watch = match self.gateway.watch(&ctx, &params).await {
+        let mut watch = match modern::listen(&self.caller, admitted, &params).await {
             Ok(watch) => watch,
-            Err(e) => return self.send(error_response(Some(&id_value), &e.into())).await,
+            Err(e) => return self.refuse(Some(&id_value), &e).await,
         };
         self.send(listen::acknowledgement(&id_value, &watch)).await;
         self.listens.insert(id.clone());
-        let (gateway, outbox) = (self.gateway.clone(), self.outbox.clone());
+        let (gateway, outbox) = (self.caller.gateway.clone(), self.outbox.clone());
         self.spawn(id, async move {
             loop {
-                match listen::next(&gateway, &id_value, &mut watch, None).await {
+                match listen::next(&gateway, &id_value, &mut watch).await {
                     listen::Next::Frame(frame) => {
                         if outbox.send(frame).await.is_err() {
                             return Value::Null;
                         }
                     }
-                    listen::Next::KeepAlive => {}
                     listen::Next::End(last) => return last,
                 }
             }
@@ -270,19 +349,17 @@ impl Stream {
     /// of the instances this session reaches, and updates to the resources it subscribed
     /// to. Like that stream, it starts no instance and keeps none from being reaped.
     fn hear_changes(&mut self) {
-        let Some(negotiated) = self.negotiated.as_ref().filter(|_| self.changes.is_none()) else { return };
-        let identity = self.gateway.identity(&Value::Null, &self.transport);
-        let ctx = mcpx_gateway::CallContext::new(identity, negotiated.revision, negotiated.capabilities.clone());
-        let (gateway, interest, outbox) = (self.gateway.clone(), negotiated.interest.clone(), self.outbox.clone());
+        let Some(negotiated) = self.negotiated.clone().filter(|_| self.changes.is_none()) else { return };
+        let (caller, outbox) = (self.caller.clone(), self.outbox.clone());
         let relay = tokio::spawn(async move {
-            let mut watch = match gateway.watch_session(&ctx, interest).await {
+            let mut watch = match legacy::changes(&caller, &negotiated).await {
                 Ok(watch) => watch,
                 Err(e) => return tracing::warn!("a stdio session hears no list changes: {e}"),
             };
             loop {
                 let change = tokio::select! {
                     change = watch.changes.recv() => change,
-                    _ = gateway.closing() => None,
+                    _ = caller.gateway.closing() => None,
                 };
                 let Some(change) = change else { return };
                 if outbox.send(change).await.is_err() {

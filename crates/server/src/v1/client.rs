@@ -18,7 +18,7 @@ use super::{
     ExecRequest, PollOutcome, PollQuery, Question, QuestionList, Running, Status, Stopping, ToolList, ToolsQuery,
     Waiting,
 };
-use crate::api::SESSION_HEADER;
+use crate::caller::SESSION_HEADER;
 
 /// What a path segment or query value keeps as it is: RFC 3986's unreserved characters.
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');

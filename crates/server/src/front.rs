@@ -1,0 +1,122 @@
+//! What the front ends share across requests: the gateway, the handshake-era HTTP
+//! sessions, the questions waiting for `/v1` callers, and the daemon's [`Life`] as they
+//! see it. The router holds one [`Front`]; `daemon` makes it and ends it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use mcpx_gateway::Gateway;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::pending::Pending;
+use crate::session::Sessions;
+
+pub struct Front {
+    pub gateway: Arc<Gateway>,
+    /// Handshake-era HTTP sessions, by `Mcp-Session-Id`.
+    pub sessions: Sessions,
+    /// Questions waiting for `/v1` callers.
+    pub pending: Pending,
+    pub life: Life,
+}
+
+impl Front {
+    pub fn new(gateway: Arc<Gateway>, life: Life) -> Front {
+        Front { gateway, sessions: Sessions::default(), pending: Pending::default(), life }
+    }
+}
+
+/// The daemon's life as the front ends see it: where it listens and since when, when it
+/// was last used, the relayed stdio streams it holds open, and a request to stop.
+pub struct Life {
+    pub url: String,
+    pub socket: Option<PathBuf>,
+    pub started: SystemTime,
+    stop: Notify,
+    last_activity: Mutex<Instant>,
+    /// Relayed stdio streams, each a task until its stream ends.
+    streams: TaskTracker,
+    /// Cancelled when the daemon stops: every relayed stream ends its input then.
+    ending: CancellationToken,
+}
+
+impl Life {
+    pub fn new(url: String, socket: Option<PathBuf>) -> Life {
+        Life {
+            url,
+            socket,
+            started: SystemTime::now(),
+            stop: Notify::new(),
+            last_activity: Mutex::new(Instant::now()),
+            streams: TaskTracker::new(),
+            ending: CancellationToken::new(),
+        }
+    }
+
+    /// Someone used the daemon now.
+    pub fn touch(&self) {
+        *self.last_activity.lock().expect("activity lock") = Instant::now();
+    }
+
+    /// How long nobody has used the daemon; `None` while a relayed stdio stream is open.
+    pub fn idle_for(&self) -> Option<Duration> {
+        self.streams.is_empty().then(|| self.last_activity.lock().expect("activity lock").elapsed())
+    }
+
+    /// Asks the daemon to stop (`POST /v1/stop`).
+    pub fn request_stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// Resolves once a stop was asked for.
+    pub async fn stop_requested(&self) {
+        self.stop.notified().await
+    }
+
+    /// Runs a relayed stdio stream, counted as use until it ends. `serve` gets the token
+    /// that is cancelled when the daemon stops.
+    pub fn hold_stream<F>(&self, serve: impl FnOnce(CancellationToken) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.streams.spawn(serve(self.ending.clone()));
+    }
+
+    /// Ends every relayed stream's input and waits, at most `grace`, for them to finish
+    /// as they do at the end of input. Returns whether they all did.
+    pub async fn end_streams(&self, grace: Duration) -> bool {
+        self.ending.cancel();
+        self.streams.close();
+        tokio::time::timeout(grace, self.streams.wait()).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_open_stream_keeps_the_daemon_from_idling_until_the_daemon_ends_it() {
+        let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
+        assert!(life.idle_for().is_some(), "nothing open: the daemon idles");
+        let (started, running) = tokio::sync::oneshot::channel();
+        life.hold_stream(|end| async move {
+            let _ = started.send(());
+            end.cancelled().await;
+        });
+        running.await.unwrap();
+        assert_eq!(life.idle_for(), None, "a relayed stream is use");
+        assert!(life.end_streams(Duration::from_secs(5)).await, "the stream ends when told to");
+        assert!(life.idle_for().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_does_not_end_is_not_waited_for_past_the_grace() {
+        let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
+        life.hold_stream(|_| std::future::pending());
+        assert!(!life.end_streams(Duration::from_millis(10)).await);
+    }
+}

@@ -1,0 +1,158 @@
+//! Streamable HTTP at `/mcp`, both eras on one endpoint.
+//!
+//! Every request first passes `admission` (Origin, Host, token, content type), for every
+//! route. Then, before any JSON is read, a body over `http.maxBodyBytes` is refused from
+//! its `Content-Length` (413) or while reading. Then each request's era is decided:
+//!
+//! 1. `Mcp-Session-Id` present → legacy session traffic (unknown id → 404), `legacy`;
+//! 2. modern markers (the `_meta` version, or a non-legacy `MCP-Protocol-Version`) →
+//!    `modern`;
+//! 3. `initialize` → opens a legacy session;
+//! 4. anything else → 400: legacy traffic needs a session.
+//!
+//! What a request means in its era is the era modules' (`crate::legacy`,
+//! `crate::modern`); this module and its two children only carry it over HTTP.
+
+mod legacy;
+mod modern;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use axum::routing::any;
+use axum::{Extension, Router};
+use mcpx_gateway::Transport;
+use mcpx_protocol::revision::is_legacy_version_string;
+use mcpx_protocol::{Message, RpcError, meta};
+
+use crate::admission::Admitted;
+use crate::front::Front;
+use crate::reply::{self, Format};
+use crate::session::Session;
+
+pub use legacy::SESSION_HEADER;
+
+/// The `/mcp` route; `daemon` puts it behind admission with the others.
+pub fn routes() -> Router<Arc<Front>> {
+    Router::new().route("/mcp", any(mcp))
+}
+
+async fn mcp(
+    State(front): State<Arc<Front>>,
+    Extension(Admitted(base)): Extension<Admitted>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    front.life.touch();
+    let idle = front.gateway.settings().config().http.session_idle_timeout;
+    let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
+    let session = match &session_id {
+        Some(id) => match front.sessions.get(id, &base.principal, idle) {
+            Some(session) => Some(session),
+            None => {
+                let e = RpcError::invalid_request("unknown or ended session; send initialize without Mcp-Session-Id");
+                return reply::error(StatusCode::NOT_FOUND, Format::Json, None, &e);
+            }
+        },
+        None => None,
+    };
+    match method {
+        Method::POST => post(&front, &base, &headers, session, body).await,
+        Method::DELETE => match session {
+            Some(session) => legacy::end(&front, &session),
+            None => not_allowed(),
+        },
+        // A handshake-era session's standalone stream; gone in 2026-07-28.
+        Method::GET => match session {
+            Some(session) if Format::from_headers(&headers).allows_stream() => {
+                legacy::standalone(&front, &base, session).await
+            }
+            Some(_) => reply::status(StatusCode::NOT_ACCEPTABLE, "the standalone stream is text/event-stream\n"),
+            None => not_allowed(),
+        },
+        _ => not_allowed(),
+    }
+}
+
+async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Option<Session>, body: Body) -> Response {
+    let format = Format::from_headers(headers);
+    let body = match read_body(front, headers, body).await {
+        Ok(bytes) => bytes,
+        Err(refusal) => return refusal,
+    };
+    let frame = match Message::parse(&body) {
+        Ok(frame) => frame,
+        Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
+    };
+    if let Some(session) = session {
+        return legacy::post(front, base, headers, format, session, frame).await;
+    }
+    if frame.is_array() {
+        let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
+        return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
+    }
+    let message = match Message::classify(frame) {
+        Ok(message) => message,
+        Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
+    };
+    if is_modern(headers, &message) {
+        return modern::handle(front, base, headers, format, message).await;
+    }
+    match message {
+        Message::Request { id, method, params } if method == "initialize" => {
+            legacy::initialize(front, &base.principal, format, &id.to_value(), &params)
+        }
+        Message::Request { id, .. } => {
+            let e = RpcError::invalid_request(
+                "no session: send initialize first (2025-11-25), or carry the 2026-07-28 _meta on every request",
+            );
+            reply::error(StatusCode::BAD_REQUEST, format, Some(&id.to_value()), &e)
+        }
+        _ => {
+            let e = RpcError::invalid_request("notifications and responses need an Mcp-Session-Id");
+            reply::error(StatusCode::BAD_REQUEST, format, None, &e)
+        }
+    }
+}
+
+/// Modern markers: the `_meta` version key, or a version header that no handshake-era
+/// revision uses.
+fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
+    let in_meta = match message {
+        Message::Request { params, .. } | Message::Notification { params, .. } => meta::has_modern_marker(params),
+        Message::Response { .. } => false,
+    };
+    let in_header =
+        headers.get("mcp-protocol-version").is_some_and(|v| v.to_str().map_or(true, |v| !is_legacy_version_string(v)));
+    in_meta || in_header
+}
+
+async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if let Some(declared) = declared.filter(|n| *n > limit as u64) {
+        // A body that is on its way already is read and dropped (up to a bound, within
+        // http.bodyReadTimeout) before the answer: closing a connection with unread bytes
+        // resets it, and the client could lose the 413 before reading it.
+        if declared <= DRAIN_BEFORE_REFUSAL {
+            let _ = axum::body::to_bytes(body, DRAIN_BEFORE_REFUSAL as usize).await;
+        }
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+/// The most of a refused body mcpx reads (and drops) so its client gets the 413.
+const DRAIN_BEFORE_REFUSAL: u64 = 1024 * 1024;
+
+fn not_allowed() -> Response {
+    let mut response = reply::status(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
+    response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST, DELETE"));
+    response
+}
