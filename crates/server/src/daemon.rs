@@ -139,6 +139,8 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     gateway.keep_artifacts_in(dir.join("artifacts"));
     let front = Arc::new(Front::new(gateway.clone(), Life::new(url.clone(), Some(socket_path.clone()))));
     let app = router(front.clone());
+    // Before the record: a client may signal the daemon as soon as it can find it.
+    let stop_signal = stop_signal();
     record.write(dir).map_err(|e| Error::Record(dir.to_owned(), e))?;
     eprintln!("mcpx: listening on {url} and {}", socket_path.display());
 
@@ -153,7 +155,7 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     let servers = [serve_on(Listener::Tcp(tcp)), serve_on(Listener::Unix(unix))];
 
     tokio::select! {
-        _ = stop_signal() => tracing::info!("stopping on a signal"),
+        _ = stop_signal => tracing::info!("stopping on a signal"),
         _ = front.life.stop_requested() => tracing::info!("stopping on request"),
         _ = idle_exit(&front.life, options.idle_exit) => {
             tracing::info!("stopping: idle for {:?}", options.idle_exit.unwrap_or_default())
@@ -199,12 +201,15 @@ async fn idle_exit(life: &Life, after: Option<Duration>) {
     }
 }
 
-async fn stop_signal() {
+/// Installs the SIGTERM and SIGINT handlers now, and resolves when either arrives.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }
 
