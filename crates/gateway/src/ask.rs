@@ -223,6 +223,19 @@ mod tests {
     }
 
     #[test]
+    fn a_state_returns_to_an_instance_keyed_on_a_directory_whose_name_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let asks = Asks::default();
+        let dir = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/srv/caf\xe9"));
+        let owner = Owner::Cwd(dir);
+        let params = json!({"name": "t", "arguments": {}});
+        let first = ctx(Some("a"));
+        let state = asks.seal(Asker { server: "s", instance: Some(&owner) }, &first, "tools/call", &params, None, HOUR);
+        let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &params).unwrap();
+        assert_eq!(resume.instance, Some(owner));
+    }
+
+    #[test]
     fn tampered_foreign_expired_or_mismatched_states_are_refused() {
         let asks = Asks::default();
         let params = json!({"name": "t", "arguments": {}});

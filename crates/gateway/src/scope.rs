@@ -65,11 +65,11 @@ pub enum Owner {
     /// One session of one principal.
     Session(SessionKey),
     /// Callers working in this directory.
-    Cwd(PathBuf),
+    Cwd(#[serde(with = "path_bytes")] PathBuf),
     /// Callers inside the repository of this shared git directory.
-    Repo(PathBuf),
+    Repo(#[serde(with = "path_bytes")] PathBuf),
     /// Callers inside the worktree with this top level.
-    Worktree(PathBuf),
+    Worktree(#[serde(with = "path_bytes")] PathBuf),
     /// One local process.
     Pid(u32),
     /// One call, by its call id.
@@ -77,6 +77,24 @@ pub enum Owner {
     /// Listings only, for a principal's callers who carry nothing to key on (see
     /// [`Scoper::listing_key`]).
     Lister(Principal),
+}
+
+/// A path as its bytes: a directory's name need not be UTF-8, and an owner sealed into a
+/// `requestState` must come back as the same directory.
+mod path_bytes {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(path.as_os_str().as_bytes())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
+        Ok(PathBuf::from(OsString::from_vec(Vec::<u8>::deserialize(deserializer)?)))
+    }
 }
 
 impl Owner {

@@ -116,15 +116,35 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
 
 async fn tools(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::ToolsQuery>) -> Response {
     let params = json!({ "name": mcpx_gateway::tools::SEARCH, "arguments": { "query": q.query } });
-    let found = call_tool(&front.gateway, &caller, params).await.and_then(|result| {
-        let found = result.get("structuredContent").cloned().unwrap_or(result);
-        serde_json::from_value::<v1::ToolList>(found).map_err(|e| {
-            RpcError::internal(format!("{}: a listing /v1/tools cannot carry: {e}", mcpx_gateway::tools::SEARCH))
-        })
-    });
-    match found {
-        Ok(found) => Json(found).into_response(),
+    match call_tool(&front.gateway, &caller, params).await {
+        Ok(result) => Json(tool_list(result.get("structuredContent").cloned().unwrap_or(result))).into_response(),
         Err(e) => error(&e),
+    }
+}
+
+/// `mcpx_search`'s answer as the `/v1` listing. A tool an upstream listed with a name,
+/// title or description that is not a string is left out (and logged), not fatal to the
+/// listing of every other tool.
+fn tool_list(mut found: Value) -> v1::ToolList {
+    let mut take = |field: &str| found.get_mut(field).map(Value::take).unwrap_or_default();
+    let (query, listed, unavailable) = (take("query"), take("tools"), take("unavailable"));
+    let tools = match listed {
+        Value::Array(listed) => listed
+            .into_iter()
+            .filter_map(|tool| match serde_json::from_value::<v1::ToolEntry>(tool) {
+                Ok(tool) => Some(tool),
+                Err(e) => {
+                    tracing::warn!("/v1/tools leaves out a tool it cannot list: {e}");
+                    None
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    v1::ToolList {
+        query: query.as_str().unwrap_or_default().to_owned(),
+        tools,
+        unavailable: serde_json::from_value(unavailable).ok().flatten(),
     }
 }
 
@@ -347,4 +367,26 @@ fn error_parts(e: &RpcError) -> (StatusCode, Value) {
         _ => StatusCode::BAD_GATEWAY,
     };
     (status, json!(v1::ErrorBody::from(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_listed_with_a_name_that_is_not_a_string_is_left_out_and_the_others_are_kept() {
+        let found = json!({
+            "query": "x",
+            "tools": [
+                { "server": "a", "tool": "good", "description": "fine" },
+                { "server": "a", "tool": null },
+                { "server": "b", "tool": "odd", "title": 7 },
+            ],
+            "unavailable": [{ "server": "c", "error": "down" }],
+        });
+        let listing = tool_list(found);
+        assert_eq!(listing.query, "x");
+        assert_eq!(listing.tools.iter().map(|t| t.tool.as_str()).collect::<Vec<_>>(), ["good"]);
+        assert_eq!(listing.unavailable.map(|u| u.len()), Some(1));
+    }
 }

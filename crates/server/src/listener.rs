@@ -171,8 +171,9 @@ impl Drop for Open {
     }
 }
 
-/// Serves `app` on `listener` until `stop` is cancelled, then lets each connection finish
-/// the request it is serving and waits for them all.
+/// Serves `app` on `listener` until `stop` is cancelled, then closes the listener (a
+/// client connecting meanwhile is refused at once, not left in the backlog), lets each
+/// connection finish the request it is serving and waits for them all.
 pub async fn serve(
     listener: Listener,
     app: Router,
@@ -229,6 +230,7 @@ pub async fn serve(
             drop(place);
         });
     }
+    drop(listener);
     tracker.close();
     tracker.wait().await;
 }
