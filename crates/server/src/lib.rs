@@ -1,6 +1,6 @@
-//! The mcpx front ends: how a connection plus a frame becomes an admitted request, and
-//! the daemon that serves them. Nothing here picks an instance or talks to an upstream:
-//! that is the gateway's job.
+//! The mcpx front ends: how a connection plus a frame becomes an admitted request, the
+//! daemon that serves them, and the relay `mcpx serve` runs in front of it. Nothing here
+//! picks an instance or talks to an upstream: that is the gateway's job.
 //!
 //! The modules, each depending only on those above it (no module imports one below it):
 //!
@@ -27,6 +27,9 @@
 //!   `GET /v1/stdio`) and `--no-daemon`. `api`: the `/v1` API for the CLI and scripts.
 //! - **The daemon.** `daemon`: start (lock, settings, listeners, socket, record), the
 //!   router, and the one shutdown sequence.
+//! - **The client's end.** `relay`: `mcpx serve`'s pump between its stdio and a relayed
+//!   `stdio` stream, failing the requests in flight and replaying a handshake-era
+//!   `initialize` when the daemon goes away. It needs no other module here.
 
 mod admission;
 pub mod api;
@@ -41,6 +44,7 @@ pub mod listener;
 mod modern;
 mod pending;
 mod questions;
+pub mod relay;
 mod reply;
 mod session;
 pub mod socket;
