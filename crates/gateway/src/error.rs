@@ -84,29 +84,28 @@ impl From<UpstreamError> for Error {
 impl From<Error> for RpcError {
     fn from(e: Error) -> RpcError {
         match e {
-            Error::Params { message, data } => {
-                let e = RpcError::invalid_params(message);
-                match data {
-                    Some(data) => e.with_data(data),
-                    None => e,
-                }
-            }
-            Error::NoMethod(method) => RpcError::method_not_found(&method),
-            Error::NoResource(uri) => {
-                RpcError::new(code::LEGACY_RESOURCE_NOT_FOUND, format!("resource not found: {uri}"))
-                    .with_data(json!({ "uri": uri }))
-            }
-            Error::Limit { message, setting, limit } => {
-                RpcError::internal(message).with_data(json!({ "limit": limit, "setting": setting }))
-            }
-            Error::Clash { ref name, ref servers, .. } => {
-                let data = json!({ "name": name, "servers": servers });
-                RpcError::internal(e.to_string()).with_data(data)
-            }
-            Error::HeaderMismatch(message) => RpcError::header_mismatch(message),
             Error::Relayed(e) => e,
             Error::Upstream(e) => e.to_rpc(),
-            Error::Internal(message) => RpcError::internal(message),
+            other => {
+                let wire = RpcError::new(other.code(), other.to_string());
+                match other.into_data() {
+                    Some(data) => wire.with_data(data),
+                    None => wire,
+                }
+            }
+        }
+    }
+}
+
+impl Error {
+    /// What the caller gets beside the message to act on: what exists, which limit.
+    fn into_data(self) -> Option<Value> {
+        match self {
+            Error::Params { data, .. } => data,
+            Error::NoResource(uri) => Some(json!({ "uri": uri })),
+            Error::Limit { setting, limit, .. } => Some(json!({ "limit": limit, "setting": setting })),
+            Error::Clash { name, servers, .. } => Some(json!({ "name": name, "servers": servers })),
+            _ => None,
         }
     }
 }

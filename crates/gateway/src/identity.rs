@@ -126,12 +126,6 @@ impl Identity {
         Some(SessionKey { principal: self.principal.clone(), session })
     }
 
-    /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
-    /// (the name JSON-quoted, so it ends where it says) for a token holder.
-    pub fn principal_tag(&self) -> String {
-        self.principal.tag()
-    }
-
     /// Whose per-caller state this is (questions waiting for a `/v1` caller, a sealed
     /// `requestState`): the session's key, or, without a session, the principal alone.
     pub fn owner_key(&self) -> String {
