@@ -1,0 +1,858 @@
+//! [`Authorizer`]: one per daemon. It hands the HTTP upstream a bearer for a server, is
+//! told of each 401 / 403 the server answers and gets a new token when it can do so
+//! without a person (refresh, client credentials), runs logins (begin → URL for a person
+//! → the redirect → tokens stored) and answers for the CLI's `auth ls` and `auth logout`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use url::Url;
+
+use crate::challenge::{self, Challenge};
+use crate::discovery::{self, AuthServer, Discovered};
+use crate::error::OAuthError;
+use crate::http::Http;
+use crate::loopback;
+use crate::store::{AuthMethod, Client, CredentialKey, Store, Tokens};
+use crate::token::{self, SigningKey};
+
+/// The daemon-wide settings (the config's top-level `oauth` section).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// A client ID metadata document URL, used as the client_id where the authorization
+    /// server advertises `client_id_metadata_document_supported`.
+    pub client_metadata_url: Option<String>,
+    /// The loopback redirect's port; 0 takes an ephemeral one per login.
+    pub redirect_port: u16,
+    /// A login not completed within this is dropped and its listener closed.
+    pub login_timeout: Duration,
+    /// How many times in a row a 403 `insufficient_scope` may send mcpx back to the
+    /// authorization server for more scopes before the request fails.
+    pub max_step_ups: u32,
+    /// A token this close to its expiry is refreshed before it is used.
+    pub refresh_before: Duration,
+    /// `client_name` in dynamic registration.
+    pub client_name: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            client_metadata_url: None,
+            redirect_port: 0,
+            login_timeout: Duration::from_secs(300),
+            max_step_ups: 2,
+            refresh_before: Duration::from_secs(60),
+            client_name: "mcpx".into(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// A person logs in in a browser (the default).
+    #[default]
+    AuthorizationCode,
+    /// mcpx authenticates as itself with the configured client credentials.
+    ClientCredentials,
+}
+
+/// What a server's config entry says (`"oauth": {...}`).
+#[derive(Clone, Default, PartialEq)]
+pub struct ServerOAuth {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub client_metadata_url: Option<String>,
+    pub scopes: Vec<String>,
+    pub grant: Grant,
+    /// PEM PKCS#8 P-256 key for `private_key_jwt` (client credentials).
+    pub private_key: Option<String>,
+}
+
+impl std::fmt::Debug for ServerOAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOAuth")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("scopes", &self.scopes)
+            .field("grant", &self.grant)
+            .field("private_key", &self.private_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Whose credential, for which server URL, configured how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub key: CredentialKey,
+    pub url: String,
+    pub config: ServerOAuth,
+}
+
+/// A login under way: the URL a person opens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Login {
+    pub id: String,
+    pub server: String,
+    pub url: String,
+    pub expires_in: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoginState {
+    Pending,
+    Done,
+    Failed(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthState {
+    LoggedIn,
+    NeedsLogin,
+    NotRequired,
+}
+
+/// What `mcpx auth ls` shows of one server: never a token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthStatus {
+    pub server: String,
+    pub state: AuthState,
+    pub expires_at: Option<u64>,
+    pub scopes: Vec<String>,
+    pub issuer: Option<String>,
+}
+
+/// What mcpx learned from a server's answers, per credential.
+#[derive(Default)]
+struct Known {
+    challenge: Option<Challenge>,
+    /// 403 `insufficient_scope` answers since the last success.
+    step_ups: u32,
+    /// Scopes asked for so far (a step-up asks for the union).
+    requested: Vec<String>,
+}
+
+struct Flow {
+    key: CredentialKey,
+    scopes: Vec<String>,
+    login: Login,
+    state: tokio::sync::watch::Receiver<LoginState>,
+    task: tokio::task::AbortHandle,
+}
+
+struct Inner {
+    store: Store,
+    http: Http,
+    settings: RwLock<Settings>,
+    flows: Mutex<HashMap<String, Flow>>,
+    known: Mutex<HashMap<CredentialKey, Known>>,
+    /// One token request at a time per credential: concurrent 401s refresh once.
+    renewing: tokio::sync::Mutex<()>,
+}
+
+#[derive(Clone)]
+pub struct Authorizer {
+    inner: Arc<Inner>,
+}
+
+/// Most logins under way at once.
+const MAX_FLOWS: usize = 16;
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
+}
+
+impl Authorizer {
+    /// An authorizer whose store is `dir` (created private).
+    pub fn open(dir: &Path, settings: Settings) -> Result<Authorizer, OAuthError> {
+        Ok(Authorizer::with_store(Store::open(dir)?, settings))
+    }
+
+    pub fn in_memory(settings: Settings) -> Authorizer {
+        Authorizer::with_store(Store::in_memory(), settings)
+    }
+
+    fn with_store(store: Store, settings: Settings) -> Authorizer {
+        Authorizer {
+            inner: Arc::new(Inner {
+                store,
+                http: Http::default(),
+                settings: RwLock::new(settings),
+                flows: Default::default(),
+                known: Default::default(),
+                renewing: Default::default(),
+            }),
+        }
+    }
+
+    /// The settings in force from now on (the config changed).
+    pub fn set_settings(&self, settings: Settings) {
+        *self.inner.settings.write().expect("settings lock") = settings;
+    }
+
+    fn settings(&self) -> Settings {
+        self.inner.settings.read().expect("settings lock").clone()
+    }
+
+    /// The access token to send to `target`, refreshed first when it is about to expire;
+    /// `None` when there is none for this URL.
+    pub async fn bearer(&self, target: &Target) -> Option<String> {
+        let tokens = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)?;
+        let soon = now() + self.settings().refresh_before.as_secs();
+        if tokens.expires_at.is_none_or(|at| at > soon) {
+            return Some(tokens.access_token);
+        }
+        let _one = self.inner.renewing.lock().await;
+        // Someone else may have renewed it while this waited.
+        if let Some(fresh) = self.inner.store.tokens(&target.key).filter(|t| t.expires_at.is_none_or(|at| at > soon)) {
+            return Some(fresh.access_token);
+        }
+        match self.renew(target, &tokens, None).await {
+            Ok(fresh) => Some(fresh),
+            Err(e) => {
+                tracing::info!(server = target.key.server, "could not renew the access token: {e}");
+                let _ = self.inner.store.forget_tokens(&target.key);
+                None
+            }
+        }
+    }
+
+    /// The server accepted a request made with the bearer.
+    pub fn succeeded(&self, target: &Target) {
+        if let Some(known) = self.inner.known.lock().expect("known lock").get_mut(&target.key) {
+            known.step_ups = 0;
+        }
+    }
+
+    /// The server answered `status` (401 or 403) with these `WWW-Authenticate` values to a
+    /// request that carried `sent`. Returns a token to try once more with, when one can
+    /// be had without a person; otherwise why not ([`OAuthError::LoginNeeded`] when a
+    /// login would help).
+    pub async fn challenged<'a>(
+        &self,
+        target: &Target,
+        status: u16,
+        headers: impl IntoIterator<Item = &'a str>,
+        sent: Option<&str>,
+    ) -> Result<String, OAuthError> {
+        let challenge = challenge::bearer(headers);
+        let step_up = status == 403 && challenge.as_ref().is_some_and(Challenge::insufficient_scope);
+        let stored = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
+        let login_needed = || OAuthError::LoginNeeded { server: target.key.server.clone() };
+        {
+            let mut known = self.inner.known.lock().expect("known lock");
+            let known = known.entry(target.key.clone()).or_default();
+            if step_up {
+                known.step_ups += 1;
+                let max = self.settings().max_step_ups;
+                if known.step_ups > max {
+                    known.step_ups = 0;
+                    return Err(OAuthError::Refused(format!(
+                        "server {:?} still answers insufficient_scope after {max} re-authorizations (oauth.maxStepUps)",
+                        target.key.server
+                    )));
+                }
+                let granted = stored.as_ref().map(|t| t.scopes.clone()).unwrap_or_default();
+                let wanted = challenge.as_ref().and_then(|c| c.scope.clone()).unwrap_or_default();
+                known.requested = union(&union(&known.requested, &granted), &wanted);
+            }
+            if challenge.is_some() {
+                known.challenge = challenge.clone();
+            }
+        }
+        if status != 401 && !step_up {
+            return Err(OAuthError::Refused(format!("server {:?} answered HTTP {status}", target.key.server)));
+        }
+        let _one = self.inner.renewing.lock().await;
+        // Renewed by a concurrent request while this one waited: use that.
+        if let Some(current) = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)
+            && sent.is_some_and(|s| s != current.access_token)
+            && !step_up
+        {
+            return Ok(current.access_token);
+        }
+        if target.config.grant == Grant::ClientCredentials {
+            let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, challenge.as_ref()).await?;
+            return self.client_credentials(target, &discovered).await;
+        }
+        match stored {
+            Some(tokens) if tokens.refresh_token.is_some() && !step_up => {
+                // The server may have moved to another authorization server: a token
+                // from the old one is no good there, and neither is its client.
+                let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, challenge.as_ref()).await;
+                let same = discovered.as_ref().is_ok_and(|d| d.auth.issuer == tokens.issuer);
+                let renewed = if same { self.renew(target, &tokens, None).await.ok() } else { None };
+                match renewed {
+                    Some(token) if Some(token.as_str()) != sent => Ok(token),
+                    _ => {
+                        let _ = self.inner.store.forget_tokens(&target.key);
+                        Err(login_needed())
+                    }
+                }
+            }
+            Some(_) if !step_up => {
+                let _ = self.inner.store.forget_tokens(&target.key);
+                Err(login_needed())
+            }
+            _ => Err(login_needed()),
+        }
+    }
+
+    /// A new access token from the refresh token (or, for client credentials, a new grant).
+    async fn renew(&self, target: &Target, tokens: &Tokens, scopes: Option<&[String]>) -> Result<String, OAuthError> {
+        if target.config.grant == Grant::ClientCredentials {
+            let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, None).await?;
+            return self.client_credentials(target, &discovered).await;
+        }
+        let refresh = tokens
+            .refresh_token
+            .clone()
+            .ok_or_else(|| OAuthError::LoginNeeded { server: target.key.server.clone() })?;
+        let mut form = vec![
+            ("grant_type", "refresh_token".to_owned()),
+            ("refresh_token", refresh.clone()),
+            ("resource", tokens.resource.clone()),
+        ];
+        if let Some(scopes) = scopes.filter(|s| !s.is_empty()) {
+            form.push(("scope", scopes.join(" ")));
+        }
+        let key = target.config.private_key.clone().map(|pem| SigningKey { pem });
+        let granted = token::request(
+            &self.inner.http,
+            &tokens.token_endpoint,
+            &tokens.client,
+            key.as_ref(),
+            &tokens.issuer,
+            form,
+        )
+        .await?;
+        let fresh = Tokens {
+            access_token: granted.access_token.clone(),
+            // A server that does not rotate refresh tokens keeps the old one valid.
+            refresh_token: granted.refresh_token.or(Some(refresh)),
+            expires_at: granted.expires_in.map(|s| now() + s),
+            scopes: granted.scope.unwrap_or_else(|| tokens.scopes.clone()),
+            ..tokens.clone()
+        };
+        self.inner.store.put_tokens(&target.key, fresh)?;
+        tracing::info!(server = target.key.server, "access token refreshed");
+        Ok(granted.access_token)
+    }
+
+    async fn client_credentials(&self, target: &Target, discovered: &Discovered) -> Result<String, OAuthError> {
+        let config = &target.config;
+        let client_id = config.client_id.clone().ok_or_else(|| {
+            OAuthError::Config(format!("server {:?}: client_credentials needs oauth.clientId", target.key.server))
+        })?;
+        let key = config.private_key.clone().map(|pem| SigningKey { pem });
+        let auth_method = token::auth_method_for(&discovered.auth, config.client_secret.is_some(), key.is_some());
+        let client =
+            Client { client_id, client_secret: config.client_secret.clone(), auth_method, redirect_uris: vec![] };
+        let requested = self.known_requested(&target.key);
+        let scopes = select_scopes(
+            &config.scopes,
+            self.known_challenge(&target.key).and_then(|c| c.scope).as_deref(),
+            discovered.scopes_supported.as_deref(),
+            &requested,
+            None,
+        );
+        let mut form = vec![("grant_type", "client_credentials".to_owned()), ("resource", discovered.resource.clone())];
+        if !scopes.is_empty() {
+            form.push(("scope", scopes.join(" ")));
+        }
+        let granted = token::request(
+            &self.inner.http,
+            &discovered.auth.token_endpoint,
+            &client,
+            key.as_ref(),
+            &discovered.auth.issuer,
+            form,
+        )
+        .await?;
+        self.store_granted(target, discovered, client, granted.clone(), &scopes)?;
+        Ok(granted.access_token)
+    }
+
+    fn store_granted(
+        &self,
+        target: &Target,
+        discovered: &Discovered,
+        client: Client,
+        granted: token::Granted,
+        asked: &[String],
+    ) -> Result<(), OAuthError> {
+        let tokens = Tokens {
+            access_token: granted.access_token,
+            refresh_token: granted.refresh_token,
+            expires_at: granted.expires_in.map(|s| now() + s),
+            scopes: granted.scope.unwrap_or_else(|| asked.to_vec()),
+            server_url: target.url.clone(),
+            issuer: discovered.auth.issuer.clone(),
+            token_endpoint: discovered.auth.token_endpoint.clone(),
+            revocation_endpoint: discovered.auth.revocation_endpoint.clone(),
+            resource: discovered.resource.clone(),
+            client,
+        };
+        self.inner.store.put_tokens(&target.key, tokens)
+    }
+
+    fn known_challenge(&self, key: &CredentialKey) -> Option<Challenge> {
+        self.inner.known.lock().expect("known lock").get(key).and_then(|k| k.challenge.clone())
+    }
+
+    fn known_requested(&self, key: &CredentialKey) -> Vec<String> {
+        self.inner.known.lock().expect("known lock").get(key).map(|k| k.requested.clone()).unwrap_or_default()
+    }
+
+    /// Begins a login for `target`: discovery, registration, the loopback listener. The
+    /// URL it returns is for a person to open; [`Authorizer::wait`] says when it is done.
+    /// A login of the same credential and scopes under way is returned again.
+    pub async fn begin(&self, target: &Target) -> Result<Login, OAuthError> {
+        if target.config.grant == Grant::ClientCredentials {
+            return Err(OAuthError::Config(format!(
+                "server {:?} uses the client_credentials grant: there is nothing to log in to",
+                target.key.server
+            )));
+        }
+        let settings = self.settings();
+        let server = parse(&target.url)?;
+        let mut challenge = self.known_challenge(&target.key);
+        if challenge.is_none() {
+            challenge = self.probe(&server).await;
+        }
+        let discovered = discovery::discover(&self.inner.http, &server, challenge.as_ref()).await?;
+        let auth = &discovered.auth;
+        // PKCE S256 or nothing: a server that does not say it supports it is refused.
+        // Only the 2025-03-26 default endpoints, with no metadata to say, get the benefit of the doubt.
+        if auth.from_metadata
+            && !auth.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|m| m == "S256"))
+        {
+            return Err(OAuthError::Refused(format!(
+                "the authorization server {} does not advertise PKCE S256 (code_challenge_methods_supported); refusing to log in",
+                auth.issuer
+            )));
+        }
+        let scopes = select_scopes(
+            &target.config.scopes,
+            challenge.as_ref().and_then(|c| c.scope.as_deref()),
+            discovered.scopes_supported.as_deref(),
+            &self.known_requested(&target.key),
+            auth.scopes_supported.as_deref(),
+        );
+        if let Some(login) = self.pending(&target.key, &scopes) {
+            return Ok(login);
+        }
+        if self
+            .inner
+            .flows
+            .lock()
+            .expect("flows lock")
+            .values()
+            .filter(|f| f.state.borrow().eq(&LoginState::Pending))
+            .count()
+            >= MAX_FLOWS
+        {
+            return Err(OAuthError::Flow(format!(
+                "{MAX_FLOWS} logins are already under way; finish or let them expire"
+            )));
+        }
+        let (listener, redirect_uri) = loopback::bind(settings.redirect_port).await.map_err(|e| {
+            OAuthError::Flow(format!(
+                "opening the redirect listener on 127.0.0.1:{}: {e} (oauth.redirectPort)",
+                settings.redirect_port
+            ))
+        })?;
+        let client = self.client_for(target, auth, &redirect_uri, &settings).await?;
+        let state = token::random(32);
+        let verifier = token::random(48);
+        let mut url = parse(&auth.authorization_endpoint)?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("response_type", "code")
+                .append_pair("client_id", &client.client_id)
+                .append_pair("redirect_uri", &redirect_uri)
+                .append_pair("code_challenge", &token::challenge(&verifier))
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("state", &state)
+                .append_pair("resource", &discovered.resource);
+            if !scopes.is_empty() {
+                q.append_pair("scope", &scopes.join(" "));
+            }
+        }
+        {
+            let mut known = self.inner.known.lock().expect("known lock");
+            known.entry(target.key.clone()).or_default().requested = scopes.clone();
+        }
+        let id = token::random(16);
+        let login = Login {
+            id: id.clone(),
+            server: target.key.server.clone(),
+            url: url.to_string(),
+            expires_in: settings.login_timeout,
+        };
+        let (tx, rx) = tokio::sync::watch::channel(LoginState::Pending);
+        let me = self.clone();
+        let flow_target = target.clone();
+        let exchange =
+            Exchange { discovered: discovered.clone(), client, redirect_uri, verifier, scopes: scopes.clone() };
+        let task = tokio::spawn(async move {
+            let outcome =
+                tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(OAuthError::Flow(format!(
+                            "the login was not completed within {:?} (oauth.loginTimeout)",
+                            settings.login_timeout
+                        )))
+                    });
+            let state = match outcome {
+                Ok(()) => {
+                    tracing::info!(server = flow_target.key.server, "logged in");
+                    LoginState::Done
+                }
+                Err(e) => {
+                    tracing::warn!(server = flow_target.key.server, "login failed: {e}");
+                    LoginState::Failed(e.to_string())
+                }
+            };
+            let _ = tx.send(state);
+        });
+        let mut flows = self.inner.flows.lock().expect("flows lock");
+        // Finished logins are kept a while for `wait`; the oldest go first.
+        flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending) || f.login.expires_in > Duration::ZERO);
+        if flows.len() > 4 * MAX_FLOWS {
+            flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending));
+        }
+        flows.insert(
+            id,
+            Flow { key: target.key.clone(), scopes, login: login.clone(), state: rx, task: task.abort_handle() },
+        );
+        Ok(login)
+    }
+
+    fn pending(&self, key: &CredentialKey, scopes: &[String]) -> Option<Login> {
+        let flows = self.inner.flows.lock().expect("flows lock");
+        flows
+            .values()
+            .find(|f| &f.key == key && f.scopes == scopes && f.state.borrow().eq(&LoginState::Pending))
+            .map(|f| f.login.clone())
+    }
+
+    /// An unauthenticated request to the server, for its challenge (scope, metadata URL).
+    async fn probe(&self, server: &Url) -> Option<Challenge> {
+        let body = r#"{"jsonrpc":"2.0","id":"mcpx-auth-probe","method":"ping"}"#;
+        let response = self
+            .inner
+            .http
+            .client()
+            .post(server.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+            .await
+            .ok()?;
+        let values: Vec<String> = response
+            .headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
+        challenge::bearer(values.iter().map(String::as_str))
+    }
+
+    /// Who mcpx is to this authorization server, in the spec's order: the configured
+    /// client, a client ID metadata document, a dynamic registration (kept per issuer).
+    async fn client_for(
+        &self,
+        target: &Target,
+        auth: &AuthServer,
+        redirect_uri: &str,
+        settings: &Settings,
+    ) -> Result<Client, OAuthError> {
+        let metadata_url = target.config.client_metadata_url.clone().or(settings.client_metadata_url.clone());
+        match registration_for(&target.config, metadata_url.as_deref(), auth) {
+            Registration::Configured(client_id) => Ok(Client {
+                client_id,
+                client_secret: target.config.client_secret.clone(),
+                auth_method: token::auth_method_for(auth, target.config.client_secret.is_some(), false),
+                redirect_uris: vec![],
+            }),
+            Registration::MetadataDocument(url) => {
+                Ok(Client { client_id: url, client_secret: None, auth_method: AuthMethod::None, redirect_uris: vec![] })
+            }
+            Registration::Dynamic(endpoint) => {
+                if let Some(client) = self.inner.store.client(&auth.issuer)
+                    && client.redirect_uris.iter().any(|u| u == redirect_uri)
+                {
+                    return Ok(client);
+                }
+                let client =
+                    token::register(&self.inner.http, auth, &endpoint, redirect_uri, &settings.client_name).await?;
+                self.inner.store.put_client(&auth.issuer, client.clone())?;
+                Ok(client)
+            }
+            Registration::Impossible => Err(OAuthError::Registration(format!(
+                "the authorization server {} offers no registration: set \"oauth\": {{\"clientId\": ...}} on server {:?}",
+                auth.issuer, target.key.server
+            ))),
+        }
+    }
+
+    /// Waits for the redirect, checks it and exchanges the code.
+    async fn finish(
+        &self,
+        target: &Target,
+        listener: tokio::net::TcpListener,
+        state: &str,
+        exchange: Exchange,
+    ) -> Result<(), OAuthError> {
+        let (callback, mut stream) = loopback::wait_for(&listener, state).await;
+        drop(listener);
+        let outcome = self.exchange(target, &callback, exchange).await;
+        let page = match &outcome {
+            Ok(()) => "mcpx is logged in. You can close this page.".to_owned(),
+            Err(e) => format!("mcpx could not log in: {e}"),
+        };
+        let _ = loopback::answer(&mut stream, if outcome.is_ok() { 200 } else { 400 }, &page).await;
+        outcome
+    }
+
+    async fn exchange(&self, target: &Target, callback: &loopback::Callback, ex: Exchange) -> Result<(), OAuthError> {
+        let auth = &ex.discovered.auth;
+        check_iss(auth.authorization_response_iss_parameter_supported, callback.iss.as_deref(), &auth.issuer)?;
+        if let Some(error) = &callback.error {
+            let detail = callback.error_description.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+            return Err(OAuthError::Denied(format!("{error}{detail}")));
+        }
+        let code = callback.code.clone().ok_or_else(|| OAuthError::Denied("the redirect carries no code".into()))?;
+        let form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code),
+            ("redirect_uri", ex.redirect_uri.clone()),
+            ("code_verifier", ex.verifier.clone()),
+            ("resource", ex.discovered.resource.clone()),
+        ];
+        let granted =
+            token::request(&self.inner.http, &auth.token_endpoint, &ex.client, None, &auth.issuer, form).await?;
+        self.store_granted(target, &ex.discovered, ex.client, granted, &ex.scopes)?;
+        if let Some(known) = self.inner.known.lock().expect("known lock").get_mut(&target.key) {
+            known.challenge = None;
+        }
+        Ok(())
+    }
+
+    /// The state of login `id` once it is no longer pending, or after `within`.
+    pub async fn wait(&self, id: &str, within: Duration) -> Result<LoginState, OAuthError> {
+        let mut state = {
+            let flows = self.inner.flows.lock().expect("flows lock");
+            let flow = flows.get(id).ok_or_else(|| OAuthError::Flow(format!("no login {id:?} is under way")))?;
+            flow.state.clone()
+        };
+        let _ = tokio::time::timeout(within, state.wait_for(|s| s != &LoginState::Pending)).await;
+        let now = state.borrow().clone();
+        Ok(now)
+    }
+
+    /// What `mcpx auth ls` shows for each target.
+    pub fn status(&self, targets: &[Target]) -> Vec<AuthStatus> {
+        targets
+            .iter()
+            .map(|target| {
+                let tokens = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
+                let challenged = self.known_challenge(&target.key).is_some();
+                let state = match &tokens {
+                    Some(t) if t.refresh_token.is_some() || t.expires_at.is_none_or(|at| at > now()) => {
+                        AuthState::LoggedIn
+                    }
+                    Some(_) => AuthState::NeedsLogin,
+                    None if target.config.grant == Grant::ClientCredentials => AuthState::NotRequired,
+                    None if challenged || target.config != ServerOAuth::default() => AuthState::NeedsLogin,
+                    None => AuthState::NotRequired,
+                };
+                AuthStatus {
+                    server: target.key.server.clone(),
+                    state,
+                    expires_at: tokens.as_ref().and_then(|t| t.expires_at),
+                    scopes: tokens.as_ref().map(|t| t.scopes.clone()).unwrap_or_default(),
+                    issuer: tokens.map(|t| t.issuer),
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets the credential, revoking it first where the server offers revocation.
+    /// Returns whether it was revoked; a login under way for it is dropped.
+    pub async fn logout(&self, key: &CredentialKey) -> Result<bool, OAuthError> {
+        {
+            let mut flows = self.inner.flows.lock().expect("flows lock");
+            flows.retain(|_, f| {
+                if &f.key == key {
+                    f.task.abort();
+                }
+                &f.key != key
+            });
+        }
+        self.inner.known.lock().expect("known lock").remove(key);
+        let Some(tokens) = self.inner.store.forget_tokens(key)? else { return Ok(false) };
+        let Some(endpoint) = tokens.revocation_endpoint.clone() else { return Ok(false) };
+        let http = &self.inner.http;
+        let mut revoked = true;
+        if let Some(refresh) = &tokens.refresh_token {
+            revoked &= token::revoke(http, &endpoint, &tokens.client, refresh, "refresh_token").await.is_ok();
+        }
+        revoked &= token::revoke(http, &endpoint, &tokens.client, &tokens.access_token, "access_token").await.is_ok();
+        Ok(revoked)
+    }
+}
+
+/// What a login's code exchange needs.
+struct Exchange {
+    discovered: Discovered,
+    client: Client,
+    redirect_uri: String,
+    verifier: String,
+    scopes: Vec<String>,
+}
+
+fn parse(url: &str) -> Result<Url, OAuthError> {
+    Url::parse(url).map_err(|e| OAuthError::Config(format!("{url:?} is not a URL: {e}")))
+}
+
+fn union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out = a.to_vec();
+    for s in b {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+/// The scopes to ask for: the configured ones, what was asked before (a step-up asks for
+/// the union), and the challenge's `scope` — else the resource's `scopes_supported`, else
+/// nothing. `offline_access` is added when the authorization server lists it (so a refresh
+/// token can be had), never otherwise.
+pub fn select_scopes(
+    configured: &[String],
+    challenged: Option<&[String]>,
+    resource_supported: Option<&[String]>,
+    previously: &[String],
+    server_supported: Option<&[String]>,
+) -> Vec<String> {
+    let base = match challenged.filter(|c| !c.is_empty()) {
+        Some(c) => c,
+        None => resource_supported.unwrap_or_default(),
+    };
+    let mut scopes = union(&union(configured, previously), base);
+    if server_supported.is_some_and(|s| s.iter().any(|s| s == "offline_access")) {
+        scopes = union(&scopes, &["offline_access".to_owned()]);
+    }
+    scopes
+}
+
+/// RFC 9207: an `iss` on the authorization response must be the issuer exactly (no
+/// normalization); a server that advertises `authorization_response_iss_parameter_supported`
+/// must send one.
+pub fn check_iss(advertised: bool, iss: Option<&str>, issuer: &str) -> Result<(), OAuthError> {
+    match iss {
+        Some(iss) if iss == issuer => Ok(()),
+        Some(iss) => Err(OAuthError::Refused(format!(
+            "the authorization response's iss {iss:?} is not the authorization server {issuer:?}; refusing the code"
+        ))),
+        None if advertised => Err(OAuthError::Refused(format!(
+            "the authorization server {issuer:?} advertises the iss parameter but the response has none; refusing the code"
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Registration {
+    Configured(String),
+    MetadataDocument(String),
+    Dynamic(String),
+    Impossible,
+}
+
+fn registration_for(config: &ServerOAuth, metadata_url: Option<&str>, auth: &AuthServer) -> Registration {
+    if let Some(id) = &config.client_id {
+        return Registration::Configured(id.clone());
+    }
+    if let Some(url) = metadata_url.filter(|_| auth.client_id_metadata_document_supported) {
+        return Registration::MetadataDocument(url.to_owned());
+    }
+    match &auth.registration_endpoint {
+        Some(endpoint) => Registration::Dynamic(endpoint.clone()),
+        None => Registration::Impossible,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn scopes_come_from_the_challenge_else_the_resource_metadata_else_none() {
+        let challenged = s(&["mcp:basic"]);
+        let supported = s(&["mcp:basic", "mcp:read", "mcp:write"]);
+        assert_eq!(select_scopes(&[], Some(&challenged), Some(&supported), &[], None), s(&["mcp:basic"]));
+        assert_eq!(select_scopes(&[], None, Some(&supported), &[], None), supported);
+        assert!(select_scopes(&[], None, None, &[], None).is_empty());
+    }
+
+    #[test]
+    fn a_step_up_asks_for_the_union_and_offline_access_only_where_listed() {
+        let before = s(&["mcp:basic"]);
+        let challenged = s(&["mcp:write"]);
+        assert_eq!(select_scopes(&[], Some(&challenged), None, &before, None), s(&["mcp:basic", "mcp:write"]));
+        let with_offline = s(&["mcp:basic", "offline_access"]);
+        assert_eq!(
+            select_scopes(&[], Some(&before), None, &[], Some(&with_offline)),
+            s(&["mcp:basic", "offline_access"])
+        );
+        let without = s(&["mcp:basic", "mcp:read"]);
+        assert!(!select_scopes(&[], Some(&before), None, &[], Some(&without)).contains(&"offline_access".to_owned()));
+    }
+
+    #[test]
+    fn iss_is_compared_exactly_and_required_only_when_advertised() {
+        let issuer = "http://localhost:3000";
+        assert!(check_iss(true, Some(issuer), issuer).is_ok());
+        assert!(check_iss(true, None, issuer).is_err(), "advertised, missing");
+        assert!(check_iss(true, Some("https://evil.example.com"), issuer).is_err());
+        assert!(check_iss(false, Some("https://evil.example.com"), issuer).is_err(), "present: compared anyway");
+        assert!(check_iss(true, Some("http://localhost:3000/"), issuer).is_err(), "no normalization");
+        assert!(check_iss(true, Some("HTTP://localhost:3000"), issuer).is_err(), "no case folding");
+        assert!(check_iss(false, None, issuer).is_ok());
+    }
+
+    #[test]
+    fn registration_prefers_the_configured_client_then_a_metadata_document_then_dynamic() {
+        let mut auth =
+            AuthServer { registration_endpoint: Some("https://as/register".into()), ..AuthServer::default() };
+        let configured = ServerOAuth { client_id: Some("pre".into()), ..ServerOAuth::default() };
+        let url = "https://me/client.json";
+        let doc = Some(url);
+        assert_eq!(registration_for(&configured, doc, &auth), Registration::Configured("pre".into()));
+        assert_eq!(
+            registration_for(&ServerOAuth::default(), doc, &auth),
+            Registration::Dynamic("https://as/register".into())
+        );
+        auth.client_id_metadata_document_supported = true;
+        assert_eq!(registration_for(&ServerOAuth::default(), doc, &auth), Registration::MetadataDocument(url.into()));
+        assert_eq!(
+            registration_for(&ServerOAuth::default(), None, &auth),
+            Registration::Dynamic("https://as/register".into())
+        );
+        auth.registration_endpoint = None;
+        assert_eq!(registration_for(&ServerOAuth::default(), None, &auth), Registration::Impossible);
+    }
+}

@@ -1,0 +1,121 @@
+//! The HTTP client for authorization requests: its own, separate from the one that talks
+//! MCP, with short timeouts, few redirects and a bound on what it reads, since every URL it
+//! fetches came from a server mcpx does not trust.
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde_json::Value;
+use url::Url;
+
+use crate::error::OAuthError;
+
+/// Largest metadata or token response read.
+const MAX_BODY: usize = 1024 * 1024;
+
+#[derive(Clone)]
+pub struct Http {
+    client: reqwest::Client,
+}
+
+/// A form POST's answer: its status and JSON body (`Null` when it was not JSON).
+pub struct Posted {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(20))
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .build()
+            .expect("the HTTP client builds with the ring provider installed");
+        Http { client }
+    }
+}
+
+impl Http {
+    /// A JSON document at `url`; `None` when the server has none there (any non-2xx, or
+    /// not JSON).
+    pub async fn get_json(&self, url: &Url) -> Result<Option<Value>, OAuthError> {
+        let response = self
+            .client
+            .get(url.clone())
+            .header(ACCEPT, "application/json")
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .map_err(|e| unreachable(url.as_str(), e))?;
+        if !response.status().is_success() {
+            return Ok(None);
+        }
+        let body = read(url.as_str(), response).await?;
+        Ok(serde_json::from_slice::<Value>(&body).ok().filter(Value::is_object))
+    }
+
+    /// POSTs a form; `basic` adds HTTP Basic client authentication (RFC 6749 §2.3.1:
+    /// both halves form-urlencoded first).
+    pub async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        basic: Option<(&str, &str)>,
+    ) -> Result<Posted, OAuthError> {
+        let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        let mut request = self
+            .client
+            .post(url)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json");
+        if let Some((id, secret)) = basic {
+            use base64::Engine as _;
+            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", enc(id), enc(secret)));
+            let mut value = HeaderValue::from_str(&format!("Basic {pair}"))
+                .map_err(|_| OAuthError::Config("the client credentials cannot travel in a header".into()))?;
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        self.finish(url, request.body(body)).await
+    }
+
+    pub async fn post_json(&self, url: &str, body: &Value) -> Result<Posted, OAuthError> {
+        let request = self.client.post(url).header(ACCEPT, "application/json").json(body);
+        self.finish(url, request).await
+    }
+
+    async fn finish(&self, url: &str, request: reqwest::RequestBuilder) -> Result<Posted, OAuthError> {
+        let response = request.send().await.map_err(|e| unreachable(url, e))?;
+        let status = response.status().as_u16();
+        let body = read(url, response).await?;
+        Ok(Posted { status, body: serde_json::from_slice(&body).unwrap_or(Value::Null) })
+    }
+
+    /// A plain request to a resource server (the probe for its challenge).
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+async fn read(url: &str, mut response: reqwest::Response) -> Result<Vec<u8>, OAuthError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| unreachable(url, e))? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(OAuthError::Http {
+                url: url.to_owned(),
+                reason: format!("answer larger than {MAX_BODY} bytes"),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn unreachable(url: &str, e: reqwest::Error) -> OAuthError {
+    // reqwest's message may repeat the URL, never a body: no secret travels in either.
+    OAuthError::Http { url: url.to_owned(), reason: e.without_url().to_string() }
+}
