@@ -22,6 +22,13 @@ could work with, which the suite reports but does not score.
     MCPX_LOG              daemon log filter (default: warn); printed on failure
     MCPX_ADAPTER_DEADLINE seconds before the adapter gives up and stops the daemon
                           (default: 25, under the suite's 30 s client timeout)
+
+For the `auth/*` scenarios the adapter is also the person at the browser: when mcpx says
+a login is needed it opens the login's URL (from a -32042 error's URL elicitation, else
+from `mcpx auth login s --no-open`) with a plain GET that follows the scenario
+authorization server's redirect back to mcpx's loopback callback, then calls again. The
+scenario's client (pre-registered id and secret, client credentials) comes from
+MCP_CONFORMANCE_CONTEXT into the server's `oauth` entry.
 """
 
 import base64
@@ -35,7 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -51,6 +60,14 @@ def log(*parts):
 
 class Failure(Exception):
     """mcpx answered something a client cannot work with."""
+
+
+class RpcFailure(Failure):
+    """mcpx answered a JSON-RPC error; `error` is its error object."""
+
+    def __init__(self, message, error):
+        super().__init__(message)
+        self.error = error
 
 
 class Interrupted(Exception):
@@ -74,16 +91,22 @@ class Daemon:
         self.log_path = os.path.join(self.work, "daemon.log")
         self.url = None
 
-    def start(self):
+    def start(self, server_oauth=None, oauth=None):
+        server = {"url": self.upstream_url}
+        if server_oauth:
+            server["oauth"] = server_oauth
         config = {
-            "mcpServers": {"s": {"url": self.upstream_url}},
+            "mcpServers": {"s": server},
             "expose": ["s"],
             "exposePrefix": "never",
         }
+        if oauth:
+            config["oauth"] = oauth
         config_path = os.path.join(self.work, "mcpx.json")
         with open(config_path, "w") as f:
             json.dump(config, f)
         state = os.path.join(self.work, "state")
+        self.state = state
         env = dict(os.environ, MCPX_STATE_DIR=state, MCPX_LOG=os.environ.get("MCPX_LOG", "warn"))
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(
@@ -283,6 +306,8 @@ def arguments_for(tool):
 
 
 class Client:
+    capabilities = CAPABILITIES
+
     def __init__(self, url):
         self.http = Http(url)
         self.ids = itertools.count(1)
@@ -302,7 +327,7 @@ class Client:
         finally:
             conn.close()
         if "error" in reply:
-            raise Failure(f"{method} failed (HTTP {resp.status}): {json.dumps(reply['error'])}")
+            raise RpcFailure(f"{method} failed (HTTP {resp.status}): {json.dumps(reply['error'])}", reply["error"])
         return reply.get("result")
 
     def read_reply(self, resp, request_id, method):
@@ -373,7 +398,7 @@ class Modern(Client):
         meta.update({
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-            "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
         })
         params["_meta"] = meta
         return params
@@ -440,7 +465,7 @@ class Legacy(Client):
     def initialize(self):
         request_id = next(self.ids)
         body = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": CAPABILITIES, "clientInfo": CLIENT_INFO}}
+            "protocolVersion": LEGACY, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO}}
         conn, resp = self.http.post(body, {})
         try:
             reply = self.read_reply(resp, request_id, "initialize")
@@ -575,6 +600,99 @@ def run_sse_retry(client):
     expect_complete(client.call("test_reconnection", {}), "test_reconnection")
 
 
+# --- authorization: the adapter is also the person at the browser ---------------------------
+
+# A client ID metadata document URL, as the auth/basic-cimd scenario expects it.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+# How many times a call may send the adapter to log in before it gives up.
+MAX_LOGINS = 4
+
+
+def open_in_browser(url):
+    """What a person's browser does with an authorization URL: GET it, following the
+    authorization server's redirect to mcpx's loopback callback."""
+    log(f"browser: opening {url[:160]}")
+    try:
+        with urllib.request.urlopen(url, timeout=20) as resp:
+            log(f"browser: landed on {resp.geturl()[:80]}: HTTP {resp.status}")
+    except urllib.error.HTTPError as e:
+        log(f"browser: landed on {e.geturl()[:80]}: HTTP {e.code}: {e.read()[:200]!r}")
+
+
+def cli_login(daemon):
+    """`mcpx auth login s --no-open`: open the URL it prints, wait for it to finish."""
+    env = dict(os.environ, MCPX_STATE_DIR=daemon.state)
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    proc = subprocess.Popen([daemon.binary, "auth", "login", "s", "--no-open"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    opened = False
+    for line in proc.stdout:
+        line = line.strip()
+        if line.startswith("http://") or line.startswith("https://"):
+            open_in_browser(line)
+            opened = True
+        elif line:
+            log(f"mcpx auth login: {line}")
+    err = proc.stderr.read().strip()
+    status = proc.wait()
+    if status != 0:
+        raise Failure(f"mcpx auth login s exited {status}: {err}")
+    if not opened:
+        raise Failure("mcpx auth login s printed no URL")
+    log("mcpx auth login s: logged in")
+
+
+def login_urls(error):
+    """The URLs of a -32042 error's URL elicitations."""
+    if error.get("code") != -32042:
+        return None
+    return [e["url"] for e in (error.get("data") or {}).get("elicitations") or [] if e.get("mode") == "url"]
+
+
+def run_auth(client, daemon):
+    """Lists and calls the scenario's tool; each time mcpx says a login is needed, logs in
+    the way it says: opening the URL of a -32042 error (or of an elicitation mcpx relays),
+    else `mcpx auth login s`."""
+    for attempt in range(1, MAX_LOGINS + 2):
+        try:
+            client.list_tools()
+            client.tool("test-tool")
+            expect_complete(client.call("test-tool", {}), "test-tool")
+            return
+        except RpcFailure as e:
+            if attempt > MAX_LOGINS:
+                raise
+            urls = login_urls(e.error)
+            if urls:
+                log(f"mcpx answered -32042: opening {len(urls)} URL(s)")
+                for url in urls:
+                    open_in_browser(url)
+            elif "mcpx auth login" in (e.error.get("message") or ""):
+                log("mcpx says to log in: running mcpx auth login")
+                cli_login(daemon)
+            else:
+                raise
+
+
+def auth_config(scenario):
+    """The server's `oauth` entry and the top-level `oauth` section for a scenario, from
+    MCP_CONFORMANCE_CONTEXT (pre-registered or client-credentials clients)."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    server = {}
+    if scenario.startswith("auth/client-credentials"):
+        server = {"grant": "client_credentials", "clientId": context.get("client_id")}
+        if context.get("client_secret"):
+            server["clientSecret"] = context["client_secret"]
+        if context.get("private_key_pem"):
+            server["privateKey"] = context["private_key_pem"]
+    elif context.get("client_id"):
+        server = {"clientId": context["client_id"]}
+        if context.get("client_secret"):
+            server["clientSecret"] = context["client_secret"]
+    return server or None, {"clientMetadataUrl": CLIENT_METADATA_URL, "loginTimeout": "20s"}
+
+
 SCENARIOS = {
     "tools_call": run_tools_call,
     "request-metadata": run_list_only,
@@ -601,17 +719,25 @@ def main():
         log(f"no script for scenario {scenario!r}: listing tools only")
         run = run_list_only
     daemon = Daemon(sys.argv[1])
+    auth = scenario.startswith("auth/")
     status = 0
     signal.signal(signal.SIGALRM, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     signal.alarm(int(os.environ.get("MCPX_ADAPTER_DEADLINE", "25")))
     try:
-        daemon.start()
+        if auth:
+            daemon.start(*auth_config(scenario))
+            run = lambda client: run_auth(client, daemon)  # noqa: E731
+        else:
+            daemon.start()
         if version == MODERN:
             client = Modern(daemon.url)
             run(client)
         else:
             client = Legacy(daemon.url)
+            if auth:
+                # A client that can send its user to a URL: mcpx may answer -32042 with a login's.
+                client.capabilities = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
             client.initialize()
             try:
                 run(client)

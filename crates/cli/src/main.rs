@@ -1,6 +1,7 @@
 //! `mcpx`: an MCP gateway. This binary parses arguments and wires the crates together;
 //! the behaviour lives in `mcpx-gateway` (the core) and `mcpx-server` (the front ends).
 
+mod auth;
 mod client;
 mod commands;
 mod daemon;
@@ -99,6 +100,39 @@ enum Command {
     /// Work with the config file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Log in to HTTP servers that ask for OAuth, list their logins, log out.
+    #[command(subcommand)]
+    Auth(AuthCommand),
+}
+
+#[derive(Subcommand)]
+enum AuthCommand {
+    /// Log in to a server: prints the URL to open (and opens it in a browser when there is
+    /// a desktop: $DISPLAY or $WAYLAND_DISPLAY, with $BROWSER or xdg-open), then waits until
+    /// the login is done. Exits 0 when logged in, 1 when the login failed, 124 when it was
+    /// not completed within the daemon's oauth.loginTimeout. A server's shared credential
+    /// can only be logged in by the daemon's owner.
+    Login {
+        server: String,
+        /// Print the URL only; do not open a browser.
+        #[arg(long)]
+        no_open: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Each HTTP server: logged in (with expiry, scopes and issuer), needs login, or not
+    /// required as far as mcpx has seen. Never shows a token.
+    Ls {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Forget a server's tokens, revoking them first when its authorization server offers
+    /// revocation.
+    Logout {
+        server: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Subcommand)]
@@ -206,6 +240,13 @@ fn main() -> ExitCode {
             commands::run(async || commands::ask_decline(common, &id).await)
         }
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
+        Command::Auth(AuthCommand::Login { server, no_open, common }) => {
+            commands::run(async || auth::login(common, &server, !no_open).await)
+        }
+        Command::Auth(AuthCommand::Ls { common }) => commands::run(async || auth::list(common).await),
+        Command::Auth(AuthCommand::Logout { server, common }) => {
+            commands::run(async || auth::logout(common, &server).await)
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Config {
     pub limits: LimitConfig,
     pub exec: ExecConfig,
     pub artifacts: ArtifactConfig,
+    /// How mcpx logs in to HTTP upstreams that ask for OAuth.
+    pub oauth: OAuthConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -41,6 +43,106 @@ pub struct ServerConfig {
     /// What identifies this definition: an instance started from another one is replaced.
     /// Computed once when the config is read.
     pub definition: String,
+    /// How mcpx logs in to this (HTTP) server, when it asks for OAuth.
+    pub oauth: Option<ServerOAuthConfig>,
+    /// Whose credential reaches the server: one shared by every caller (the default,
+    /// logged in by the daemon's owner), or each authenticated caller's own.
+    pub credentials: Credentials,
+}
+
+/// A server entry's `"oauth"`: how mcpx identifies itself to the server's authorization
+/// server. Every key is optional; without any, mcpx registers itself where the
+/// authorization server allows it. Unknown keys are refused (a typo here would silently
+/// log in differently).
+#[derive(Clone, Default, PartialEq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerOAuthConfig {
+    /// A client registered with the authorization server beforehand (used as is, first).
+    pub client_id: Option<String>,
+    /// Its secret, if it has one; `${VAR}` takes it from the daemon's environment.
+    pub client_secret: Option<String>,
+    /// A client ID metadata document URL for this server (overrides `oauth.clientMetadataUrl`).
+    pub client_metadata_url: Option<String>,
+    /// Scopes always asked for, beside those the server's challenge names.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// `"authorization_code"` (default: a person logs in) or `"client_credentials"` (mcpx
+    /// authenticates as itself with `clientId` and `clientSecret` or `privateKey`).
+    #[serde(default)]
+    pub grant: GrantConfig,
+    /// A PEM PKCS#8 P-256 private key for `private_key_jwt` (client credentials);
+    /// `${VAR}` takes it from the daemon's environment.
+    pub private_key: Option<String>,
+}
+
+impl std::fmt::Debug for ServerOAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOAuthConfig")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("scopes", &self.scopes)
+            .field("grant", &self.grant)
+            .field("private_key", &self.private_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantConfig {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
+}
+
+/// A server entry's `"credentials"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Credentials {
+    /// One credential for every caller, logged in by the daemon's owner only.
+    #[default]
+    Shared,
+    /// Each authenticated caller logs in for itself (its own token in the store).
+    User,
+}
+
+/// The top-level `"oauth"` section: how mcpx logs in to HTTP upstreams.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A client ID metadata document URL (an https URL whose document describes mcpx),
+    /// used as the client_id where an authorization server supports such documents.
+    /// Default none: dynamic registration.
+    pub client_metadata_url: Option<String>,
+    /// The port of the loopback redirect (`http://127.0.0.1:<port>/callback`), for an
+    /// authorization server that wants the redirect URI exactly. Default 0: an ephemeral
+    /// port per login.
+    pub redirect_port: u16,
+    /// A login not completed within this is dropped and its listener closed. Default 5m.
+    #[serde(with = "duration")]
+    pub login_timeout: Duration,
+    /// How many times in a row a server's 403 `insufficient_scope` may send mcpx back for
+    /// more scopes before the request fails. Default 2.
+    pub max_step_ups: u32,
+    /// An access token this close to expiry is refreshed before use. Default 60s.
+    #[serde(with = "duration")]
+    pub refresh_before: Duration,
+    /// The `client_name` mcpx registers under. Default "mcpx".
+    pub client_name: String,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig {
+            client_metadata_url: None,
+            redirect_port: 0,
+            login_timeout: Duration::from_secs(300),
+            max_step_ups: 2,
+            refresh_before: Duration::from_secs(60),
+            client_name: "mcpx".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +167,9 @@ struct RawServer {
     scope: Scope,
     #[serde(default = "yes")]
     invocation_context: bool,
+    oauth: Option<ServerOAuthConfig>,
+    #[serde(default)]
+    credentials: Credentials,
 }
 
 fn yes() -> bool {
@@ -86,8 +191,41 @@ impl TryFrom<RawServer> for ServerConfig {
             (Some(_), Some(_)) => return Err("a server has either \"command\" or \"url\", not both".into()),
             _ => return Err("a server needs a non-empty \"command\" (stdio) or a \"url\" (HTTP)".into()),
         };
-        let definition = format!("{launch:?} {:?} {}", raw.scope, raw.invocation_context);
-        Ok(ServerConfig { launch, scope: raw.scope, invocation_context: raw.invocation_context, definition })
+        if raw.oauth.is_some() && !matches!(launch, Launch::Http { .. }) {
+            return Err("\"oauth\" is for HTTP servers (with a \"url\")".into());
+        }
+        if raw.credentials == Credentials::User && !matches!(launch, Launch::Http { .. }) {
+            return Err("\"credentials\" is for HTTP servers (with a \"url\")".into());
+        }
+        // One instance carries one credential: it must serve one principal only.
+        if raw.credentials == Credentials::User && !matches!(raw.scope, Scope::Session | Scope::Call) {
+            return Err(
+                "\"credentials\": \"user\" needs \"scope\": \"session\" or \"call\" (an instance per caller)".into()
+            );
+        }
+        if let Some(oauth) = &raw.oauth
+            && oauth.grant == GrantConfig::ClientCredentials
+            && oauth.client_id.is_none()
+        {
+            return Err("\"oauth\": \"grant\": \"client_credentials\" needs \"clientId\"".into());
+        }
+        // The OAuth part enters the definition as a digest: the definition may be logged.
+        let oauth_digest = raw.oauth.as_ref().map(|o| {
+            use sha2::Digest;
+            let text = serde_json::to_vec(o).expect("the oauth config serializes");
+            let digest = sha2::Sha256::digest(&text);
+            digest.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
+        });
+        let definition =
+            format!("{launch:?} {:?} {} {oauth_digest:?} {:?}", raw.scope, raw.invocation_context, raw.credentials);
+        Ok(ServerConfig {
+            launch,
+            scope: raw.scope,
+            invocation_context: raw.invocation_context,
+            definition,
+            oauth: raw.oauth,
+            credentials: raw.credentials,
+        })
     }
 }
 

@@ -4,13 +4,13 @@
 //! joins each instance started for it (`watch`). Routing asks here for a lease; nothing
 //! here knows MCP methods.
 
-use mcpx_upstream::{HttpSpec, Spec, StdioSpec, Timeouts};
+use mcpx_upstream::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
-use crate::config::{Config, Launch, ServerConfig};
+use crate::config::{Config, Credentials, GrantConfig, Launch, OAuthConfig, ServerConfig};
 use crate::context::CallContext;
 use crate::error::Error;
-use crate::identity::Identity;
+use crate::identity::{Identity, Principal};
 use crate::pool::{Lease, Pool, PoolError};
 use crate::scope::{InstanceKey, Owner, Scope, Scoper};
 use crate::watch::SessionStreams;
@@ -21,6 +21,8 @@ pub(crate) struct Instances {
     pub scoper: Scoper,
     /// Handshake-era sessions' change streams, by the instances they follow.
     pub streams: SessionStreams,
+    /// Logs in to HTTP upstreams that ask for OAuth, when the daemon gave it one.
+    pub oauth: std::sync::OnceLock<mcpx_oauth::Authorizer>,
 }
 
 impl Instances {
@@ -38,7 +40,15 @@ impl Instances {
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
         let spec = || {
-            upstream_spec(config, server, server_config, &ctx.identity).map_err(|e| PoolError::Config(e.to_string()))
+            let mut spec = upstream_spec(config, server, server_config, &ctx.identity)
+                .map_err(|e| PoolError::Config(e.to_string()))?;
+            if let (Spec::Http(http), Some(authorizer)) = (&mut spec, self.oauth.get()) {
+                authorizer.set_settings(oauth_settings(&config.oauth));
+                let target = login_target(server, server_config, &ctx.identity.principal)
+                    .map_err(|e| PoolError::Config(e.to_string()))?;
+                http.auth = target.map(|target| Authorization { authorizer: authorizer.clone(), target });
+            }
+            Ok(spec)
         };
         let lease = self
             .pool
@@ -111,9 +121,62 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
                 headers,
                 timeouts,
                 max_line_bytes: config.limits.max_line_bytes,
+                auth: None,
             }))
         }
     }
+}
+
+/// The daemon-wide OAuth settings, as the authorizer takes them.
+pub(crate) fn oauth_settings(config: &OAuthConfig) -> mcpx_oauth::Settings {
+    mcpx_oauth::Settings {
+        client_metadata_url: config.client_metadata_url.clone(),
+        redirect_port: config.redirect_port,
+        login_timeout: config.login_timeout,
+        max_step_ups: config.max_step_ups,
+        refresh_before: config.refresh_before,
+        client_name: config.client_name.clone(),
+    }
+}
+
+/// Which credential of an HTTP server serves `principal`, and how it is configured;
+/// `None` for a stdio server. The shared credential unless the server says
+/// `"credentials": "user"`.
+pub(crate) fn login_target(
+    name: &str,
+    server: &ServerConfig,
+    principal: &Principal,
+) -> Result<Option<mcpx_oauth::Target>, Error> {
+    let Launch::Http { url, .. } = &server.launch else { return Ok(None) };
+    let expand = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(|v| {
+                expand_env(v).map_err(|var| {
+                    Error::internal(format!("server {name:?}: ${{{var}}} is not set in the daemon's environment"))
+                })
+            })
+            .transpose()
+    };
+    let oauth = server.oauth.clone().unwrap_or_default();
+    let config = mcpx_oauth::ServerOAuth {
+        client_id: oauth.client_id.clone(),
+        client_secret: expand(&oauth.client_secret)?,
+        client_metadata_url: oauth.client_metadata_url.clone(),
+        scopes: oauth.scopes.clone(),
+        grant: match oauth.grant {
+            GrantConfig::AuthorizationCode => mcpx_oauth::Grant::AuthorizationCode,
+            GrantConfig::ClientCredentials => mcpx_oauth::Grant::ClientCredentials,
+        },
+        private_key: expand(&oauth.private_key)?,
+    };
+    let principal = match (server.credentials, principal) {
+        (Credentials::Shared, _) => None,
+        (Credentials::User, Principal::Local) => Some("local".to_owned()),
+        (Credentials::User, Principal::Token(name)) => Some(format!("token:{name}")),
+    };
+    let key = mcpx_oauth::CredentialKey { server: name.to_owned(), principal };
+    Ok(Some(mcpx_oauth::Target { key, url: url.clone(), config }))
 }
 
 /// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.

@@ -19,6 +19,7 @@ mod held;
 pub mod identity;
 mod instances;
 pub mod invocation;
+mod login;
 pub mod memory;
 pub mod naming;
 mod page;

@@ -31,7 +31,11 @@ impl Gateway {
     /// Answers one request for the caller described by `ctx`.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
         let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
-        self.route(ctx, method, params).await
+        match self.route(ctx, method, params).await {
+            // An upstream that needs a login: the caller may be offered one (`login`).
+            Err(e) => Err(self.login_needed(ctx, e).await),
+            answer => answer,
+        }
     }
 
     /// Sends the request to the part of the gateway that answers `method`.

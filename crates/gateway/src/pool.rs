@@ -149,7 +149,7 @@ impl Pool {
                         tracing::info!(instance = %key, "starting instance");
                         match Upstream::connect(&spec, hint).await {
                             // The server may have changed eras since (an upgrade): probe afresh once.
-                            Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) => {
+                            Err(e) if hint.is_some() && !matches!(e, UpstreamError::Spawn { .. }) && !e.is_auth() => {
                                 tracing::info!(instance = %key, "the remembered era failed ({e}); probing again");
                                 self.inner.eras.forget(definition);
                                 Upstream::connect(&spec, None).await
@@ -321,7 +321,11 @@ impl Inner {
     }
 
     fn failed(&self, server: &str, definition: &str, error: &PoolError) {
-        if matches!(error, PoolError::BackingOff { .. } | PoolError::ShuttingDown) {
+        // A missing login is no fault of the server: backing off would only delay the
+        // first call after the login.
+        if matches!(error, PoolError::BackingOff { .. } | PoolError::ShuttingDown)
+            || matches!(error, PoolError::Upstream(e) if e.is_auth())
+        {
             return;
         }
         self.count_failure(server, definition, error.to_string(), false);

@@ -46,6 +46,10 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/ask/begin", post(ask_begin))
         .route("/v1/ask/poll", get(ask_poll))
         .route("/v1/stdio", get(stdio::upgrade))
+        .route("/v1/auth", get(auth_list))
+        .route("/v1/auth/login", post(auth_login))
+        .route("/v1/auth/wait", post(auth_wait))
+        .route("/v1/auth/logout", post(auth_logout))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -335,6 +339,74 @@ fn no_such_question(id: &str) -> RpcError {
 async fn stop(State(front): State<Arc<Front>>, _: Caller) -> (StatusCode, Json<v1::Stopping>) {
     front.life.request_stop();
     (StatusCode::ACCEPTED, Json(v1::Stopping { stopping: true, pid: std::process::id() }))
+}
+
+/// Each HTTP server's shared credential: never a token.
+async fn auth_list(State(front): State<Arc<Front>>, _: Caller) -> Json<v1::AuthList> {
+    let servers = front
+        .gateway
+        .auth_status()
+        .into_iter()
+        .map(|s| v1::AuthEntry {
+            server: s.server,
+            state: match s.state {
+                mcpx_oauth::AuthState::LoggedIn => "loggedIn",
+                mcpx_oauth::AuthState::NeedsLogin => "needsLogin",
+                mcpx_oauth::AuthState::NotRequired => "notRequired",
+            }
+            .into(),
+            expires_at: s.expires_at,
+            scopes: s.scopes,
+            issuer: s.issuer,
+        })
+        .collect();
+    Json(v1::AuthList { servers })
+}
+
+/// Begins a login: only the daemon's owner may log in a shared credential (`login`).
+async fn auth_login(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(request): v1::Body<v1::AuthServerRequest>,
+) -> Response {
+    match front.gateway.begin_login(&request.server, &caller.principal).await {
+        Ok(login) => Json(v1::LoginStarted {
+            id: login.id,
+            server: login.server,
+            url: login.url,
+            expires_in_ms: login.expires_in.as_millis() as u64,
+        })
+        .into_response(),
+        Err(e) => error(&RpcError::from(e)),
+    }
+}
+
+/// Waits (a while) for a login to end.
+async fn auth_wait(State(front): State<Arc<Front>>, _: Caller, v1::Body(request): v1::Body<v1::LoginWait>) -> Response {
+    let within = std::time::Duration::from_millis(request.wait_ms.unwrap_or(25_000).min(60_000));
+    match front.gateway.wait_login(&request.id, within).await {
+        Ok(state) => {
+            let (status, error) = match state {
+                mcpx_oauth::LoginState::Pending => ("pending", None),
+                mcpx_oauth::LoginState::Done => ("done", None),
+                mcpx_oauth::LoginState::Failed(why) => ("failed", Some(why)),
+            };
+            Json(v1::LoginProgress { id: request.id, status: status.into(), error }).into_response()
+        }
+        Err(e) => error(&RpcError::from(e)),
+    }
+}
+
+/// Forgets a server's credential, revoking it where the server offers revocation.
+async fn auth_logout(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(request): v1::Body<v1::AuthServerRequest>,
+) -> Response {
+    match front.gateway.logout(&request.server, &caller.principal).await {
+        Ok(revoked) => Json(v1::LoggedOut { server: request.server, revoked }).into_response(),
+        Err(e) => error(&RpcError::from(e)),
+    }
 }
 
 /// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked

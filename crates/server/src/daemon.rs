@@ -137,6 +137,11 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     let gateway = Gateway::new(settings);
     gateway.remember_eras_in(dir.join("eras.json"));
     gateway.keep_artifacts_in(dir.join("artifacts"));
+    // Tokens live in the state dir, private like it: logins survive a daemon restart.
+    match mcpx_oauth::Authorizer::open(&dir.join("oauth"), mcpx_oauth::Settings::default()) {
+        Ok(authorizer) => gateway.authorize_with(authorizer),
+        Err(e) => tracing::warn!("OAuth logins are off: {e}"),
+    }
     let front = Arc::new(Front::new(gateway.clone(), Life::new(url.clone(), Some(socket_path.clone()))));
     let app = router(front.clone());
     // Before the record: a client may signal the daemon as soon as it can find it.

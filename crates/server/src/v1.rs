@@ -269,6 +269,73 @@ pub struct Stopping {
     pub pid: u32,
 }
 
+/// `POST /v1/auth/login` and `POST /v1/auth/logout`: which server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuthServerRequest {
+    pub server: String,
+}
+
+/// 200 from `POST /v1/auth/login`: a login under way, and the URL a person opens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginStarted {
+    pub id: String,
+    pub server: String,
+    pub url: String,
+    /// The login is dropped after this long (`oauth.loginTimeout`).
+    pub expires_in_ms: u64,
+}
+
+/// `POST /v1/auth/wait`: the login to wait for, and for how long at most this time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginWait {
+    pub id: String,
+    /// Default 25000; at most 60000. The answer comes sooner when the login ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// 200 from `POST /v1/auth/wait`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoginProgress {
+    pub id: String,
+    /// `pending`, `done` or `failed`.
+    pub status: String,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// 200 from `GET /v1/auth`: each HTTP server's shared credential. Never a token.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuthList {
+    pub servers: Vec<AuthEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthEntry {
+    pub server: String,
+    /// `loggedIn`, `needsLogin` or `notRequired` (as far as mcpx has seen).
+    pub state: String,
+    /// Unix seconds when the access token expires, when the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+}
+
+/// 200 from `POST /v1/auth/logout`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoggedOut {
+    pub server: String,
+    /// Whether the authorization server revoked the tokens (it offers revocation and
+    /// said yes); they are forgotten either way.
+    pub revoked: bool,
+}
+
 /// The body of every `/v1` error: a JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -302,6 +369,12 @@ impl RequestBody for ExecRequest {
 }
 impl RequestBody for AnswerRequest {
     const SHAPE: &'static str = "{\"id\": …, \"responses\": {key: answer}}";
+}
+impl RequestBody for AuthServerRequest {
+    const SHAPE: &'static str = "{\"server\": …}";
+}
+impl RequestBody for LoginWait {
+    const SHAPE: &'static str = "{\"id\": …, \"waitMs\"?: …}";
 }
 impl RequestBody for AbandonRequest {
     const SHAPE: &'static str = "{\"id\": …}";

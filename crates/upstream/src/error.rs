@@ -23,6 +23,14 @@ pub enum UpstreamError {
     LineTooLong { server: String, limit: usize, whose: LostLine },
     #[error("server {server:?} did not answer {method} within {after:?}")]
     Timeout { server: String, method: String, after: Duration },
+    /// The server wants a bearer that mcpx can only get with a person's help: someone
+    /// must run `mcpx auth login <server>` (or open the URL an elicitation offers).
+    #[error("server {server:?} needs you to log in: run `mcpx auth login {server}`")]
+    LoginNeeded { server: String },
+    /// Getting a bearer for the server failed for another reason (a refused metadata
+    /// document, a token endpoint error, too many step-ups).
+    #[error("server {server:?}: authorization failed: {reason}")]
+    Auth { server: String, reason: String },
     /// The upstream answered with a JSON-RPC error: relayed to the caller as is.
     #[error("{0}")]
     Rpc(RpcError),
@@ -52,10 +60,26 @@ impl std::fmt::Display for LostLine {
 }
 
 impl UpstreamError {
+    /// What an authorization failure means for a request to `server`.
+    pub fn from_oauth(server: &str, e: mcpx_oauth::OAuthError) -> UpstreamError {
+        match e {
+            mcpx_oauth::OAuthError::LoginNeeded { .. } => UpstreamError::LoginNeeded { server: server.to_owned() },
+            other => UpstreamError::Auth { server: server.to_owned(), reason: other.to_string() },
+        }
+    }
+
+    /// Whether this failure is about credentials, not the server's health: a login fixes
+    /// it, so it is no reason to back off from starting the server.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, UpstreamError::LoginNeeded { .. } | UpstreamError::Auth { .. })
+    }
+
     /// The JSON-RPC error a caller receives for this failure.
     pub fn to_rpc(&self) -> RpcError {
         match self {
             UpstreamError::Rpc(e) => e.clone(),
+            UpstreamError::LoginNeeded { server } => RpcError::internal(self.to_string())
+                .with_data(serde_json::json!({ "server": server, "login": format!("mcpx auth login {server}") })),
             other => RpcError::internal(other.to_string()),
         }
     }

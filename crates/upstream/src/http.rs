@@ -26,7 +26,7 @@ use crate::changes::{is_change, untagged_change};
 use crate::error::UpstreamError;
 use crate::handshake::{self, ServerFacts};
 use crate::questions::{self, Serving};
-use crate::spec::HttpSpec;
+use crate::spec::{Authorization, HttpSpec};
 
 pub(crate) struct HttpConn {
     server: String,
@@ -57,6 +57,10 @@ pub(crate) struct HttpConn {
     listening: tokio::sync::Mutex<Option<Listening>>,
     /// Our listens waiting for the server's acknowledgement, by request id.
     acks: std::sync::Mutex<HashMap<i64, tokio::sync::oneshot::Sender<()>>>,
+    /// Where the bearer comes from, when mcpx logs in to this server.
+    auth: Option<Authorization>,
+    /// The bearer the last POST carried: the session's GET and DELETE carry it too.
+    bearer: std::sync::Mutex<Option<String>>,
 }
 
 /// A `subscriptions/listen` request kept open (and opened again when the server ends it)
@@ -135,6 +139,13 @@ impl HttpConn {
             max_line: spec.max_line_bytes,
             listening: Default::default(),
             acks: Default::default(),
+            // A configured Authorization header is the user's choice of credential: mcpx
+            // does not log in over it.
+            auth: spec
+                .auth
+                .clone()
+                .filter(|_| !spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))),
+            bearer: Default::default(),
         };
         if era_hint != Some(Era::Legacy) {
             let within = if era_hint == Some(Era::Modern) { spec.timeouts.handshake } else { spec.timeouts.probe };
@@ -163,6 +174,7 @@ impl HttpConn {
                         });
                     }
                     Ok(Err(e @ UpstreamError::Unreachable { .. })) => return Err(e),
+                    Ok(Err(e)) if e.is_auth() => return Err(e),
                     _ => break,
                 }
             }
@@ -289,8 +301,11 @@ impl HttpConn {
     pub(crate) async fn shutdown(&self) {
         self.listening.lock().await.take();
         let Some(session) = self.session.lock().await.take() else { return };
-        let request =
+        let mut request =
             self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
+        if let Some(bearer) = self.bearer_header() {
+            request = request.header(reqwest::header::AUTHORIZATION, bearer);
+        }
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
     }
 
@@ -375,12 +390,75 @@ impl HttpConn {
         }
     }
 
+    /// Sends one POST, with the server's bearer when mcpx holds one. A 401 (or a 403
+    /// `insufficient_scope`) goes to the authorizer, which may get a new token without a
+    /// person (refresh, client credentials): then the request is sent once more, never
+    /// more. Otherwise the request fails with [`UpstreamError::LoginNeeded`].
     async fn send(
         &self,
         body: Vec<u8>,
         method: &str,
         params: Option<&Value>,
         legacy: Option<Revision>,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        let Some(auth) = &self.auth else {
+            return self.post(body, method, params, legacy, None).await;
+        };
+        let bearer = auth.authorizer.bearer(&auth.target).await;
+        self.remember_bearer(bearer.as_deref());
+        let response = self.post(body.clone(), method, params, legacy, bearer.as_deref()).await?;
+        let Some((status, challenges)) = auth_challenge(&response) else {
+            if bearer.is_some() && response.status().is_success() {
+                auth.authorizer.succeeded(&auth.target);
+            }
+            return Ok(response);
+        };
+        let server = &self.server;
+        let retry = auth
+            .authorizer
+            .challenged(&auth.target, status, challenges.iter().map(String::as_str), bearer.as_deref())
+            .await
+            .map_err(|e| UpstreamError::from_oauth(server, e))?;
+        self.remember_bearer(Some(&retry));
+        let response = self.post(body, method, params, legacy, Some(&retry)).await?;
+        match auth_challenge(&response) {
+            None => {
+                auth.authorizer.succeeded(&auth.target);
+                Ok(response)
+            }
+            // Still refused: let the authorizer learn what it asks for (scopes, step-ups), once.
+            Some((status, challenges)) => {
+                let again = auth
+                    .authorizer
+                    .challenged(&auth.target, status, challenges.iter().map(String::as_str), Some(&retry))
+                    .await;
+                Err(match again {
+                    Err(e) => UpstreamError::from_oauth(server, e),
+                    Ok(_) => UpstreamError::LoginNeeded { server: server.clone() },
+                })
+            }
+        }
+    }
+
+    fn remember_bearer(&self, bearer: Option<&str>) {
+        *self.bearer.lock().expect("bearer lock") = bearer.map(str::to_owned);
+    }
+
+    /// The bearer of the last POST, for the session's GET and DELETE.
+    fn bearer_header(&self) -> Option<HeaderValue> {
+        let bearer = self.bearer.lock().expect("bearer lock").clone()?;
+        let mut value = HeaderValue::from_str(&format!("Bearer {bearer}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+
+    async fn post(
+        &self,
+        body: Vec<u8>,
+        method: &str,
+        params: Option<&Value>,
+        legacy: Option<Revision>,
+        bearer: Option<&str>,
     ) -> Result<reqwest::Response, UpstreamError> {
         // Names and fixed values as constants: each one given as text is parsed and checked.
         let mut request = self
@@ -390,6 +468,14 @@ impl HttpConn {
             .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         if !self.headers.is_empty() {
             request = request.headers(self.headers.clone());
+        }
+        if let Some(bearer) = bearer {
+            let mut value = HeaderValue::from_str(&format!("Bearer {bearer}")).map_err(|_| UpstreamError::Auth {
+                server: self.server.clone(),
+                reason: "the access token is not a header value".into(),
+            })?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
         }
         match legacy {
             Some(revision) => {
@@ -544,12 +630,15 @@ impl HttpConn {
 
     /// A handshake-era GET for an event stream of the session.
     fn stream_request(&self, session: Option<String>) -> reqwest::RequestBuilder {
-        let request = self
+        let mut request = self
             .client
             .get(self.endpoint.clone())
             .headers(self.headers.clone())
             .header("accept", "text/event-stream")
             .header("mcp-protocol-version", self.revision.as_str());
+        if let Some(bearer) = self.bearer_header() {
+            request = request.header(reqwest::header::AUTHORIZATION, bearer);
+        }
         match session {
             Some(session) => request.header("mcp-session-id", session),
             None => request,
@@ -737,6 +826,24 @@ const DEFAULT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 const MAX_RETRY_MS: u64 = 30_000;
 /// How many times one request's stream is resumed before the call fails.
 const MAX_RESUMES: usize = 5;
+
+/// A 401, or a 403 whose challenge says `insufficient_scope`: its status and every
+/// `WWW-Authenticate` value. Any other answer is the request's own business.
+fn auth_challenge(response: &reqwest::Response) -> Option<(u16, Vec<String>)> {
+    let status = response.status().as_u16();
+    if status != 401 && status != 403 {
+        return None;
+    }
+    let challenges: Vec<String> = response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let step_up =
+        mcpx_oauth::challenge::bearer(challenges.iter().map(String::as_str)).is_some_and(|c| c.insufficient_scope());
+    (status == 401 || step_up).then_some((status, challenges))
+}
 
 fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);

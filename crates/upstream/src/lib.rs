@@ -40,4 +40,4 @@ pub use changes::CHANGE_NOTIFICATIONS;
 pub use connection::{ResourceWatch, Upstream};
 pub use error::{LostLine, UpstreamError};
 pub use handshake::ServerFacts;
-pub use spec::{HttpSpec, Spec, StdioSpec, Timeouts};
+pub use spec::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};

@@ -20,6 +20,22 @@ pub struct HttpSpec {
     pub timeouts: Timeouts,
     /// Longest line of an event stream (and so longest event) accepted from the server.
     pub max_line_bytes: usize,
+    /// Where its bearer comes from, when mcpx logs in to it (OAuth); `None` when a
+    /// configured `Authorization` header (or nothing) is all it gets.
+    pub auth: Option<Authorization>,
+}
+
+/// The authorizer and which of its credentials serves this instance.
+#[derive(Clone)]
+pub struct Authorization {
+    pub authorizer: mcpx_oauth::Authorizer,
+    pub target: mcpx_oauth::Target,
+}
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorization").field("key", &self.target.key).finish_non_exhaustive()
+    }
 }
 
 /// How to launch one stdio upstream instance.

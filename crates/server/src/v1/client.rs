@@ -14,9 +14,9 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{
-    AbandonRequest, Abandoned, AnswerRequest, ArtifactList, AskQuery, CallOutcome, CallRequest, CallStatus,
-    ExecRequest, PollOutcome, PollQuery, Question, QuestionList, Running, Status, Stopping, ToolList, ToolsQuery,
-    Waiting,
+    AbandonRequest, Abandoned, AnswerRequest, ArtifactList, AskQuery, AuthList, AuthServerRequest, CallOutcome,
+    CallRequest, CallStatus, ExecRequest, LoggedOut, LoginProgress, LoginStarted, LoginWait, PollOutcome, PollQuery,
+    Question, QuestionList, Running, Status, Stopping, ToolList, ToolsQuery, Waiting,
 };
 use crate::caller::SESSION_HEADER;
 
@@ -126,6 +126,27 @@ impl V1Client {
             CallOutcome::Done(result) => PollOutcome::Done(result),
             CallOutcome::Waiting(waiting) => PollOutcome::Waiting(waiting),
         })
+    }
+
+    /// Each HTTP server's login state.
+    pub async fn auth_list(&mut self) -> Result<AuthList, ClientError> {
+        self.send(Method::GET, "/v1/auth".into(), None).await?.json(StatusCode::OK)
+    }
+
+    /// Begins a login of a server: the URL a person opens.
+    pub async fn auth_login(&mut self, server: &str) -> Result<LoginStarted, ClientError> {
+        let body = AuthServerRequest { server: server.to_owned() };
+        self.send(Method::POST, "/v1/auth/login".into(), Some(json(&body))).await?.json(StatusCode::OK)
+    }
+
+    /// Where a login stands, after waiting a while for it to end.
+    pub async fn auth_wait(&mut self, wait: &LoginWait) -> Result<LoginProgress, ClientError> {
+        self.send(Method::POST, "/v1/auth/wait".into(), Some(json(wait))).await?.json(StatusCode::OK)
+    }
+
+    pub async fn auth_logout(&mut self, server: &str) -> Result<LoggedOut, ClientError> {
+        let body = AuthServerRequest { server: server.to_owned() };
+        self.send(Method::POST, "/v1/auth/logout".into(), Some(json(&body))).await?.json(StatusCode::OK)
     }
 
     async fn send(&mut self, method: Method, path: String, body: Option<Vec<u8>>) -> Result<Answer, ClientError> {

@@ -1,0 +1,121 @@
+//! Logging in to HTTP upstreams that ask for OAuth: who may start a login, for which
+//! credential, and what a caller hears when a call needs one.
+//!
+//! A server's shared credential (the default) serves every caller, so only the daemon's
+//! owner (`Principal::Local`: the unix socket, or loopback without tokens) may log it in:
+//! a token holder who could start that login could put its own account behind everyone's
+//! server (login CSRF / account fixation). With `"credentials": "user"` each principal
+//! logs in its own credential.
+//!
+//! A call that needs a login fails with `UpstreamError::LoginNeeded`. A 2025-11-25 caller
+//! that declared URL-mode elicitation and may log the credential in gets -32042
+//! (`URLElicitationRequiredError`) carrying a freshly begun login's URL; any other caller
+//! gets the plain error naming `mcpx auth login <server>`, and no URL.
+
+use std::time::Duration;
+
+use mcpx_oauth::{AuthStatus, Authorizer, Login, LoginState};
+use mcpx_protocol::{Revision, RpcError};
+use mcpx_upstream::UpstreamError;
+use serde_json::{Value, json};
+
+use crate::config::{Credentials, Launch};
+use crate::error::Error;
+use crate::identity::Principal;
+use crate::instances::{login_target, oauth_settings};
+use crate::{CallContext, Gateway};
+
+/// JSON-RPC code of `URLElicitationRequiredError` (2025-11-25).
+const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+impl Gateway {
+    /// Logs in to HTTP upstreams with this authorizer (the daemon's, over its state dir).
+    pub fn authorize_with(&self, authorizer: Authorizer) {
+        authorizer.set_settings(oauth_settings(&self.settings.config().oauth));
+        let _ = self.instances.oauth.set(authorizer);
+    }
+
+    fn authorizer(&self) -> Result<&Authorizer, Error> {
+        self.instances
+            .oauth
+            .get()
+            .ok_or_else(|| Error::internal("this mcpx has no token store: OAuth logins need the daemon"))
+    }
+
+    /// The credential of `server` that `principal` may log in, if it may.
+    fn target_for(&self, server: &str, principal: &Principal) -> Result<mcpx_oauth::Target, Error> {
+        let config = self.settings.config();
+        let Some(entry) = config.server(server) else {
+            let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+            return Err(Error::params(format!("unknown server {server:?}; servers: {}", names.join(", "))));
+        };
+        if entry.credentials == Credentials::Shared && *principal != Principal::Local {
+            return Err(Error::params(format!(
+                "only the daemon's owner may log in server {server:?}: its credential is shared by every caller"
+            )));
+        }
+        login_target(server, entry, principal)?.ok_or_else(|| {
+            Error::params(format!("server {server:?} is not an HTTP server: there is nothing to log in to"))
+        })
+    }
+
+    /// Begins a login of `server`'s credential for `principal`: the URL a person opens.
+    pub async fn begin_login(&self, server: &str, principal: &Principal) -> Result<Login, Error> {
+        let target = self.target_for(server, principal)?;
+        let authorizer = self.authorizer()?;
+        authorizer.set_settings(oauth_settings(&self.settings.config().oauth));
+        authorizer.begin(&target).await.map_err(|e| Error::Upstream(UpstreamError::from_oauth(server, e)))
+    }
+
+    /// Where login `id` stands, waiting up to `within` for it to finish.
+    pub async fn wait_login(&self, id: &str, within: Duration) -> Result<LoginState, Error> {
+        self.authorizer()?.wait(id, within).await.map_err(|e| Error::params(e.to_string()))
+    }
+
+    /// Each HTTP server's shared credential: logged in, needing a login, or not asking.
+    pub fn auth_status(&self) -> Vec<AuthStatus> {
+        let Ok(authorizer) = self.authorizer() else { return Vec::new() };
+        let config = self.settings.config();
+        let targets: Vec<mcpx_oauth::Target> = config
+            .mcp_servers
+            .iter()
+            .filter(|(_, s)| matches!(s.launch, Launch::Http { .. }))
+            .filter_map(|(name, s)| login_target(name, s, &Principal::Local).ok().flatten())
+            .collect();
+        authorizer.status(&targets)
+    }
+
+    /// Forgets `server`'s credential for `principal` (revoking it where the server can).
+    pub async fn logout(&self, server: &str, principal: &Principal) -> Result<bool, Error> {
+        let target = self.target_for(server, principal)?;
+        self.authorizer()?.logout(&target.key).await.map_err(|e| Error::internal(e.to_string()))
+    }
+
+    /// What the caller hears of a call that needs a login: -32042 with a login's URL when
+    /// it can take one (see the module comment), the error as it was otherwise.
+    pub(crate) async fn login_needed(&self, ctx: &CallContext, error: Error) -> Error {
+        let Error::Upstream(UpstreamError::LoginNeeded { server }) = &error else { return error };
+        let declared = ctx.client_capabilities.pointer("/elicitation/url").is_some_and(Value::is_object);
+        if ctx.revision != Revision::V2025_11_25 || !declared {
+            return error;
+        }
+        let login = match self.begin_login(server, &ctx.identity.principal).await {
+            Ok(login) => login,
+            Err(e) => {
+                tracing::debug!(server, "no login URL for the caller: {e}");
+                return error;
+            }
+        };
+        let message = format!("Log in to {server} to continue (mcpx auth login {server} does the same).");
+        Error::Relayed(
+            RpcError::new(URL_ELICITATION_REQUIRED, format!("server {server:?} needs you to log in")).with_data(
+                json!({ "elicitations": [{
+                    "mode": "url",
+                    "elicitationId": login.id,
+                    "url": login.url,
+                    "message": message,
+                }] }),
+            ),
+        )
+    }
+}
