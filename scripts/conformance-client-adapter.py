@@ -715,7 +715,7 @@ def main():
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", LEGACY)
     run = SCENARIOS.get(scenario)
-    if run is None:
+    if run is None and not scenario.startswith("auth/"):
         log(f"no script for scenario {scenario!r}: listing tools only")
         run = run_list_only
     daemon = Daemon(sys.argv[1])

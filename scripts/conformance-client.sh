@@ -5,11 +5,15 @@
 # that URL (exposed with its own names, "exposePrefix": "never") and drives the scenario's
 # calls through mcpx's /mcp, so everything the scenario server sees was sent by mcpx.
 #
-# Runs the non-authorization required client scenarios of each requirement set, one
-# `conformance client --scenario S --spec-version REV` run each (the suite's --requirements
-# run would include the auth/* scenarios, which need an OAuth client mcpx does not have),
-# plus json-schema-2020-12-preservation, which both sets run but do not score (reported,
-# never counted against the exit status).
+# Runs every required client scenario of each requirement set, the auth/* ones included,
+# one `conformance client --scenario S --spec-version REV` run each, plus
+# json-schema-2020-12-preservation, which both sets run but do not score (reported, never
+# counted against the exit status). Then, once, the authorization scenarios outside the
+# two sets: the 2025-03-26 fallbacks (at 2025-03-26) and the client-credentials extension
+# (no revision), counted under "extras" against the same baseline.
+#
+# In the auth/* scenarios the adapter also plays the person at the browser: it opens each
+# login URL mcpx hands out (see the adapter), so the whole OAuth flow is mcpx's.
 #
 # Self-contained: installs the pinned suite and Node 22 (scripts/deps.sh) and builds mcpx.
 # Prints each run's own output, then per revision the total over its checks in the suite's
@@ -25,14 +29,18 @@ cd "$root"
 revisions=("${@:-2025-11-25 2026-07-28}")
 read -r -a revisions <<<"${revisions[*]}"
 
-# Required, non-authorization client scenarios (`npx conformance list --requirements REV`).
+# Required client scenarios (`npx conformance list --requirements REV`).
+auth_both="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none auth/pre-registration"
+auth_2026="auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported auth/authorization-server-migration auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch"
 scenarios_for() {
     case "$1" in
-        2025-11-25) echo "initialize tools_call elicitation-sep1034-client-defaults sse-retry" ;;
-        2026-07-28) echo "tools_call request-metadata sep-2322-client-request-state http-standard-headers http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref" ;;
+        2025-11-25) echo "initialize tools_call elicitation-sep1034-client-defaults sse-retry $auth_both" ;;
+        2026-07-28) echo "tools_call request-metadata sep-2322-client-request-state http-standard-headers http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref $auth_both $auth_2026" ;;
         *) echo "conformance-client: unknown revision $1" >&2; return 1 ;;
     esac
 }
+# Authorization scenarios outside both sets: "revision:scenario" ("-" for none).
+extras="2025-03-26:auth/2025-03-26-oauth-metadata-backcompat 2025-03-26:auth/2025-03-26-oauth-endpoint-fallback -:auth/client-credentials-basic -:auth/client-credentials-jwt"
 unscored="json-schema-2020-12-preservation"
 
 scripts/deps.sh
@@ -45,8 +53,9 @@ adapter="$python $root/scripts/conformance-client-adapter.py"
 expected="$root/conformance/expected-failures.yml"
 
 # One suite run; its output, colour stripped. Status 0 when the baseline holds.
-run() { # revision scenario out-dir [baseline]
-    local args=(client --command "$adapter" --scenario "$2" --spec-version "$1" -o "$3")
+run() { # revision ("-": none) scenario out-dir [baseline]
+    local args=(client --command "$adapter" --scenario "$2" -o "$3")
+    [[ "$1" != "-" ]] && args+=(--spec-version "$1")
     [[ -n "${4:-}" ]] && args+=(--expected-failures "$4")
     (cd .deps/node && MCPX_BIN="$root/target/debug/mcpx" npx conformance "${args[@]}") 2>&1 \
         | sed 's/\x1b\[[0-9;]*m//g'
@@ -57,12 +66,13 @@ total() {
     python3 - "$1" <<'PY'
 import glob, json, os, re, sys
 passed = failed = warnings = 0
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "checks.json"))):
+# auth/* scenarios write under auth/: every checks.json at any depth counts.
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "**", "checks.json"), recursive=True)):
     checks = json.load(open(path))
     p = sum(c["status"] == "SUCCESS" for c in checks)
     f = sum(c["status"] == "FAILURE" for c in checks)
     w = sum(c["status"] == "WARNING" for c in checks)
-    name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", os.path.basename(os.path.dirname(path)))
+    name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", os.path.relpath(os.path.dirname(path), sys.argv[1]))
     passed, failed, warnings = passed + p, failed + f, warnings + w
     print(f"{'✓' if f == 0 and w == 0 else '✗'} {name}: {p} passed, {f} failed" + (f", {w} warnings" if w else ""))
 print(f"\nTotal: {passed} passed, {failed} failed, {warnings} warnings")
@@ -84,7 +94,7 @@ for revision in "${revisions[@]}"; do
         echo "=== conformance client --scenario $scenario --spec-version $revision (run, not scored) ==="
         run "$revision" "$scenario" "$work/unscored-$revision" || true
     done
-    echo "=== client leg $revision: ${#scenarios[@]} required non-authorization scenarios ==="
+    echo "=== client leg $revision: ${#scenarios[@]} required scenarios ==="
     total "$work/client-$revision"
     echo "not scored:"
     total "$work/unscored-$revision" | sed 's/^Total:/Total (not scored):/'
@@ -95,6 +105,21 @@ for revision in "${revisions[@]}"; do
         summary+=("$revision: every failure is listed in conformance/expected-failures.yml")
     fi
 done
+unexpected=()
+for extra in $extras; do
+    echo "=== conformance client --scenario ${extra#*:} ${extra%%:*} ==="
+    if ! run "${extra%%:*}" "${extra#*:}" "$work/extras" "$expected"; then
+        unexpected+=("${extra#*:}")
+    fi
+done
+echo "=== client leg extras: authorization scenarios outside the requirement sets ==="
+total "$work/extras"
+if ((${#unexpected[@]})); then
+    status=1
+    summary+=("extras: unexpected results: ${unexpected[*]}")
+else
+    summary+=("extras: every failure is listed in conformance/expected-failures.yml")
+fi
 echo "=== client leg summary ==="
 printf '%s\n' "${summary[@]}"
 exit $status
