@@ -15,6 +15,14 @@
 //! - [`OnSession`] (handshake era): a question is put to the caller as a real request on
 //!   its session while mcpx waits, and mcpx retries a stateless upstream for it. A
 //!   handshake-era upstream's own requests reach the caller through its listener.
+//!
+//! mcpx asks one question of its own besides roots: when an HTTP upstream needs a person
+//! to log in (`UpstreamError::LoginNeeded`), a caller that declared URL-mode elicitation
+//! and may log that credential in (`login`) is asked to open the login's URL: as an
+//! `elicitation/create` on its session (then mcpx waits for the login and sends the
+//! request again), or as an `input_required` round whose retry waits for the login and
+//! goes on as a fresh call. Either way the call completes without the agent starting
+//! over. Any other caller gets the error, which names `mcpx auth login <server>`.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -23,7 +31,10 @@ use mcpx_protocol::Era;
 use mcpx_upstream::Listener;
 use serde_json::{Map, Value, json};
 
+use mcpx_oauth::LoginState;
+
 use crate::ask::{self, Asker};
+use crate::config::Launch;
 use crate::context::CallContext;
 use crate::error::Error;
 use crate::scope::Owner;
@@ -55,9 +66,25 @@ enum Resumed {
     Held(held::Held),
     /// A fresh call, with the caller's first root as its cwd (`None`: it named none).
     Rooted(Option<PathBuf>),
+    /// A fresh call once the login mcpx asked the caller to open is done; `None` when
+    /// the caller did not accept.
+    LoggedIn(Option<String>),
     /// The held call it belongs to has ended or expired.
     Expired,
 }
+
+/// What came of asking a caller to log in for an upstream.
+pub(crate) enum LoggingIn {
+    /// The login is done: send the request again.
+    Done,
+    /// The question, for a 2026 caller to answer in its retry.
+    Asked(Value),
+    /// The caller could not be asked, or the login did not happen: this error.
+    Not(Error),
+}
+
+/// The `inputRequests` key (and sealed-state marker) of mcpx's own login question.
+pub const LOGIN_KEY: &str = "dev.mcpx/login";
 
 /// How an upstream's questions reach one kind of caller.
 pub(crate) trait Caller {
@@ -218,6 +245,11 @@ impl Gateway {
                     roots_answered = true;
                 }
                 Resumed::At(owner) => settled.at = owner,
+                Resumed::LoggedIn(login) => {
+                    if let Err(e) = self.login_done(server, login.as_deref()).await {
+                        return Settle::Replied(Err((e, None)));
+                    }
+                }
                 Resumed::Expired => {
                     let e = Error::params("requestState refused: the call it belongs to has ended or expired");
                     return Settle::Replied(Err((e, None)));
@@ -253,6 +285,16 @@ impl Gateway {
                 Some(held) => Resumed::Held(held),
                 None => Resumed::Expired,
             };
+        }
+        if let Some(login) = marker(LOGIN_KEY) {
+            // The answer to mcpx's own login question: a fresh call once the login is done.
+            let answer = params.get("inputResponses").and_then(|r| r.get(LOGIN_KEY));
+            let accepted = answer.and_then(|a| a.get("action")).and_then(Value::as_str) == Some("accept");
+            if let Some(p) = params.as_object_mut() {
+                p.remove("requestState");
+                p.remove("inputResponses");
+            }
+            return Resumed::LoggedIn(login.as_str().filter(|_| accepted).map(str::to_owned));
         }
         if marker(roots::KEY).is_some() {
             // The answer to mcpx's own roots question: a cwd, then a fresh call upstream.
@@ -292,6 +334,95 @@ impl Gateway {
                 let state = self.asks.seal(Asker::instance(&key), ctx, method, &original, marker, lifetime);
                 Ok(json!({ "resultType": "input_required", "inputRequests": requests, "requestState": state }))
             }
+        }
+    }
+}
+
+impl Gateway {
+    /// Whether `server` could ever want a login: an HTTP server.
+    pub(crate) fn may_want_login(&self, server: &str) -> bool {
+        self.settings.config().server(server).is_some_and(|s| matches!(s.launch, Launch::Http { .. }))
+    }
+
+    /// `server` needs a person to log in before it answers: asks the caller to open a
+    /// login's URL where it declared URL-mode elicitation and may log that credential in.
+    /// A handshake-era caller is asked on its session and the login waited for here; a
+    /// 2026 caller gets the question to answer in its retry (`original` is its request).
+    /// Otherwise `needed` stands, and the caller hears it (`login`).
+    pub(crate) async fn ask_to_log_in(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        method: &str,
+        original: Option<&Value>,
+        needed: Error,
+    ) -> LoggingIn {
+        if !ctx.client_capabilities.pointer("/elicitation/url").is_some_and(Value::is_object) {
+            return LoggingIn::Not(needed);
+        }
+        let ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
+        let modern = ctx.revision.era() == Era::Modern;
+        if (modern && original.is_none()) || (!modern && ask.is_none()) {
+            return LoggingIn::Not(needed);
+        }
+        let login = match self.begin_login(server, &ctx.identity.principal).await {
+            Ok(login) => login,
+            Err(e) => {
+                tracing::debug!(server, "no login to offer the caller: {e}");
+                return LoggingIn::Not(needed);
+            }
+        };
+        let message = format!(
+            "{server} needs you to log in. Open this page to log mcpx in to it (`mcpx auth login {server}` does the same)."
+        );
+        if let (true, Some(original)) = (modern, original) {
+            let lifetime = self.settings.config().oauth.login_timeout;
+            let marker = Some(json!({ LOGIN_KEY: login.id }));
+            let state = self.asks.seal(Asker::gateway(server), ctx, method, original, marker, lifetime);
+            let question = json!({
+                "method": "elicitation/create",
+                "params": { "mode": "url", "message": message, "url": login.url },
+            });
+            return LoggingIn::Asked(json!({
+                "resultType": "input_required",
+                "inputRequests": { LOGIN_KEY: question },
+                "requestState": state,
+            }));
+        }
+        let Some(ask) = ask else { return LoggingIn::Not(needed) };
+        let question = json!({ "mode": "url", "elicitationId": login.id, "message": message, "url": login.url });
+        let answer = match ask("elicitation/create".to_owned(), question).await {
+            Ok(answer) => answer,
+            Err(e) => return LoggingIn::Not(Error::Relayed(e)),
+        };
+        let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
+        match self.login_done(server, Some(&login.id).filter(|_| accepted).map(String::as_str)).await {
+            Ok(()) => {
+                if let Some(listener) = &ctx.listener {
+                    let done = json!({ "elicitationId": login.id });
+                    (listener.notify)(json!({ "method": "notifications/elicitation/complete", "params": done }));
+                }
+                LoggingIn::Done
+            }
+            Err(e) => LoggingIn::Not(e),
+        }
+    }
+
+    /// Waits for the login the caller was asked to open (`None`: it did not accept).
+    async fn login_done(&self, server: &str, login: Option<&str>) -> Result<(), Error> {
+        let Some(login) = login else {
+            return Err(Error::params(format!(
+                "the login to {server:?} was not accepted; run `mcpx auth login {server}` to log in"
+            )));
+        };
+        let within = self.settings.config().oauth.login_timeout;
+        match self.wait_login(login, within).await? {
+            LoginState::Done => Ok(()),
+            LoginState::Pending => Err(Error::params(format!(
+                "the login to {server:?} was not completed within oauth.loginTimeout ({}); run `mcpx auth login {server}` to log in",
+                humantime::format_duration(within)
+            ))),
+            LoginState::Failed(why) => Err(Error::params(format!("the login to {server:?} failed: {why}"))),
         }
     }
 }

@@ -59,6 +59,11 @@ impl Error {
         Error::Internal(message.into())
     }
 
+    /// Whether an upstream refused for want of a login only a person can give.
+    pub fn is_login_needed(&self) -> bool {
+        matches!(self, Error::Upstream(UpstreamError::LoginNeeded { .. }))
+    }
+
     /// The JSON-RPC error code the caller will see.
     pub fn code(&self) -> i64 {
         match self {

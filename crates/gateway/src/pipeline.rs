@@ -15,7 +15,9 @@
 //!    (`scope::Scoper`), which the pool leases, starting it if need be (`pool`).
 //! 5. **Send**: the invocation context is attached where the server gets it
 //!    (`invocation`), the request goes upstream, and the upstream's questions reach the
-//!    caller as its era allows (`asking`).
+//!    caller as its era allows (`asking`). An HTTP upstream that needs a person to log
+//!    in has the caller asked to open the login's URL, and the request is sent again
+//!    once the login is done (`asking`, `login`).
 //!
 //! A step that concerns every request (a policy, a journal, metrics, traces) is one more
 //! line in [`Gateway::handle`], around the route, where it sees the final outcome.
@@ -23,8 +25,9 @@
 use mcpx_protocol::Era;
 use serde_json::{Map, Value};
 
-use crate::asking::{Caller as _, OnSession, Settle, Settled, Stateless};
+use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
+use crate::scope::Owner;
 use crate::{Answer, CallContext, Gateway, Lease, invocation, page};
 
 impl Gateway {
@@ -81,20 +84,47 @@ impl Gateway {
         params: Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<Value, (Error, Option<Lease>)> {
-        let Settled { ctx, mut params, at, original } = match self.settle(ctx, server, method, params).await {
+        let Settled { ctx, params, at, original } = match self.settle(ctx, server, method, params).await {
             Settle::Ready(settled) => *settled,
             Settle::Replied(reply) => return reply,
         };
-        let lease = self.lease_at(&ctx, server, at).await.map_err(|e| (e, None))?;
+        // Only an HTTP server can want a login; only then is a copy kept to send again.
+        let again = self.may_want_login(server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
+        let sent = self.send(&ctx, server, method, params, caller_meta, at, original.clone()).await;
+        match (sent, again) {
+            (Err((e, _)), Some((params, caller_meta, at))) if e.is_login_needed() => {
+                match self.ask_to_log_in(&ctx, server, method, original.as_ref(), e).await {
+                    LoggingIn::Done => self.send(&ctx, server, method, params, caller_meta, at, original).await,
+                    LoggingIn::Asked(question) => Ok(question),
+                    LoggingIn::Not(e) => Err((e, None)),
+                }
+            }
+            (sent, _) => sent,
+        }
+    }
+
+    /// Sends a settled request to its instance, and sees its questions through.
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        method: &str,
+        mut params: Value,
+        caller_meta: Option<Map<String, Value>>,
+        at: Option<Owner>,
+        original: Option<Value>,
+    ) -> Result<Value, (Error, Option<Lease>)> {
+        let lease = self.lease_at(ctx, server, at).await.map_err(|e| (e, None))?;
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
-            invocation::attach(&mut params, invocation::context(&ctx, lease.key()));
+            invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
         match ctx.revision.era() {
-            Era::Modern => Stateless.send(self, &ctx, lease, method, params, original).await,
-            Era::Legacy => OnSession.send(self, &ctx, lease, method, params, original).await,
+            Era::Modern => Stateless.send(self, ctx, lease, method, params, original).await,
+            Era::Legacy => OnSession.send(self, ctx, lease, method, params, original).await,
         }
     }
 }
