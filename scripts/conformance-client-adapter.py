@@ -276,6 +276,10 @@ def value_for(prop):
 def answer(method, params):
     """What a cooperative user/host answers to a question mcpx relays."""
     params = params or {}
+    if method == "elicitation/create" and params.get("mode") == "url":
+        # The person follows the link (a login mcpx offers), then says it is done.
+        open_in_browser(params["url"])
+        return {"action": "accept"}
     if method == "elicitation/create":
         schema = params.get("requestedSchema") or {}
         props = schema.get("properties") or {}
@@ -732,12 +736,14 @@ def main():
             daemon.start()
         if version == MODERN:
             client = Modern(daemon.url)
-            run(client)
         else:
             client = Legacy(daemon.url)
-            if auth:
-                # A client that can send its user to a URL: mcpx may answer -32042 with a login's.
-                client.capabilities = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
+        if auth:
+            # A client that can send its user to a URL: mcpx asks it to open a login's.
+            client.capabilities = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
+        if version == MODERN:
+            run(client)
+        else:
             client.initialize()
             try:
                 run(client)
