@@ -28,6 +28,7 @@ mod limits;
 mod listings;
 mod local_trust;
 mod namespaces;
+mod oauth_client;
 mod orphans;
 mod pages;
 mod param_headers;

@@ -144,6 +144,31 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
         ("/v1/ask/abandon", "post", "200") => vec![to_value(Abandoned { abandoned: "q1".into() })],
         ("/v1/ask/begin", "post", "202") => vec![to_value(&running)],
         ("/v1/ask/poll", "get", "202") => vec![to_value(&running), to_value(Waiting::on(question()))],
+        ("/v1/auth", "get", "200") => vec![to_value(AuthList {
+            servers: vec![AuthEntry {
+                server: "docs".into(),
+                state: "loggedIn".into(),
+                expires_at: Some(1_700_003_600),
+                scopes: vec!["mcp:read".into()],
+                issuer: Some("https://auth.example.com".into()),
+            }],
+        })],
+        ("/v1/auth/login" | "/v1/auth/logout", "post", "request") => {
+            vec![to_value(AuthServerRequest { server: "docs".into() })]
+        }
+        ("/v1/auth/login", "post", "200") => vec![to_value(LoginStarted {
+            id: "l1".into(),
+            server: "docs".into(),
+            url: "https://auth.example.com/authorize?client_id=x".into(),
+            expires_in_ms: 300_000,
+        })],
+        ("/v1/auth/wait", "post", "request") => {
+            vec![to_value(LoginWait { id: "l1".into(), wait_ms: Some(1000) })]
+        }
+        ("/v1/auth/wait", "post", "200") => {
+            vec![to_value(LoginProgress { id: "l1".into(), status: "failed".into(), error: Some("wrong iss".into()) })]
+        }
+        ("/v1/auth/logout", "post", "200") => vec![to_value(LoggedOut { server: "docs".into(), revoked: true })],
         // A tool's result is the upstream's own, passed through as a `Value`.
         ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll", _, "200") => return None,
         _ => vec![],

@@ -1,0 +1,520 @@
+//! mcpx as the OAuth client of an HTTP upstream that asks for it: the person's login (CLI
+//! and -32042), and the boundaries around it — a redirect with another `state` or a wrong
+//! `iss` is refused, tokens stay in a 0600 file and out of status and logs, the bearer goes
+//! to its own server only, only the daemon's owner may log a shared credential in, and an
+//! access token about to expire is refreshed before it is used.
+//!
+//! The upstream is [`Protected`]: a small MCP server (2026-07-28) that is also its own
+//! authorization server (metadata, registration, an `/authorize` that answers at once with
+//! a redirect, a token endpoint with refresh tokens, revocation) and writes down what it
+//! was sent. The conformance suite's scenario servers check the protocol itself (see
+//! scripts/conformance-client.sh); this one lets a test see what each side received.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex};
+
+use mcpx_e2e::client::{Raw, Reply, next_id};
+use mcpx_e2e::{Daemon, Modern};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "ci-token-0123456789abcdef-xyz";
+
+#[derive(Default)]
+struct Seen {
+    /// The `Authorization` header of each MCP request (`None`: none).
+    mcp: Vec<Option<String>>,
+    /// The `grant_type` of each token request.
+    grants: Vec<String>,
+    issued: Vec<String>,
+    refresh: Vec<String>,
+    revoked: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Asks for OAuth, answers the redirect with the right `iss`.
+    Protected,
+    /// Asks for OAuth, answers the redirect with another issuer's `iss`.
+    WrongIss,
+    /// Asks for nothing: an unrelated server that writes down what reaches it.
+    Open,
+}
+
+struct Protected {
+    base: String,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Protected {
+    /// Starts the server; `first_expiry` is the first access token's `expires_in`.
+    fn start(mode: Mode, first_expiry: u64) -> Protected {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (b, s) = (base.clone(), seen.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (b, s) = (b.clone(), s.clone());
+                std::thread::spawn(move || serve(stream, mode, &b, &s, first_expiry));
+            }
+        });
+        Protected { base, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    fn seen<T>(&self, f: impl FnOnce(&Seen) -> T) -> T {
+        f(&self.seen.lock().unwrap())
+    }
+}
+
+fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, first_expiry: u64) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or("").to_owned(), parts.next().unwrap_or("").to_owned());
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.trim_end().split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+    }
+    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let length: usize = header("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let form = |text: &str, key: &str| {
+        text.split('&').find_map(|p| p.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| decode(v)))
+    };
+    match (method.as_str(), path) {
+        ("GET", "/.well-known/oauth-protected-resource/mcp") if mode != Mode::Open => json_reply(
+            &mut stream,
+            200,
+            json!({ "resource": format!("{base}/mcp"), "authorization_servers": [base] }),
+            "",
+        ),
+        ("GET", "/.well-known/oauth-authorization-server") if mode != Mode::Open => json_reply(
+            &mut stream,
+            200,
+            json!({
+                "issuer": base,
+                "authorization_endpoint": format!("{base}/authorize"),
+                "token_endpoint": format!("{base}/token"),
+                "registration_endpoint": format!("{base}/register"),
+                "revocation_endpoint": format!("{base}/revoke"),
+                "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
+                "token_endpoint_auth_methods_supported": ["none"],
+                "authorization_response_iss_parameter_supported": true,
+            }),
+            "",
+        ),
+        ("POST", "/register") => json_reply(
+            &mut stream,
+            201,
+            json!({ "client_id": "mini-client", "token_endpoint_auth_method": "none" }),
+            "",
+        ),
+        ("GET", "/authorize") => {
+            let redirect = form(query, "redirect_uri").unwrap_or_default();
+            let state = form(query, "state").unwrap_or_default();
+            let iss = if mode == Mode::WrongIss { "https://evil.example.com".to_owned() } else { base.to_owned() };
+            let location = format!("{redirect}?code=the-code&state={}&iss={}", encode(&state), encode(&iss));
+            respond(&mut stream, 302, "text/plain", &format!("Location: {location}\r\n"), "")
+        }
+        ("POST", "/token") => {
+            let mut seen = seen.lock().unwrap();
+            let grant = form(&body, "grant_type").unwrap_or_default();
+            seen.grants.push(grant.clone());
+            let n = seen.issued.len() + 1;
+            let (access, refresh) = (format!("at-{n}-secret"), format!("rt-{n}-secret"));
+            let known_refresh = form(&body, "refresh_token").is_some_and(|r| seen.refresh.contains(&r));
+            if grant == "refresh_token" && !known_refresh {
+                return json_reply(&mut stream, 400, json!({ "error": "invalid_grant" }), "");
+            }
+            seen.issued.push(access.clone());
+            seen.refresh.push(refresh.clone());
+            let expires_in = if n == 1 { first_expiry } else { 3600 };
+            drop(seen);
+            json_reply(
+                &mut stream,
+                200,
+                json!({ "access_token": access, "token_type": "Bearer", "expires_in": expires_in, "refresh_token": refresh }),
+                "",
+            )
+        }
+        ("POST", "/revoke") => {
+            seen.lock().unwrap().revoked.push(form(&body, "token").unwrap_or_default());
+            json_reply(&mut stream, 200, json!({}), "")
+        }
+        ("POST", "/mcp") => {
+            let auth = header("authorization");
+            let valid = {
+                let mut seen = seen.lock().unwrap();
+                seen.mcp.push(auth.clone());
+                auth.as_deref()
+                    .and_then(|a| a.strip_prefix("Bearer "))
+                    .is_some_and(|t| seen.issued.iter().any(|i| i == t))
+            };
+            if mode != Mode::Open && !valid {
+                let challenge = format!(
+                    "WWW-Authenticate: Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"\r\n"
+                );
+                return json_reply(&mut stream, 401, json!({ "error": "invalid_token" }), &challenge);
+            }
+            let frame: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let result = match frame["method"].as_str().unwrap_or_default() {
+                "server/discover" => json!({
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": { "tools": {} },
+                    "_meta": { "io.modelcontextprotocol/serverInfo": { "name": "mini", "version": "1" } },
+                }),
+                "tools/list" => json!({ "tools": [{ "name": "whoami", "inputSchema": { "type": "object" } }] }),
+                "tools/call" => json!({ "content": [{ "type": "text", "text": "ok" }] }),
+                other => {
+                    let error = json!({ "code": -32601, "message": format!("no {other}") });
+                    return json_reply(
+                        &mut stream,
+                        200,
+                        json!({ "jsonrpc": "2.0", "id": frame["id"], "error": error }),
+                        "",
+                    );
+                }
+            };
+            json_reply(&mut stream, 200, json!({ "jsonrpc": "2.0", "id": frame["id"], "result": result }), "")
+        }
+        _ => respond(&mut stream, 404, "text/plain", "", "not found"),
+    }
+}
+
+fn json_reply(stream: &mut TcpStream, status: u16, value: Value, extra: &str) {
+    respond(stream, status, "application/json", extra, &value.to_string());
+}
+
+fn respond(stream: &mut TcpStream, status: u16, kind: &str, extra: &str, body: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+        body.len()
+    );
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.replace('+', " ").into_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// What a person's browser does with a login URL: follows the redirects to mcpx's
+/// callback; the status and page it lands on.
+fn open_in_browser(url: &str) -> (u16, String) {
+    let response = reqwest::blocking::get(url).unwrap_or_else(|e| panic!("opening {url}: {e}"));
+    (response.status().as_u16(), response.text().unwrap_or_default())
+}
+
+fn query_param(url: &str, key: &str) -> String {
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+    query
+        .split('&')
+        .find_map(|p| p.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| decode(v)))
+        .unwrap_or_else(|| panic!("{url} has no {key}"))
+}
+
+fn config(servers: Value) -> Value {
+    json!({ "mcpServers": servers })
+}
+
+/// Begins a login over the owner's socket; the login's id and URL.
+fn begin(daemon: &Daemon, server: &str) -> (String, String) {
+    let reply = daemon.home().v1("POST", "/v1/auth/login", Some(&json!({ "server": server })));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body: Value = serde_json::from_str(&reply.body).unwrap();
+    (body["id"].as_str().unwrap().to_owned(), body["url"].as_str().unwrap().to_owned())
+}
+
+fn wait(daemon: &Daemon, id: &str) -> Value {
+    let reply = daemon.home().v1("POST", "/v1/auth/wait", Some(&json!({ "id": id, "waitMs": 10000 })));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    serde_json::from_str(&reply.body).unwrap()
+}
+
+#[test]
+fn the_owner_logs_in_with_the_cli_and_the_bearer_reaches_only_its_own_server() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let other = Protected::start(Mode::Open, 3600);
+    let daemon = Daemon::start_with_env(
+        &config(json!({ "docs": { "url": docs.url() }, "other": { "url": other.url() } })),
+        &[("MCPX_LOG", "debug")],
+    );
+    // Before the login: a plain error that says what to run, and no URL.
+    let before = Modern::mcpx_call("docs", "whoami", json!({})).send(daemon.url());
+    let text = before.to_string();
+    assert!(text.contains("mcpx auth login docs"), "{before}");
+    assert!(!text.contains("/authorize"), "a caller that cannot open URLs gets none: {before}");
+
+    let mut login = daemon.home().mcpx();
+    login.args(["auth", "login", "docs", "--no-open"]).env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
+    let mut child = login.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "mcpx auth login printed no URL");
+        if line.starts_with("http") {
+            break line.trim().to_owned();
+        }
+    };
+    assert_eq!(query_param(&url, "code_challenge_method"), "S256");
+    assert_eq!(query_param(&url, "resource"), docs.url());
+    let (status, page) = open_in_browser(&url);
+    assert_eq!(status, 200, "{page}");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "mcpx auth login exited {status}");
+
+    let called = Modern::mcpx_call("docs", "whoami", json!({})).send(daemon.url());
+    assert_eq!(called.structured_or_text(), "ok", "{called}");
+    let called = Modern::mcpx_call("other", "whoami", json!({})).send(daemon.url());
+    assert_eq!(called.structured_or_text(), "ok", "{called}");
+    assert!(docs.seen(|s| s.mcp.iter().any(|a| a.as_deref() == Some("Bearer at-1-secret"))));
+    assert!(other.seen(|s| s.mcp.iter().all(Option::is_none)), "another upstream got an Authorization header");
+
+    // The store is private, and no token shows in status, auth ls or the log.
+    let dir = daemon.state_dir().join("oauth");
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    let file = dir.join("tokens.json");
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("at-1-secret"));
+    let ls = daemon.home().cli(&["auth", "ls", "--json"]);
+    ls.assert_code(0);
+    let docs_entry = ls.json()["servers"].as_array().unwrap().iter().find(|s| s["server"] == "docs").cloned().unwrap();
+    assert_eq!(docs_entry["state"], "loggedIn", "{ls}");
+    assert_eq!(docs_entry["issuer"], json!(docs.base), "{ls}");
+    let shown = [
+        ls.stdout.clone(),
+        daemon.home().cli(&["status", "--json"]).stdout,
+        daemon.home().cli(&["auth", "ls"]).stdout,
+        daemon.stderr(),
+    ];
+    for text in shown {
+        for secret in ["at-1-secret", "rt-1-secret"] {
+            assert!(!text.contains(secret), "{secret} showed in:\n{text}");
+        }
+    }
+
+    // Logging out revokes at the server and forgets.
+    let out = daemon.home().cli(&["auth", "logout", "docs", "--json"]);
+    out.assert_code(0);
+    assert_eq!(out.json()["revoked"], true, "{out}");
+    assert!(docs.seen(|s| s.revoked.contains(&"rt-1-secret".to_owned())));
+    assert!(!std::fs::read_to_string(&file).unwrap().contains("at-1-secret"));
+}
+
+trait Text {
+    fn structured_or_text(&self) -> String;
+}
+
+impl Text for Reply {
+    fn structured_or_text(&self) -> String {
+        self.result()["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+#[test]
+fn a_redirect_with_another_state_is_refused_and_leaves_the_login_as_it_was() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (id, url) = begin(&daemon, "docs");
+    let redirect = query_param(&url, "redirect_uri");
+    // A page in the browser (or an old tab) sends a code with a state mcpx did not mint.
+    let forged = reqwest::blocking::get(format!("{redirect}?code=attacker-code&state=forged")).unwrap();
+    assert_eq!(forged.status().as_u16(), 400);
+    let no_state = reqwest::blocking::get(format!("{redirect}?code=attacker-code")).unwrap();
+    assert_eq!(no_state.status().as_u16(), 400);
+    assert!(docs.seen(|s| s.grants.is_empty()), "a forged redirect reached the token endpoint");
+    assert_eq!(wait_briefly(&daemon, &id)["status"], "pending");
+    // The real one still completes, once.
+    let (status, page) = open_in_browser(&url);
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(wait(&daemon, &id)["status"], "done");
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code"]);
+    assert!(reqwest::blocking::get(format!("{redirect}?code=the-code&state=x")).is_err(), "the listener is closed");
+}
+
+fn wait_briefly(daemon: &Daemon, id: &str) -> Value {
+    let reply = daemon.home().v1("POST", "/v1/auth/wait", Some(&json!({ "id": id, "waitMs": 0 })));
+    serde_json::from_str(&reply.body).unwrap()
+}
+
+#[test]
+fn a_redirect_naming_another_issuer_is_refused_before_the_code_is_used() {
+    let docs = Protected::start(Mode::WrongIss, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (id, url) = begin(&daemon, "docs");
+    let (status, page) = open_in_browser(&url);
+    assert_eq!(status, 400, "{page}");
+    let done = wait(&daemon, &id);
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["error"].as_str().unwrap().contains("iss"), "{done}");
+    assert!(docs.seen(|s| s.grants.is_empty()), "the code went to the token endpoint");
+}
+
+#[test]
+fn a_token_holder_cannot_begin_a_shared_login_and_the_owner_gets_a_url() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["http"] = json!({ "tokens": { "ci": TOKEN } });
+    let daemon = Daemon::start(&config);
+    let bearer = format!("Bearer {TOKEN}");
+    // A 2025-11-25 caller that can open URLs, admitted by a token: no URL, only the error.
+    let session = open_with_url_elicitation(daemon.url(), &[("Authorization", &bearer)]);
+    let reply = session.mcpx_call("docs", "whoami", json!({}));
+    let text = reply.to_string();
+    assert_ne!(reply.error_code(), -32042, "{reply}");
+    assert!(text.contains("mcpx auth login docs"), "{reply}");
+    assert!(!text.contains("/authorize"), "a token holder got a login URL: {reply}");
+    // Nor through /v1.
+    let v1 = mcpx_e2e::client::plain(
+        "POST",
+        &daemon.url().replace("/mcp", "/v1/auth/login"),
+        &[("Authorization", &bearer)],
+        Some(r#"{"server":"docs"}"#),
+    );
+    assert_eq!(v1.status, 400, "{v1}");
+    assert!(!v1.body.contains("/authorize"), "{v1}");
+    // The owner (the unix socket) can.
+    let (_, url) = begin(&daemon, "docs");
+    assert!(url.starts_with(&format!("{}/authorize?", docs.base)), "{url}");
+}
+
+#[test]
+fn the_owner_that_can_open_urls_gets_minus_32042_with_a_login_url() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let session = open_with_url_elicitation(daemon.url(), &[]);
+    let reply = session.mcpx_call("docs", "whoami", json!({}));
+    assert_eq!(reply.error_code(), -32042, "{reply}");
+    let elicitation = &reply.error()["data"]["elicitations"][0];
+    assert_eq!(elicitation["mode"], "url");
+    let url = elicitation["url"].as_str().unwrap();
+    let (status, page) = open_in_browser(url);
+    assert_eq!(status, 200, "{page}");
+    let again = session.mcpx_call("docs", "whoami", json!({}));
+    assert_eq!(again.result()["content"][0]["text"], "ok", "{again}");
+}
+
+/// A 2025-11-25 session whose client declared URL-mode elicitation.
+struct UrlCapable {
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+fn open_with_url_elicitation(url: &str, extra: &[(&str, &str)]) -> UrlCapable {
+    let mut headers: Vec<(String, String)> = vec![
+        ("Content-Type".into(), "application/json".into()),
+        ("Accept".into(), "application/json, text/event-stream".into()),
+    ];
+    headers.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let init = json!({
+        "jsonrpc": "2.0", "id": next_id(), "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "elicitation": { "form": {}, "url": {} } },
+            "clientInfo": { "name": "mcpx-e2e", "version": "0" },
+        },
+    });
+    let reply = Raw {
+        http_method: "POST",
+        url,
+        headers: headers.clone(),
+        body: Some(init.to_string().into_bytes()),
+        revision: "2025-11-25",
+        method: Some("initialize"),
+    }
+    .send();
+    let id = reply.header("mcp-session-id").unwrap_or_else(|| panic!("no session: {reply}")).to_owned();
+    headers.push(("Mcp-Session-Id".into(), id));
+    headers.push(("MCP-Protocol-Version".into(), "2025-11-25".into()));
+    let session = UrlCapable { url: url.to_owned(), headers };
+    let note = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    session.raw(note, None);
+    session
+}
+
+impl UrlCapable {
+    fn raw(&self, frame: Value, method: Option<&str>) -> Reply {
+        Raw {
+            http_method: "POST",
+            url: &self.url,
+            headers: self.headers.clone(),
+            body: Some(frame.to_string().into_bytes()),
+            revision: "2025-11-25",
+            method,
+        }
+        .send()
+    }
+
+    fn mcpx_call(&self, server: &str, tool: &str, arguments: Value) -> Reply {
+        let params =
+            json!({ "name": "mcpx_call", "arguments": { "server": server, "tool": tool, "arguments": arguments } });
+        self.raw(
+            json!({ "jsonrpc": "2.0", "id": next_id(), "method": "tools/call", "params": params }),
+            Some("tools/call"),
+        )
+    }
+}
+
+#[test]
+fn an_access_token_about_to_expire_is_refreshed_before_it_is_used() {
+    // The first token expires in 30 s, inside oauth.refreshBefore (60 s by default).
+    let docs = Protected::start(Mode::Protected, 30);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&daemon, &id)["status"], "done");
+    // (Beginning the login sent one unauthenticated probe for the server's challenge.)
+    let before = docs.seen(|s| s.mcp.len());
+    let called = Modern::mcpx_call("docs", "whoami", json!({})).send(daemon.url());
+    assert_eq!(called.structured_or_text(), "ok", "{called}");
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"]);
+    // Every MCP request carried the refreshed token: none was refused first.
+    let sent = docs.seen(|s| s.mcp[before..].to_vec());
+    assert!(!sent.is_empty() && sent.iter().all(|a| a.as_deref() == Some("Bearer at-2-secret")), "{sent:?}");
+}
