@@ -400,7 +400,9 @@ impl Gateway {
             Ok(()) => {
                 if let Some(listener) = &ctx.listener {
                     let done = json!({ "elicitationId": login.id });
-                    (listener.notify)(json!({ "method": "notifications/elicitation/complete", "params": done }));
+                    let note =
+                        json!({ "jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": done });
+                    (listener.notify)(note);
                 }
                 LoggingIn::Done
             }
@@ -422,7 +424,9 @@ impl Gateway {
                 "the login to {server:?} was not completed within oauth.loginTimeout ({}); run `mcpx auth login {server}` to log in",
                 humantime::format_duration(within)
             ))),
-            LoginState::Failed(why) => Err(Error::params(format!("the login to {server:?} failed: {why}"))),
+            LoginState::Failed(why) => Err(Error::params(format!(
+                "the login to {server:?} failed: {why}; run `mcpx auth login {server}` to try again"
+            ))),
         }
     }
 }

@@ -406,6 +406,10 @@ fn a_token_holder_cannot_begin_a_shared_login_and_the_owner_gets_a_url() {
     // A 2025-11-25 caller that can open URLs, admitted by a token: no URL, only the error.
     let session = open_with_url_elicitation(daemon.url(), &[("Authorization", &bearer)]);
     let reply = session.mcpx_call("docs", "whoami", json!({}));
+    assert!(
+        reply.content_type() != "text/event-stream" || !reply.to_string().contains("elicitation/create"),
+        "{reply}"
+    );
     let text = reply.to_string();
     assert_ne!(reply.error_code(), -32042, "{reply}");
     assert!(text.contains("mcpx auth login docs"), "{reply}");
@@ -425,19 +429,25 @@ fn a_token_holder_cannot_begin_a_shared_login_and_the_owner_gets_a_url() {
 }
 
 #[test]
-fn the_owner_that_can_open_urls_gets_minus_32042_with_a_login_url() {
+fn a_session_listing_a_server_that_needs_a_login_gets_minus_32042_with_its_url() {
+    // A listing cannot stop to ask: the caller that can open URLs is handed the login's.
     let docs = Protected::start(Mode::Protected, 3600);
-    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["expose"] = json!(["docs"]);
+    let daemon = Daemon::start(&config);
     let session = open_with_url_elicitation(daemon.url(), &[]);
-    let reply = session.mcpx_call("docs", "whoami", json!({}));
+    let list = || session.raw(json!({ "jsonrpc": "2.0", "id": next_id(), "method": "tools/list" }), Some("tools/list"));
+    let reply = list();
     assert_eq!(reply.error_code(), -32042, "{reply}");
     let elicitation = &reply.error()["data"]["elicitations"][0];
     assert_eq!(elicitation["mode"], "url");
     let url = elicitation["url"].as_str().unwrap();
     let (status, page) = open_in_browser(url);
     assert_eq!(status, 200, "{page}");
-    let again = session.mcpx_call("docs", "whoami", json!({}));
-    assert_eq!(again.result()["content"][0]["text"], "ok", "{again}");
+    let again = list();
+    let names: Vec<&str> =
+        again.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"docs__whoami"), "{again}");
 }
 
 /// A 2025-11-25 session whose client declared URL-mode elicitation.
@@ -517,4 +527,126 @@ fn an_access_token_about_to_expire_is_refreshed_before_it_is_used() {
     // Every MCP request carried the refreshed token: none was refused first.
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(!sent.is_empty() && sent.iter().all(|a| a.as_deref() == Some("Bearer at-2-secret")), "{sent:?}");
+}
+
+// --- A login asked for mid-call: the call completes without the agent starting over ---------
+
+/// The capabilities of a client that can send its user to a URL.
+fn url_capable() -> Value {
+    json!({ "elicitation": { "form": {}, "url": {} } })
+}
+
+/// A 2025-11-25 session over `mcpx serve` (the daemon's owner) whose client declared
+/// URL-mode elicitation, with an `mcpx_call` of `docs`' `whoami` sent on it; its id.
+fn serve_calling_docs(daemon: &Daemon) -> (mcpx_e2e::serve::Serve, Value) {
+    let mut serve = daemon.home().serve().start();
+    let init = json!({
+        "jsonrpc": "2.0", "id": next_id(), "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": url_capable(),
+                    "clientInfo": { "name": "mcpx-e2e", "version": "0" } },
+    });
+    serve.request(&init);
+    serve.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let call = mcpx_e2e::serve::legacy_frame(
+        "tools/call",
+        json!({ "name": "mcpx_call", "arguments": { "server": "docs", "tool": "whoami", "arguments": {} } }),
+    );
+    serve.send(&call);
+    (serve, call["id"].clone())
+}
+
+/// The next request mcpx puts to the `mcpx serve` client.
+fn next_question(serve: &mut mcpx_e2e::serve::Serve) -> Value {
+    let frame = serve.next_frame(std::time::Duration::from_secs(20)).expect("mcpx asked nothing");
+    assert!(frame.get("method").is_some() && frame.get("id").is_some(), "not a request: {frame}");
+    frame
+}
+
+#[test]
+fn a_session_caller_is_asked_to_open_the_login_and_its_call_then_completes() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (mut serve, call) = serve_calling_docs(&daemon);
+    let asked = next_question(&mut serve);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let params = &asked["params"];
+    assert_eq!(params["mode"], "url", "{asked}");
+    assert!(params["message"].as_str().unwrap().contains("mcpx auth login docs"), "{asked}");
+    let url = params["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("{}/authorize?", docs.base)), "{url}");
+    // The person logs in, then the client says so.
+    assert_eq!(open_in_browser(url).0, 200);
+    serve.send(&json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "action": "accept" } }));
+    let answer = serve.answer(&call, std::time::Duration::from_secs(20));
+    assert_eq!(answer.result()["content"][0]["text"], "ok", "{answer}");
+    let completed = answer.notifications.iter().find(|n| n["method"] == "notifications/elicitation/complete");
+    let completed = completed.unwrap_or_else(|| panic!("no elicitation/complete: {answer}"));
+    assert_eq!(completed["params"]["elicitationId"], params["elicitationId"]);
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code"]);
+}
+
+#[test]
+fn a_session_caller_that_declines_the_login_gets_an_error_naming_the_command() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (mut serve, call) = serve_calling_docs(&daemon);
+    let asked = next_question(&mut serve);
+    serve.send(&json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "action": "decline" } }));
+    let answer = serve.answer(&call, std::time::Duration::from_secs(20));
+    assert!(answer.to_string().contains("mcpx auth login docs"), "{answer}");
+    assert!(docs.seen(|s| s.grants.is_empty()), "a declined login reached the token endpoint");
+}
+
+/// A 2026 `mcpx_call` of `docs`' `whoami` from a client that can open URLs.
+fn modern_call(extra: Value) -> Modern {
+    let mut params =
+        json!({ "name": "mcpx_call", "arguments": { "server": "docs", "tool": "whoami", "arguments": {} } });
+    params.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    Modern::new("tools/call", params).meta("io.modelcontextprotocol/clientCapabilities", url_capable())
+}
+
+#[test]
+fn a_stateless_caller_gets_the_login_as_input_required_and_its_retry_completes() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let first = modern_call(json!({})).send(daemon.url());
+    let result = first.result();
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let question = &result["inputRequests"]["dev.mcpx/login"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    assert_eq!(question["params"]["mode"], "url", "{first}");
+    let url = question["params"]["url"].as_str().unwrap();
+    assert_eq!(open_in_browser(url).0, 200);
+    let retry = modern_call(json!({
+        "inputResponses": { "dev.mcpx/login": { "action": "accept" } },
+        "requestState": result["requestState"],
+    }));
+    let done = retry.send(daemon.url());
+    assert_eq!(done.structured_or_text(), "ok", "{done}");
+    // A retry that did not log in, under another session's name, is refused.
+    let stolen = modern_call(json!({
+        "inputResponses": { "dev.mcpx/login": { "action": "accept" } },
+        "requestState": result["requestState"],
+    }))
+    .session("someone-else")
+    .send(daemon.url());
+    assert_eq!(stolen.error_code(), -32602, "{stolen}");
+}
+
+#[test]
+fn a_stateless_caller_that_accepts_but_never_logs_in_is_told_after_the_login_timeout() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["oauth"] = json!({ "loginTimeout": "1s" });
+    let daemon = Daemon::start(&config);
+    let first = modern_call(json!({})).send(daemon.url());
+    assert_eq!(first.result()["resultType"], "input_required", "{first}");
+    let retry = modern_call(json!({
+        "inputResponses": { "dev.mcpx/login": { "action": "accept" } },
+        "requestState": first.result()["requestState"],
+    }));
+    let reply = retry.send(daemon.url());
+    let text = reply.to_string();
+    assert!(text.contains("loginTimeout") && text.contains("mcpx auth login docs"), "{reply}");
+    assert!(docs.seen(|s| s.grants.is_empty()));
 }
