@@ -31,6 +31,7 @@ mod namespaces;
 mod orphans;
 mod pages;
 mod param_headers;
+mod protected_resource;
 mod questions;
 mod questions_real_peers;
 mod questions_shared;
