@@ -8,7 +8,9 @@
 // `mcp:admin`. Resource indicators (RFC 8707) are on: a token requested with
 // `resource=URL` is a JWT access token (ES256) whose `aud` is that URL, so the tests ask
 // for one for mcpx's resource URL, or for another resource. Each client's tokens have
-// `sub` = its client id.
+// `sub` = its client id. A client whose id begins with `opaque` gets opaque tokens
+// instead, which only introspection (at `<issuer>/token/introspection`, RFC 7662, by any
+// client with its secret) can tell about.
 //
 // It prints ONE JSON line on stdout once it listens, then serves until killed:
 //
@@ -83,13 +85,13 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: () => undefined,
       useGrantedResource: () => true,
-      getResourceServerInfo: (ctx, resourceIndicator) => {
+      getResourceServerInfo: (ctx, resourceIndicator, client) => {
         if (!/^https?:\/\//.test(resourceIndicator)) throw new errors.InvalidTarget();
         return {
           scope: "mcp:tools mcp:admin",
           audience: resourceIndicator,
           accessTokenTTL: 300,
-          accessTokenFormat: "jwt",
+          accessTokenFormat: client.clientId.startsWith("opaque") ? "opaque" : "jwt",
           jwt: { sign: { alg: "ES256" } },
         };
       },
@@ -103,6 +105,7 @@ process.stdout.write(
   JSON.stringify({
     issuer,
     token_endpoint: `${issuer}/token`,
+    introspection_endpoint: `${issuer}/token/introspection`,
     signing_key: { kid: signing.kid, pem: signing.pem },
     stranger_key: { kid: stranger.kid, pem: stranger.pem },
   }) + "\n",

@@ -27,6 +27,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct AuthorizationServer {
     child: Child,
     pub issuer: String,
+    /// RFC 7662, for opaque tokens (those of clients whose id begins with `opaque`).
+    pub introspection_endpoint: String,
     token_endpoint: String,
     signing: Key,
     stranger: Key,
@@ -68,9 +70,12 @@ impl AuthorizationServer {
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
             let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = reader.read_line(&mut line);
             let _ = tx.send(line);
+            // Kept open until the server ends: a closed pipe would fail its next write.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
         });
         let line = rx.recv_timeout(START_TIMEOUT).unwrap_or_default();
         let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
@@ -84,6 +89,7 @@ impl AuthorizationServer {
         AuthorizationServer {
             issuer: ready["issuer"].as_str().expect("an issuer").to_owned(),
             token_endpoint: ready["token_endpoint"].as_str().expect("a token endpoint").to_owned(),
+            introspection_endpoint: ready["introspection_endpoint"].as_str().expect("an endpoint").to_owned(),
             signing: key("signing_key"),
             stranger: key("stranger_key"),
             clients: clients.iter().map(|(id, secret)| ((*id).to_owned(), (*secret).to_owned())).collect(),

@@ -239,7 +239,8 @@ pub struct OAuthResourceConfig {
     #[serde(with = "duration")]
     pub leeway: Duration,
     /// The claim that names the caller; qualified by the issuer, it becomes the caller's
-    /// principal. Default `sub`.
+    /// principal. Default `sub` (and, for a token without one, as an introspection answer
+    /// about a client's own token may be, its `client_id`).
     pub principal_claim: String,
     /// Where the issuers' signing keys are, instead of the `jwks_uri` of their metadata
     /// (RFC 8414, then OpenID discovery). Default: discovered. Only with one issuer.

@@ -261,7 +261,11 @@ fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: &str) -> Result<DecodingKey, 
 /// Who and which scopes, from validated claims (a JWT's, or an introspection answer).
 fn grant_from(oauth: &OAuthResourceConfig, issuer: &str, claims: &Map<String, Value>) -> Result<Grant, Refusal> {
     let claim = &oauth.principal_claim;
-    let subject = match claims.get(claim) {
+    // A client acting for itself (client_credentials) may have no `sub` in an
+    // introspection answer; its `client_id` is then its subject, as RFC 9068 §2.2 makes
+    // it in a JWT.
+    let named = claims.get(claim).or_else(|| claims.get("client_id").filter(|_| claim == "sub"));
+    let subject = match named {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
         _ => return Err(format!("the token has no {claim:?} claim to name the caller (http.oauth.principalClaim)")),

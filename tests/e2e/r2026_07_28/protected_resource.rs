@@ -278,6 +278,34 @@ fn a_callers_access_token_never_reaches_an_upstream() {
     assert!(context["scope"].as_str().is_some_and(|s| s.starts_with("user@oauth")), "{context}");
 }
 
+#[test]
+fn an_opaque_token_is_asked_about_at_the_introspection_endpoint() {
+    let carol_secret = "carol-secret-0123456789abcdef";
+    let mcpx_secret = "mcpx-secret-0123456789abcdef0";
+    let server = AuthorizationServer::start(&[("opaque-carol", carol_secret), ("mcpx", mcpx_secret)]);
+    let introspection =
+        json!({"endpoint": server.introspection_endpoint, "clientId": "mcpx", "clientSecret": mcpx_secret});
+    let tag = tag();
+    let servers = [("f", fakemcp("user", &tag, &[]))];
+    let daemon = daemon(&server.issuer, &servers, json!({"oauth": {"introspection": introspection}}));
+    let url = daemon.url();
+    let token = server.token("opaque-carol", url, "mcp:tools");
+    assert_ne!(token.split('.').count(), 3, "the server issued a JWT, not an opaque token: {token}");
+
+    let meta = Modern::mcpx_call("f", "meta", json!({})).header("Authorization", &bearer(&token)).send(url);
+    let context = &meta.structured()["meta"]["dev.mcpx/invocation"];
+    assert_eq!(context["clientId"], format!("opaque-carol ({})", server.issuer), "{meta}");
+
+    let elsewhere = server.token("opaque-carol", "http://127.0.0.1:9/other/mcp", "mcp:tools");
+    for (what, token) in
+        [("a token for another resource", elsewhere.as_str()), ("an unknown token", "made-up-0123456789")]
+    {
+        let reply = list_tools(url, Some(&bearer(token)));
+        assert_eq!(reply.status, 401, "{what}: {reply}");
+        assert_eq!(param(&challenge(&reply), "error"), Some("invalid_token"), "{what}");
+    }
+}
+
 /// The raw 401 is a JSON-RPC error the schema accepts, whatever the era of the request.
 #[test]
 fn a_refusal_is_a_valid_frame() {
