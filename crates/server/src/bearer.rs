@@ -42,9 +42,9 @@ const MOST_DOCUMENT_BYTES: usize = 1024 * 1024;
 /// Validates access tokens; one per daemon, its caches shared by every request.
 #[derive(Default)]
 pub struct Verifier {
-    /// Signing keys by issuer.
+    /// Signing keys by issuer (and `jwksUrl`, so a changed setting fetches anew).
     keys: Mutex<HashMap<String, Keys>>,
-    /// When each issuer's keys were last fetched, or tried to be.
+    /// When each issuer's keys were last fetched, or tried to be; keyed like `keys`.
     attempts: Mutex<HashMap<String, Instant>>,
     /// One fetch of keys at a time: concurrent requests naming an unknown key wait for
     /// the one fetch instead of each making their own.
@@ -189,11 +189,12 @@ impl Verifier {
         kid: Option<&str>,
         alg: &str,
     ) -> Result<DecodingKey, Refusal> {
+        let source = format!("{issuer} {:?}", oauth.jwks_url);
         let mut looked_again = false;
         loop {
             let (found, fresh) = {
                 let keys = self.keys.lock().expect("key cache lock");
-                match keys.get(issuer) {
+                match keys.get(&source) {
                     Some(k) => (pick(&k.set, kid), k.fetched.elapsed() < oauth.jwks_lifetime),
                     None => (None, false),
                 }
@@ -203,7 +204,7 @@ impl Verifier {
             {
                 return decoding_key(jwk, alg);
             }
-            let last = self.attempts.lock().expect("attempt lock").get(issuer).copied();
+            let last = self.attempts.lock().expect("attempt lock").get(&source).copied();
             let may_fetch = !looked_again && last.is_none_or(|at| at.elapsed() >= oauth.jwks_min_refetch);
             if !may_fetch {
                 // Keys past their lifetime are still the best known until a fetch may run.
@@ -218,14 +219,14 @@ impl Verifier {
             let _one_fetch = self.fetching.lock().await;
             looked_again = true;
             // Another request may have fetched while this one waited: look again first.
-            if self.attempts.lock().expect("attempt lock").get(issuer).copied() != last {
+            if self.attempts.lock().expect("attempt lock").get(&source).copied() != last {
                 continue;
             }
-            self.attempts.lock().expect("attempt lock").insert(issuer.to_owned(), Instant::now());
+            self.attempts.lock().expect("attempt lock").insert(source.clone(), Instant::now());
             match fetch_keys(oauth, issuer).await {
                 Ok(set) => {
                     let keys = Keys { set, fetched: Instant::now() };
-                    self.keys.lock().expect("key cache lock").insert(issuer.to_owned(), keys);
+                    self.keys.lock().expect("key cache lock").insert(source.clone(), keys);
                 }
                 Err(why) if found.is_none() => return Err(why),
                 Err(why) => tracing::warn!("keeping issuer {issuer:?}'s keys past their lifetime: {why}"),
@@ -529,6 +530,55 @@ mod tests {
         }
         // Within the leeway, an expired token still passes.
         assert!(verifier.authenticate(&hs, resource, &sign(&claims(resource, unix_now() - 5))).await.is_ok());
+    }
+
+    /// A local stand-in for an authorization server's key endpoint: answers every
+    /// request with `keys` after `delay`, and counts the requests.
+    async fn key_server(keys: Value, delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let (keys, counted) = (keys.clone(), counted.clone());
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                axum::Json(keys)
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, hits)
+    }
+
+    fn token_with_kid(kid: &str) -> String {
+        let part = |v: Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let claims = json!({"iss": "https://as.example", "sub": "a", "aud": "r", "exp": unix_now() + 300});
+        format!("{}.{}.c2ln", part(json!({"alg": "ES256", "kid": kid})), part(claims))
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_unknown_key_ids_fetches_the_keys_once() {
+        let (url, hits) = key_server(json!({"keys": []}), Duration::ZERO).await;
+        let config = OAuthResourceConfig { jwks_url: Some(url), ..oauth() };
+        let verifier = Verifier::default();
+        for n in 0..20 {
+            let why = verifier.authenticate(&config, "r", &token_with_kid(&format!("kid-{n}"))).await.unwrap_err();
+            assert!(why.contains("publishes no key"), "{why}");
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1, "jwksMinRefetch spaces the fetches");
+    }
+
+    #[tokio::test]
+    async fn a_silent_authorization_server_cannot_hold_a_request_past_the_timeout() {
+        let (url, _) = key_server(json!({"keys": []}), Duration::from_secs(3600)).await;
+        let config =
+            OAuthResourceConfig { jwks_url: Some(url), request_timeout: Duration::from_millis(200), ..oauth() };
+        let started = Instant::now();
+        let why = Verifier::default().authenticate(&config, "r", &token_with_kid("k")).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
+        assert!(why.contains("requestTimeout") || why.contains("failed"), "{why}");
     }
 
     #[test]

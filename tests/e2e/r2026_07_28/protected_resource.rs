@@ -8,7 +8,7 @@
 use mcpx_e2e::authorization::{AuthorizationServer, Credentials, Signer, python_sdk, ts_sdk};
 use mcpx_e2e::client::{Raw, base_url, plain};
 use mcpx_e2e::python::HttpServer;
-use mcpx_e2e::{Daemon, Modern, Whoami, config, fakemcp, tag};
+use mcpx_e2e::{Daemon, LegacySession, Modern, Whoami, config, fakemcp, tag};
 use serde_json::{Value, json};
 
 const ALICE_SECRET: &str = "alice-secret-0123456789abcdef";
@@ -207,6 +207,26 @@ fn an_oauth_subject_named_like_a_static_token_reaches_none_of_that_holders_state
     assert_ne!(whoami("browser", &oauth_alice).instance, holder_browser.instance, "session work was shared");
     assert_ne!(whoami("desk", &oauth_alice).instance, holder_desk.instance, "the user instance was shared");
     assert_eq!(whoami("browser", &static_alice).instance, holder_browser.instance, "the holder keeps its own");
+
+    // Nor its legacy HTTP session, whose id it somehow learnt.
+    let holders_session = LegacySession::open_as(url, "2025-11-25", &[("Authorization", &static_alice)]);
+    let hijack = Raw {
+        http_method: "POST",
+        url,
+        headers: vec![
+            ("Content-Type".into(), "application/json".into()),
+            ("Accept".into(), "application/json, text/event-stream".into()),
+            ("MCP-Protocol-Version".into(), "2025-11-25".into()),
+            ("Mcp-Session-Id".into(), holders_session.id().to_owned()),
+            ("Authorization".into(), oauth_alice.clone()),
+        ],
+        body: Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).to_string().into_bytes()),
+        revision: "2025-11-25",
+        method: Some("tools/list"),
+    }
+    .send();
+    assert_eq!(hijack.status, 404, "the OAuth alice used the holder's session: {hijack}");
+    assert_eq!(holders_session.request("tools/list", json!({})).status, 200, "the holder keeps its session");
 
     // Nor its artifacts, nor its status.
     let script = "return { uri: await artifact('secret.txt', 'the holder\\'s') };";
