@@ -607,6 +607,14 @@ fn check_oauth(oauth: &OAuthResourceConfig, host: &str) -> Result<(), (String, S
     if oauth.algorithms.is_empty() {
         return Err(("\"http.oauth.algorithms\" must name at least one algorithm".into(), "algorithms".into()));
     }
+    // RFC 6749 §3.3: a scope is printable ASCII without space, `"` or `\`; anything else
+    // could not be named in a challenge.
+    let scopes = oauth.scopes_supported.iter().chain(&oauth.required_scopes.mcp).chain(&oauth.required_scopes.v1);
+    for scope in scopes {
+        if scope.is_empty() || !scope.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\') {
+            return Err((format!("scope {scope:?} is not a valid OAuth scope (RFC 6749 §3.3)"), scope.clone()));
+        }
+    }
     if oauth.principal_claim.is_empty() {
         return Err(("\"http.oauth.principalClaim\" must name a claim".into(), "principalClaim".into()));
     }
@@ -784,6 +792,8 @@ mod tests {
         let hs = r#"{"http": {"oauth": {"issuers": ["https://a"], "algorithms": ["HS256"], "hmacSecret": "0123456789abcdef0123456789abcdef"}}}"#;
         assert!(parse(hs).is_ok());
         assert!(parse(r#"{"http": {"oauth": {"issuers": ["https://a"], "isuers": []}}}"#).is_err(), "strict");
+        let spaced = r#"{"http": {"oauth": {"issuers": ["https://a"], "requiredScopes": {"mcp": ["a b"]}}}}"#;
+        assert!(parse(spaced).is_err(), "a scope with a space");
         let two = r#"{"http": {"oauth": {"issuers": ["https://a", "https://b"], "jwksUrl": "https://a/jwks"}}}"#;
         assert!(parse(two).is_err(), "one jwksUrl for two issuers");
     }

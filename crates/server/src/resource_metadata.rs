@@ -17,7 +17,8 @@ use serde_json::json;
 
 use crate::front::Front;
 
-/// Where the metadata is served; anything under it serves the same document.
+/// Where the metadata is served (`http::routes` spells it out); anything under it
+/// serves the same document.
 pub const PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// Whether `path` is the metadata, which needs no token.

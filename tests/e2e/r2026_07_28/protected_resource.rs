@@ -23,7 +23,9 @@ fn authorization_server() -> AuthorizationServer {
 /// A daemon accepting `issuer`'s tokens (and `extra` in `http`), serving `servers`.
 fn daemon(issuer: &str, servers: &[(&str, Value)], http: Value) -> Daemon {
     let mut cfg = config(servers);
-    cfg["http"] = json!({"oauth": {"issuers": [issuer]}});
+    // A generous timeout: the machine running the tests may be busy, and a slow answer
+    // from the authorization server would read as a refused token.
+    cfg["http"] = json!({"oauth": {"issuers": [issuer], "requestTimeout": "30s"}});
     if let (Some(target), Value::Object(extra)) = (cfg["http"].as_object_mut(), http) {
         for (key, value) in extra {
             match (target.get_mut(&key), value) {

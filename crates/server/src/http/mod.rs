@@ -39,11 +39,11 @@ pub use legacy::SESSION_HEADER;
 /// The `/mcp` route and the protected resource metadata that describes it; `daemon`
 /// puts them behind admission with the others.
 pub fn routes() -> Router<Arc<Front>> {
-    let metadata = resource_metadata::PATH;
+    // Literal paths, so that the tests walking every route find them (`resource_metadata::PATH`).
     Router::new()
         .route("/mcp", any(mcp))
-        .route(metadata, get(resource_metadata::document))
-        .route(&format!("{metadata}/{{*resource}}"), get(resource_metadata::document))
+        .route("/.well-known/oauth-protected-resource", get(resource_metadata::document))
+        .route("/.well-known/oauth-protected-resource/{*resource}", get(resource_metadata::document))
 }
 
 async fn mcp(
