@@ -157,15 +157,15 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Most legacy (handshake-era) HTTP sessions open at once. Default 4096.
     pub max_sessions: usize,
-    /// Most legacy HTTP sessions one client (a token's name; without tokens, the local
-    /// user) may hold; at the limit its least recently used idle session is ended to make
+    /// Most legacy HTTP sessions one client (a token's name, an OAuth subject; without
+    /// either, the local user) may hold; at the limit its least recently used idle session is ended to make
     /// room. Default 256.
     pub max_sessions_per_client: usize,
     /// A legacy HTTP session unused for this long is ended. Default 1 hour.
     #[serde(with = "duration")]
     pub session_idle_timeout: Duration,
-    /// Bearer tokens by client name. When any is set, every TCP request needs one, and the
-    /// name becomes the caller's `Identity.client`. The unix socket needs none.
+    /// Bearer tokens by client name. When any is set (or `oauth` is), every TCP request
+    /// needs one, and the name becomes the caller's principal. The unix socket needs none.
     pub tokens: BTreeMap<String, String>,
     /// Host names (besides loopback ones, which always count) that may appear in a TCP
     /// request's `Host`: a reverse proxy's or a LAN name when mcpx listens beyond

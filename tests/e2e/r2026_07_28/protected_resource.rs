@@ -279,6 +279,22 @@ fn each_subject_has_one_user_instance_across_connections_and_sdks() {
 }
 
 #[test]
+fn the_same_subject_at_two_issuers_is_two_principals() {
+    let (first, second) = (authorization_server(), authorization_server());
+    let tag = tag();
+    let issuers = json!({"oauth": {"issuers": [first.issuer, second.issuer]}});
+    let daemon = daemon(&first.issuer, &[("desk", fakemcp("user", &tag, &[]))], issuers);
+    let url = daemon.url();
+    let desk = |token: &str| {
+        Whoami::of(&Modern::mcpx_call("desk", "whoami", json!({})).header("Authorization", &bearer(token)).send(url))
+    };
+    let at_first = desk(&first.token("alice", url, "mcp:tools"));
+    let at_second = desk(&second.token("alice", url, "mcp:tools"));
+    assert_ne!(at_first.instance, at_second.instance, "two issuers' alice shared a user instance");
+    assert_eq!(desk(&first.token("alice", url, "mcp:tools")).instance, at_first.instance, "a new token, same alice");
+}
+
+#[test]
 fn a_callers_access_token_never_reaches_an_upstream() {
     let server = authorization_server();
     let python = HttpServer::python_sdk();
