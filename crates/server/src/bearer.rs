@@ -470,9 +470,13 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The `Instant` of a Unix time, for cache lifetimes (a time passed is now).
+/// The `Instant` of a Unix time, for cache lifetimes (a time passed is now). A time
+/// too far ahead for the clock (a token's `exp` may say anything) is a year from now:
+/// cache lifetimes are shorter.
 fn instant_at(unix: u64) -> Instant {
-    Instant::now() + Duration::from_secs(unix.saturating_sub(unix_now()))
+    let now = Instant::now();
+    let ahead = Duration::from_secs(unix.saturating_sub(unix_now()).min(366 * 24 * 3600));
+    now.checked_add(ahead).unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -579,6 +583,17 @@ mod tests {
         let why = Verifier::default().authenticate(&config, "r", &token_with_kid("k")).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
         assert!(why.contains("requestTimeout") || why.contains("failed"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn an_exp_at_the_end_of_time_is_no_panic() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        let hs = OAuthResourceConfig { algorithms: vec!["HS256".into()], hmac_secret: Some(secret.into()), ..oauth() };
+        let claims = json!({"iss": "https://as.example", "sub": "a", "aud": "r", "exp": u64::MAX, "nbf": 0});
+        let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap();
+        let token = jsonwebtoken::encode(&jsonwebtoken::Header::new(Algorithm::HS256), &claims, &key).unwrap();
+        assert!(Verifier::default().authenticate(&hs, "r", &token).await.is_ok());
+        assert!(instant_at(u64::MAX) > Instant::now());
     }
 
     #[test]
