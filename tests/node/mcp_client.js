@@ -15,6 +15,9 @@
 // environment. `--mode 2026-07-28` pins that revision (`versionNegotiation: {mode: {pin}}`),
 // `auto` probes with server/discover, `legacy` (the SDK's default) runs `initialize`.
 // `--trace` logs every HTTP request and response head the SDK exchanges to stderr.
+// `--oauth-client ID:SECRET --oauth-issuer URL` authenticates with the SDK's own
+// `ClientCredentialsProvider` (it discovers the authorization server from the server's
+// protected resource metadata); `--bearer TOKEN` sends a token the caller already has.
 // Exit status 0 on success, 1 on any failure (the error on stderr), 2 on bad usage.
 // The packages come from .deps/node (or $MCPX_NODE_DEPS), not from a node_modules here.
 
@@ -29,7 +32,10 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const opts = { mode: "auto", args: "{}", timeout: 30, trace: false, command: null, url: null, tool: null };
+  const opts = {
+    mode: "auto", args: "{}", timeout: 30, trace: false, command: null, url: null, tool: null,
+    oauthClient: null, oauthIssuer: null, bearer: null,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -43,6 +49,9 @@ function parseArgs(argv) {
       case "--args": opts.args = value(); break;
       case "--timeout": opts.timeout = Number(value()); break;
       case "--trace": opts.trace = true; break;
+      case "--oauth-client": opts.oauthClient = value(); break;
+      case "--oauth-issuer": opts.oauthIssuer = value(); break;
+      case "--bearer": opts.bearer = value(); break;
       case "--": opts.command = argv.slice(i + 1); i = argv.length; break;
       default: usage(`unknown argument ${arg}`);
     }
@@ -98,8 +107,16 @@ async function run(opts, toolArgs) {
     { name: "mcpx-e2e-ts-sdk", version },
     { versionNegotiation: negotiation(opts.mode) },
   );
+  const httpOptions = opts.trace ? { fetch: tracingFetch() } : {};
+  if (opts.bearer) httpOptions.requestInit = { headers: { Authorization: `Bearer ${opts.bearer}` } };
+  if (opts.oauthClient) {
+    const [clientId, clientSecret] = opts.oauthClient.split(":");
+    httpOptions.authProvider = new sdk.ClientCredentialsProvider({
+      clientId, clientSecret, expectedIssuer: opts.oauthIssuer,
+    });
+  }
   const transport = opts.url
-    ? new sdk.StreamableHTTPClientTransport(new URL(opts.url), opts.trace ? { fetch: tracingFetch() } : {})
+    ? new sdk.StreamableHTTPClientTransport(new URL(opts.url), httpOptions)
     : new stdio.StdioClientTransport({
         command: opts.command[0],
         args: opts.command.slice(1),

@@ -17,6 +17,11 @@ status is 1 (2 for bad command-line usage).
 
 `--trace` logs every HTTP request/response head the SDK exchanges (method,
 headers, JSON body; status, content-type) to stderr; it has no effect on stdio.
+
+`--oauth-client ID:SECRET --oauth-issuer URL` authenticates with the SDK's own
+`ClientCredentialsOAuthProvider`: on mcpx's 401 it reads the protected resource
+metadata, discovers the authorization server and gets a token for the resource.
+`--bearer TOKEN` sends a token the caller already has instead.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--args", default="{}", help="tool arguments as a JSON object (default: {})")
     p.add_argument("--timeout", type=float, default=30.0, help="hard limit for the whole run, seconds")
     p.add_argument("--trace", action="store_true", help="log HTTP exchanges to stderr")
+    p.add_argument("--oauth-client", help="ID:SECRET for the SDK's client_credentials provider")
+    p.add_argument("--oauth-issuer", help="the authorization server those credentials belong to")
+    p.add_argument("--bearer", help="an access token to send as Authorization: Bearer")
     return p.parse_args(argv)
 
 
@@ -68,12 +76,52 @@ def _trace_hooks() -> dict[str, list[Any]]:
     return {"request": [on_request], "response": [on_response]}
 
 
+class _MemoryTokens:
+    """Where the SDK's OAuth provider keeps its token: this run's memory."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client_info: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client_info
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client_info = client_info
+
+
+def _auth(args: argparse.Namespace) -> tuple[Any, dict[str, str] | None]:
+    if args.bearer:
+        return None, {"Authorization": f"Bearer {args.bearer}"}
+    if args.oauth_client:
+        from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+        client_id, _, secret = args.oauth_client.partition(":")
+        provider = ClientCredentialsOAuthProvider(
+            server_url=args.url,
+            storage=_MemoryTokens(),
+            client_id=client_id,
+            client_secret=secret,
+            issuer=args.oauth_issuer,
+        )
+        return provider, None
+    return None, None
+
+
 def build_target(args: argparse.Namespace) -> Any:
     if args.url:
-        if not args.trace:
+        auth, headers = _auth(args)
+        if not args.trace and auth is None and headers is None:
             return args.url  # the SDK builds its own streamable HTTP transport
-        http = create_mcp_http_client()
-        http.event_hooks = _trace_hooks()
+        http = create_mcp_http_client(headers=headers, auth=auth)
+        if args.trace:
+            http.event_hooks = _trace_hooks()
         return streamable_http_client(args.url, http_client=http)
     argv = shlex.split(args.command)
     if not argv:

@@ -6,6 +6,7 @@
 //! state file, its log and its HTTP endpoint, as a user would.
 
 pub mod answering;
+pub mod authorization;
 pub mod client;
 pub mod daemon;
 pub mod fixtures;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
 
-use crate::identity::Identity;
+use crate::identity::{Identity, Principal};
 
 #[derive(Default)]
 pub struct Admission {
@@ -46,8 +46,11 @@ impl Admission {
 }
 
 fn client_of(identity: &Identity) -> Option<String> {
-    if let Some(client) = identity.client() {
-        return Some(format!("client {client:?}"));
+    match &identity.principal {
+        Principal::Token(name) => return Some(format!("client {name:?}")),
+        // Its own wording, so no token's name can count against an OAuth subject's limit.
+        Principal::OAuth { issuer, subject } => return Some(format!("OAuth subject {subject:?} of {issuer:?}")),
+        Principal::Local => {}
     }
     if let Some(session) = identity.session_key() {
         return Some(format!("session {:?}", session.to_string()));

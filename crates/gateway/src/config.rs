@@ -295,15 +295,15 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Most legacy (handshake-era) HTTP sessions open at once. Default 4096.
     pub max_sessions: usize,
-    /// Most legacy HTTP sessions one client (a token's name; without tokens, the local
-    /// user) may hold; at the limit its least recently used idle session is ended to make
+    /// Most legacy HTTP sessions one client (a token's name, an OAuth subject; without
+    /// either, the local user) may hold; at the limit its least recently used idle session is ended to make
     /// room. Default 256.
     pub max_sessions_per_client: usize,
     /// A legacy HTTP session unused for this long is ended. Default 1 hour.
     #[serde(with = "duration")]
     pub session_idle_timeout: Duration,
-    /// Bearer tokens by client name. When any is set, every TCP request needs one, and the
-    /// name becomes the caller's `Identity.client`. The unix socket needs none.
+    /// Bearer tokens by client name. When any is set (or `oauth` is), every TCP request
+    /// needs one, and the name becomes the caller's principal. The unix socket needs none.
     pub tokens: BTreeMap<String, String>,
     /// Host names (besides loopback ones, which always count) that may appear in a TCP
     /// request's `Host`: a reverse proxy's or a LAN name when mcpx listens beyond
@@ -323,6 +323,9 @@ pub struct HttpConfig {
     /// the connection is closed without an answer. Default 30s.
     #[serde(with = "duration")]
     pub body_read_timeout: Duration,
+    /// Callers with access tokens from an OAuth authorization server, beside (or instead
+    /// of) `tokens`. Absent by default: no OAuth.
+    pub oauth: Option<OAuthResourceConfig>,
 }
 
 impl Default for HttpConfig {
@@ -339,7 +342,138 @@ impl Default for HttpConfig {
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            oauth: None,
         }
+    }
+}
+
+/// `http.oauth`: mcpx as an OAuth 2.1 protected resource. A TCP caller may present an
+/// access token from one of `issuers` instead of one of `http.tokens`; mcpx validates it
+/// itself (a JWT against the issuer's keys, or an opaque token by introspection) and
+/// serves its protected resource metadata (RFC 9728) at
+/// `/.well-known/oauth-protected-resource`. Strict: an unknown key here is an error.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct OAuthResourceConfig {
+    /// Issuer URLs of the authorization servers whose tokens are accepted, exactly as
+    /// their tokens' `iss` says them. Required: at least one.
+    pub issuers: Vec<String>,
+    /// mcpx's canonical resource URL: what a token's `aud` must contain, and what the
+    /// metadata names. Default: the `/mcp` URL mcpx listens on
+    /// (`http://127.0.0.1:7750/mcp`); set it behind a proxy, and when `http.host` is
+    /// `0.0.0.0` or `::` (then it is required).
+    pub resource: Option<String>,
+    /// Scopes the metadata lists as `scopes_supported`. Default: those `requiredScopes`
+    /// names.
+    pub scopes_supported: Vec<String>,
+    /// Scopes a token must carry, per route. Default: none beyond a valid token.
+    pub required_scopes: RequiredScopes,
+    /// JWS algorithms a JWT may be signed with. Default: the asymmetric ones (RS*, PS*,
+    /// ES256, ES384, EdDSA). `none` is never accepted; `HS*` only with `hmacSecret`.
+    pub algorithms: Vec<String>,
+    /// The shared secret for `HS*` tokens (at least 32 bytes). Default: none.
+    pub hmac_secret: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`. Default 30s.
+    #[serde(with = "duration")]
+    pub leeway: Duration,
+    /// The claim that names the caller; qualified by the issuer, it becomes the caller's
+    /// principal. Default `sub` (and, for a token without one, as an introspection answer
+    /// about a client's own token may be, its `client_id`).
+    pub principal_claim: String,
+    /// Where the issuers' signing keys are, instead of the `jwks_uri` of their metadata
+    /// (RFC 8414, then OpenID discovery). Default: discovered. Only with one issuer.
+    pub jwks_url: Option<String>,
+    /// RFC 7662 introspection for opaque (non-JWT) tokens. Default: none (only JWTs).
+    pub introspection: Option<IntrospectionConfig>,
+    /// How long fetched signing keys are used before they are fetched again. Default 10m.
+    #[serde(with = "duration")]
+    pub jwks_lifetime: Duration,
+    /// Least time between two fetches of one issuer's keys when a token names a key
+    /// mcpx does not know, so a flood of made-up key ids cannot hammer the issuer.
+    /// Default 30s.
+    #[serde(with = "duration")]
+    pub jwks_min_refetch: Duration,
+    /// How long a token's validation outcome is reused (never past its `exp`); held by
+    /// a digest of the token, never the token. Default 60s.
+    #[serde(with = "duration")]
+    pub cache_lifetime: Duration,
+    /// Most validation outcomes kept; past it the oldest is dropped. Default 4096.
+    pub cache_entries: usize,
+    /// How long one request to an authorization server (metadata, keys,
+    /// introspection) may take; past it the token is refused. Default 5s.
+    #[serde(with = "duration")]
+    pub request_timeout: Duration,
+}
+
+impl Default for OAuthResourceConfig {
+    fn default() -> Self {
+        OAuthResourceConfig {
+            issuers: Vec::new(),
+            resource: None,
+            scopes_supported: Vec::new(),
+            required_scopes: RequiredScopes::default(),
+            algorithms: ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]
+                .map(String::from)
+                .to_vec(),
+            hmac_secret: None,
+            leeway: Duration::from_secs(30),
+            principal_claim: "sub".into(),
+            jwks_url: None,
+            introspection: None,
+            jwks_lifetime: Duration::from_secs(600),
+            jwks_min_refetch: Duration::from_secs(30),
+            cache_lifetime: Duration::from_secs(60),
+            cache_entries: 4096,
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl OAuthResourceConfig {
+    /// What the metadata lists as `scopes_supported`: the configured list, else every
+    /// scope a route requires.
+    pub fn scopes_supported(&self) -> Vec<String> {
+        if !self.scopes_supported.is_empty() {
+            return self.scopes_supported.clone();
+        }
+        let mut all: Vec<String> = self.required_scopes.mcp.iter().chain(&self.required_scopes.v1).cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}
+
+/// `http.oauth.requiredScopes`: the scopes a token needs, by route. A static token needs
+/// none. Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct RequiredScopes {
+    /// For `/mcp`. Default none.
+    pub mcp: Vec<String>,
+    /// For the `/v1` API. Default none.
+    pub v1: Vec<String>,
+}
+
+/// `http.oauth.introspection`: an RFC 7662 endpoint and the client mcpx authenticates
+/// to it as (HTTP Basic). Strict.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    /// The introspection endpoint's URL. Required.
+    pub endpoint: String,
+    /// Required.
+    pub client_id: String,
+    /// Required.
+    pub client_secret: String,
+    /// The issuer whose tokens it introspects: an answer naming another `iss` is
+    /// refused. Default: the only one of `issuers` (required when there are several).
+    pub issuer: Option<String>,
+}
+
+impl IntrospectionConfig {
+    /// The issuer its answers are attributed to.
+    pub fn issuer<'a>(&'a self, oauth: &'a OAuthResourceConfig) -> &'a str {
+        self.issuer.as_deref().or(oauth.issuers.first().map(String::as_str)).unwrap_or_default()
     }
 }
 
@@ -520,15 +654,18 @@ impl Config {
             }
         }
         let loopback = matches!(self.http.host.as_str(), "127.0.0.1" | "localhost" | "::1");
-        if !loopback && self.http.tokens.is_empty() {
+        if !loopback && self.http.tokens.is_empty() && self.http.oauth.is_none() {
             let why = format!(
-                "\"http.host\" is {:?}, which is not loopback: set \"http.tokens\" so that only callers with a token get in",
+                "\"http.host\" is {:?}, which is not loopback: set \"http.tokens\" or \"http.oauth\" so that only callers with a token get in",
                 self.http.host
             );
             return Err((why, "host".into()));
         }
         if let Some((name, _)) = self.http.tokens.iter().find(|(_, t)| t.len() < 16) {
             return Err((format!("token {name:?} in \"http.tokens\" must be at least 16 characters"), name.clone()));
+        }
+        if let Some(oauth) = &self.http.oauth {
+            check_oauth(oauth, &self.http.host)?;
         }
         if self.http.max_connections == 0 {
             return Err(("\"http.maxConnections\" must be at least 1".into(), "maxConnections".into()));
@@ -561,6 +698,100 @@ impl Config {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.mcp_servers.get(name)
     }
+}
+
+/// The rules of `http.oauth`, as [`Config::check`] reports them.
+fn check_oauth(oauth: &OAuthResourceConfig, host: &str) -> Result<(), (String, String)> {
+    let web_url = |url: &str| url.starts_with("https://") || url.starts_with("http://");
+    if oauth.issuers.is_empty() {
+        return Err(("\"http.oauth.issuers\" must name at least one authorization server".into(), "oauth".into()));
+    }
+    for issuer in &oauth.issuers {
+        if !web_url(issuer) || issuer.contains(['?', '#']) {
+            let why = format!("issuer {issuer:?} must be an http(s) URL without a query or fragment");
+            return Err((why, issuer.clone()));
+        }
+    }
+    match &oauth.resource {
+        Some(resource) if !web_url(resource) || resource.contains('#') => {
+            let why = format!("\"http.oauth.resource\" {resource:?} must be an http(s) URL without a fragment");
+            return Err((why, resource.clone()));
+        }
+        None if host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) => {
+            let why = format!(
+                "\"http.host\" is {host:?}, which names no address a caller can use: set \"http.oauth.resource\" to the URL callers reach mcpx's /mcp at"
+            );
+            return Err((why, "oauth".into()));
+        }
+        _ => {}
+    }
+    for alg in &oauth.algorithms {
+        let known = matches!(
+            alg.as_str(),
+            "RS256" | "RS384" | "RS512" | "PS256" | "PS384" | "PS512" | "ES256" | "ES384" | "EdDSA"
+        );
+        let hmac = matches!(alg.as_str(), "HS256" | "HS384" | "HS512");
+        if hmac && oauth.hmac_secret.as_ref().is_none_or(|s| s.len() < 32) {
+            let why = format!("algorithm {alg:?} needs \"http.oauth.hmacSecret\" of at least 32 bytes");
+            return Err((why, alg.clone()));
+        }
+        if !known && !hmac {
+            let why = format!(
+                "algorithm {alg:?} is not one mcpx verifies: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA, or HS256, HS384, HS512 with a secret"
+            );
+            return Err((why, alg.clone()));
+        }
+    }
+    if oauth.algorithms.is_empty() {
+        return Err(("\"http.oauth.algorithms\" must name at least one algorithm".into(), "algorithms".into()));
+    }
+    // RFC 6749 §3.3: a scope is printable ASCII without space, `"` or `\`; anything else
+    // could not be named in a challenge.
+    let scopes = oauth.scopes_supported.iter().chain(&oauth.required_scopes.mcp).chain(&oauth.required_scopes.v1);
+    for scope in scopes {
+        if scope.is_empty() || !scope.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\') {
+            return Err((format!("scope {scope:?} is not a valid OAuth scope (RFC 6749 §3.3)"), scope.clone()));
+        }
+    }
+    if oauth.principal_claim.is_empty() {
+        return Err(("\"http.oauth.principalClaim\" must name a claim".into(), "principalClaim".into()));
+    }
+    if let Some(url) = &oauth.jwks_url {
+        if !web_url(url) {
+            return Err((format!("\"http.oauth.jwksUrl\" {url:?} must be an http(s) URL"), url.clone()));
+        }
+        if oauth.issuers.len() > 1 {
+            let why = "\"http.oauth.jwksUrl\" names one issuer's keys: configure one issuer with it".into();
+            return Err((why, "jwksUrl".into()));
+        }
+    }
+    if let Some(introspection) = &oauth.introspection {
+        if !web_url(&introspection.endpoint) {
+            let why = format!("introspection endpoint {:?} must be an http(s) URL", introspection.endpoint);
+            return Err((why, introspection.endpoint.clone()));
+        }
+        match &introspection.issuer {
+            Some(issuer) if !oauth.issuers.contains(issuer) => {
+                let why = format!("introspection issuer {issuer:?} is not one of \"http.oauth.issuers\"");
+                return Err((why, issuer.clone()));
+            }
+            None if oauth.issuers.len() > 1 => {
+                let why = "\"http.oauth.introspection.issuer\" must say whose tokens it introspects".into();
+                return Err((why, "introspection".into()));
+            }
+            _ => {}
+        }
+    }
+    for (key, value) in [
+        ("jwksLifetime", oauth.jwks_lifetime),
+        ("cacheLifetime", oauth.cache_lifetime),
+        ("requestTimeout", oauth.request_timeout),
+    ] {
+        if value.is_zero() {
+            return Err((format!("\"http.oauth.{key}\" must be longer than 0"), key.into()));
+        }
+    }
+    Ok(())
 }
 
 /// Parses a duration as written in the config: `500ms`, `30s`, `5m`, `2h`, `1h 30m`, or a
@@ -684,6 +915,33 @@ mod tests {
         assert!(parse(r#"{"http": {"host": "0.0.0.0"}}"#).is_err());
         assert!(parse(r#"{"http": {"host": "0.0.0.0", "tokens": {"ci": "0123456789abcdef"}}}"#).is_ok());
         assert!(parse(r#"{"http": {"tokens": {"ci": "short"}}}"#).is_err());
+    }
+
+    #[test]
+    fn oauth_needs_an_issuer_refuses_unsafe_algorithms_and_unknown_keys() {
+        let c = parse(r#"{"http": {"oauth": {"issuers": ["https://as.example"]}}}"#).unwrap();
+        let oauth = c.http.oauth.unwrap();
+        assert_eq!(oauth.principal_claim, "sub");
+        assert!(oauth.algorithms.iter().all(|a| !a.starts_with("HS") && a != "none"), "{:?}", oauth.algorithms);
+        assert!(parse(r#"{"http": {"oauth": {}}}"#).is_err(), "no issuer");
+        assert!(parse(r#"{"http": {"oauth": {"issuers": ["ftp://as"]}}}"#).is_err());
+        assert!(parse(r#"{"http": {"oauth": {"issuers": ["https://a"], "algorithms": ["none"]}}}"#).is_err());
+        assert!(parse(r#"{"http": {"oauth": {"issuers": ["https://a"], "algorithms": ["HS256"]}}}"#).is_err());
+        let hs = r#"{"http": {"oauth": {"issuers": ["https://a"], "algorithms": ["HS256"], "hmacSecret": "0123456789abcdef0123456789abcdef"}}}"#;
+        assert!(parse(hs).is_ok());
+        assert!(parse(r#"{"http": {"oauth": {"issuers": ["https://a"], "isuers": []}}}"#).is_err(), "strict");
+        let spaced = r#"{"http": {"oauth": {"issuers": ["https://a"], "requiredScopes": {"mcp": ["a b"]}}}}"#;
+        assert!(parse(spaced).is_err(), "a scope with a space");
+        let two = r#"{"http": {"oauth": {"issuers": ["https://a", "https://b"], "jwksUrl": "https://a/jwks"}}}"#;
+        assert!(parse(two).is_err(), "one jwksUrl for two issuers");
+    }
+
+    #[test]
+    fn listening_beyond_loopback_with_oauth_needs_no_static_token_but_a_resource_url() {
+        assert!(parse(r#"{"http": {"host": "0.0.0.0", "oauth": {"issuers": ["https://a"]}}}"#).is_err());
+        let ok = r#"{"http": {"host": "0.0.0.0", "oauth": {"issuers": ["https://a"], "resource": "https://mcpx.example/mcp"}}}"#;
+        assert!(parse(ok).is_ok());
+        assert!(parse(r#"{"http": {"host": "192.168.1.5", "oauth": {"issuers": ["https://a"]}}}"#).is_ok());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! on and the session keys the config names. Never from the mcpx process itself.
 //!
 //! Two things make up who is asking. The *principal* is who authenticated: the local user
-//! (the unix socket, or TCP without tokens) or the holder of one of `http.tokens`. The
+//! (the unix socket, or TCP without tokens), the holder of one of `http.tokens`, or the
+//! subject of an OAuth access token, qualified by its issuer. The
 //! *session* is typed by where it came from: a label the caller chose, which anyone of the
 //! same principal may type to join it, or a session mcpx derived from the transport (a
 //! stdio process, a legacy HTTP session), which no label can reach. Every per-caller
@@ -24,6 +25,10 @@ pub enum Principal {
     Local,
     /// The holder of the `http.tokens` entry of this name.
     Token(String),
+    /// The subject an OAuth access token names (`http.oauth.principalClaim`), as that
+    /// token's issuer said it: two issuers' subjects are two principals, and neither is
+    /// ever a token holder, whatever the names.
+    OAuth { issuer: String, subject: String },
 }
 
 /// A session, by where its name came from.
@@ -107,10 +112,13 @@ impl Identity {
         }
     }
 
-    /// The authenticated client's name, when a token admitted the request.
-    pub fn client(&self) -> Option<&str> {
+    /// The authenticated client's name, when a token admitted the request: a static
+    /// token's name, or an OAuth subject and its issuer as `<subject> (<issuer>)`. A
+    /// label for logs, limits' messages and upstreams, never a credential.
+    pub fn client(&self) -> Option<String> {
         match &self.principal {
-            Principal::Token(name) => Some(name),
+            Principal::Token(name) => Some(name.clone()),
+            Principal::OAuth { issuer, subject } => Some(format!("{subject} ({issuer})")),
             Principal::Local => None,
         }
     }
@@ -131,7 +139,7 @@ impl Identity {
     pub fn owner_key(&self) -> String {
         self.session_key().map(|key| key.to_string()).unwrap_or_else(|| match &self.principal {
             Principal::Local => "local".to_owned(),
-            Principal::Token(name) => format!("token:{}", Value::String(name.clone())),
+            other => format!("principal{}", other.tag()),
         })
     }
 
@@ -157,11 +165,17 @@ impl Identity {
 
 impl Principal {
     /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
-    /// (the name JSON-quoted, so it ends where it says) for a token holder.
+    /// (the name JSON-quoted, so it ends where it says) for a token holder,
+    /// `@oauth["<issuer>","<subject>"]` for an OAuth subject. No two principals share a
+    /// tag: a token's begins `@"`, an OAuth subject's `@oauth[`, and quoting keeps every
+    /// name whole.
     pub fn tag(&self) -> String {
         match self {
             Principal::Local => String::new(),
             Principal::Token(name) => format!("@{}", Value::String(name.clone())),
+            Principal::OAuth { issuer, subject } => {
+                format!("@oauth{}", Value::from(vec![issuer.clone(), subject.clone()]))
+            }
         }
     }
 }
@@ -314,6 +328,29 @@ mod tests {
                     );
                     assert_ne!(forger.owner_key(), target.owner_key());
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn an_oauth_subject_is_never_a_token_holder_nor_another_issuers_subject() {
+        let oauth = |issuer: &str, subject: &str| Principal::OAuth { issuer: issuer.into(), subject: subject.into() };
+        let principals = [
+            Principal::Local,
+            Principal::Token("alice".into()),
+            Principal::Token("oauth[\"https://a\",\"alice\"]".into()),
+            oauth("https://a", "alice"),
+            oauth("https://b", "alice"),
+            oauth("https://a\",\"alice", ""),
+        ];
+        for (i, a) in principals.iter().enumerate() {
+            for b in &principals[i + 1..] {
+                assert_ne!(a.tag(), b.tag(), "{a:?} and {b:?}");
+                let (x, y) = (who(Some(Session::Named("work".into())), a.clone()), who(None, a.clone()));
+                let (u, v) = (who(Some(Session::Named("work".into())), b.clone()), who(None, b.clone()));
+                assert_ne!(x.session_key(), u.session_key(), "{a:?} and {b:?} share session work");
+                assert_ne!(x.owner_key(), u.owner_key());
+                assert_ne!(y.owner_key(), v.owner_key(), "{a:?} and {b:?} own the same state");
             }
         }
     }

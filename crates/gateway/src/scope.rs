@@ -23,16 +23,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::{Identity, Principal, SessionKey};
 
+/// A server's `scope`: what its instances are keyed on, from the widest to the narrowest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+    /// One instance for every caller.
     #[default]
     Global,
+    /// One instance per authenticated principal: the local user, each `http.tokens`
+    /// holder, each OAuth subject of each issuer. Never degrades: every request has one.
+    User,
+    /// One per session of one principal.
     Session,
+    /// One per caller's working directory.
     Cwd,
+    /// One per git repository (its shared git directory) the caller works in.
     Repo,
+    /// One per git worktree the caller works in.
     Worktree,
+    /// One per local caller process.
     Pid,
+    /// One per call.
     Call,
 }
 
@@ -40,6 +51,7 @@ impl Scope {
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Global => "global",
+            Scope::User => "user",
             Scope::Session => "session",
             Scope::Cwd => "cwd",
             Scope::Repo => "repo",
@@ -62,6 +74,8 @@ pub struct InstanceKey {
 pub enum Owner {
     /// Every caller (`global`).
     Everyone,
+    /// Every caller of one principal (`user`).
+    User(Principal),
     /// One session of one principal.
     Session(SessionKey),
     /// Callers working in this directory.
@@ -100,11 +114,11 @@ mod path_bytes {
 impl Owner {
     /// Whether a listing may show the instance to a caller of `principal`: every instance
     /// to the local user; to a token holder, the instances everyone shares (`global`), its
-    /// own lister and those of its own sessions.
+    /// own lister, its `user` instance and those of its own sessions.
     pub fn is_visible_to(&self, principal: &Principal) -> bool {
         match (principal, self) {
             (Principal::Local, _) | (_, Owner::Everyone) => true,
-            (principal, Owner::Lister(lister)) => lister == principal,
+            (principal, Owner::Lister(lister) | Owner::User(lister)) => lister == principal,
             (principal, Owner::Session(key)) => &key.principal == principal,
             _ => false,
         }
@@ -133,13 +147,15 @@ impl fmt::Display for InstanceKey {
     }
 }
 
-/// `global`, a session's key (see [`SessionKey`]), `cwd:<path>`, `repo:<git common dir>`,
+/// `global`, `user` (the local user's; a token holder's `user@"<token name>"`, an OAuth
+/// subject's `user@oauth["<issuer>","<subject>"]`), a session's key (see [`SessionKey`]), `cwd:<path>`, `repo:<git common dir>`,
 /// `worktree:<top level>`, `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
 /// `lister@"<token name>"`): how logs, `mcpx status` and the invocation context name it.
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Owner::Everyone => f.write_str("global"),
+            Owner::User(principal) => write!(f, "user{}", principal.tag()),
             Owner::Session(key) => key.fmt(f),
             Owner::Cwd(dir) => write!(f, "cwd:{}", dir.display()),
             Owner::Repo(dir) => write!(f, "repo:{}", dir.display()),
@@ -203,6 +219,7 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<Owner, &'s
     let cwd = || identity.cwd.clone().ok_or("the caller's cwd is unknown on this transport");
     match scope {
         Scope::Global => Ok(Owner::Everyone),
+        Scope::User => Ok(Owner::User(identity.principal.clone())),
         Scope::Call => Ok(Owner::Call(call_id.to_owned())),
         Scope::Session => identity.session_key().map(Owner::Session).ok_or("the request names no session"),
         Scope::Pid => identity.pid.map(Owner::Pid).ok_or("the caller's pid is unknown on this transport"),
@@ -219,7 +236,7 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<Owner, &'s
 
 fn fix_for(scope: Scope) -> &'static str {
     match scope {
-        Scope::Global | Scope::Call => "",
+        Scope::Global | Scope::User | Scope::Call => "",
         Scope::Session => {
             "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
         }
@@ -349,6 +366,25 @@ mod tests {
     }
 
     #[test]
+    fn each_principal_has_one_user_instance_whatever_its_sessions() {
+        let s = Scoper::default();
+        let caller = |principal: Principal, session: Option<&str>| {
+            let transport =
+                Transport { principal, session: session.map(|s| Session::Named(s.into())), ..Default::default() };
+            Identity::resolve(None, &[], &transport)
+        };
+        let alice = Principal::OAuth { issuer: "https://a".into(), subject: "alice".into() };
+        let key = |who: &Identity, call: &str| s.key("b", Scope::User, who, call);
+        let first = key(&caller(alice.clone(), None), "c1");
+        assert_eq!(first, key(&caller(alice.clone(), Some("work")), "c2"), "one instance across sessions and calls");
+        assert_ne!(first, key(&caller(Principal::Token("alice".into()), None), "c3"), "a token named alice");
+        let other_issuer = Principal::OAuth { issuer: "https://b".into(), subject: "alice".into() };
+        assert_ne!(first, key(&caller(other_issuer, None), "c4"), "another issuer's alice");
+        assert_eq!(key(&caller(Principal::Local, None), "c5").owner.to_string(), "user");
+        assert!(first.owner.is_visible_to(&alice) && !first.owner.is_visible_to(&Principal::Token("alice".into())));
+    }
+
+    #[test]
     fn git_dirs_are_read_from_the_file_system() {
         let root = std::env::temp_dir().join(format!("mcpx-scope-test-{}", std::process::id()));
         let main = root.join("main");
@@ -404,8 +440,25 @@ mod tests {
         let cwds =
             [None, Some("/nonexistent/mcpx/a"), Some("/nonexistent/mcpx/a:b"), Some("/nonexistent/mcpx/session:a")];
         let pids = [None, Some(1u32), Some(11), Some(111)];
-        let principals = [Principal::Local, Principal::Token("ci".into()), Principal::Token("bot".into())];
-        let scopes = [Scope::Global, Scope::Session, Scope::Cwd, Scope::Repo, Scope::Worktree, Scope::Pid, Scope::Call];
+        let oauth = |issuer: &str, subject: &str| Principal::OAuth { issuer: issuer.into(), subject: subject.into() };
+        let principals = [
+            Principal::Local,
+            Principal::Token("ci".into()),
+            Principal::Token("bot".into()),
+            oauth("https://a", "ci"),
+            oauth("https://b", "ci"),
+            oauth("https://a", "bot"),
+        ];
+        let scopes = [
+            Scope::Global,
+            Scope::User,
+            Scope::Session,
+            Scope::Cwd,
+            Scope::Repo,
+            Scope::Worktree,
+            Scope::Pid,
+            Scope::Call,
+        ];
         for seed in 1..=200u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
             let scoper = Scoper::default();
@@ -445,6 +498,7 @@ mod tests {
                 for (other, other_call) in others.iter() {
                     let may_share = match scope {
                         Scope::Global => true,
+                        Scope::User => who.principal == other.principal,
                         Scope::Session => {
                             who.session.is_some() && who.session == other.session && who.principal == other.principal
                                 || call_id == *other_call

@@ -94,9 +94,10 @@ pub fn needs_restart(running: &Config, next: &Config) -> Option<String> {
         return Some(format!("\"http.port\" changed from {} to {}: {RESTART}", was.port, now.port));
     }
     let loopback = was.host.parse::<std::net::IpAddr>().map_or(was.host == "localhost", |ip| ip.is_loopback());
-    if !loopback && !was.tokens.is_empty() && now.tokens.is_empty() {
+    let authenticates = |http: &crate::config::HttpConfig| !http.tokens.is_empty() || http.oauth.is_some();
+    if !loopback && authenticates(was) && !authenticates(now) {
         return Some(format!(
-            "\"http.tokens\" would become empty while the daemon listens beyond loopback on {:?}: refused; to stop requiring tokens, set \"http.host\" to a loopback address and restart the daemon",
+            "\"http.tokens\" would become empty and \"http.oauth\" absent while the daemon listens beyond loopback on {:?}: refused; to stop requiring tokens, set \"http.host\" to a loopback address and restart the daemon",
             was.host
         ));
     }
@@ -251,6 +252,15 @@ mod tests {
         let mut open = running.clone();
         open.http.tokens.clear();
         assert!(needs_restart(&running, &open).is_some_and(|why| why.contains("http.tokens")));
+        // OAuth authenticates too: swapping tokens for it is fine, dropping both is not.
+        let oauth = config(
+            r#"{"http": {"host": "0.0.0.0", "oauth": {"issuers": ["https://as"], "resource": "https://m/mcp"}}}"#,
+        );
+        assert_eq!(needs_restart(&running, &oauth), None);
+        assert_eq!(needs_restart(&oauth, &running), None);
+        let mut open = oauth.clone();
+        open.http.oauth = None;
+        assert!(needs_restart(&oauth, &open).is_some_and(|why| why.contains("http.oauth")));
     }
 
     #[test]

@@ -15,15 +15,20 @@
 //!    no foreign `Origin` for "same-origin" requests; this applies however mcpx listens,
 //!    since any port a browser can reach can be rebound. Over the unix socket no browser
 //!    can connect, and clients name no real host there.
-//! 3. **Authentication** (TCP, when `http.tokens` is set): a valid bearer token (401),
-//!    [`admit_peer`].
+//! 3. **Authentication** (TCP, when `http.tokens` or `http.oauth` is set): a bearer token
+//!    that is one of `http.tokens`, or an access token `bearer` validates (401 with a
+//!    challenge naming the protected resource metadata), carrying the scopes the route
+//!    requires (403 `insufficient_scope`), [`admit_peer`]. The metadata itself
+//!    (`resource_metadata`) is public while `http.oauth` is set: a client reads it to
+//!    learn where to get a token.
 //! 4. **Content type** (`/v1`): every method but `GET`, `HEAD` and `OPTIONS` needs
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
 //!
 //! It never reads the body and never resolves an identity: handlers do that after it,
 //! from the [`Admitted`] transport it leaves in the request's extensions (the peer's pid
-//! and cwd over the socket, the token's principal over TCP).
+//! and cwd over the socket, the token's principal over TCP). A caller's token goes no
+//! further than this step: only the principal it names does.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -33,8 +38,8 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use mcpx_gateway::config::HttpConfig;
-use mcpx_gateway::{Gateway, Principal, Transport};
+use mcpx_gateway::config::{Config, HttpConfig, OAuthResourceConfig};
+use mcpx_gateway::{Principal, Transport};
 use mcpx_protocol::RpcError;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -42,6 +47,7 @@ use sha2::{Digest, Sha256};
 use crate::front::Front;
 use crate::listener::LocalAddr;
 use crate::reply::{self, Format};
+use crate::resource_metadata;
 use crate::socket::{self, Peer};
 
 /// What admission learnt about the caller, for the handlers: its transport before the
@@ -52,7 +58,8 @@ pub struct Admitted(pub Transport);
 /// The admission middleware (see the module documentation).
 pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<ConnectInfo<Peer>>().map(|ConnectInfo(peer)| peer.clone());
-    let config = front.gateway.settings().config();
+    // Owned, not the settings' guard: validating a token may wait on the network.
+    let config: Arc<Config> = Arc::clone(&front.gateway.settings().config());
     let (method, path, headers) = (request.method(), request.uri().path(), request.headers());
     // A request that reached us without its connection's peer is treated as TCP: the
     // strictest case.
@@ -64,7 +71,10 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
     let Some(peer) = peer else {
         return refuse(path, StatusCode::INTERNAL_SERVER_ERROR, "the connection's peer is unknown");
     };
-    let transport = match admit_peer(&front.gateway, &peer, headers) {
+    if config.http.oauth.is_some() && resource_metadata::is_metadata(path) {
+        return next.run(request).await;
+    }
+    let transport = match admit_peer(&front, &config, &peer, path, headers).await {
         Ok(transport) => transport,
         Err(refusal) => return *refusal,
     };
@@ -78,42 +88,82 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
 }
 
 /// What the transport says about a caller before the request is read: over the unix
-/// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens are
-/// configured, the name of the token presented (none → 401).
-fn admit_peer(gateway: &Gateway, peer: &Peer, headers: &HeaderMap) -> Result<Transport, Box<Response>> {
-    match peer {
-        Peer::Local { pid, .. } => {
-            Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() })
+/// socket, the peer's pid and the cwd the daemon reads for it; over TCP, when tokens or
+/// OAuth are configured, the principal of the token presented (none → 401).
+async fn admit_peer(
+    front: &Front,
+    config: &Config,
+    peer: &Peer,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<Transport, Box<Response>> {
+    if let Peer::Local { pid, .. } = peer {
+        return Ok(Transport { cwd: pid.and_then(socket::cwd_of), pid: *pid, ..Transport::default() });
+    }
+    let (tokens, oauth) = (&config.http.tokens, config.http.oauth.as_ref());
+    if tokens.is_empty() && oauth.is_none() {
+        return Ok(Transport::default());
+    }
+    // The scheme is case-insensitive (RFC 6750 §2.1, RFC 9110 §11.1).
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty());
+    // Every configured token is compared, so the time taken says nothing about which
+    // one (if any) matched.
+    let matched = presented.and_then(|p| {
+        tokens.iter().fold(None, |found, (name, t)| {
+            let equal = secrets_equal(t.as_bytes(), p.as_bytes());
+            found.or(equal.then_some(name))
+        })
+    });
+    if let Some(name) = matched {
+        return Ok(Transport { principal: Principal::Token(name.clone()), ..Transport::default() });
+    }
+    let Some(oauth) = oauth else {
+        let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        return Err(Box::new(response));
+    };
+    let resource = resource_metadata::resource_url(oauth, &front.life.url);
+    let required = required_scopes(oauth, path);
+    let challenged = |status: StatusCode, error: Option<&str>, why: &str| {
+        let scopes = if required.is_empty() { oauth.scopes_supported() } else { required.to_vec() };
+        let mut response = refuse(path, status, why);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, resource_metadata::challenge(&resource, error, &scopes));
+        Box::new(response)
+    };
+    let Some(token) = presented else {
+        return Err(challenged(StatusCode::UNAUTHORIZED, None, "an access token is required (Authorization: Bearer)"));
+    };
+    let grant = match front.bearer.authenticate(oauth, &resource, token).await {
+        Ok(grant) => grant,
+        Err(why) => {
+            // The reason, never the token; the caller learns only that it was refused.
+            tracing::info!(path, "access token refused: {why}");
+            return Err(challenged(StatusCode::UNAUTHORIZED, Some("invalid_token"), "the access token is not valid"));
         }
-        Peer::Tcp(_) => {
-            let tokens = gateway.settings().config().http.tokens.clone();
-            if tokens.is_empty() {
-                return Ok(Transport::default());
-            }
-            // The scheme is case-insensitive (RFC 6750 §2.1, RFC 9110 §11.1).
-            let presented = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim_start().split_once(' '))
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, token)| token.trim());
-            // Every configured token is compared, so the time taken says nothing about which
-            // one (if any) matched.
-            let matched = presented.and_then(|p| {
-                tokens.iter().fold(None, |found, (name, t)| {
-                    let equal = secrets_equal(t.as_bytes(), p.as_bytes());
-                    found.or(equal.then_some(name))
-                })
-            });
-            match matched {
-                Some(name) => Ok(Transport { principal: Principal::Token(name.clone()), ..Transport::default() }),
-                None => {
-                    let mut response = reply::status(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
-                    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-                    Err(Box::new(response))
-                }
-            }
-        }
+    };
+    if let Some(missing) = required.iter().find(|scope| !grant.scopes.contains(scope)) {
+        let why = format!("the access token lacks scope {missing:?}");
+        return Err(challenged(StatusCode::FORBIDDEN, Some("insufficient_scope"), &why));
+    }
+    Ok(Transport { principal: grant.principal, ..Transport::default() })
+}
+
+/// The scopes an access token needs for `path` (`http.oauth.requiredScopes`).
+fn required_scopes<'a>(oauth: &'a OAuthResourceConfig, path: &str) -> &'a [String] {
+    if path == "/mcp" {
+        &oauth.required_scopes.mcp
+    } else if path == "/v1" || path.starts_with("/v1/") {
+        &oauth.required_scopes.v1
+    } else {
+        &[]
     }
 }
 

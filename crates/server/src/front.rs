@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::bearer::Verifier;
 use crate::pending::Pending;
 use crate::session::Sessions;
 
@@ -20,12 +21,14 @@ pub struct Front {
     pub sessions: Sessions,
     /// Questions waiting for `/v1` callers.
     pub pending: Pending,
+    /// Validates the OAuth access tokens callers bring, with its caches.
+    pub bearer: Verifier,
     pub life: Life,
 }
 
 impl Front {
     pub fn new(gateway: Arc<Gateway>, life: Life) -> Front {
-        Front { gateway, sessions: Sessions::default(), pending: Pending::default(), life }
+        Front { gateway, sessions: Sessions::default(), pending: Pending::default(), bearer: Verifier::default(), life }
     }
 }
 

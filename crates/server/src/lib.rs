@@ -19,8 +19,9 @@
 //!   `caller::Caller`, never a front end.
 //! - **Shared state.** `session`: handshake-era HTTP sessions. `front`: what the front
 //!   ends share (`Front`: the gateway, the sessions, the `/v1` questions, the daemon's
-//!   `Life`). `admission`: the step every HTTP request passes first (Origin, Host, token,
-//!   content type).
+//!   `Life`). `bearer`: OAuth access tokens callers bring, validated. `resource_metadata`:
+//!   mcpx as a protected resource (its RFC 9728 metadata, its challenges). `admission`:
+//!   the step every HTTP request passes first (Origin, Host, token, content type).
 //! - **Front ends.** `http`: Streamable HTTP at `/mcp`, which decides each request's era
 //!   (`http::legacy` carries a handshake-era session, `http::modern` a 2026 request).
 //!   `stdio`: MCP over lines, for `mcpx serve` (relayed over the socket by
@@ -33,6 +34,7 @@
 
 mod admission;
 pub mod api;
+mod bearer;
 mod caller;
 pub mod daemon;
 mod dispatch;
@@ -46,6 +48,7 @@ mod pending;
 mod questions;
 pub mod relay;
 mod reply;
+mod resource_metadata;
 mod session;
 pub mod socket;
 pub mod state;

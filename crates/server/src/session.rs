@@ -166,7 +166,7 @@ fn make_room(
     ended: &mut Vec<Session>,
 ) -> Result<(), Full> {
     let owned = open.values().filter(|(s, _)| s.owner == *owner).count();
-    if matches!(owner, Principal::Token(_)) && owned >= limits.max_sessions_per_client {
+    if !matches!(owner, Principal::Local) && owned >= limits.max_sessions_per_client {
         ended.push(evict_idle(open, owner).ok_or(Full::Client(limits.max_sessions_per_client))?);
     }
     if open.len() >= limits.max_sessions {

@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
-use axum::routing::any;
+use axum::routing::{any, get};
 use axum::{Extension, Router};
 use mcpx_gateway::Transport;
 use mcpx_protocol::revision::is_legacy_version_string;
@@ -31,13 +31,19 @@ use mcpx_protocol::{Message, RpcError, meta};
 use crate::admission::Admitted;
 use crate::front::Front;
 use crate::reply::{self, Format};
+use crate::resource_metadata;
 use crate::session::Session;
 
 pub use legacy::SESSION_HEADER;
 
-/// The `/mcp` route; `daemon` puts it behind admission with the others.
+/// The `/mcp` route and the protected resource metadata that describes it; `daemon`
+/// puts them behind admission with the others.
 pub fn routes() -> Router<Arc<Front>> {
-    Router::new().route("/mcp", any(mcp))
+    // Literal paths, so that the tests walking every route find them (`resource_metadata::PATH`).
+    Router::new()
+        .route("/mcp", any(mcp))
+        .route("/.well-known/oauth-protected-resource", get(resource_metadata::document))
+        .route("/.well-known/oauth-protected-resource/{*resource}", get(resource_metadata::document))
 }
 
 async fn mcp(
