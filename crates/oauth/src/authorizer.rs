@@ -106,6 +106,8 @@ pub enum LoginState {
     Pending,
     Done,
     Failed(String),
+    /// Not completed within `oauth.loginTimeout`: dropped, its listener closed.
+    Expired,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -500,29 +502,29 @@ impl Authorizer {
             Exchange { discovered: discovered.clone(), client, redirect_uri, verifier, scopes: scopes.clone() };
         let task = tokio::spawn(async move {
             let outcome =
-                tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(OAuthError::Flow(format!(
-                            "the login was not completed within {:?} (oauth.loginTimeout)",
-                            settings.login_timeout
-                        )))
-                    });
+                tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange)).await;
             let state = match outcome {
-                Ok(()) => {
+                Ok(Ok(())) => {
                     tracing::info!(server = flow_target.key.server, "logged in");
                     LoginState::Done
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(server = flow_target.key.server, "login failed: {e}");
                     LoginState::Failed(e.to_string())
+                }
+                Err(_) => {
+                    tracing::info!(
+                        server = flow_target.key.server,
+                        "the login was not completed within {:?} (oauth.loginTimeout)",
+                        settings.login_timeout
+                    );
+                    LoginState::Expired
                 }
             };
             let _ = tx.send(state);
         });
         let mut flows = self.inner.flows.lock().expect("flows lock");
-        // Finished logins are kept a while for `wait`; the oldest go first.
-        flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending) || f.login.expires_in > Duration::ZERO);
+        // Finished logins are kept for `wait` until there are many.
         if flows.len() > 4 * MAX_FLOWS {
             flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending));
         }

@@ -518,3 +518,19 @@ fn an_access_token_about_to_expire_is_refreshed_before_it_is_used() {
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(!sent.is_empty() && sent.iter().all(|a| a.as_deref() == Some("Bearer at-2-secret")), "{sent:?}");
 }
+
+#[test]
+fn a_login_not_completed_in_time_is_dropped_and_the_cli_says_so() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["oauth"] = json!({ "loginTimeout": "1s" });
+    let daemon = Daemon::start(&config);
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(wait(&daemon, &id)["status"], "expired");
+    let redirect = query_param(&url, "redirect_uri");
+    assert!(reqwest::blocking::get(format!("{redirect}?code=c&state=s")).is_err(), "its listener is closed");
+    let run = daemon.home().cli(&["auth", "login", "docs", "--no-open"]);
+    run.assert_code(124);
+    assert!(run.stderr.contains("not completed in time"), "{run}");
+    assert!(docs.seen(|s| s.grants.is_empty()));
+}
