@@ -276,6 +276,10 @@ def value_for(prop):
 def answer(method, params):
     """What a cooperative user/host answers to a question mcpx relays."""
     params = params or {}
+    if method == "elicitation/create" and params.get("mode") == "url":
+        # A login (or any page) mcpx asks the user to visit: visit it, then accept.
+        open_in_browser(params["url"])
+        return {"action": "accept"}
     if method == "elicitation/create":
         schema = params.get("requestedSchema") or {}
         props = schema.get("properties") or {}
@@ -730,14 +734,18 @@ def main():
             run = lambda client: run_auth(client, daemon)  # noqa: E731
         else:
             daemon.start()
+        # A client that can send its user to a URL: mcpx may answer -32042 (2025-11-25) or
+        # ask (a URL elicitation) with a login's.
+        url_capable = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
         if version == MODERN:
             client = Modern(daemon.url)
+            if auth:
+                client.capabilities = url_capable
             run(client)
         else:
             client = Legacy(daemon.url)
             if auth:
-                # A client that can send its user to a URL: mcpx may answer -32042 with a login's.
-                client.capabilities = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
+                client.capabilities = url_capable
             client.initialize()
             try:
                 run(client)
