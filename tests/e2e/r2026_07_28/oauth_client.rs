@@ -534,3 +534,30 @@ fn a_login_not_completed_in_time_is_dropped_and_the_cli_says_so() {
     assert!(run.stderr.contains("not completed in time"), "{run}");
     assert!(docs.seen(|s| s.grants.is_empty()));
 }
+
+#[test]
+fn with_credentials_user_each_token_holder_logs_in_for_itself_only() {
+    const OTHER: &str = "other-token-0123456789abcdef";
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url(), "credentials": "user", "scope": "session" } }));
+    config["http"] = json!({ "tokens": { "ci": TOKEN, "other": OTHER } });
+    let daemon = Daemon::start(&config);
+    let ci = format!("Bearer {TOKEN}");
+    let other = format!("Bearer {OTHER}");
+    // A token holder may log its own credential in: it is offered the URL.
+    let session = open_with_url_elicitation(daemon.url(), &[("Authorization", &ci)]);
+    let reply = session.mcpx_call("docs", "whoami", json!({}));
+    assert_eq!(reply.error_code(), -32042, "{reply}");
+    let url = reply.error()["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    assert_eq!(open_in_browser(&url).0, 200);
+    let again = session.mcpx_call("docs", "whoami", json!({}));
+    assert_eq!(again.result()["content"][0]["text"], "ok", "{again}");
+    // Another token holder is not logged in by it.
+    let theirs = open_with_url_elicitation(daemon.url(), &[("Authorization", &other)]);
+    let reply = theirs.mcpx_call("docs", "whoami", json!({}));
+    assert_eq!(reply.error_code(), -32042, "the other holder rode on ci's login: {reply}");
+    let tokens = std::fs::read_to_string(daemon.state_dir().join("oauth/tokens.json")).unwrap();
+    let stored: Value = serde_json::from_str(&tokens).unwrap();
+    let keys: Vec<&String> = stored["tokens"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["docs\u{0}token:ci"], "{tokens}");
+}
