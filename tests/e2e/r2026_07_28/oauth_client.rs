@@ -38,6 +38,8 @@ enum Mode {
     Protected,
     /// Asks for OAuth, answers the redirect with another issuer's `iss`.
     WrongIss,
+    /// Asks for OAuth and refuses every refresh (the grant was revoked).
+    RefuseRefresh,
     /// Asks for nothing: an unrelated server that writes down what reaches it.
     Open,
 }
@@ -142,7 +144,7 @@ fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, firs
             let n = seen.issued.len() + 1;
             let (access, refresh) = (format!("at-{n}-secret"), format!("rt-{n}-secret"));
             let known_refresh = form(&body, "refresh_token").is_some_and(|r| seen.refresh.contains(&r));
-            if grant == "refresh_token" && !known_refresh {
+            if grant == "refresh_token" && (!known_refresh || mode == Mode::RefuseRefresh) {
                 return json_reply(&mut stream, 400, json!({ "error": "invalid_grant" }), "");
             }
             seen.issued.push(access.clone());
@@ -560,4 +562,31 @@ fn with_credentials_user_each_token_holder_logs_in_for_itself_only() {
     let stored: Value = serde_json::from_str(&tokens).unwrap();
     let keys: Vec<&String> = stored["tokens"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["docs\u{0}token:ci"], "{tokens}");
+}
+
+#[test]
+fn a_refresh_the_server_refuses_means_a_login_is_needed_again() {
+    let docs = Protected::start(Mode::RefuseRefresh, 30);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&daemon, &id)["status"], "done");
+    let called = Modern::mcpx_call("docs", "whoami", json!({})).send(daemon.url());
+    assert!(called.to_string().contains("mcpx auth login docs"), "{called}");
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"]);
+    let ls = daemon.home().cli(&["auth", "ls", "--json"]);
+    assert_eq!(ls.json()["servers"][0]["state"], "needsLogin", "{ls}");
+}
+
+#[test]
+fn a_pinned_redirect_port_is_the_one_in_the_redirect_uri() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let port = mcpx_e2e::process::free_port();
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["oauth"] = json!({ "redirectPort": port });
+    let daemon = Daemon::start(&config);
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(query_param(&url, "redirect_uri"), format!("http://127.0.0.1:{port}/callback"));
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&daemon, &id)["status"], "done");
 }
