@@ -277,7 +277,7 @@ def answer(method, params):
     """What a cooperative user/host answers to a question mcpx relays."""
     params = params or {}
     if method == "elicitation/create" and params.get("mode") == "url":
-        # The person follows the link (a login mcpx offers), then says it is done.
+        # A login (or any page) mcpx asks the user to visit: visit it, then accept.
         open_in_browser(params["url"])
         return {"action": "accept"}
     if method == "elicitation/create":
@@ -734,16 +734,18 @@ def main():
             run = lambda client: run_auth(client, daemon)  # noqa: E731
         else:
             daemon.start()
+        # A client that can send its user to a URL: mcpx may answer -32042 (2025-11-25) or
+        # ask (a URL elicitation) with a login's.
+        url_capable = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
         if version == MODERN:
             client = Modern(daemon.url)
-        else:
-            client = Legacy(daemon.url)
-        if auth:
-            # A client that can send its user to a URL: mcpx asks it to open a login's.
-            client.capabilities = dict(CAPABILITIES, elicitation={"form": {}, "url": {}})
-        if version == MODERN:
+            if auth:
+                client.capabilities = url_capable
             run(client)
         else:
+            client = Legacy(daemon.url)
+            if auth:
+                client.capabilities = url_capable
             client.initialize()
             try:
                 run(client)

@@ -35,6 +35,10 @@ pub async fn login(common: Common, server: &str, open: bool) -> anyhow::Result<O
                 eprintln!("mcpx: logging in to {server} failed: {}", progress.error.unwrap_or_default());
                 return Ok(Outcome::Failed);
             }
+            "expired" => {
+                eprintln!("mcpx: the login to {server} was not completed in time (the daemon's oauth.loginTimeout)");
+                return Ok(Outcome::TimedOut);
+            }
             _ if tokio::time::Instant::now() >= deadline => {
                 eprintln!("mcpx: the login to {server} was not completed in time");
                 return Ok(Outcome::TimedOut);

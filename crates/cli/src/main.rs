@@ -107,12 +107,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AuthCommand {
-    /// Log in to a server: prints the URL to open (and opens it in a browser when there is
-    /// a desktop: $DISPLAY or $WAYLAND_DISPLAY, with $BROWSER or xdg-open), then waits until
-    /// the login is done. Exits 0 when logged in, 1 when the login failed, 124 when it was
-    /// not completed within the daemon's oauth.loginTimeout. A server's shared credential
-    /// can only be logged in by the daemon's owner.
+    /// Log in to a server (OAuth), waiting until the login is done.
+    ///
+    /// Prints the URL to open, and opens it in a browser when there is a desktop ($DISPLAY or
+    /// $WAYLAND_DISPLAY set; $BROWSER, else xdg-open). Exits 0 when logged in, 1 when the
+    /// login failed, 124 when it was not completed within the daemon's oauth.loginTimeout. A
+    /// server's shared credential can only be logged in by the daemon's owner (this user,
+    /// over the unix socket).
     Login {
+        /// The server's name in mcpServers.
         server: String,
         /// Print the URL only; do not open a browser.
         #[arg(long)]
@@ -120,8 +123,10 @@ enum AuthCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// Each HTTP server: logged in (with expiry, scopes and issuer), needs login, or not
-    /// required as far as mcpx has seen. Never shows a token.
+    /// Each HTTP server's login: logged in, needs login, or not required.
+    ///
+    /// "Not required" means mcpx has not seen the server ask; a logged-in server shows its
+    /// token's expiry, scopes and issuer. Never shows a token.
     Ls {
         #[command(flatten)]
         common: Common,
@@ -129,6 +134,7 @@ enum AuthCommand {
     /// Forget a server's tokens, revoking them first when its authorization server offers
     /// revocation.
     Logout {
+        /// The server's name in mcpServers.
         server: String,
         #[command(flatten)]
         common: Common,

@@ -420,7 +420,7 @@ impl Gateway {
         let within = self.settings.config().oauth.login_timeout;
         match self.wait_login(login, within).await? {
             LoginState::Done => Ok(()),
-            LoginState::Pending => Err(Error::params(format!(
+            LoginState::Pending | LoginState::Expired => Err(Error::params(format!(
                 "the login to {server:?} was not completed within oauth.loginTimeout ({}); run `mcpx auth login {server}` to log in",
                 humantime::format_duration(within)
             ))),

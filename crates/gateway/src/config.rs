@@ -198,9 +198,10 @@ impl TryFrom<RawServer> for ServerConfig {
             return Err("\"credentials\" is for HTTP servers (with a \"url\")".into());
         }
         // One instance carries one credential: it must serve one principal only.
-        if raw.credentials == Credentials::User && !matches!(raw.scope, Scope::Session | Scope::Call) {
+        if raw.credentials == Credentials::User && !matches!(raw.scope, Scope::User | Scope::Session | Scope::Call) {
             return Err(
-                "\"credentials\": \"user\" needs \"scope\": \"session\" or \"call\" (an instance per caller)".into()
+                "\"credentials\": \"user\" needs \"scope\": \"user\", \"session\" or \"call\" (an instance per caller)"
+                    .into(),
             );
         }
         if let Some(oauth) = &raw.oauth
@@ -982,5 +983,35 @@ mod tests {
         let c = parse(r#"{"exec": {"timeout": "1500"}, "artifacts": {"maxAge": "2d"}}"#).unwrap();
         assert_eq!(c.exec.timeout, Duration::from_millis(1500));
         assert_eq!(c.artifacts.max_age, Duration::from_secs(2 * 86_400));
+    }
+
+    #[test]
+    fn a_servers_oauth_entry_is_read_strictly_and_checked() {
+        let path = Path::new("mcpx.json");
+        let ok = r#"{"mcpServers": {"docs": {"url": "https://docs.example/mcp",
+            "oauth": {"clientId": "c", "clientSecret": "${S}", "scopes": ["read"]}}},
+            "oauth": {"redirectPort": 8765, "loginTimeout": "2m", "maxStepUps": 1}}"#;
+        let config = Config::parse(ok, path).unwrap();
+        let oauth = config.mcp_servers["docs"].oauth.clone().unwrap();
+        assert_eq!(oauth.client_id.as_deref(), Some("c"));
+        assert_eq!(oauth.grant, GrantConfig::AuthorizationCode);
+        assert_eq!(config.oauth.redirect_port, 8765);
+        assert_eq!(config.oauth.login_timeout, Duration::from_secs(120));
+        assert!(!format!("{oauth:?}").contains("${S}"), "the secret stays out of Debug");
+        for (bad, why) in [
+            (r#"{"mcpServers": {"d": {"url": "https://d/mcp", "oauth": {"clientID": "c"}}}}"#, "clientID"),
+            (
+                r#"{"mcpServers": {"d": {"url": "https://d/mcp", "oauth": {"grant": "client_credentials"}}}}"#,
+                "clientId",
+            ),
+            (r#"{"mcpServers": {"d": {"command": "x", "oauth": {}}}}"#, "HTTP servers"),
+            (r#"{"mcpServers": {"d": {"url": "https://d/mcp", "credentials": "user"}}}"#, "scope"),
+            (r#"{"oauth": {"loginTimeOut": "1m"}}"#, "loginTimeOut"),
+        ] {
+            let e = Config::parse(bad, path).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let user = r#"{"mcpServers": {"d": {"url": "https://d/mcp", "credentials": "user", "scope": "session"}}}"#;
+        assert_eq!(Config::parse(user, path).unwrap().mcp_servers["d"].credentials, Credentials::User);
     }
 }

@@ -170,10 +170,11 @@ pub(crate) fn login_target(
         },
         private_key: expand(&oauth.private_key)?,
     };
+    // A principal's tag names it and no other (`Principal::tag`); the local user's is empty.
     let principal = match (server.credentials, principal) {
         (Credentials::Shared, _) => None,
         (Credentials::User, Principal::Local) => Some("local".to_owned()),
-        (Credentials::User, Principal::Token(name)) => Some(format!("token:{name}")),
+        (Credentials::User, other) => Some(other.tag()),
     };
     let key = mcpx_oauth::CredentialKey { server: name.to_owned(), principal };
     Ok(Some(mcpx_oauth::Target { key, url: url.clone(), config }))

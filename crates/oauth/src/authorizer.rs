@@ -106,6 +106,8 @@ pub enum LoginState {
     Pending,
     Done,
     Failed(String),
+    /// Not completed within `oauth.loginTimeout`: dropped, its listener closed.
+    Expired,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,7 +152,7 @@ struct Inner {
     flows: Mutex<HashMap<String, Flow>>,
     known: Mutex<HashMap<CredentialKey, Known>>,
     /// One token request at a time per credential: concurrent 401s refresh once.
-    renewing: tokio::sync::Mutex<()>,
+    renewing: Mutex<HashMap<CredentialKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 #[derive(Clone)]
@@ -166,6 +168,11 @@ fn now() -> u64 {
 }
 
 impl Authorizer {
+    /// The lock that keeps one credential's token requests one at a time.
+    fn renewing(&self, key: &CredentialKey) -> Arc<tokio::sync::Mutex<()>> {
+        self.inner.renewing.lock().expect("renewing lock").entry(key.clone()).or_default().clone()
+    }
+
     /// An authorizer whose store is `dir` (created private).
     pub fn open(dir: &Path, settings: Settings) -> Result<Authorizer, OAuthError> {
         Ok(Authorizer::with_store(Store::open(dir)?, settings))
@@ -205,7 +212,8 @@ impl Authorizer {
         if tokens.expires_at.is_none_or(|at| at > soon) {
             return Some(tokens.access_token);
         }
-        let _one = self.inner.renewing.lock().await;
+        let lock = self.renewing(&target.key);
+        let _one = lock.lock().await;
         // Someone else may have renewed it while this waited.
         if let Some(fresh) = self.inner.store.tokens(&target.key).filter(|t| t.expires_at.is_none_or(|at| at > soon)) {
             return Some(fresh.access_token);
@@ -266,7 +274,8 @@ impl Authorizer {
         if status != 401 && !step_up {
             return Err(OAuthError::Refused(format!("server {:?} answered HTTP {status}", target.key.server)));
         }
-        let _one = self.inner.renewing.lock().await;
+        let lock = self.renewing(&target.key);
+        let _one = lock.lock().await;
         // Renewed by a concurrent request while this one waited: use that.
         if let Some(current) = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)
             && sent.is_some_and(|s| s != current.access_token)
@@ -425,16 +434,7 @@ impl Authorizer {
         }
         let discovered = discovery::discover(&self.inner.http, &server, challenge.as_ref()).await?;
         let auth = &discovered.auth;
-        // PKCE S256 or nothing: a server that does not say it supports it is refused.
-        // Only the 2025-03-26 default endpoints, with no metadata to say, get the benefit of the doubt.
-        if auth.from_metadata
-            && !auth.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|m| m == "S256"))
-        {
-            return Err(OAuthError::Refused(format!(
-                "the authorization server {} does not advertise PKCE S256 (code_challenge_methods_supported); refusing to log in",
-                auth.issuer
-            )));
-        }
+        check_pkce(auth)?;
         let scopes = select_scopes(
             &target.config.scopes,
             challenge.as_ref().and_then(|c| c.scope.as_deref()),
@@ -500,29 +500,29 @@ impl Authorizer {
             Exchange { discovered: discovered.clone(), client, redirect_uri, verifier, scopes: scopes.clone() };
         let task = tokio::spawn(async move {
             let outcome =
-                tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(OAuthError::Flow(format!(
-                            "the login was not completed within {:?} (oauth.loginTimeout)",
-                            settings.login_timeout
-                        )))
-                    });
+                tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange)).await;
             let state = match outcome {
-                Ok(()) => {
+                Ok(Ok(())) => {
                     tracing::info!(server = flow_target.key.server, "logged in");
                     LoginState::Done
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(server = flow_target.key.server, "login failed: {e}");
                     LoginState::Failed(e.to_string())
+                }
+                Err(_) => {
+                    tracing::info!(
+                        server = flow_target.key.server,
+                        "the login was not completed within {:?} (oauth.loginTimeout)",
+                        settings.login_timeout
+                    );
+                    LoginState::Expired
                 }
             };
             let _ = tx.send(state);
         });
         let mut flows = self.inner.flows.lock().expect("flows lock");
-        // Finished logins are kept a while for `wait`; the oldest go first.
-        flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending) || f.login.expires_in > Duration::ZERO);
+        // Finished logins are kept for `wait` until there are many.
         if flows.len() > 4 * MAX_FLOWS {
             flows.retain(|_, f| f.state.borrow().eq(&LoginState::Pending));
         }
@@ -754,6 +754,21 @@ pub fn select_scopes(
     scopes
 }
 
+/// PKCE S256 or nothing: a server whose metadata does not list S256 in
+/// `code_challenge_methods_supported` (absent included: the spec says it then does not
+/// support PKCE) is refused. Only the 2025-03-26 default endpoints, taken without any
+/// metadata to say, get the benefit of the doubt.
+pub fn check_pkce(auth: &AuthServer) -> Result<(), OAuthError> {
+    let s256 = auth.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|m| m == "S256"));
+    if !auth.from_metadata || s256 {
+        return Ok(());
+    }
+    Err(OAuthError::Refused(format!(
+        "the authorization server {} does not advertise PKCE S256 (code_challenge_methods_supported); refusing to log in",
+        auth.issuer
+    )))
+}
+
 /// RFC 9207: an `iss` on the authorization response must be the issuer exactly (no
 /// normalization); a server that advertises `authorization_response_iss_parameter_supported`
 /// must send one.
@@ -832,6 +847,21 @@ mod tests {
         assert!(check_iss(true, Some("http://localhost:3000/"), issuer).is_err(), "no normalization");
         assert!(check_iss(true, Some("HTTP://localhost:3000"), issuer).is_err(), "no case folding");
         assert!(check_iss(false, None, issuer).is_ok());
+    }
+
+    #[test]
+    fn an_authorization_server_without_s256_in_its_metadata_is_refused() {
+        let with = |methods: Option<&[&str]>| AuthServer {
+            code_challenge_methods_supported: methods.map(|m| m.iter().map(|s| s.to_string()).collect()),
+            from_metadata: true,
+            ..AuthServer::default()
+        };
+        assert!(check_pkce(&with(Some(&["S256"]))).is_ok());
+        assert!(check_pkce(&with(Some(&["plain"]))).is_err());
+        assert!(check_pkce(&with(Some(&[]))).is_err());
+        assert!(check_pkce(&with(None)).is_err(), "absent: the server does not support PKCE");
+        let defaults = AuthServer { from_metadata: false, ..AuthServer::default() };
+        assert!(check_pkce(&defaults).is_ok(), "2025-03-26 default endpoints: no metadata to say");
     }
 
     #[test]

@@ -390,6 +390,7 @@ async fn auth_wait(State(front): State<Arc<Front>>, _: Caller, v1::Body(request)
                 mcpx_oauth::LoginState::Pending => ("pending", None),
                 mcpx_oauth::LoginState::Done => ("done", None),
                 mcpx_oauth::LoginState::Failed(why) => ("failed", Some(why)),
+                mcpx_oauth::LoginState::Expired => ("expired", None),
             };
             Json(v1::LoginProgress { id: request.id, status: status.into(), error }).into_response()
         }

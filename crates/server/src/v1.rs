@@ -300,7 +300,7 @@ pub struct LoginWait {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoginProgress {
     pub id: String,
-    /// `pending`, `done` or `failed`.
+    /// `pending`, `done`, `failed` or `expired` (not completed within `oauth.loginTimeout`).
     pub status: String,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,10 @@
 //! handshake era, so mcpx sends `initialize` and keeps the session it mints (and starts a
 //! new one when the server forgets it: 404). Replies come as JSON or as an event stream,
 //! whose notifications (progress, log messages) go to the request's listener.
-//! Only the headers configured for the server are sent: a caller's credentials never are.
+//! Only the headers configured for the server are sent, plus the bearer mcpx holds for it
+//! (OAuth, from the authorizer in its spec): a caller's credentials never are. A 401 or a
+//! 403 `insufficient_scope` goes to the authorizer, and the request is sent once more at
+//! most, with a token it got without a person; otherwise it fails with `LoginNeeded`.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -38,6 +38,8 @@ enum Mode {
     Protected,
     /// Asks for OAuth, answers the redirect with another issuer's `iss`.
     WrongIss,
+    /// Asks for OAuth and refuses every refresh (the grant was revoked).
+    RefuseRefresh,
     /// Asks for nothing: an unrelated server that writes down what reaches it.
     Open,
 }
@@ -142,7 +144,7 @@ fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, firs
             let n = seen.issued.len() + 1;
             let (access, refresh) = (format!("at-{n}-secret"), format!("rt-{n}-secret"));
             let known_refresh = form(&body, "refresh_token").is_some_and(|r| seen.refresh.contains(&r));
-            if grant == "refresh_token" && !known_refresh {
+            if grant == "refresh_token" && (!known_refresh || mode == Mode::RefuseRefresh) {
                 return json_reply(&mut stream, 400, json!({ "error": "invalid_grant" }), "");
             }
             seen.issued.push(access.clone());
@@ -527,6 +529,78 @@ fn an_access_token_about_to_expire_is_refreshed_before_it_is_used() {
     // Every MCP request carried the refreshed token: none was refused first.
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(!sent.is_empty() && sent.iter().all(|a| a.as_deref() == Some("Bearer at-2-secret")), "{sent:?}");
+}
+
+#[test]
+fn a_login_not_completed_in_time_is_dropped_and_the_cli_says_so() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["oauth"] = json!({ "loginTimeout": "1s" });
+    let daemon = Daemon::start(&config);
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(wait(&daemon, &id)["status"], "expired");
+    let redirect = query_param(&url, "redirect_uri");
+    assert!(reqwest::blocking::get(format!("{redirect}?code=c&state=s")).is_err(), "its listener is closed");
+    let run = daemon.home().cli(&["auth", "login", "docs", "--no-open"]);
+    run.assert_code(124);
+    assert!(run.stderr.contains("not completed in time"), "{run}");
+    assert!(docs.seen(|s| s.grants.is_empty()));
+}
+
+#[test]
+fn with_credentials_user_each_token_holder_logs_in_for_itself_only() {
+    const OTHER: &str = "other-token-0123456789abcdef";
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url(), "credentials": "user", "scope": "session" } }));
+    config["http"] = json!({ "tokens": { "ci": TOKEN, "other": OTHER } });
+    let daemon = Daemon::start(&config);
+    let ci = format!("Bearer {TOKEN}");
+    let other = format!("Bearer {OTHER}");
+    // A token holder may log its own credential in: it is asked to, mid-call.
+    let first = modern_call(json!({})).session("s").header("Authorization", &ci).send(daemon.url());
+    assert_eq!(first.result()["resultType"], "input_required", "{first}");
+    let url = first.result()["inputRequests"]["dev.mcpx/login"]["params"]["url"].as_str().unwrap().to_owned();
+    assert_eq!(open_in_browser(&url).0, 200);
+    let answered = json!({
+        "inputResponses": { "dev.mcpx/login": { "action": "accept" } },
+        "requestState": first.result()["requestState"],
+    });
+    let done = modern_call(answered).session("s").header("Authorization", &ci).send(daemon.url());
+    assert_eq!(done.structured_or_text(), "ok", "{done}");
+    // Another token holder is not logged in by it, even naming the same session.
+    let theirs = modern_call(json!({})).session("s").header("Authorization", &other).send(daemon.url());
+    assert_eq!(theirs.result()["resultType"], "input_required", "the other holder rode on ci's login: {theirs}");
+    let tokens = std::fs::read_to_string(daemon.state_dir().join("oauth/tokens.json")).unwrap();
+    let stored: Value = serde_json::from_str(&tokens).unwrap();
+    let keys: Vec<&String> = stored["tokens"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["docs\u{0}@\"ci\""], "{tokens}");
+}
+
+#[test]
+fn a_refresh_the_server_refuses_means_a_login_is_needed_again() {
+    let docs = Protected::start(Mode::RefuseRefresh, 30);
+    let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&daemon, &id)["status"], "done");
+    let called = Modern::mcpx_call("docs", "whoami", json!({})).send(daemon.url());
+    assert!(called.to_string().contains("mcpx auth login docs"), "{called}");
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"]);
+    let ls = daemon.home().cli(&["auth", "ls", "--json"]);
+    assert_eq!(ls.json()["servers"][0]["state"], "needsLogin", "{ls}");
+}
+
+#[test]
+fn a_pinned_redirect_port_is_the_one_in_the_redirect_uri() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let port = mcpx_e2e::process::free_port();
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["oauth"] = json!({ "redirectPort": port });
+    let daemon = Daemon::start(&config);
+    let (id, url) = begin(&daemon, "docs");
+    assert_eq!(query_param(&url, "redirect_uri"), format!("http://127.0.0.1:{port}/callback"));
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&daemon, &id)["status"], "done");
 }
 
 // --- A login asked for mid-call: the call completes without the agent starting over ---------
