@@ -44,56 +44,10 @@ pub struct ServerConfig {
     /// Computed once when the config is read.
     pub definition: String,
     /// How mcpx logs in to this (HTTP) server, when it asks for OAuth.
-    pub oauth: Option<ServerOAuthConfig>,
+    pub oauth: Option<mcpx_oauth::ServerOAuth>,
     /// Whose credential reaches the server: one shared by every caller (the default,
     /// logged in by the daemon's owner), or each authenticated caller's own.
     pub credentials: Credentials,
-}
-
-/// A server entry's `"oauth"`: how mcpx identifies itself to the server's authorization
-/// server. Every key is optional; without any, mcpx registers itself where the
-/// authorization server allows it. Unknown keys are refused (a typo here would silently
-/// log in differently).
-#[derive(Clone, Default, PartialEq, serde::Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServerOAuthConfig {
-    /// A client registered with the authorization server beforehand (used as is, first).
-    pub client_id: Option<String>,
-    /// Its secret, if it has one; `${VAR}` takes it from the daemon's environment.
-    pub client_secret: Option<String>,
-    /// A client ID metadata document URL for this server (overrides `oauth.clientMetadataUrl`).
-    pub client_metadata_url: Option<String>,
-    /// Scopes always asked for, beside those the server's challenge names.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// `"authorization_code"` (default: a person logs in) or `"client_credentials"` (mcpx
-    /// authenticates as itself with `clientId` and `clientSecret` or `privateKey`).
-    #[serde(default)]
-    pub grant: GrantConfig,
-    /// A PEM PKCS#8 P-256 private key for `private_key_jwt` (client credentials);
-    /// `${VAR}` takes it from the daemon's environment.
-    pub private_key: Option<String>,
-}
-
-impl std::fmt::Debug for ServerOAuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerOAuthConfig")
-            .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
-            .field("client_metadata_url", &self.client_metadata_url)
-            .field("scopes", &self.scopes)
-            .field("grant", &self.grant)
-            .field("private_key", &self.private_key.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantConfig {
-    #[default]
-    AuthorizationCode,
-    ClientCredentials,
 }
 
 /// A server entry's `"credentials"`.
@@ -167,7 +121,7 @@ struct RawServer {
     scope: Scope,
     #[serde(default = "yes")]
     invocation_context: bool,
-    oauth: Option<ServerOAuthConfig>,
+    oauth: Option<mcpx_oauth::ServerOAuth>,
     #[serde(default)]
     credentials: Credentials,
 }
@@ -205,7 +159,7 @@ impl TryFrom<RawServer> for ServerConfig {
             );
         }
         if let Some(oauth) = &raw.oauth
-            && oauth.grant == GrantConfig::ClientCredentials
+            && oauth.grant == mcpx_oauth::Grant::ClientCredentials
             && oauth.client_id.is_none()
         {
             return Err("\"oauth\": \"grant\": \"client_credentials\" needs \"clientId\"".into());
@@ -994,7 +948,7 @@ mod tests {
         let config = Config::parse(ok, path).unwrap();
         let oauth = config.mcp_servers["docs"].oauth.clone().unwrap();
         assert_eq!(oauth.client_id.as_deref(), Some("c"));
-        assert_eq!(oauth.grant, GrantConfig::AuthorizationCode);
+        assert_eq!(oauth.grant, mcpx_oauth::Grant::AuthorizationCode);
         assert_eq!(config.oauth.redirect_port, 8765);
         assert_eq!(config.oauth.login_timeout, Duration::from_secs(120));
         assert!(!format!("{oauth:?}").contains("${S}"), "the secret stays out of Debug");

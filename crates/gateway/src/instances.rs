@@ -7,7 +7,7 @@
 use mcpx_upstream::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
-use crate::config::{Config, Credentials, GrantConfig, Launch, OAuthConfig, ServerConfig};
+use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig};
 use crate::context::CallContext;
 use crate::error::Error;
 use crate::identity::{Identity, Principal};
@@ -160,15 +160,9 @@ pub(crate) fn login_target(
     };
     let oauth = server.oauth.clone().unwrap_or_default();
     let config = mcpx_oauth::ServerOAuth {
-        client_id: oauth.client_id.clone(),
         client_secret: expand(&oauth.client_secret)?,
-        client_metadata_url: oauth.client_metadata_url.clone(),
-        scopes: oauth.scopes.clone(),
-        grant: match oauth.grant {
-            GrantConfig::AuthorizationCode => mcpx_oauth::Grant::AuthorizationCode,
-            GrantConfig::ClientCredentials => mcpx_oauth::Grant::ClientCredentials,
-        },
         private_key: expand(&oauth.private_key)?,
+        ..oauth
     };
     // A principal's tag names it and no other (`Principal::tag`); the local user's is empty.
     let principal = match (server.credentials, principal) {

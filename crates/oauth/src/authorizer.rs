@@ -50,7 +50,8 @@ impl Default for Settings {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Grant {
     /// A person logs in in a browser (the default).
     #[default]
@@ -59,15 +60,28 @@ pub enum Grant {
     ClientCredentials,
 }
 
-/// What a server's config entry says (`"oauth": {...}`).
-#[derive(Clone, Default, PartialEq)]
+/// A server entry's `"oauth"` in the config: how mcpx identifies itself to the server's
+/// authorization server. Every key is optional; without any, mcpx registers itself where
+/// the authorization server allows it. Unknown keys are refused (a typo here would
+/// silently log in differently).
+#[derive(Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServerOAuth {
+    /// A client registered with the authorization server beforehand (used as is, first).
     pub client_id: Option<String>,
+    /// Its secret, if it has one; `${VAR}` takes it from the daemon's environment.
     pub client_secret: Option<String>,
+    /// A client ID metadata document URL for this server (overrides `oauth.clientMetadataUrl`).
     pub client_metadata_url: Option<String>,
+    /// Scopes always asked for, beside those the server's challenge names.
+    #[serde(default)]
     pub scopes: Vec<String>,
+    /// `"authorization_code"` (default: a person logs in) or `"client_credentials"` (mcpx
+    /// authenticates as itself with `clientId` and `clientSecret` or `privateKey`).
+    #[serde(default)]
     pub grant: Grant,
-    /// PEM PKCS#8 P-256 key for `private_key_jwt` (client credentials).
+    /// A PEM PKCS#8 P-256 private key for `private_key_jwt` (client credentials);
+    /// `${VAR}` takes it from the daemon's environment.
     pub private_key: Option<String>,
 }
 
