@@ -645,6 +645,11 @@ impl Authorizer {
         Ok(())
     }
 
+    /// Whose credential login `id` is for, while it is known.
+    pub fn login_key(&self, id: &str) -> Option<CredentialKey> {
+        self.inner.flows.lock().expect("flows lock").get(id).map(|f| f.key.clone())
+    }
+
     /// The state of login `id` once it is no longer pending, or after `within`.
     pub async fn wait(&self, id: &str, within: Duration) -> Result<LoginState, OAuthError> {
         let mut state = {

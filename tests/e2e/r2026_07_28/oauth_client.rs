@@ -431,6 +431,25 @@ fn a_token_holder_cannot_begin_a_shared_login_and_the_owner_gets_a_url() {
 }
 
 #[test]
+fn a_token_holder_cannot_watch_the_owners_login() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["http"] = json!({ "tokens": { "ci": TOKEN } });
+    let daemon = Daemon::start(&config);
+    let (id, _) = begin(&daemon, "docs");
+    // The login's id is the elicitationId a caller is shown: it is no key to the login.
+    let watch = mcpx_e2e::client::plain(
+        "POST",
+        &daemon.url().replace("/mcp", "/v1/auth/wait"),
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        Some(&json!({ "id": id, "waitMs": 0 }).to_string()),
+    );
+    assert_eq!(watch.status, 400, "{watch}");
+    assert!(!watch.body.contains("pending"), "{watch}");
+    assert_eq!(wait_briefly(&daemon, &id)["status"], "pending", "the owner still can");
+}
+
+#[test]
 fn a_session_listing_a_server_that_needs_a_login_gets_minus_32042_with_its_url() {
     // A listing cannot stop to ask: the caller that can open URLs is handed the login's.
     let docs = Protected::start(Mode::Protected, 3600);
