@@ -596,6 +596,35 @@ fn with_credentials_user_each_token_holder_logs_in_for_itself_only() {
 }
 
 #[test]
+fn callers_logging_in_for_themselves_cannot_use_up_the_owners_logins() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let shared = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({
+        "docs": { "url": docs.url(), "credentials": "user", "scope": "user" },
+        "shared": { "url": shared.url() },
+    }));
+    let tokens: Vec<String> = (0..20).map(|n| format!("holder-{n:02}-0123456789abcdef")).collect();
+    config["http"] =
+        json!({ "tokens": tokens.iter().map(|t| (t.clone(), json!(t))).collect::<serde_json::Map<_, _>>() });
+    let daemon = Daemon::start(&config);
+    // Each holder begins its own login and leaves it open: every login slot is taken.
+    let mut refused = 0;
+    for token in &tokens {
+        let begun = mcpx_e2e::client::plain(
+            "POST",
+            &daemon.url().replace("/mcp", "/v1/auth/login"),
+            &[("Authorization", &format!("Bearer {token}"))],
+            Some(r#"{"server":"docs"}"#),
+        );
+        refused += usize::from(begun.status != 200);
+    }
+    assert!(refused > 0, "the logins under way are bounded");
+    // The owner can still log the shared credential in.
+    let (_, url) = begin(&daemon, "shared");
+    assert!(url.starts_with(&format!("{}/authorize?", shared.base)), "{url}");
+}
+
+#[test]
 fn a_refresh_the_server_refuses_means_a_login_is_needed_again() {
     let docs = Protected::start(Mode::RefuseRefresh, 30);
     let daemon = Daemon::start(&config(json!({ "docs": { "url": docs.url() } })));
