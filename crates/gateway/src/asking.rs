@@ -246,7 +246,7 @@ impl Gateway {
                 }
                 Resumed::At(owner) => settled.at = owner,
                 Resumed::LoggedIn(login) => {
-                    if let Err(e) = self.login_done(server, login.as_deref()).await {
+                    if let Err(e) = self.login_done(&settled.ctx, server, login.as_deref()).await {
                         return Settle::Replied(Err((e, None)));
                     }
                 }
@@ -396,7 +396,7 @@ impl Gateway {
             Err(e) => return LoggingIn::Not(Error::Relayed(e)),
         };
         let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
-        match self.login_done(server, Some(&login.id).filter(|_| accepted).map(String::as_str)).await {
+        match self.login_done(ctx, server, Some(&login.id).filter(|_| accepted).map(String::as_str)).await {
             Ok(()) => {
                 if let Some(listener) = &ctx.listener {
                     let done = json!({ "elicitationId": login.id });
@@ -411,14 +411,14 @@ impl Gateway {
     }
 
     /// Waits for the login the caller was asked to open (`None`: it did not accept).
-    async fn login_done(&self, server: &str, login: Option<&str>) -> Result<(), Error> {
+    async fn login_done(&self, ctx: &CallContext, server: &str, login: Option<&str>) -> Result<(), Error> {
         let Some(login) = login else {
             return Err(Error::params(format!(
                 "the login to {server:?} was not accepted; run `mcpx auth login {server}` to log in"
             )));
         };
         let within = self.settings.config().oauth.login_timeout;
-        match self.wait_login(login, within).await? {
+        match self.wait_login(login, &ctx.identity.principal, within).await? {
             LoginState::Done => Ok(()),
             LoginState::Pending | LoginState::Expired => Err(Error::params(format!(
                 "the login to {server:?} was not completed within oauth.loginTimeout ({}); run `mcpx auth login {server}` to log in",

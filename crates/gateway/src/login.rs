@@ -67,9 +67,19 @@ impl Gateway {
         authorizer.begin(&target).await.map_err(|e| Error::Upstream(UpstreamError::from_oauth(server, e)))
     }
 
-    /// Where login `id` stands, waiting up to `within` for it to finish.
-    pub async fn wait_login(&self, id: &str, within: Duration) -> Result<LoginState, Error> {
-        self.authorizer()?.wait(id, within).await.map_err(|e| Error::params(e.to_string()))
+    /// Where login `id` stands, waiting up to `within` for it to finish. Only a caller
+    /// who may log that credential in may watch it (the daemon's owner, any): a login's
+    /// id is also the `elicitationId` its caller is shown, no secret. To anyone else it
+    /// is as unknown as an id never issued.
+    pub async fn wait_login(&self, id: &str, principal: &Principal, within: Duration) -> Result<LoginState, Error> {
+        let authorizer = self.authorizer()?;
+        let theirs = authorizer.login_key(id).is_some_and(|key| {
+            *principal == Principal::Local || key.principal.as_deref() == Some(principal.tag().as_str())
+        });
+        if !theirs {
+            return Err(Error::params(format!("no login {id:?} is under way")));
+        }
+        authorizer.wait(id, within).await.map_err(|e| Error::params(e.to_string()))
     }
 
     /// Each HTTP server's shared credential: logged in, needing a login, or not asking.

@@ -174,7 +174,7 @@ pub struct Authorizer {
     inner: Arc<Inner>,
 }
 
-/// Most logins under way at once.
+/// Most logins under way at once of shared credentials, and as many of callers' own.
 const MAX_FLOWS: usize = 16;
 
 fn now() -> u64 {
@@ -459,13 +459,16 @@ impl Authorizer {
         if let Some(login) = self.pending(&target.key, &scopes) {
             return Ok(login);
         }
+        // Shared credentials (only the daemon's owner logs them in) and callers' own ones
+        // each have MAX_FLOWS: callers leaving logins open cannot lock the owner out.
+        let shared = target.key.principal.is_none();
         if self
             .inner
             .flows
             .lock()
             .expect("flows lock")
             .values()
-            .filter(|f| f.state.borrow().eq(&LoginState::Pending))
+            .filter(|f| f.key.principal.is_none() == shared && f.state.borrow().eq(&LoginState::Pending))
             .count()
             >= MAX_FLOWS
         {
@@ -657,6 +660,11 @@ impl Authorizer {
             known.challenge = None;
         }
         Ok(())
+    }
+
+    /// Whose credential login `id` is for, while it is known.
+    pub fn login_key(&self, id: &str) -> Option<CredentialKey> {
+        self.inner.flows.lock().expect("flows lock").get(id).map(|f| f.key.clone())
     }
 
     /// The state of login `id` once it is no longer pending, or after `within`.

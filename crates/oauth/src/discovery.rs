@@ -8,6 +8,8 @@
 //!    issuer with a path, RFC 8414 path insertion, OpenID path insertion, then OpenID path
 //!    appending; for one without, RFC 8414 then OpenID. The document's `issuer` must be
 //!    the issuer it was looked up for, character for character.
+//!    Both documents are read over https (or from loopback, or from the server's own
+//!    origin): one read in the clear could be swapped for another authorization server's.
 //! 3. 2025-03-26 servers publish no resource metadata: the authorization server is the
 //!    server's origin, its metadata at the root there, and without metadata the default
 //!    endpoints `/authorize`, `/token` and `/register` at the origin.
@@ -122,8 +124,16 @@ pub fn secure_enough(url: &Url) -> bool {
 
 /// Runs discovery for the server at `server`.
 pub async fn discover(http: &Http, server: &Url, challenge: Option<&Challenge>) -> Result<Discovered, OAuthError> {
+    // What tells mcpx where to send a person and its secrets travels as safely as the
+    // server's own traffic at least: https, loopback, or the server's own origin.
+    let safe = |url: &Url| secure_enough(url) || url.origin() == server.origin();
     let mut prm = None;
     for url in resource_metadata_urls(server, challenge) {
+        if !safe(&url) {
+            return Err(OAuthError::Refused(format!(
+                "the protected resource metadata at {url} would be read in the clear; refusing it"
+            )));
+        }
         if let Some(doc) = http.get_json(&url).await? {
             prm = Some(parse_resource(&doc).ok_or_else(|| {
                 OAuthError::Discovery(format!("the protected resource metadata at {url} has no \"resource\""))
@@ -144,6 +154,11 @@ pub async fn discover(http: &Http, server: &Url, challenge: Option<&Challenge>) 
             })?;
             let issuer_url = Url::parse(&issuer)
                 .map_err(|e| OAuthError::Discovery(format!("authorization server {issuer:?}: {e}")))?;
+            if !safe(&issuer_url) {
+                return Err(OAuthError::Refused(format!(
+                    "the authorization server {issuer:?} is not an https (or loopback http) URL; refusing it"
+                )));
+            }
             let auth = auth_server(http, &issuer, &issuer_url)
                 .await?
                 .ok_or_else(|| OAuthError::Discovery(format!("no authorization server metadata found for {issuer}")))?;
@@ -306,6 +321,43 @@ mod tests {
         assert_eq!(auth.code_challenge_methods_supported, Some(vec!["S256".to_owned()]));
         // A trailing slash is another issuer.
         assert!(parse_auth_server(&doc, "https://as/").is_err());
+    }
+
+    /// A resource server on loopback whose every answer is `doc`.
+    async fn serving(doc: Value) -> Url {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let body = doc.to_string().replace("{base}", &base);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        url(&format!("{base}/mcp"))
+    }
+
+    #[tokio::test]
+    async fn an_authorization_server_in_the_clear_is_refused_before_it_is_asked() {
+        // Its metadata over plain HTTP could be swapped on the way for one that sends the
+        // person, the code and the client's secret elsewhere.
+        let doc = json!({ "resource": "{base}/mcp", "authorization_servers": ["http://as.invalid"] });
+        let server = serving(doc).await;
+        let refused = discover(&Http::default(), &server, None).await.unwrap_err();
+        assert!(matches!(refused, OAuthError::Refused(_)), "{refused}");
+        // Nor is protected resource metadata a challenge names in the clear read.
+        let challenge = Challenge {
+            resource_metadata: Some("http://metadata.invalid/.well-known/oauth-protected-resource".into()),
+            ..Default::default()
+        };
+        let refused = discover(&Http::default(), &server, Some(&challenge)).await.unwrap_err();
+        assert!(matches!(refused, OAuthError::Refused(_)), "{refused}");
     }
 
     #[test]

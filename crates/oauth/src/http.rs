@@ -1,5 +1,5 @@
 //! The HTTP client for authorization requests: its own, separate from the one that talks
-//! MCP, with short timeouts, few redirects and a bound on what it reads, since every URL it
+//! MCP, with short timeouts, few redirects (none to a URL in the clear) and a bound on what it reads, since every URL it
 //! fetches came from a server mcpx does not trust.
 
 use std::time::Duration;
@@ -31,7 +31,14 @@ impl Default for Http {
             .no_proxy()
             .timeout(Duration::from_secs(20))
             .connect_timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::limited(3))
+            // Never into the clear: a 307 would repeat a token request's body there.
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                if attempt.previous().len() >= 3 || !crate::discovery::secure_enough(attempt.url()) {
+                    attempt.stop()
+                } else {
+                    attempt.follow()
+                }
+            }))
             .build()
             .expect("the HTTP client builds with the ring provider installed");
         Http { client }
@@ -118,4 +125,37 @@ async fn read(url: &str, mut response: reqwest::Response) -> Result<Vec<u8>, OAu
 fn unreachable(url: &str, e: reqwest::Error) -> OAuthError {
     // reqwest's message may repeat the URL, never a body: no secret travels in either.
     OAuthError::Http { url: url.to_owned(), reason: e.without_url().to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback server that answers every request with a 307 to `location`.
+    async fn redirecting(location: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let reply = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_redirect_into_the_clear_is_not_followed() {
+        // A 307 repeats the body: the code, the verifier, a refresh token, a client secret.
+        let url = redirecting("http://elsewhere.invalid/token").await;
+        let posted = Http::default().post_form(&url, &[("code", "c")], None).await.unwrap();
+        assert_eq!(posted.status, 307, "the redirect was not followed");
+        let got = Http::default().get_json(&Url::parse(&url).unwrap()).await.unwrap();
+        assert_eq!(got, None);
+    }
 }

@@ -2,7 +2,8 @@
 //! login begins and closed when it ends, serving `GET /callback`. Only a request that
 //! carries the login's `state` is acted on; any other (a page in the browser guessing, an
 //! old tab, a replay) gets a 400 page and leaves the login as it was. It reads at most a
-//! request head of [`MAX_HEAD`] bytes, each within [`READ_WITHIN`].
+//! request head of [`MAX_HEAD`] bytes, each within [`READ_WITHIN`], and reads
+//! connections side by side so that a silent one holds up no other.
 
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 const MAX_HEAD: usize = 16 * 1024;
 const READ_WITHIN: Duration = Duration::from_secs(10);
+/// Most connections read at once.
+const MAX_READING: usize = 64;
 
 /// The authorization response's parameters.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -30,27 +33,45 @@ pub async fn bind(port: u16) -> std::io::Result<(TcpListener, String)> {
 }
 
 /// Serves requests until one carries `state`; returns its parameters and the connection
-/// to answer it on (after the code is exchanged, so the page tells the truth).
+/// to answer it on (after the code is exchanged, so the page tells the truth). Each
+/// connection is read on its own, so one that never writes (another local process) holds
+/// up only itself; at most [`MAX_READING`] are read at once, any more are closed.
 pub async fn wait_for(listener: &TcpListener, state: &str) -> (Callback, TcpStream) {
+    let mut reading = tokio::task::JoinSet::new();
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
-        let Some(target) = tokio::time::timeout(READ_WITHIN, read_target(&mut stream)).await.ok().flatten() else {
-            let _ = answer(&mut stream, 400, "mcpx could not read that request.").await;
-            continue;
-        };
-        let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
-        if path != "/callback" {
-            let _ = answer(&mut stream, 404, "Nothing here.").await;
-            continue;
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if reading.len() < MAX_READING => {
+                    let state = state.to_owned();
+                    reading.spawn(async move { read_callback(stream, &state).await });
+                }
+                Ok(_) => {}
+                // Out of file descriptors, say: wait a little rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            },
+            Some(Ok(Some(found))) = reading.join_next() => return found,
         }
-        let callback = parse_query(query);
-        if callback.state.as_deref() != Some(state) {
-            let _ =
-                answer(&mut stream, 400, "This is not a login mcpx is waiting for (unknown or already used).").await;
-            continue;
-        }
-        return (callback, stream);
     }
+}
+
+/// One connection's request: the callback when it carries `state`; otherwise it is
+/// answered here and closed.
+async fn read_callback(mut stream: TcpStream, state: &str) -> Option<(Callback, TcpStream)> {
+    let Some(target) = tokio::time::timeout(READ_WITHIN, read_target(&mut stream)).await.ok().flatten() else {
+        let _ = answer(&mut stream, 400, "mcpx could not read that request.").await;
+        return None;
+    };
+    let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
+    if path != "/callback" {
+        let _ = answer(&mut stream, 404, "Nothing here.").await;
+        return None;
+    }
+    let callback = parse_query(query);
+    if callback.state.as_deref() != Some(state) {
+        let _ = answer(&mut stream, 400, "This is not a login mcpx is waiting for (unknown or already used).").await;
+        return None;
+    }
+    Some((callback, stream))
 }
 
 pub fn parse_query(query: &str) -> Callback {
@@ -119,5 +140,23 @@ mod tests {
         let c = parse_query("error=access_denied&error_description=no+way&state=s");
         assert_eq!(c.error.as_deref(), Some("access_denied"));
         assert_eq!(c.error_description.as_deref(), Some("no way"));
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_does_not_hold_up_the_redirect() {
+        let (listener, redirect_uri) = bind(0).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Another local process opens connections and never writes: each used to hold the
+        // listener for READ_WITHIN before the next connection was even accepted.
+        let mut silent = Vec::new();
+        for _ in 0..3 {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut browser = TcpStream::connect(addr).await.unwrap();
+        browser.write_all(b"GET /callback?code=c&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+        let waited = tokio::time::timeout(Duration::from_secs(5), wait_for(&listener, "s")).await;
+        let (callback, _) = waited.unwrap_or_else(|_| panic!("the redirect to {redirect_uri} waited on silent peers"));
+        assert_eq!(callback.code.as_deref(), Some("c"));
+        drop(silent);
     }
 }

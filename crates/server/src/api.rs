@@ -381,10 +381,14 @@ async fn auth_login(
     }
 }
 
-/// Waits (a while) for a login to end.
-async fn auth_wait(State(front): State<Arc<Front>>, _: Caller, v1::Body(request): v1::Body<v1::LoginWait>) -> Response {
+/// Waits (a while) for a login to end: the caller's own (`login`).
+async fn auth_wait(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(request): v1::Body<v1::LoginWait>,
+) -> Response {
     let within = std::time::Duration::from_millis(request.wait_ms.unwrap_or(25_000).min(60_000));
-    match front.gateway.wait_login(&request.id, within).await {
+    match front.gateway.wait_login(&request.id, &caller.principal, within).await {
         Ok(state) => {
             let (status, error) = match state {
                 mcpx_oauth::LoginState::Pending => ("pending", None),

@@ -361,11 +361,16 @@ async fn discover_jwks_uri(oauth: &OAuthResourceConfig, issuer: &str) -> Result<
         if metadata.get("issuer").and_then(Value::as_str) != Some(issuer) {
             return Err(format!("the metadata at {url} is not issuer {issuer:?}'s"));
         }
-        return metadata
+        let jwks_uri = metadata
             .get("jwks_uri")
             .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| format!("the metadata at {url} has no jwks_uri"));
+            .ok_or_else(|| format!("the metadata at {url} has no jwks_uri"))?;
+        // Keys read in the clear could be swapped for a forger's: https, loopback, or
+        // where the configured issuer itself is.
+        if !(jwks_uri.starts_with("https://") || is_loopback_url(jwks_uri) || same_origin(jwks_uri, issuer)) {
+            return Err(format!("the metadata at {url} names keys at {jwks_uri:?}, which is not an https URL"));
+        }
+        return Ok(jwks_uri.to_owned());
     }
     Err(format!("no metadata for issuer {issuer:?} ({})", tried.join("; ")))
 }
@@ -390,6 +395,28 @@ fn metadata_urls(issuer: &str) -> Vec<String> {
         urls.push(format!("{origin}{suffix}/.well-known/openid-configuration"));
     }
     urls
+}
+
+/// `scheme://authority` of a URL.
+fn origin_of(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    Some((scheme, rest.split(['/', '?', '#']).next().unwrap_or_default()))
+}
+
+fn same_origin(a: &str, b: &str) -> bool {
+    origin_of(a)
+        .is_some_and(|a| origin_of(b).is_some_and(|b| a.0.eq_ignore_ascii_case(b.0) && a.1.eq_ignore_ascii_case(b.1)))
+}
+
+/// `http://` to `localhost` or a loopback address.
+fn is_loopback_url(url: &str) -> bool {
+    let Some(("http", authority)) = origin_of(url) else { return false };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 async fn get(oauth: &OAuthResourceConfig, url: &str) -> Result<reqwest::Response, Refusal> {
@@ -594,6 +621,32 @@ mod tests {
         let token = jsonwebtoken::encode(&jsonwebtoken::Header::new(Algorithm::HS256), &claims, &key).unwrap();
         assert!(Verifier::default().authenticate(&hs, "r", &token).await.is_ok());
         assert!(instant_at(u64::MAX) > Instant::now());
+    }
+
+    #[tokio::test]
+    async fn keys_published_in_the_clear_are_not_fetched() {
+        // Keys fetched over plain HTTP could be swapped on the way for the forger's own.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let metadata = json!({ "issuer": issuer, "jwks_uri": "http://keys.invalid/jwks" });
+        let app = axum::Router::new().fallback(move || {
+            let metadata = metadata.clone();
+            async move { axum::Json(metadata) }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let config = OAuthResourceConfig { issuers: vec![issuer.clone()], ..OAuthResourceConfig::default() };
+        let part = |v: Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let claims = json!({"iss": issuer, "sub": "a", "aud": "r", "exp": unix_now() + 300});
+        let token = format!("{}.{}.c2ln", part(json!({"alg": "ES256", "kid": "k"})), part(claims));
+        let why = Verifier::default().authenticate(&config, "r", &token).await.unwrap_err();
+        assert!(why.contains("https"), "{why}");
+        for loopback in ["http://127.0.0.1:9/jwks", "http://localhost/jwks", "http://[::1]:9/jwks"] {
+            assert!(is_loopback_url(loopback), "{loopback}");
+        }
+        for elsewhere in ["http://127.0.0.1.evil.example/jwks", "http://localhost@evil.example/", "https://127.0.0.1/"]
+        {
+            assert!(!is_loopback_url(elsewhere), "{elsewhere}");
+        }
     }
 
     #[test]

@@ -431,6 +431,25 @@ fn a_token_holder_cannot_begin_a_shared_login_and_the_owner_gets_a_url() {
 }
 
 #[test]
+fn a_token_holder_cannot_watch_the_owners_login() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({ "docs": { "url": docs.url() } }));
+    config["http"] = json!({ "tokens": { "ci": TOKEN } });
+    let daemon = Daemon::start(&config);
+    let (id, _) = begin(&daemon, "docs");
+    // The login's id is the elicitationId a caller is shown: it is no key to the login.
+    let watch = mcpx_e2e::client::plain(
+        "POST",
+        &daemon.url().replace("/mcp", "/v1/auth/wait"),
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        Some(&json!({ "id": id, "waitMs": 0 }).to_string()),
+    );
+    assert_eq!(watch.status, 400, "{watch}");
+    assert!(!watch.body.contains("pending"), "{watch}");
+    assert_eq!(wait_briefly(&daemon, &id)["status"], "pending", "the owner still can");
+}
+
+#[test]
 fn a_session_listing_a_server_that_needs_a_login_gets_minus_32042_with_its_url() {
     // A listing cannot stop to ask: the caller that can open URLs is handed the login's.
     let docs = Protected::start(Mode::Protected, 3600);
@@ -574,6 +593,35 @@ fn with_credentials_user_each_token_holder_logs_in_for_itself_only() {
     let stored: Value = serde_json::from_str(&tokens).unwrap();
     let keys: Vec<&String> = stored["tokens"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["docs\u{0}@\"ci\""], "{tokens}");
+}
+
+#[test]
+fn callers_logging_in_for_themselves_cannot_use_up_the_owners_logins() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let shared = Protected::start(Mode::Protected, 3600);
+    let mut config = config(json!({
+        "docs": { "url": docs.url(), "credentials": "user", "scope": "user" },
+        "shared": { "url": shared.url() },
+    }));
+    let tokens: Vec<String> = (0..20).map(|n| format!("holder-{n:02}-0123456789abcdef")).collect();
+    config["http"] =
+        json!({ "tokens": tokens.iter().map(|t| (t.clone(), json!(t))).collect::<serde_json::Map<_, _>>() });
+    let daemon = Daemon::start(&config);
+    // Each holder begins its own login and leaves it open: every login slot is taken.
+    let mut refused = 0;
+    for token in &tokens {
+        let begun = mcpx_e2e::client::plain(
+            "POST",
+            &daemon.url().replace("/mcp", "/v1/auth/login"),
+            &[("Authorization", &format!("Bearer {token}"))],
+            Some(r#"{"server":"docs"}"#),
+        );
+        refused += usize::from(begun.status != 200);
+    }
+    assert!(refused > 0, "the logins under way are bounded");
+    // The owner can still log the shared credential in.
+    let (_, url) = begin(&daemon, "shared");
+    assert!(url.starts_with(&format!("{}/authorize?", shared.base)), "{url}");
 }
 
 #[test]
