@@ -6,16 +6,19 @@ use mcpx_protocol::message;
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::policy::{Access, Kind};
 use crate::{Answer, CallContext, Gateway, invocation, naming};
 
 impl Gateway {
     pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, Error> {
         let config = self.settings.config();
-        let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
-        let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
-        let renamed: Vec<(String, Value)> = items
+        let access = Access::of(&config, &ctx.identity);
+        let (items, mut cache) = self.gather(ctx, &access.servers(), "prompts", "prompts/list", "prompts").await;
+        cache.private |= access.per_client();
+        let items = items.into_iter().filter(|(server, prompt)| naming::shows("prompt", server, prompt)).collect();
+        let renamed: Vec<(String, Value)> = access
+            .show_all(Kind::Prompt, items)?
             .into_iter()
-            .filter(|(server, prompt)| naming::shows("prompt", server, prompt))
             .map(|(server, mut prompt)| {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompt["name"] = naming::public_name(&config, &server, name).into();
@@ -36,7 +39,10 @@ impl Gateway {
             return Err(Error::params("prompts/get: \"name\" must be a string"));
         };
         let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
-            return Err(Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name })));
+            let unknown = Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name }));
+            let config = self.settings.config();
+            let refused = Access::of(&config, &ctx.identity).refuses(Kind::Prompt, &name);
+            return Err(if refused { Error::Hidden(Box::new(unknown)) } else { unknown });
         };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
@@ -86,17 +92,21 @@ impl Gateway {
         answer
     }
 
-    /// The server and original name a public prompt name stands for.
+    /// The server and upstream name of the prompt a public name stands for, when the
+    /// caller may see it.
     async fn prompt_owner(&self, ctx: &CallContext, name: &str) -> Option<(String, String)> {
         let config = self.settings.config();
-        if let Some(split) = naming::split_name(&config, name) {
-            return Some(split);
+        let access = Access::of(&config, &ctx.identity);
+        if let Some((server, shown)) = naming::split_name(&config, name) {
+            return access.named(Kind::Prompt, &server, &shown).map(|upstream| (server, upstream));
         }
-        let own = naming::own_name_servers(&config);
+        let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
         let (listed, _) = self.gather(ctx, &own, "prompts", "prompts/list", "prompts").await;
+        let upstream = |p: &Value| p.get("name").and_then(Value::as_str).map(str::to_owned);
         listed
-            .into_iter()
-            .find(|(_, p)| p.get("name").and_then(Value::as_str) == Some(name))
-            .map(|(server, _)| (server, name.to_owned()))
+            .iter()
+            .filter_map(|(server, p)| Some((server, upstream(p)?)))
+            .find(|(server, upstream)| access.named(Kind::Prompt, server, name).as_ref() == Some(upstream))
+            .map(|(server, upstream)| (server.clone(), upstream))
     }
 }
