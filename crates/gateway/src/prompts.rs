@@ -2,12 +2,12 @@
 //! their public names (`<server>__<prompt>`), and completions routed to the server that
 //! owns the prompt or resource they complete.
 
-use mcpx_protocol::message;
+use mcpx_protocol::{code, message};
 use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::policy::{Access, Kind};
-use crate::{Answer, CallContext, Gateway, invocation, naming};
+use crate::{Answer, CallContext, Gateway, invocation, list_all, naming};
 
 impl Gateway {
     pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, Error> {
@@ -38,19 +38,30 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
             return Err(Error::params("prompts/get: \"name\" must be a string"));
         };
+        let unknown = || Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name }));
         let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
-            let unknown = Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name }));
             let config = self.settings.config();
             let refused = Access::of(&config, &ctx.identity).refuses(Kind::Prompt, &name);
-            return Err(if refused { Error::Hidden(Box::new(unknown)) } else { unknown });
+            return Err(if refused { Error::Hidden(Box::new(unknown())) } else { unknown() });
         };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
-            p.insert("name".into(), original.into());
+            p.insert("name".into(), original.clone().into());
         }
         let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
-        let mut result = forwarded.await.map_err(|(e, _)| e)?;
+        let mut result = match forwarded.await {
+            Ok(result) => result,
+            // A prompt the server does not have gets mcpx's own error, as a hidden one does,
+            // so the two cannot be told apart.
+            Err((e, Some(lease))) if e.code() == code::INVALID_PARAMS || e.code() == code::METHOD_NOT_FOUND => {
+                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "prompts/list", "prompts"));
+                let listed = listing.await.map(|l| l.0).unwrap_or_default();
+                let has = listed.iter().any(|p| p.get("name").and_then(Value::as_str) == Some(original.as_str()));
+                return Err(if listed.is_empty() || has { e } else { unknown() });
+            }
+            Err((e, _)) => return Err(e),
+        };
         naming::link_resources(&self.settings.config(), &server, &mut result);
         Ok(result)
     }

@@ -95,6 +95,40 @@ fn a_denied_tool_is_absent_from_every_listing_and_calling_it_is_like_calling_non
 }
 
 #[test]
+fn a_denied_prompt_or_resource_is_absent_and_asking_for_it_is_like_asking_for_none() {
+    let mut up = fakemcp("global", &tag(), &[]);
+    up["prompts"] = json!({"deny": ["me?a"]});
+    up["resources"] = json!({"deny": ["fake://*"]});
+    let mut open = fakemcp("global", &tag(), &[]);
+    open["prompts"] = json!({"rename": {"meta": "context"}, "describe": {"meta": "What reached the server."}});
+    let daemon = Daemon::start(&config(&[("up", up), ("open", open)]));
+    let url = daemon.url();
+    let request = |method: &str, params: Value| Modern::new(method, params).send(url);
+
+    let prompts = request("prompts/list", json!({}));
+    assert_eq!(listed(&prompts, "prompts"), ["open__context"], "{prompts}");
+    assert_eq!(prompts.result()["prompts"][0]["description"], "What reached the server.");
+    let hidden = request("prompts/get", json!({"name": "up__meta"}));
+    let absent = request("prompts/get", json!({"name": "up__nosuch"}));
+    assert_eq!(hidden.error_code(), -32602, "{hidden}");
+    assert_eq!(error_without(&hidden, "up__meta"), error_without(&absent, "up__nosuch"));
+    let renamed = request("prompts/get", json!({"name": "open__context"}));
+    assert!(renamed.result()["messages"].is_array(), "{renamed}");
+    let old = request("prompts/get", json!({"name": "open__meta"}));
+    let absent = request("prompts/get", json!({"name": "open__nosuch"}));
+    assert_eq!(error_without(&old, "open__meta"), error_without(&absent, "open__nosuch"));
+
+    let resources = request("resources/list", json!({}));
+    let uris: Vec<&str> =
+        resources.result()["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert_eq!(uris, ["mcpx://open/fake://meta"], "{resources}");
+    let hidden = request("resources/read", json!({"uri": "mcpx://up/fake://meta"}));
+    let absent = request("resources/read", json!({"uri": "mcpx://up/fake://nosuch"}));
+    assert_eq!(error_without(&hidden, "fake://meta"), error_without(&absent, "fake://nosuch"));
+    assert!(request("resources/read", json!({"uri": "mcpx://open/fake://meta"})).result()["contents"].is_array());
+}
+
+#[test]
 fn an_allow_list_of_globs_shows_only_the_tools_it_matches_and_deny_still_wins() {
     let mut up = fakemcp("global", &tag(), &[]);
     up["tools"] = json!({"allow": ["e*", "wh?ami"], "deny": ["echo"]});
