@@ -360,6 +360,28 @@ mod tests {
     }
 
     #[test]
+    fn a_name_is_refused_by_policy_only_when_the_policy_alone_hides_it() {
+        let c = config(
+            r#"{"mcpServers": {
+                    "a": {"command": "x", "tools": {"deny": ["secret"], "rename": {"echo": "say"}}},
+                    "b": {"command": "x"}},
+                "expose": ["a", "b"],
+                "http": {"tokens": {"ci": "0123456789abcdef0"}},
+                "clients": {"token:ci": {"servers": ["a"]}}}"#,
+        );
+        let local = Access::of(&c, &principal(Principal::Local));
+        assert!(local.refuses(Kind::Tool, "a__secret"));
+        assert!(local.refuses(Kind::Tool, "a__echo"), "a renamed tool's own name");
+        assert!(!local.refuses(Kind::Tool, "a__say"));
+        assert!(!local.refuses(Kind::Tool, "a__typo"), "a mistake is not a refusal");
+        assert!(!local.refuses(Kind::Tool, "zz__echo"));
+        assert!(!local.refuses(Kind::Tool, "b__echo"));
+        let ci = Access::of(&c, &principal(Principal::Token("ci".into())));
+        assert!(ci.refuses(Kind::Tool, "b__echo"));
+        assert!(ci.refuses(Kind::Prompt, "b__any"));
+    }
+
+    #[test]
     fn a_client_key_must_name_a_caller_the_config_knows() {
         for (clients, what) in [
             (r#"{"token:nobody": {}}"#, "token:nobody"),
