@@ -1,21 +1,25 @@
-//! How many requests one client may have in flight: `limits.maxCallsPerClient`.
+//! How many requests one client may have in flight (`limits.maxCallsPerClient`), and how
+//! many it may send per second (`limits.rate`, `clients.<client>.limits.rate`).
 //!
 //! A client is the name of the token it authenticated with, else its session (named, or
 //! implied by its transport), else its stdio process. A request over the limit is refused
 //! at once with a clear error, never queued: an agent that floods mcpx slows only itself.
 //! Unnamed requests (a 2026 HTTP request without a session) belong to no client and are
-//! bounded by the instance limits and `timeouts.request` instead.
+//! bounded by the instance limits and `timeouts.request` instead; for the rate they count
+//! as the local user's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::config::Config;
 use crate::error::Error;
-
 use crate::identity::{Identity, Principal};
+use crate::policy::{Access, Rates};
 
 #[derive(Default)]
 pub struct Admission {
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    rates: Rates,
 }
 
 /// One admitted request; the count goes down when it is dropped.
@@ -26,8 +30,11 @@ pub struct Ticket {
 }
 
 impl Admission {
-    /// Admits one more request of `identity`'s client, or says why not.
-    pub fn enter(&self, identity: &Identity, limit: usize) -> Result<Option<Ticket>, Error> {
+    /// Admits one more request of `identity`'s client under `config`'s limits, or says
+    /// why not.
+    pub fn enter(&self, identity: &Identity, config: &Config) -> Result<Option<Ticket>, Error> {
+        self.within_rate(identity, config)?;
+        let limit = config.limits.max_calls_per_client;
         let Some(client) = client_of(identity) else { return Ok(None) };
         let mut in_flight = self.in_flight.lock().expect("admission lock");
         let count = in_flight.entry(client.clone()).or_default();
@@ -42,6 +49,24 @@ impl Admission {
         }
         *count += 1;
         Ok(Some(Ticket { in_flight: self.in_flight.clone(), client }))
+    }
+
+    /// Takes one request from the client's token bucket, when a rate applies to it.
+    fn within_rate(&self, identity: &Identity, config: &Config) -> Result<(), Error> {
+        let Some((setting, rate)) = Access::of(config, identity).rate(identity) else { return Ok(()) };
+        let client = client_of(identity).unwrap_or_else(|| "the local user".to_owned());
+        if self.rates.take(&client, rate, std::time::Instant::now()) {
+            return Ok(());
+        }
+        Err(Error::Rate {
+            message: format!(
+                "{client} is over its rate of {} requests per second, {} at most at once ({setting}); try again shortly",
+                rate.per_second, rate.burst
+            ),
+            setting,
+            per_second: rate.per_second,
+            burst: rate.burst,
+        })
     }
 }
 
@@ -73,6 +98,7 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{LimitConfig, RateConfig};
     use crate::identity::{Session, Source, Transport};
 
     fn session(name: &str) -> Identity {
@@ -83,13 +109,29 @@ mod tests {
     #[test]
     fn a_client_over_its_limit_is_refused_and_others_are_not() {
         let admission = Admission::default();
-        let a1 = admission.enter(&session("a"), 2).unwrap();
-        let _a2 = admission.enter(&session("a"), 2).unwrap();
-        assert!(admission.enter(&session("a"), 2).unwrap_err().to_string().contains("limits.maxCallsPerClient"));
-        assert!(admission.enter(&session("b"), 2).is_ok());
+        let two =
+            Config { limits: LimitConfig { max_calls_per_client: 2, ..Default::default() }, ..Default::default() };
+        let a1 = admission.enter(&session("a"), &two).unwrap();
+        let _a2 = admission.enter(&session("a"), &two).unwrap();
+        assert!(admission.enter(&session("a"), &two).unwrap_err().to_string().contains("limits.maxCallsPerClient"));
+        assert!(admission.enter(&session("b"), &two).is_ok());
         drop(a1);
-        assert!(admission.enter(&session("a"), 2).is_ok());
+        assert!(admission.enter(&session("a"), &two).is_ok());
         let unnamed = Identity::resolve(None, &[], &Transport::default());
-        assert!(admission.enter(&unnamed, 1).unwrap().is_none());
+        assert!(admission.enter(&unnamed, &two).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_client_over_its_rate_is_refused_at_once_naming_the_setting() {
+        let admission = Admission::default();
+        let rate = Some(RateConfig { per_second: 0.001, burst: 2 });
+        let config = Config { limits: LimitConfig { rate, ..Default::default() }, ..Default::default() };
+        for _ in 0..2 {
+            drop(admission.enter(&session("a"), &config).unwrap());
+        }
+        let refused = admission.enter(&session("a"), &config).unwrap_err();
+        assert_eq!(refused.refusal(), Some("limit"));
+        assert!(refused.to_string().contains("limits.rate"), "{refused}");
+        assert!(admission.enter(&session("b"), &config).is_ok());
     }
 }

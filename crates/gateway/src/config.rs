@@ -31,6 +31,9 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// How mcpx logs in to HTTP upstreams that ask for OAuth.
     pub oauth: OAuthConfig,
+    /// What each client may use, by `"local"`, `"token:<name>"` or
+    /// `"oauth:<subject>@<issuer>"`. A client not named here may use every server.
+    pub clients: BTreeMap<String, ClientConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -48,6 +51,12 @@ pub struct ServerConfig {
     /// Whose credential reaches the server: one shared by every caller (the default,
     /// logged in by the daemon's owner), or each authenticated caller's own.
     pub credentials: Credentials,
+    /// Which of its tools callers see, under which names and descriptions.
+    pub tools: ItemPolicy,
+    /// Which of its prompts callers see, under which names and descriptions.
+    pub prompts: ItemPolicy,
+    /// Which of its resources (and templates) callers see, by URI.
+    pub resources: UriPolicy,
 }
 
 /// A server entry's `"credentials"`.
@@ -124,6 +133,12 @@ struct RawServer {
     oauth: Option<mcpx_oauth::ServerOAuth>,
     #[serde(default)]
     credentials: Credentials,
+    #[serde(default)]
+    tools: ItemPolicy,
+    #[serde(default)]
+    prompts: ItemPolicy,
+    #[serde(default)]
+    resources: UriPolicy,
 }
 
 fn yes() -> bool {
@@ -180,6 +195,9 @@ impl TryFrom<RawServer> for ServerConfig {
             definition,
             oauth: raw.oauth,
             credentials: raw.credentials,
+            tools: raw.tools.checked("tools")?,
+            prompts: raw.prompts.checked("prompts")?,
+            resources: raw.resources,
         })
     }
 }
@@ -487,6 +505,11 @@ pub struct LimitConfig {
     /// while the caller does not read it; past this the oldest are dropped and counted.
     /// Default 1024.
     pub max_buffered_notifications: usize,
+    /// Requests one client may make per second, as a token bucket
+    /// (`{"perSecond": 10, "burst": 20}`); one more is refused at once. A client is
+    /// counted as for `maxCallsPerClient` (a request naming none counts as the local
+    /// user's). Default none: no rate limit. `clients.<client>.limits.rate` overrides it.
+    pub rate: Option<RateConfig>,
 }
 
 impl Default for LimitConfig {
@@ -499,6 +522,7 @@ impl Default for LimitConfig {
             max_batch: 32,
             batch_concurrency: 4,
             max_buffered_notifications: 1024,
+            rate: None,
         }
     }
 }
@@ -647,6 +671,7 @@ impl Config {
         if self.limits.max_calls_per_client == 0 {
             return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
         }
+        self.check_clients()?;
         Ok(())
     }
 
@@ -769,6 +794,129 @@ fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_owned(),
         None => message.to_owned(),
+    }
+}
+
+// Tool policy and per-client access: the per-server `tools`, `prompts` and `resources`
+// keys, the `clients` section and `limits.rate`. What they mean is `policy.rs`.
+
+/// A server's `"tools"` or `"prompts"`: which items callers see, and under which name and
+/// description. Every pattern and key is the upstream's own name. Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ItemPolicy {
+    /// Globs (`*` any run of characters, `?` one); when present, only matching items are
+    /// shown. Default: absent, every item.
+    pub allow: Option<Vec<String>>,
+    /// Globs of items never shown; deny wins over allow. Default none.
+    pub deny: Vec<String>,
+    /// `{"upstreamName": "shownName"}`: the item is listed and called by the shown name
+    /// only. Default none.
+    pub rename: BTreeMap<String, String>,
+    /// `{"upstreamName": "description shown"}`. Default none.
+    pub describe: BTreeMap<String, String>,
+}
+
+impl ItemPolicy {
+    /// The policy, or why its renames cannot work; `key` names it in the error.
+    fn checked(self, key: &str) -> Result<ItemPolicy, String> {
+        let mut targets: BTreeMap<&str, &str> = BTreeMap::new();
+        for (from, to) in &self.rename {
+            if to.is_empty() || to.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                return Err(format!(
+                    "\"{key}.rename\" gives {from:?} the name {to:?}: a name must be non-empty, without spaces or controls"
+                ));
+            }
+            if let Some(other) = targets.insert(to, from) {
+                return Err(format!("\"{key}.rename\" gives both {other:?} and {from:?} the name {to:?}"));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// A server's `"resources"`: which resources and templates callers see, by URI glob
+/// (the upstream's own URI or URI template). Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct UriPolicy {
+    /// Globs; when present, only matching URIs are shown. Default: absent, every one.
+    pub allow: Option<Vec<String>>,
+    /// Globs never shown; deny wins over allow. Default none.
+    pub deny: Vec<String>,
+}
+
+/// One entry of `"clients"`: what a client may use. Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// The servers whose tools, prompts and resources the client sees. Default: absent,
+    /// every server.
+    pub servers: Option<Vec<String>>,
+    /// Globs over `<server>/<tool>` (the upstream's tool name). Default: every tool.
+    pub tools: ToolAccess,
+    pub limits: ClientLimits,
+}
+
+/// A client's `"tools"`: globs over `<server>/<tool>`; deny wins. Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ToolAccess {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+/// A client's `"limits"`. Strict.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ClientLimits {
+    /// Overrides `limits.rate` for this client.
+    pub rate: Option<RateConfig>,
+}
+
+/// A token bucket: `burst` requests at once, refilled at `perSecond`. Strict.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RateConfig {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+impl Config {
+    /// The rules of `clients` and `limits.rate`, as [`Config::check`] reports them.
+    fn check_clients(&self) -> Result<(), (String, String)> {
+        let rates =
+            self.clients.iter().filter_map(|(k, c)| c.limits.rate.map(|r| (format!("clients.{k}.limits.rate"), r)));
+        for (setting, rate) in self.limits.rate.map(|r| ("limits.rate".to_owned(), r)).into_iter().chain(rates) {
+            if !(rate.per_second.is_finite() && rate.per_second > 0.0) || rate.burst == 0 {
+                let why = format!("\"{setting}\" needs \"perSecond\" above 0 and \"burst\" of at least 1");
+                return Err((why, "rate".into()));
+            }
+        }
+        for (key, client) in &self.clients {
+            let known = match key.split_once(':') {
+                _ if key == "local" => true,
+                Some(("token", name)) => self.http.tokens.contains_key(name),
+                Some(("oauth", rest)) => rest.rsplit_once('@').is_some_and(|(subject, issuer)| {
+                    !subject.is_empty()
+                        && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
+                }),
+                _ => false,
+            };
+            if !known {
+                let why = format!(
+                    "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\""
+                );
+                return Err((why, key.clone()));
+            }
+            for server in client.servers.iter().flatten() {
+                if !self.mcp_servers.contains_key(server) {
+                    let why = format!("client {key:?} names server {server:?}, which is not in \"mcpServers\"");
+                    return Err((why, server.clone()));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -40,6 +40,15 @@ pub enum Error {
     /// Something on mcpx's own side failed.
     #[error("{0}")]
     Internal(String),
+    /// The policy (a server's `tools`/`prompts`/`resources`, the caller's `clients` entry)
+    /// hides what the request names. The caller gets exactly the error for something that
+    /// does not exist (the one inside), so it learns nothing of what is hidden.
+    #[error(transparent)]
+    Hidden(Box<Error>),
+    /// The caller's client made more requests than its token bucket allows; `setting`
+    /// names the rate that applies (`limits.rate`, `clients.<client>.limits.rate`).
+    #[error("{message}")]
+    Rate { message: String, setting: String, per_second: f64, burst: u32 },
 }
 
 impl Error {
@@ -59,6 +68,17 @@ impl Error {
         Error::Internal(message.into())
     }
 
+    /// Why mcpx refused the request itself, for a record of outcomes: `"policy"` (hidden
+    /// by the tool policy or the caller's access), `"limit"` (a limit or the rate), or
+    /// none when it was not refused.
+    pub fn refusal(&self) -> Option<&'static str> {
+        match self {
+            Error::Hidden(_) => Some("policy"),
+            Error::Limit { .. } | Error::Rate { .. } => Some("limit"),
+            _ => None,
+        }
+    }
+
     /// Whether an upstream refused for want of a login only a person can give.
     pub fn is_login_needed(&self) -> bool {
         matches!(self, Error::Upstream(UpstreamError::LoginNeeded { .. }))
@@ -72,7 +92,12 @@ impl Error {
             Error::NoResource(_) => code::LEGACY_RESOURCE_NOT_FOUND,
             Error::HeaderMismatch(_) => code::HEADER_MISMATCH,
             Error::Relayed(e) => e.code,
-            Error::Limit { .. } | Error::Clash { .. } | Error::Upstream(_) | Error::Internal(_) => code::INTERNAL_ERROR,
+            Error::Hidden(e) => e.code(),
+            Error::Limit { .. }
+            | Error::Rate { .. }
+            | Error::Clash { .. }
+            | Error::Upstream(_)
+            | Error::Internal(_) => code::INTERNAL_ERROR,
         }
     }
 }
@@ -90,6 +115,7 @@ impl From<Error> for RpcError {
     fn from(e: Error) -> RpcError {
         match e {
             Error::Relayed(e) => e,
+            Error::Hidden(e) => RpcError::from(*e),
             Error::Upstream(e) => e.to_rpc(),
             other => {
                 let wire = RpcError::new(other.code(), other.to_string());
@@ -109,6 +135,9 @@ impl Error {
             Error::Params { data, .. } => data,
             Error::NoResource(uri) => Some(json!({ "uri": uri })),
             Error::Limit { setting, limit, .. } => Some(json!({ "limit": limit, "setting": setting })),
+            Error::Rate { setting, per_second, burst, .. } => {
+                Some(json!({ "setting": setting, "perSecond": per_second, "burst": burst }))
+            }
             Error::Clash { name, servers, .. } => Some(json!({ "name": name, "servers": servers })),
             _ => None,
         }
@@ -140,6 +169,22 @@ mod tests {
         let limit = RpcError::from(Error::Limit { message: "busy".into(), setting: "exec.maxConcurrent", limit: 2 });
         assert_eq!(limit.data, Some(json!({ "limit": 2, "setting": "exec.maxConcurrent" })));
         assert_eq!(RpcError::from(Error::NoResource("u".into())).data, Some(json!({ "uri": "u" })));
+    }
+
+    #[test]
+    fn a_hidden_item_reaches_the_caller_as_the_unknown_one_and_is_classed_as_policy() {
+        let unknown = || Error::params("unknown tool \"x\"").with_data(json!({ "tools": ["a"] }));
+        let hidden = Error::Hidden(Box::new(unknown()));
+        assert_eq!(hidden.refusal(), Some("policy"));
+        assert_eq!(unknown().refusal(), None);
+        assert_eq!(hidden.code(), unknown().code());
+        assert_eq!(RpcError::from(hidden), RpcError::from(unknown()));
+        let rate =
+            Error::Rate { message: "slow down".into(), setting: "limits.rate".into(), per_second: 2.0, burst: 3 };
+        assert_eq!(rate.refusal(), Some("limit"));
+        let wire = RpcError::from(rate);
+        assert_eq!(wire.code, -32603);
+        assert_eq!(wire.data, Some(json!({ "setting": "limits.rate", "perSecond": 2.0, "burst": 3 })));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod naming;
 mod page;
 mod pipeline;
+pub mod policy;
 pub mod pool;
 mod prompts;
 mod resources;

@@ -33,7 +33,7 @@ use crate::{Answer, CallContext, Gateway, Lease, invocation, page};
 impl Gateway {
     /// Answers one request for the caller described by `ctx`.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
-        let _admitted = self.admission.enter(&ctx.identity, self.settings.config().limits.max_calls_per_client)?;
+        let _admitted = self.admission.enter(&ctx.identity, &self.settings.config())?;
         match self.route(ctx, method, params).await {
             // An upstream that needs a login: the caller may be offered one (`login`).
             Err(e) => Err(self.login_needed(ctx, e).await),

@@ -2,20 +2,23 @@
 //! their public names (`<server>__<prompt>`), and completions routed to the server that
 //! owns the prompt or resource they complete.
 
-use mcpx_protocol::message;
+use mcpx_protocol::{code, message};
 use serde_json::{Value, json};
 
 use crate::error::Error;
-use crate::{Answer, CallContext, Gateway, invocation, naming};
+use crate::policy::{Access, Kind};
+use crate::{Answer, CallContext, Gateway, invocation, list_all, naming};
 
 impl Gateway {
     pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, Error> {
         let config = self.settings.config();
-        let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
-        let (items, cache) = self.gather(ctx, &servers, "prompts", "prompts/list", "prompts").await;
-        let renamed: Vec<(String, Value)> = items
+        let access = Access::of(&config, &ctx.identity);
+        let (items, mut cache) = self.gather(ctx, &access.servers(), "prompts", "prompts/list", "prompts").await;
+        cache.private |= access.per_client();
+        let items = items.into_iter().filter(|(server, prompt)| naming::shows("prompt", server, prompt)).collect();
+        let renamed: Vec<(String, Value)> = access
+            .show_all(Kind::Prompt, items)?
             .into_iter()
-            .filter(|(server, prompt)| naming::shows("prompt", server, prompt))
             .map(|(server, mut prompt)| {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str) {
                     prompt["name"] = naming::public_name(&config, &server, name).into();
@@ -35,16 +38,30 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
             return Err(Error::params("prompts/get: \"name\" must be a string"));
         };
+        let unknown = || Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name }));
         let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
-            return Err(Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name })));
+            let config = self.settings.config();
+            let refused = Access::of(&config, &ctx.identity).refuses(Kind::Prompt, &name);
+            return Err(if refused { Error::Hidden(Box::new(unknown())) } else { unknown() });
         };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
-            p.insert("name".into(), original.into());
+            p.insert("name".into(), original.clone().into());
         }
         let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
-        let mut result = forwarded.await.map_err(|(e, _)| e)?;
+        let mut result = match forwarded.await {
+            Ok(result) => result,
+            // A prompt the server does not have gets mcpx's own error, as a hidden one does,
+            // so the two cannot be told apart.
+            Err((e, Some(lease))) if e.code() == code::INVALID_PARAMS || e.code() == code::METHOD_NOT_FOUND => {
+                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "prompts/list", "prompts"));
+                let listed = listing.await.map(|l| l.0).unwrap_or_default();
+                let has = listed.iter().any(|p| p.get("name").and_then(Value::as_str) == Some(original.as_str()));
+                return Err(if listed.is_empty() || has { e } else { unknown() });
+            }
+            Err((e, _)) => return Err(e),
+        };
         naming::link_resources(&self.settings.config(), &server, &mut result);
         Ok(result)
     }
@@ -86,17 +103,21 @@ impl Gateway {
         answer
     }
 
-    /// The server and original name a public prompt name stands for.
+    /// The server and upstream name of the prompt a public name stands for, when the
+    /// caller may see it.
     async fn prompt_owner(&self, ctx: &CallContext, name: &str) -> Option<(String, String)> {
         let config = self.settings.config();
-        if let Some(split) = naming::split_name(&config, name) {
-            return Some(split);
+        let access = Access::of(&config, &ctx.identity);
+        if let Some((server, shown)) = naming::split_name(&config, name) {
+            return access.named(Kind::Prompt, &server, &shown).map(|upstream| (server, upstream));
         }
-        let own = naming::own_name_servers(&config);
+        let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
         let (listed, _) = self.gather(ctx, &own, "prompts", "prompts/list", "prompts").await;
+        let upstream = |p: &Value| p.get("name").and_then(Value::as_str).map(str::to_owned);
         listed
-            .into_iter()
-            .find(|(_, p)| p.get("name").and_then(Value::as_str) == Some(name))
-            .map(|(server, _)| (server, name.to_owned()))
+            .iter()
+            .filter_map(|(server, p)| Some((server, upstream(p)?)))
+            .find(|(server, upstream)| access.named(Kind::Prompt, server, name).as_ref() == Some(upstream))
+            .map(|(server, upstream)| (server.clone(), upstream))
     }
 }

@@ -10,18 +10,23 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::error::Error;
+use crate::policy::Access;
 use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
 
 impl Gateway {
     pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, Error> {
         let config = self.settings.config();
-        let servers: Vec<String> = config.mcp_servers.keys().cloned().collect();
-        let (items, cache) = self.gather(ctx, &servers, "resources", method, field).await;
+        let access = Access::of(&config, &ctx.identity);
+        let (items, mut cache) = self.gather(ctx, &access.servers(), "resources", method, field).await;
+        cache.private |= access.per_client();
         let uri_field = if field == "resources" { "uri" } else { "uriTemplate" };
         let kind = if field == "resources" { "resource" } else { "resource template" };
         let renamed: Vec<(String, Value)> = items
             .into_iter()
             .filter(|(server, item)| naming::shows(kind, server, item))
+            .filter(|(server, item)| {
+                item.get(uri_field).and_then(Value::as_str).is_some_and(|u| access.resource(server, u))
+            })
             .map(|(server, mut item)| {
                 if let Some(uri) = item.get(uri_field).and_then(Value::as_str) {
                     item[uri_field] = naming::public_uri(&config, &server, uri).into();
@@ -34,7 +39,6 @@ impl Gateway {
             renamed.iter().map(|(s, r)| (s.as_str(), r[uri_field].as_str().unwrap_or_default())),
         )?;
         let mut listed: Vec<Value> = renamed.into_iter().map(|(_, r)| r).collect();
-        let mut cache = cache;
         if field == "resources" && self.keeps_artifacts() {
             // Which artifacts are listed depends on who asks, even when none are.
             listed.extend(self.artifacts_of(&ctx.identity).await.iter().map(Artifact::listing));
@@ -50,9 +54,7 @@ impl Gateway {
         if uri.starts_with(artifacts::PREFIX) {
             return self.read_artifact(ctx, &uri).await;
         }
-        let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
-            return Err(not_found(&uri));
-        };
+        let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
@@ -108,9 +110,7 @@ impl Gateway {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
             return Err(Error::params(format!("{method}: \"uri\" must be a string")));
         };
-        let Some((server, original)) = self.resource_owner(ctx, &uri).await else {
-            return Err(not_found(&uri));
-        };
+        let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
         // A stateless upstream has no resources/subscribe: the subscription is taken, but
         // its updates are not relayed to a handshake-era session yet.
         let lease = self.lease(ctx, &server).await?;
@@ -128,9 +128,24 @@ impl Gateway {
         answer
     }
 
+    /// The owner of a URI the caller may see, else the error for a resource that does not
+    /// exist (as `Error::Hidden` when the policy hides it).
+    pub(crate) async fn visible_resource_owner(&self, ctx: &CallContext, uri: &str) -> Result<(String, String), Error> {
+        let Some((server, original)) = self.any_resource_owner(ctx, uri).await else { return Err(not_found(uri)) };
+        if !Access::of(&self.settings.config(), &ctx.identity).resource(&server, &original) {
+            return Err(Error::Hidden(Box::new(not_found(uri))));
+        }
+        Ok((server, original))
+    }
+
+    /// The owner of a URI the caller may see.
+    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
+        self.visible_resource_owner(ctx, uri).await.ok()
+    }
+
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
     /// a server that keeps its own names is found by its listing, then its templates.
-    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
+    async fn any_resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
         let config = self.settings.config();
         if let Some(split) = naming::split_uri(&config, uri) {
             return Some(split);

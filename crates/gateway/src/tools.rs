@@ -7,6 +7,7 @@ use mcpx_protocol::{code, message, param_headers};
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
+use crate::policy::{Access, Kind};
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming, search};
 
 pub const SEARCH: &str = "mcpx_search";
@@ -96,7 +97,7 @@ impl Gateway {
     pub(crate) async fn list_tools(&self, ctx: &CallContext) -> Result<Answer, Error> {
         let config = self.settings.config();
         let mut listed = Vec::new();
-        let mut cache = Cacheability { ttl_ms: 0, private: false };
+        let mut cache = Cacheability { ttl_ms: 0, private: Access::of(&config, &ctx.identity).per_client() };
         for server in &config.expose {
             if config.server(server).is_some_and(|s| s.scope != Scope::Global) {
                 cache = Cacheability::PRIVATE_UNCACHED;
@@ -143,9 +144,14 @@ impl Gateway {
                     Box::pin(self.check_param_headers(ctx, &exposed, &arguments)).await?;
                     self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
                 }
-                None => Err(Error::params(format!(
-                    "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
-                ))),
+                None => {
+                    let unknown = Error::params(format!(
+                        "unknown tool {name:?}; this gateway offers {SEARCH}, {CALL} and the tools of the servers in \"expose\""
+                    ));
+                    let config = self.settings.config();
+                    let refused = Access::of(&config, &ctx.identity).refuses(Kind::Tool, &name);
+                    Err(if refused { Error::Hidden(Box::new(unknown)) } else { unknown })
+                }
             },
         }
     }
@@ -172,7 +178,9 @@ impl Gateway {
     async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, Error> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {
-            return Ok(config.expose.contains(&server).then_some(Exposed { server, tool, definition: None }));
+            // A server the caller may not use is as absent as one not exposed.
+            let offered = config.expose.contains(&server) && Access::of(&config, &ctx.identity).server(&server);
+            return Ok(offered.then_some(Exposed { server, tool, definition: None }));
         }
         for server in naming::own_name_servers(&config) {
             let listed = self.server_tools(ctx, &server).await?;
@@ -187,23 +195,28 @@ impl Gateway {
         structured_result(search::found(query, &self.search_listings(ctx).await))
     }
 
-    /// What a search looks through: every configured server's tools, or why it has none.
+    /// What a search looks through: the tools of every server the caller may use, or why
+    /// a server has none.
     pub(crate) async fn search_listings(&self, ctx: &CallContext) -> Vec<(String, Result<Vec<Value>, Error>)> {
-        let config = self.settings.config();
-        join_all(
-            config
-                .mcp_servers
-                .keys()
-                .map(|server| async move { (server.clone(), self.server_tools(ctx, server).await) }),
-        )
+        let servers = Access::of(&self.settings.config(), &ctx.identity).servers();
+        join_all(servers.into_iter().map(|server| async move {
+            let tools = self.server_tools(ctx, &server).await;
+            (server, tools)
+        }))
         .await
     }
 
-    /// Every tool of `server`, as the instance that lists for this caller lists them.
+    /// Every tool of `server` the caller may see, under the names and descriptions it
+    /// sees, as the instance that lists for this caller lists them. None of a server the
+    /// caller may not use (which is not even started for it).
     pub(crate) async fn server_tools(&self, ctx: &CallContext, server: &str) -> Result<Vec<Value>, Error> {
+        if !Access::of(&self.settings.config(), &ctx.identity).server(server) {
+            return Ok(Vec::new());
+        }
         let lease = self.lease_for_listing(ctx, server).await?;
         let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
-        Ok(listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect())
+        let shows = listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect();
+        Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
     }
 
     pub(crate) async fn forward_call(
@@ -215,6 +228,20 @@ impl Gateway {
         caller_params: &Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<Value, Error> {
+        // A hidden server or tool gets the error an unknown one gets, without a round trip.
+        let upstream_tool = {
+            let config = self.settings.config();
+            let access = Access::of(&config, &ctx.identity);
+            if !access.server(server) {
+                let unknown = unknown_server(&access, server);
+                return Err(if config.server(server).is_some() { Error::Hidden(Box::new(unknown)) } else { unknown });
+            }
+            access.named(Kind::Tool, server, tool)
+        };
+        let Some(upstream_tool) = upstream_tool else {
+            let listed = Box::pin(self.server_tools(ctx, server)).await.unwrap_or_default();
+            return Err(Error::Hidden(Box::new(no_tool(server, tool, &names_of(&listed)))));
+        };
         // The caller's other params travel too (a retry's inputResponses and requestState,
         // fields mcpx does not know); the name and arguments are the upstream tool's.
         // Built field by field: the caller's own arguments are not copied only to be replaced.
@@ -224,7 +251,7 @@ impl Gateway {
                 params.insert(key.clone(), value.clone());
             }
         }
-        params.insert("name".into(), tool.into());
+        params.insert("name".into(), upstream_tool.into());
         params.insert("arguments".into(), arguments);
         match self.forward(ctx, server, "tools/call", Value::Object(params), caller_meta).await {
             Ok(mut result) => {
@@ -235,20 +262,37 @@ impl Gateway {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
                 let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools"));
                 let listed = listing.await.map(|l| l.0).unwrap_or_default();
-                let names: Vec<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
-                if names.is_empty() || names.contains(&tool) {
+                let listed = listed.into_iter().filter(|t| naming::shows("tool", server, t)).collect();
+                let shown = Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, listed);
+                let names = names_of(&shown.unwrap_or_default());
+                if names.is_empty() || names.iter().any(|n| n == tool) {
                     Err(e)
                 } else {
-                    Err(Error::params(format!(
-                        "server {server:?} has no tool {tool:?}; its tools: {}",
-                        names.join(", ")
-                    ))
-                    .with_data(json!({ "server": server, "tool": tool, "tools": names })))
+                    Err(no_tool(server, tool, &names))
                 }
             }
             Err((e, _)) => Err(e),
         }
     }
+}
+
+/// The names of listed tools.
+fn names_of(listed: &[Value]) -> Vec<String> {
+    listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned)).collect()
+}
+
+/// The error for a tool `server` does not offer the caller, naming those it does.
+fn no_tool(server: &str, tool: &str, names: &[String]) -> Error {
+    Error::params(format!("server {server:?} has no tool {tool:?}; its tools: {}", names.join(", ")))
+        .with_data(json!({ "server": server, "tool": tool, "tools": names }))
+}
+
+/// The error for a server that is not configured, naming those the caller may use.
+fn unknown_server(access: &Access, server: &str) -> Error {
+    let names = access.servers();
+    let known = if names.is_empty() { "none are configured".to_owned() } else { names.join(", ") };
+    Error::params(format!("unknown server {server:?}; servers: {known}"))
+        .with_data(json!({ "server": server, "servers": names }))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod oauth_client;
 mod orphans;
 mod pages;
 mod param_headers;
+mod policy;
 mod protected_resource;
 mod questions;
 mod questions_real_peers;
