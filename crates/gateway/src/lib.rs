@@ -19,6 +19,7 @@ mod held;
 pub mod identity;
 mod instances;
 pub mod invocation;
+pub mod journal;
 mod login;
 pub mod memory;
 pub mod naming;
@@ -111,6 +112,8 @@ pub struct Gateway {
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
     reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
+    /// The call journal, once the daemon opened it in its state dir.
+    journal: std::sync::OnceLock<journal::Journal>,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -128,6 +131,7 @@ impl Gateway {
             running_scripts: Default::default(),
             engines: Default::default(),
             reaper: Default::default(),
+            journal: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -219,6 +223,24 @@ impl Gateway {
     /// Remembers the era each server answered in across restarts, in `file`.
     pub fn remember_eras_in(&self, file: std::path::PathBuf) {
         self.instances.pool.remember_eras_in(file);
+    }
+
+    /// Journals calls in the SQLite file `file` (`journal.enabled`), opening what an
+    /// earlier run left there; retention follows the config as it changes.
+    pub fn keep_journal_in(self: &Arc<Self>, file: std::path::PathBuf) -> Result<(), rusqlite::Error> {
+        let config = self.settings.config();
+        if !config.journal.enabled {
+            return Ok(());
+        }
+        let gateway = Arc::downgrade(self);
+        let retention = move || gateway.upgrade().map(|g| g.settings.config().journal.clone());
+        let _ = self.journal.set(journal::Journal::open(&file, config.journal.queue, retention)?);
+        Ok(())
+    }
+
+    /// The call journal, when it is kept.
+    pub fn journal(&self) -> Option<&journal::Journal> {
+        self.journal.get()
     }
 
     pub fn instances(&self) -> Vec<InstanceInfo> {
