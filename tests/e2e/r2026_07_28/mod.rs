@@ -23,6 +23,7 @@ mod interop_inspector;
 mod interop_ts_sdk;
 mod invocation;
 mod invocation_paths;
+mod journal;
 mod lifecycle;
 mod limits;
 mod listings;
