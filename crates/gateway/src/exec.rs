@@ -61,6 +61,11 @@ impl Drop for Slot<'_> {
 }
 
 impl Running {
+    /// Scripts running now.
+    pub(crate) fn now(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
     fn enter(&self, max: usize) -> Option<Slot<'_>> {
         let before = self.0.fetch_add(1, Ordering::Relaxed);
         let slot = Slot(&self.0);
@@ -181,17 +186,14 @@ impl Host<'_> {
         }
     }
 
-    /// Calls a tool for the script, and journals the call as the script's caller's.
+    /// Calls a tool for the script, and journals (and counts) the call as the script's caller's.
     async fn call(&self, server: &str, tool: &str, arguments: &Value) -> Result<Value, Error> {
-        let Some(journal) = self.gateway.journal.get() else {
-            return self.gateway.forward_call(self.ctx, server, tool, arguments.clone(), &json!({}), None).await;
-        };
         let mode = self.gateway.settings.config().journal.arguments;
         let pending = journal::Pending::script_call(server, tool, arguments, mode);
         let ctx = CallContext { reached: Default::default(), ..self.ctx.clone() };
         let result = self.gateway.forward_call(&ctx, server, tool, arguments.clone(), &json!({}), None).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
-        journal.record(pending.finish(caller, ctx.reached.get(), result.as_ref(), true));
+        self.gateway.finished(pending.finish(caller, ctx.reached.get(), result.as_ref(), true));
         result
     }
 

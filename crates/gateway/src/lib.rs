@@ -22,6 +22,7 @@ pub mod invocation;
 pub mod journal;
 mod login;
 pub mod memory;
+pub mod metrics;
 pub mod naming;
 mod page;
 mod pipeline;
@@ -114,6 +115,7 @@ pub struct Gateway {
     reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
     /// The call journal, once the daemon opened it in its state dir.
     journal: std::sync::OnceLock<journal::Journal>,
+    metrics: metrics::Metrics,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -132,6 +134,7 @@ impl Gateway {
             engines: Default::default(),
             reaper: Default::default(),
             journal: Default::default(),
+            metrics: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -236,6 +239,29 @@ impl Gateway {
         let retention = move || gateway.upgrade().map(|g| g.settings.config().journal.clone());
         let _ = self.journal.set(journal::Journal::open(&file, config.journal.queue, retention)?);
         Ok(())
+    }
+
+    /// The request counters `/metrics` renders.
+    pub fn metrics(&self) -> &metrics::Metrics {
+        &self.metrics
+    }
+
+    /// The pool's starts, crashes and reaps per server.
+    pub fn pool_counters(&self) -> &metrics::PoolCounters {
+        self.instances.pool.counters()
+    }
+
+    /// `mcpx_exec` scripts running now.
+    pub fn scripts_running(&self) -> usize {
+        self.running_scripts.now()
+    }
+
+    /// Requests finished: counted for `/metrics`, and journaled when the journal is kept.
+    pub(crate) fn finished(&self, record: journal::Record) {
+        self.metrics.observe(&record, &self.settings.config());
+        if let Some(journal) = self.journal.get() {
+            journal.record(record);
+        }
     }
 
     /// The call journal, when it is kept.

@@ -33,15 +33,15 @@ use crate::scope::Owner;
 use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page};
 
 impl Gateway {
-    /// Answers one request for the caller described by `ctx`, and journals it.
+    /// Answers one request for the caller described by `ctx`, and journals and counts it.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
-        let (Some(journal), Some(method)) = (self.journal.get(), journal::journaled(method)) else {
+        let Some(method) = journal::journaled(method) else {
             return self.answer(ctx, method, params).await;
         };
         let pending = journal::Pending::start(method, &params, self.settings.config().journal.arguments);
         let answer = self.answer(ctx, method, params).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
-        journal.record(pending.finish(caller, ctx.reached.get(), answer.as_ref().map(|a| &a.result), false));
+        self.finished(pending.finish(caller, ctx.reached.get(), answer.as_ref().map(|a| &a.result), false));
         answer
     }
 

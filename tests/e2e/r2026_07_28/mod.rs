@@ -28,6 +28,7 @@ mod lifecycle;
 mod limits;
 mod listings;
 mod local_trust;
+mod metrics;
 mod namespaces;
 mod oauth_client;
 mod orphans;
