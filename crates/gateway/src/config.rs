@@ -606,7 +606,8 @@ impl Default for ArtifactConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct JournalConfig {
-    /// Whether calls are journaled at all. Default true; read at the daemon's start.
+    /// Whether calls are journaled at all. Default true. Turning it off applies at once;
+    /// turning it on, at the daemon's next start (the journal is opened then).
     pub enabled: bool,
     /// How much of a call's arguments is kept. Default none.
     pub arguments: JournalArguments,

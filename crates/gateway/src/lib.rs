@@ -258,8 +258,10 @@ impl Gateway {
 
     /// Requests finished: counted for `/metrics`, and journaled when the journal is kept.
     pub(crate) fn finished(&self, record: journal::Record) {
-        self.metrics.observe(&record, &self.settings.config());
-        if let Some(journal) = self.journal.get() {
+        let config = self.settings.config();
+        self.metrics.observe(&record, &config);
+        // Turning the journal off takes effect at once; on, at the next start (it opens then).
+        if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
             journal.record(record);
         }
     }
