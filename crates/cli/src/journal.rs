@@ -92,7 +92,8 @@ fn print<'a>(common: &Common, records: impl Iterator<Item = &'a LogRecord>) -> a
 /// One call on one line: when, who, what, how it ended, how long, how big.
 fn line(r: &LogRecord) -> String {
     let time = humantime_ms(r.time_ms);
-    let who = r.client.as_deref().or(r.session.as_deref()).unwrap_or("-");
+    let who = r.client.as_deref().unwrap_or("local");
+    let session = r.session.as_deref().unwrap_or("-");
     let target = match (&r.server, &r.name) {
         (Some(server), Some(name)) => format!("{server}.{name}"),
         (None, Some(name)) => name.clone(),
@@ -105,7 +106,7 @@ fn line(r: &LogRecord) -> String {
     };
     let script = if r.in_script { " (script)" } else { "" };
     format!(
-        "{time}  {who:<24} {:<20} {target}{script}  {outcome}  {:.1}ms  {}B in {}B out",
+        "{time}  {who:<16} {session:<24} {:<20} {target}{script}  {outcome}  {:.1}ms  {}B in {}B out",
         r.method, r.duration_ms, r.bytes_in, r.bytes_out
     )
 }

@@ -181,6 +181,13 @@ impl Pending {
         in_script: bool,
     ) -> Record {
         let (outcome, code) = Outcome::of(answer);
+        // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
+        let name = match (reached, self.name) {
+            (Some(key), Some(name)) if self.method == "tools/call" => {
+                Some(name.strip_prefix(&format!("{}__", key.server)).map(str::to_owned).unwrap_or(name))
+            }
+            (_, name) => name,
+        };
         Record {
             id: 0,
             time_ms: self.time_ms,
@@ -188,7 +195,7 @@ impl Pending {
             server: reached.map(|k| k.server.clone()).or(self.server),
             instance: reached.map(ToString::to_string),
             method: self.method.to_owned(),
-            name: self.name,
+            name,
             in_script,
             duration_us: i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX),
             outcome,

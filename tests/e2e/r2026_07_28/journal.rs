@@ -220,3 +220,13 @@ fn records_the_queue_has_no_room_for_are_counted_as_dropped() {
     });
     assert!(accounted.is_some(), "calls went unaccounted for: {}", log(daemon.home(), "limit=1000"));
 }
+
+#[test]
+fn an_exposed_tool_is_journaled_by_its_server_and_its_own_name() {
+    let cfg = with(&[("up", fakemcp("global", &tag(), &[]))], json!({"expose": ["up"]}));
+    let daemon = Daemon::start(&cfg);
+    Modern::tools_call("up__echo", json!({"x": 1})).send(daemon.url()).structured();
+    let records = records(daemon.home(), "", 1);
+    assert_eq!((&records[0]["server"], &records[0]["name"]), (&json!("up"), &json!("echo")), "{records:#?}");
+    assert_eq!(log(daemon.home(), "server=up&tool=echo")["records"].as_array().map(Vec::len), Some(1));
+}
