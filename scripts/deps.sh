@@ -189,7 +189,28 @@ host_deps() {
     log "agent hosts installed at .deps/hosts"
 }
 
+# --- Prometheus (Debian's package): the /metrics e2e test scrapes mcpx with the real server ---
+prometheus_deps() {
+    if command -v prometheus >/dev/null 2>&1; then
+        log "prometheus present ($(prometheus --version 2>&1 | head -n1))"
+        return 0
+    fi
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        log "prometheus missing: install Debian's 'prometheus' package (the /metrics test needs it)"
+        return 1
+    fi
+    # The package lists once, then the package itself, without its recommends.
+    if ! apt-cache show prometheus >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    # Debian starts the packaged service where there is an init; the test runs its own.
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+    log "prometheus installed ($(prometheus --version 2>&1 | head -n1))"
+}
+
 python_deps
 node_deps
 oidc_deps
 host_deps
+prometheus_deps

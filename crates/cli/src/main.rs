@@ -6,6 +6,7 @@ mod client;
 mod commands;
 mod daemon;
 mod exec;
+mod journal;
 mod serve;
 mod stdio;
 
@@ -103,6 +104,23 @@ enum Command {
     /// Log in to HTTP servers that ask for OAuth, list their logins, log out.
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// The calls the daemon journaled (tool calls, a script's tool calls, resource reads,
+    /// prompts, completions; not listings), newest last. A token holder sees only its own
+    /// calls; the local user sees everyone's.
+    Log {
+        #[command(flatten)]
+        args: journal::LogArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Calls, errors, error rate and p50/p95/p99 duration from the journal, per server, tool,
+    /// client or session. A token holder counts only its own calls.
+    Stats {
+        #[command(flatten)]
+        args: journal::StatsArgs,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Subcommand)]
@@ -217,6 +235,8 @@ fn main() -> ExitCode {
         Command::Daemon(args) => daemon::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Status { common } => commands::run(async || commands::status(common).await),
+        Command::Log { args, common } => commands::run(async || journal::log(common, args).await),
+        Command::Stats { args, common } => commands::run(async || journal::stats(common, args).await),
         Command::Stop { common, timeout } => {
             commands::run(async || commands::stop(common, Duration::from_secs(timeout)).await)
         }

@@ -34,6 +34,8 @@ pub struct Config {
     /// What each client may use, by `"local"`, `"token:<name>"` or
     /// `"oauth:<subject>@<issuer>"`. A client not named here may use every server.
     pub clients: BTreeMap<String, ClientConfig>,
+    /// The call journal: one record per request mcpx answers for a caller.
+    pub journal: JournalConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -576,6 +578,52 @@ impl Default for ArtifactConfig {
     fn default() -> Self {
         ArtifactConfig { quota_bytes: 64 * 1024 * 1024, max_age: Duration::from_secs(24 * 3600) }
     }
+}
+
+/// The call journal (`gateway::journal`), kept in the state dir.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct JournalConfig {
+    /// Whether calls are journaled at all. Default true. Turning it off applies at once;
+    /// turning it on, at the daemon's next start (the journal is opened then).
+    pub enabled: bool,
+    /// How much of a call's arguments is kept. Default none.
+    pub arguments: JournalArguments,
+    /// Records waiting for the writer; past it, a record is dropped (and counted), never
+    /// waited for. Default 10000; read at the daemon's start.
+    pub queue: usize,
+    /// A record older than this is deleted. Default 30d.
+    #[serde(with = "duration")]
+    pub max_age: Duration,
+    /// Past this size the oldest records are deleted. Default 256 MiB.
+    pub max_bytes: u64,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            enabled: true,
+            arguments: JournalArguments::None,
+            queue: 10_000,
+            max_age: Duration::from_secs(30 * 24 * 3600),
+            max_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// What a journal record keeps of a call's arguments.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalArguments {
+    /// Nothing.
+    #[default]
+    None,
+    /// The arguments with every value under a secret-like key masked.
+    Redacted,
+    /// A SHA-256 of the arguments: equal calls can be told apart from others, not read.
+    Hashed,
+    /// The arguments as they came.
+    Whole,
 }
 
 /// Why a config file was refused: where, and what is wrong.

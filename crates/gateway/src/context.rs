@@ -25,6 +25,8 @@ pub struct CallContext {
     /// raw value), to check against the arguments they mirror; `None` on a transport
     /// without headers.
     pub param_headers: Option<Arc<Vec<(String, String)>>>,
+    /// The instance the request reached, once the pool leased it: for the journal.
+    pub reached: crate::journal::Reached,
 }
 
 impl CallContext {
@@ -36,6 +38,7 @@ impl CallContext {
             client_capabilities,
             listener: None,
             param_headers: None,
+            reached: Default::default(),
         }
     }
 

@@ -16,7 +16,7 @@ use crate::error::Error;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
-use crate::{CallContext, Gateway, search};
+use crate::{CallContext, Gateway, journal, search};
 
 pub const EXEC: &str = "mcpx_exec";
 
@@ -61,6 +61,11 @@ impl Drop for Slot<'_> {
 }
 
 impl Running {
+    /// Scripts running now.
+    pub(crate) fn now(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
     fn enter(&self, max: usize) -> Option<Slot<'_>> {
         let before = self.0.fetch_add(1, Ordering::Relaxed);
         let slot = Slot(&self.0);
@@ -109,7 +114,9 @@ impl Gateway {
             .map_err(|e| Error::internal(format!("{EXEC}: cannot start a script engine: {e}")))?;
         // A script cannot answer an upstream's questions or hear its progress: its tools
         // see a caller without those capabilities.
-        let script_ctx = CallContext { client_capabilities: json!({}), listener: None, ..ctx.clone() };
+        // Its calls are journaled on their own: the script's own record names no instance.
+        let script_ctx =
+            CallContext { client_capabilities: json!({}), listener: None, reached: Default::default(), ..ctx.clone() };
         let host = Host {
             gateway: self,
             ctx: &script_ctx,
@@ -158,11 +165,8 @@ impl Host<'_> {
             HostCall::Tool { server, tool, arguments, by_identifier } => {
                 let server = self.server(server, *by_identifier)?;
                 let tool = if *by_identifier { self.tool(&server, tool).await? } else { tool.clone() };
-                let result = self
-                    .gateway
-                    .forward_call(self.ctx, &server, &tool, arguments.clone(), &json!({}), None)
-                    .await
-                    .map_err(|e| format!("{server}.{tool}: {}", e))?;
+                let result =
+                    self.call(&server, &tool, arguments).await.map_err(|e| format!("{server}.{tool}: {}", e))?;
                 Ok(message::object([("server", server.into()), ("tool", tool.into()), ("result", result)]))
             }
             HostCall::Search { query } => {
@@ -180,6 +184,17 @@ impl Host<'_> {
                 Ok(json!({ "uri": uri }))
             }
         }
+    }
+
+    /// Calls a tool for the script, and journals (and counts) the call as the script's caller's.
+    async fn call(&self, server: &str, tool: &str, arguments: &Value) -> Result<Value, Error> {
+        let mode = self.gateway.settings.config().journal.arguments;
+        let pending = journal::Pending::script_call(server, tool, arguments, mode);
+        let ctx = CallContext { reached: Default::default(), ..self.ctx.clone() };
+        let result = self.gateway.forward_call(&ctx, server, tool, arguments.clone(), &json!({}), None).await;
+        let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
+        self.gateway.finished(pending.finish(caller, ctx.reached.get(), result.as_ref(), true));
+        result
     }
 
     /// The configured server a script named: its own name, or its identifier.

@@ -19,8 +19,10 @@ mod held;
 pub mod identity;
 mod instances;
 pub mod invocation;
+pub mod journal;
 mod login;
 pub mod memory;
+pub mod metrics;
 pub mod naming;
 mod page;
 mod pipeline;
@@ -112,6 +114,9 @@ pub struct Gateway {
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
     reaper: std::sync::OnceLock<tokio::task::AbortHandle>,
+    /// The call journal, once the daemon opened it in its state dir.
+    journal: std::sync::OnceLock<journal::Journal>,
+    metrics: metrics::Metrics,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -129,6 +134,8 @@ impl Gateway {
             running_scripts: Default::default(),
             engines: Default::default(),
             reaper: Default::default(),
+            journal: Default::default(),
+            metrics: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -220,6 +227,49 @@ impl Gateway {
     /// Remembers the era each server answered in across restarts, in `file`.
     pub fn remember_eras_in(&self, file: std::path::PathBuf) {
         self.instances.pool.remember_eras_in(file);
+    }
+
+    /// Journals calls in the SQLite file `file` (`journal.enabled`), opening what an
+    /// earlier run left there; retention follows the config as it changes.
+    pub fn keep_journal_in(self: &Arc<Self>, file: std::path::PathBuf) -> Result<(), rusqlite::Error> {
+        let config = self.settings.config();
+        if !config.journal.enabled {
+            return Ok(());
+        }
+        let gateway = Arc::downgrade(self);
+        let retention = move || gateway.upgrade().map(|g| g.settings.config().journal.clone());
+        let _ = self.journal.set(journal::Journal::open(&file, config.journal.queue, retention)?);
+        Ok(())
+    }
+
+    /// The request counters `/metrics` renders.
+    pub fn metrics(&self) -> &metrics::Metrics {
+        &self.metrics
+    }
+
+    /// The pool's starts, crashes and reaps per server.
+    pub fn pool_counters(&self) -> &metrics::PoolCounters {
+        self.instances.pool.counters()
+    }
+
+    /// `mcpx_exec` scripts running now.
+    pub fn scripts_running(&self) -> usize {
+        self.running_scripts.now()
+    }
+
+    /// Requests finished: counted for `/metrics`, and journaled when the journal is kept.
+    pub(crate) fn finished(&self, record: journal::Record) {
+        let config = self.settings.config();
+        self.metrics.observe(&record, &config);
+        // Turning the journal off takes effect at once; on, at the next start (it opens then).
+        if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
+            journal.record(record);
+        }
+    }
+
+    /// The call journal, when it is kept.
+    pub fn journal(&self) -> Option<&journal::Journal> {
+        self.journal.get()
     }
 
     pub fn instances(&self) -> Vec<InstanceInfo> {

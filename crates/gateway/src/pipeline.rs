@@ -20,7 +20,9 @@
 //!    once the login is done (`asking`, `login`).
 //!
 //! A step that concerns every request (a policy, a journal, metrics, traces) is one more
-//! line in [`Gateway::handle`], around the route, where it sees the final outcome.
+//! line in [`Gateway::handle`], around the route, where it sees the final outcome. The
+//! journal is the first: it notes the request before the limits and records how it
+//! ended (`journal`), a refusal by a limit included.
 
 use mcpx_protocol::Era;
 use serde_json::{Map, Value};
@@ -28,11 +30,23 @@ use serde_json::{Map, Value};
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
 use crate::scope::Owner;
-use crate::{Answer, CallContext, Gateway, Lease, invocation, page};
+use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page};
 
 impl Gateway {
-    /// Answers one request for the caller described by `ctx`.
+    /// Answers one request for the caller described by `ctx`, and journals and counts it.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
+        let Some(method) = journal::journaled(method) else {
+            return self.answer(ctx, method, params).await;
+        };
+        let pending = journal::Pending::start(method, &params, self.settings.config().journal.arguments);
+        let answer = self.answer(ctx, method, params).await;
+        let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
+        self.finished(pending.finish(caller, ctx.reached.get(), answer.as_ref().map(|a| &a.result), false));
+        answer
+    }
+
+    /// Admits the request under the caller's limits and routes it.
+    async fn answer(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
         let _admitted = self.admission.enter(&ctx.identity, &self.settings.config())?;
         match self.route(ctx, method, params).await {
             // An upstream that needs a login: the caller may be offered one (`login`).
@@ -116,6 +130,7 @@ impl Gateway {
         original: Option<Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let lease = self.lease_at(ctx, server, at).await.map_err(|e| (e, None))?;
+        let _ = ctx.reached.set(lease.key().clone());
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }

@@ -8,6 +8,7 @@
 //! backs off a server that keeps failing to start or crashing soon after it started,
 //! and on shutdown stops every instance it ever started and waits until they are gone.
 
+use crate::metrics::PoolCounters;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,6 +59,8 @@ struct Inner {
     closed: AtomicBool,
     /// Servers whose last starts failed, by definition: no new start before `next`.
     failing: Mutex<HashMap<String, Failing>>,
+    /// Starts, crashes and reaps per server, for `/metrics`.
+    counters: crate::metrics::PoolCounters,
 }
 
 /// A server definition that keeps failing to start, or keeps exiting on its own within
@@ -162,6 +165,7 @@ impl Pool {
                             // Learnt once per start, not per lease: the key is a SHA-256.
                             self.inner.eras.learn(definition, upstream.facts().era);
                             self.inner.started(definition);
+                            PoolCounters::count(&self.inner.counters.starts, &key.server);
                             self.inner.watch_early_exit(&key.server, definition, upstream.clone());
                         })
                         .inspect_err(|e| self.inner.failed(&key.server, definition, e))
@@ -190,6 +194,11 @@ impl Pool {
         let slot = slots.get(key).filter(|s| !s.retired.load(Ordering::Acquire))?;
         let upstream = slot.upstream.get().filter(|u| u.is_alive())?;
         Some((slot.serial, upstream.clone()))
+    }
+
+    /// Starts, crashes and reaps per server.
+    pub fn counters(&self) -> &PoolCounters {
+        &self.inner.counters
     }
 
     /// Remembers each server's era in `file` (across restarts), starting from its contents.
@@ -222,6 +231,9 @@ impl Pool {
         };
         let count = stale.len();
         for slot in stale {
+            let crashed = slot.upstream.get().is_some_and(|u| !u.is_alive());
+            let counter = if crashed { &self.inner.counters.crashes } else { &self.inner.counters.reaps };
+            PoolCounters::count(counter, &slot.key.server);
             tracing::info!(instance = %slot.key, "stopping an idle, exited, orphaned or reconfigured instance");
             self.inner.retire(&slot);
         }

@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcpx_gateway::{CallContext, Gateway, Identity};
+use mcpx_gateway::{CallContext, Gateway, Identity, journal};
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::{Revision, RpcError, code};
@@ -50,6 +50,8 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/auth/login", post(auth_login))
         .route("/v1/auth/wait", post(auth_wait))
         .route("/v1/auth/logout", post(auth_logout))
+        .route("/v1/log", get(log))
+        .route("/v1/stats", get(stats))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -207,6 +209,109 @@ async fn artifact_remove(
         StatusCode::NO_CONTENT.into_response()
     } else {
         no_artifact(&id)
+    }
+}
+
+/// The journal's records this caller may read, newest first.
+async fn log(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::LogQuery>) -> Response {
+    let mut filter = match journal_filter(&caller, q.since.as_deref()) {
+        Ok(filter) => filter,
+        Err(e) => return error(&e),
+    };
+    filter.server = q.server;
+    filter.tool = q.tool;
+    filter.session = q.session;
+    filter.errors_only = q.errors;
+    filter.after_id = q.after;
+    let query = journal::Query { filter, limit: q.limit.unwrap_or(100).clamp(1, 10_000) };
+    let read = read_journal(&front, move |j| j.read(&query)).await;
+    match read {
+        Ok((records, dropped)) => {
+            let records = records.into_iter().map(log_record).collect();
+            Json(v1::Log { records, dropped }).into_response()
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// Calls, errors and durations per group, over the records this caller may read.
+async fn stats(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::StatsQuery>) -> Response {
+    let by_name = q.by.unwrap_or_else(|| "server".into());
+    let Some(by) = journal::GroupBy::parse(&by_name) else {
+        let message = format!("\"by\" must be server, tool, client or session, not {by_name:?}");
+        return error(&RpcError::invalid_params(message));
+    };
+    let filter = match journal_filter(&caller, q.since.as_deref()) {
+        Ok(filter) => filter,
+        Err(e) => return error(&e),
+    };
+    match read_journal(&front, move |j| j.stats(&filter, by)).await {
+        Ok((stats, dropped)) => {
+            let groups = stats
+                .into_iter()
+                .map(|s| v1::StatsGroup {
+                    key: s.key,
+                    calls: s.calls,
+                    errors: s.errors,
+                    error_rate: s.error_rate,
+                    p50_ms: s.p50_ms,
+                    p95_ms: s.p95_ms,
+                    p99_ms: s.p99_ms,
+                })
+                .collect();
+            Json(v1::Stats { by: by_name, groups, dropped }).into_response()
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// What the caller may see (its principal's records; the owner, everyone's) since when.
+fn journal_filter(caller: &Identity, since: Option<&str>) -> Result<journal::Filter, RpcError> {
+    let mut filter = journal::Filter::visible_to(&caller.principal);
+    if let Some(since) = since {
+        let ago = journal::parse_duration(since).map_err(|e| RpcError::invalid_params(format!("\"since\": {e}")))?;
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        filter.since_ms = Some(now.saturating_sub(ago).as_millis() as i64);
+    }
+    Ok(filter)
+}
+
+/// Runs a read of the journal off the runtime; with the count of dropped records.
+async fn read_journal<T: Send + 'static>(
+    front: &Arc<Front>,
+    read: impl FnOnce(&journal::Journal) -> Result<T, journal::StoreError> + Send + 'static,
+) -> Result<(T, u64), RpcError> {
+    let gateway = front.gateway.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let journal = gateway.journal().ok_or_else(|| "the journal is off (journal.enabled)".to_owned())?;
+        read(journal).map(|found| (found, journal.dropped())).map_err(|e| format!("cannot read the journal: {e}"))
+    });
+    match read.await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(message)) => Err(RpcError::new(code::INTERNAL_ERROR, message)),
+        Err(e) => Err(RpcError::new(code::INTERNAL_ERROR, format!("cannot read the journal: {e}"))),
+    }
+}
+
+fn log_record(r: journal::Record) -> v1::LogRecord {
+    v1::LogRecord {
+        id: r.id,
+        time_ms: r.time_ms,
+        client: r.caller.client,
+        session: r.caller.session,
+        transport: r.caller.transport.to_owned(),
+        revision: r.caller.revision,
+        server: r.server,
+        instance: r.instance,
+        method: r.method,
+        name: r.name,
+        in_script: r.in_script,
+        duration_ms: r.duration_us as f64 / 1000.0,
+        outcome: r.outcome.as_str().to_owned(),
+        code: r.code,
+        bytes_in: r.bytes_in,
+        bytes_out: r.bytes_out,
+        arguments: r.arguments,
     }
 }
 

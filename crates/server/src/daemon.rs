@@ -137,6 +137,9 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     let gateway = Gateway::new(settings);
     gateway.remember_eras_in(dir.join("eras.json"));
     gateway.keep_artifacts_in(dir.join("artifacts"));
+    if let Err(e) = gateway.keep_journal_in(dir.join("journal.sqlite")) {
+        tracing::warn!("the call journal is off: cannot open {}: {e}", dir.join("journal.sqlite").display());
+    }
     // Tokens live in the state dir, private like it: logins survive a daemon restart.
     match mcpx_oauth::Authorizer::open(&dir.join("oauth"), mcpx_oauth::Settings::default()) {
         Ok(authorizer) => gateway.authorize_with(authorizer),

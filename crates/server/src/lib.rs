@@ -43,6 +43,7 @@ mod http;
 mod legacy;
 mod listen;
 pub mod listener;
+mod metrics;
 mod modern;
 mod pending;
 mod questions;

@@ -85,6 +85,11 @@ impl Pending {
     }
 
     /// The questions waiting for `owner`.
+    /// Questions waiting now, everyone's (`/metrics`).
+    pub fn waiting(&self) -> usize {
+        self.questions.lock().expect("pending lock").len()
+    }
+
     pub fn of(&self, owner: &Identity) -> Vec<Question> {
         let owner = owner.owner_key();
         let questions = self.questions.lock().expect("pending lock");

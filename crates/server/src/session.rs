@@ -107,6 +107,11 @@ impl Sessions {
     /// The live session with this id, opened by `owner`, marked as used now. Another
     /// principal presenting the id finds nothing, as if it did not exist; nor does anyone
     /// find a session idle past `idle_timeout` (the sweeper ends it).
+    /// Sessions open now (`/metrics`).
+    pub fn count(&self) -> usize {
+        self.open.lock().expect("sessions lock").len()
+    }
+
     pub fn get(&self, id: &str, owner: &Principal, idle_timeout: Duration) -> Option<Session> {
         let mut open = self.open.lock().expect("sessions lock");
         let (session, used) = open.get_mut(id).filter(|(s, _)| s.owner == *owner)?;

@@ -241,6 +241,101 @@ pub enum PollOutcome {
     Running(Running),
 }
 
+/// `GET /v1/log`: which journal records, newest first. A caller sees only its own
+/// principal's records, unless it is the daemon's owner (the local user).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// A tool's (or prompt's) name, or a resource's URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// A session key as mcpx prints it (`session:<label>`, `process:<pid>`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Only calls that did not simply succeed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub errors: bool,
+    /// Only records newer than this long ago: `"10m"`, `"1h"`, `"7d"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Only records written after the one with this id (`mcpx log --follow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<i64>,
+    /// At most this many records (default 100, at most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The answer to `GET /v1/log`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Log {
+    pub records: Vec<LogRecord>,
+    /// Records dropped since the daemon started because the journal's queue was full.
+    pub dropped: u64,
+}
+
+/// One journaled request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogRecord {
+    /// Its place in the journal: later records have larger ids.
+    pub id: i64,
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    pub client: Option<String>,
+    pub session: Option<String>,
+    /// `socket`, `http` or `http-session`.
+    pub transport: String,
+    pub revision: String,
+    pub server: Option<String>,
+    pub instance: Option<String>,
+    pub method: String,
+    pub name: Option<String>,
+    /// Made by an `mcpx_exec` script.
+    pub in_script: bool,
+    pub duration_ms: f64,
+    /// `ok`, `tool_error`, `error`, `timeout` or `refused`.
+    pub outcome: String,
+    /// The JSON-RPC error code, for an error.
+    pub code: Option<i64>,
+    pub bytes_in: i64,
+    pub bytes_out: i64,
+    /// As `journal.arguments` kept them; absent by default.
+    pub arguments: Option<String>,
+}
+
+/// `GET /v1/stats`: how to group, and since when.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsQuery {
+    /// `server` (default), `tool`, `client` or `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// The answer to `GET /v1/stats`: one entry per group, busiest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub by: String,
+    pub groups: Vec<StatsGroup>,
+    pub dropped: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatsGroup {
+    /// The server, `server.tool`, client or session; null where records had none.
+    pub key: Option<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
 /// `GET /v1/artifacts`: the session's artifacts, oldest first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactList {

@@ -36,7 +36,7 @@ use crate::session::Session;
 
 pub use legacy::SESSION_HEADER;
 
-/// The `/mcp` route and the protected resource metadata that describes it; `daemon`
+/// The `/mcp` route, the protected resource metadata that describes it, and `/metrics`; `daemon`
 /// puts them behind admission with the others.
 pub fn routes() -> Router<Arc<Front>> {
     // Literal paths, so that the tests walking every route find them (`resource_metadata::PATH`).
@@ -44,6 +44,7 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/mcp", any(mcp))
         .route("/.well-known/oauth-protected-resource", get(resource_metadata::document))
         .route("/.well-known/oauth-protected-resource/{*resource}", get(resource_metadata::document))
+        .route("/metrics", get(crate::metrics::render))
 }
 
 async fn mcp(

@@ -15,8 +15,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{
     AbandonRequest, Abandoned, AnswerRequest, ArtifactList, AskQuery, AuthList, AuthServerRequest, CallOutcome,
-    CallRequest, CallStatus, ExecRequest, LoggedOut, LoginProgress, LoginStarted, LoginWait, PollOutcome, PollQuery,
-    Question, QuestionList, Running, Status, Stopping, ToolList, ToolsQuery, Waiting,
+    CallRequest, CallStatus, ExecRequest, Log, LogQuery, LoggedOut, LoginProgress, LoginStarted, LoginWait,
+    PollOutcome, PollQuery, Question, QuestionList, Running, Stats, StatsQuery, Status, Stopping, ToolList, ToolsQuery,
+    Waiting,
 };
 use crate::caller::SESSION_HEADER;
 
@@ -63,6 +64,14 @@ impl V1Client {
 
     pub async fn tools(&mut self, query: &ToolsQuery) -> Result<ToolList, ClientError> {
         self.send(Method::GET, with_query("/v1/tools", query), None).await?.json(StatusCode::OK)
+    }
+
+    pub async fn log(&mut self, query: &LogQuery) -> Result<Log, ClientError> {
+        self.send(Method::GET, with_query("/v1/log", query), None).await?.json(StatusCode::OK)
+    }
+
+    pub async fn stats(&mut self, query: &StatsQuery) -> Result<Stats, ClientError> {
+        self.send(Method::GET, with_query("/v1/stats", query), None).await?.json(StatusCode::OK)
     }
 
     pub async fn call(&mut self, call: &CallRequest) -> Result<CallOutcome, ClientError> {

@@ -169,6 +169,41 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
             vec![to_value(LoginProgress { id: "l1".into(), status: "failed".into(), error: Some("wrong iss".into()) })]
         }
         ("/v1/auth/logout", "post", "200") => vec![to_value(LoggedOut { server: "docs".into(), revoked: true })],
+        ("/v1/log", "get", "200") => vec![to_value(Log {
+            records: vec![LogRecord {
+                id: 7,
+                time_ms: 1_700_000_000_000,
+                client: Some("ci".into()),
+                session: Some("session@\"ci\":a".into()),
+                transport: "http".into(),
+                revision: "2025-11-25".into(),
+                server: Some("alpha".into()),
+                instance: Some("alpha[global]".into()),
+                method: "tools/call".into(),
+                name: Some("echo".into()),
+                in_script: false,
+                duration_ms: 1.5,
+                outcome: "error".into(),
+                code: Some(-32602),
+                bytes_in: 40,
+                bytes_out: 0,
+                arguments: Some("{\"password\":\"[redacted]\"}".into()),
+            }],
+            dropped: 0,
+        })],
+        ("/v1/stats", "get", "200") => vec![to_value(Stats {
+            by: "server".into(),
+            groups: vec![StatsGroup {
+                key: Some("alpha".into()),
+                calls: 10,
+                errors: 1,
+                error_rate: 0.1,
+                p50_ms: 1.0,
+                p95_ms: 2.0,
+                p99_ms: 3.0,
+            }],
+            dropped: 2,
+        })],
         // A tool's result is the upstream's own, passed through as a `Value`.
         ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll", _, "200") => return None,
         _ => vec![],

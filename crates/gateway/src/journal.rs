@@ -1,0 +1,844 @@
+//! The call journal: one [`Record`] per request mcpx answers for a caller (a tool call, a
+//! script's tool call, a resource read, a prompt, a completion), kept in SQLite in the
+//! state dir, and read back for `/v1/log` and `/v1/stats`.
+//!
+//! Writing never holds up a call: a record goes into a bounded queue to one writer thread,
+//! which writes what has gathered in one transaction. A full queue drops the record and
+//! counts it. Listings are not journaled: they carry no caller's data and would drown the
+//! calls in noise.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mcpx_upstream::UpstreamError;
+use rusqlite::{Connection, OpenFlags, params_from_iter};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::{JournalArguments, JournalConfig};
+use crate::error::Error;
+use crate::identity::{Identity, Principal, Session};
+use crate::scope::InstanceKey;
+
+/// Most records one transaction writes.
+const BATCH: usize = 512;
+/// How often the writer enforces retention when it is otherwise idle.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+/// What a masked value reads as.
+pub const MASK: &str = "[redacted]";
+
+/// How a request ended, as the journal and the metrics count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// A tool result with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error (its code is in the record).
+    Error,
+    /// The upstream did not answer in time.
+    Timeout,
+    /// A limit of mcpx refused the request (`limits.*`, `limits.rate`).
+    Refused,
+    /// The tool policy refused it: the caller was told the name does not exist.
+    Denied,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 6] =
+        [Outcome::Ok, Outcome::ToolError, Outcome::Error, Outcome::Timeout, Outcome::Refused, Outcome::Denied];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+            Outcome::Refused => "refused",
+            Outcome::Denied => "denied",
+        }
+    }
+
+    fn parse(text: &str) -> Outcome {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == text).unwrap_or(Outcome::Error)
+    }
+
+    /// Whether the caller got anything but a plain success.
+    pub fn is_error(self) -> bool {
+        self != Outcome::Ok
+    }
+
+    /// The outcome of a request and the JSON-RPC error code the caller saw, if any.
+    pub fn of(answer: Result<&Value, &Error>) -> (Outcome, Option<i64>) {
+        match answer {
+            Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => (Outcome::ToolError, None),
+            Ok(_) => (Outcome::Ok, None),
+            Err(e) if e.refusal() == Some("limit") => (Outcome::Refused, Some(e.code())),
+            Err(e) if e.refusal() == Some("policy") => (Outcome::Denied, Some(e.code())),
+            Err(e @ Error::Upstream(UpstreamError::Timeout { .. })) => (Outcome::Timeout, Some(e.code())),
+            Err(e) => (Outcome::Error, Some(e.code())),
+        }
+    }
+}
+
+/// Who asked, as the journal keeps it: the principal (whose records these are), the
+/// client and session as mcpx prints them, the transport and the revision.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Caller {
+    /// `Principal::tag`: empty for the local user.
+    #[serde(skip)]
+    pub principal: String,
+    pub client: Option<String>,
+    pub session: Option<String>,
+    pub transport: &'static str,
+    pub revision: String,
+}
+
+impl Caller {
+    pub fn of(identity: &Identity, revision: &str) -> Caller {
+        let transport = match (&identity.session, identity.pid) {
+            (Some(Session::Http(_)), _) => "http-session",
+            (_, Some(_)) => "socket",
+            _ => "http",
+        };
+        Caller {
+            principal: identity.principal.tag(),
+            client: identity.client(),
+            session: identity.session_key().map(|k| k.to_string()),
+            transport,
+            revision: revision.to_owned(),
+        }
+    }
+}
+
+/// One request mcpx answered, as the journal keeps it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// Its place in the journal, once written: later records have larger ids.
+    pub id: i64,
+    /// Milliseconds since the Unix epoch, when the request arrived.
+    pub time_ms: i64,
+    #[serde(flatten)]
+    pub caller: Caller,
+    pub server: Option<String>,
+    pub instance: Option<String>,
+    pub method: String,
+    /// The tool, prompt or completion reference, or the resource's URI.
+    pub name: Option<String>,
+    /// Made by a script (`mcpx_exec`) rather than the caller itself.
+    pub in_script: bool,
+    pub duration_us: i64,
+    pub outcome: Outcome,
+    pub code: Option<i64>,
+    pub bytes_in: i64,
+    pub bytes_out: i64,
+    /// As `journal.arguments` says: absent, masked, a digest, or whole.
+    pub arguments: Option<String>,
+}
+
+/// Where a request went: set once the pool leased its instance.
+pub type Reached = Arc<OnceLock<InstanceKey>>;
+
+/// A request being journaled: what is known before it is answered.
+pub(crate) struct Pending {
+    started: Instant,
+    time_ms: i64,
+    method: &'static str,
+    server: Option<String>,
+    name: Option<String>,
+    bytes_in: i64,
+    arguments: Option<String>,
+}
+
+/// The methods whose requests are journaled, as static names.
+pub(crate) fn journaled(method: &str) -> Option<&'static str> {
+    ["tools/call", "resources/read", "prompts/get", "completion/complete"].into_iter().find(|m| *m == method)
+}
+
+impl Pending {
+    /// Notes a request before it is answered: its target as the params name it, its size,
+    /// and its arguments as `mode` keeps them. Reads `params`; copies only short names.
+    pub(crate) fn start(method: &'static str, params: &Value, mode: JournalArguments) -> Pending {
+        let (server, name, arguments) = target(method, params);
+        Pending {
+            started: Instant::now(),
+            time_ms: now_ms(),
+            method,
+            server,
+            name,
+            bytes_in: json_len(params),
+            arguments: arguments.and_then(|a| keep_arguments(a, mode)),
+        }
+    }
+
+    /// The finished record.
+    pub(crate) fn finish(
+        self,
+        caller: Caller,
+        reached: Option<&InstanceKey>,
+        answer: Result<&Value, &Error>,
+        in_script: bool,
+    ) -> Record {
+        let (outcome, code) = Outcome::of(answer);
+        // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
+        let name = match (reached, self.name) {
+            (Some(key), Some(name)) if self.method == "tools/call" => {
+                Some(name.strip_prefix(&format!("{}__", key.server)).map(str::to_owned).unwrap_or(name))
+            }
+            (_, name) => name,
+        };
+        Record {
+            id: 0,
+            time_ms: self.time_ms,
+            caller,
+            server: reached.map(|k| k.server.clone()).or(self.server),
+            instance: reached.map(ToString::to_string),
+            method: self.method.to_owned(),
+            name,
+            in_script,
+            duration_us: i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX),
+            outcome,
+            code,
+            bytes_in: self.bytes_in,
+            bytes_out: answer.map(json_len).unwrap_or(0),
+            arguments: self.arguments,
+        }
+    }
+
+    /// A script's tool call, named by the server and tool the script reached.
+    pub(crate) fn script_call(server: &str, tool: &str, arguments: &Value, mode: JournalArguments) -> Pending {
+        Pending {
+            started: Instant::now(),
+            time_ms: now_ms(),
+            method: "tools/call",
+            server: Some(server.to_owned()),
+            name: Some(tool.to_owned()),
+            bytes_in: json_len(arguments),
+            arguments: keep_arguments(arguments, mode),
+        }
+    }
+}
+
+/// The server (when the params name it), the name, and the arguments of a request.
+fn target<'a>(method: &str, params: &'a Value) -> (Option<String>, Option<String>, Option<&'a Value>) {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    match method {
+        "tools/call" => {
+            let arguments = params.get("arguments");
+            match params.get("name").and_then(Value::as_str) {
+                // `mcpx_call` names its server and tool in its arguments.
+                Some(crate::tools::CALL) => {
+                    let inner = arguments.and_then(|a| a.get("arguments"));
+                    (text(arguments.and_then(|a| a.get("server"))), text(arguments.and_then(|a| a.get("tool"))), inner)
+                }
+                Some(name @ (crate::tools::SEARCH | crate::exec::EXEC)) => {
+                    (Some("mcpx".into()), Some(name.to_owned()), arguments)
+                }
+                name => (None, name.map(str::to_owned), arguments),
+            }
+        }
+        "resources/read" => (None, text(params.get("uri")), None),
+        "prompts/get" => (None, text(params.get("name")), params.get("arguments")),
+        "completion/complete" => {
+            let reference = params.get("ref");
+            let name = text(reference.and_then(|r| r.get("name")).or_else(|| reference.and_then(|r| r.get("uri"))));
+            (None, name, params.get("argument"))
+        }
+        _ => (None, None, None),
+    }
+}
+
+/// A duration as the config writes one (`"10m"`, `"1h"`, a number of milliseconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::config::duration::parse(text)
+}
+
+/// The journal's storage error.
+pub type StoreError = rusqlite::Error;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The size of `value` as compact JSON, counted as it is written out, without building it.
+pub fn json_len(value: &Value) -> i64 {
+    struct Count(i64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as i64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The arguments as `mode` keeps them.
+pub fn keep_arguments(arguments: &Value, mode: JournalArguments) -> Option<String> {
+    match mode {
+        JournalArguments::None => None,
+        JournalArguments::Whole => Some(arguments.to_string()),
+        JournalArguments::Redacted => Some(redacted(arguments).to_string()),
+        JournalArguments::Hashed => {
+            let digest = Sha256::digest(arguments.to_string().as_bytes());
+            Some(format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+        }
+    }
+}
+
+/// Whether a key names a secret: a token, a password, a key, a cookie…
+pub fn is_secret_key(key: &str) -> bool {
+    const SECRET: [&str; 12] = [
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "key",
+        "authorization",
+        "auth",
+        "cookie",
+        "credential",
+        "private",
+        "signature",
+    ];
+    let key = key.to_ascii_lowercase();
+    SECRET.iter().any(|s| key.contains(s))
+}
+
+/// `value` with the value of every secret-like key masked, at any depth.
+pub fn redacted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), if is_secret_key(k) { Value::String(MASK.into()) } else { redacted(v) }))
+                .collect::<Map<String, Value>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redacted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The journal: a queue to its writer, and the file it reads back.
+pub struct Journal {
+    queue: SyncSender<Record>,
+    dropped: Arc<AtomicU64>,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `path` and starts its writer, which ends when the
+    /// journal is dropped. `retention` says the settings in force at each pruning (they
+    /// are hot), `None` once the gateway is gone.
+    pub fn open(
+        path: &Path,
+        queue: usize,
+        retention: impl Fn() -> Option<JournalConfig> + Send + 'static,
+    ) -> Result<Journal, rusqlite::Error> {
+        let connection = Connection::open(path)?;
+        connection.execute_batch(SCHEMA)?;
+        let (queue, records) = std::sync::mpsc::sync_channel(queue);
+        std::thread::Builder::new()
+            .name("mcpx-journal".into())
+            .spawn(move || write(connection, records, retention))
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        Ok(Journal { queue, dropped: Default::default(), path: path.to_owned() })
+    }
+
+    /// Queues `record` for the writer; when the queue is full it is dropped and counted.
+    pub fn record(&self, record: Record) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.queue.try_send(record) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records dropped since the daemon started, for want of room in the queue.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Records matching `query`, newest first. Blocking: call it off the async runtime.
+    pub fn read(&self, query: &Query) -> Result<Vec<Record>, rusqlite::Error> {
+        let connection = self.reader()?;
+        let (clause, values) = query.filter.clause();
+        let sql = format!("SELECT {COLUMNS} FROM calls {clause} ORDER BY time_ms DESC, id DESC LIMIT {}", query.limit);
+        let mut statement = connection.prepare(&sql)?;
+        let rows = statement.query_map(params_from_iter(values.iter()), row_record)?;
+        rows.collect()
+    }
+
+    /// Calls, errors and duration percentiles per group, busiest group first. Blocking.
+    pub fn stats(&self, filter: &Filter, by: GroupBy) -> Result<Vec<Stat>, rusqlite::Error> {
+        let connection = self.reader()?;
+        let (clause, values) = filter.clause();
+        let sql = format!("SELECT {}, duration_us, outcome FROM calls {clause}", by.column());
+        let mut statement = connection.prepare(&sql)?;
+        let rows = statement.query_map(params_from_iter(values.iter()), |row| {
+            Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
+        })?;
+        let mut groups: std::collections::HashMap<Option<String>, (Vec<i64>, u64)> = Default::default();
+        for row in rows {
+            let (key, duration, outcome) = row?;
+            let group = groups.entry(key).or_default();
+            group.0.push(duration);
+            group.1 += u64::from(Outcome::parse(&outcome).is_error());
+        }
+        let mut stats: Vec<Stat> =
+            groups.into_iter().map(|(key, (durations, errors))| Stat::of(key, durations, errors)).collect();
+        stats.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.key.cmp(&b.key)));
+        Ok(stats)
+    }
+
+    fn reader(&self) -> Result<Connection, rusqlite::Error> {
+        let connection = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        connection.busy_timeout(Duration::from_secs(5))?;
+        Ok(connection)
+    }
+}
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    time_ms INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    client TEXT,
+    session TEXT,
+    transport TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    server TEXT,
+    instance TEXT,
+    method TEXT NOT NULL,
+    name TEXT,
+    in_script INTEGER NOT NULL,
+    duration_us INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    code INTEGER,
+    bytes_in INTEGER NOT NULL,
+    bytes_out INTEGER NOT NULL,
+    arguments TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_by_time ON calls (time_ms);
+CREATE INDEX IF NOT EXISTS calls_by_principal ON calls (principal, time_ms);
+";
+
+const COLUMNS: &str = "id, time_ms, principal, client, session, transport, revision, server, instance, method, name, \
+                       in_script, duration_us, outcome, code, bytes_in, bytes_out, arguments";
+
+fn row_record(row: &rusqlite::Row<'_>) -> Result<Record, rusqlite::Error> {
+    let transport: String = row.get(5)?;
+    Ok(Record {
+        id: row.get(0)?,
+        time_ms: row.get(1)?,
+        caller: Caller {
+            principal: row.get(2)?,
+            client: row.get(3)?,
+            session: row.get(4)?,
+            transport: ["socket", "http", "http-session"].into_iter().find(|t| *t == transport).unwrap_or("http"),
+            revision: row.get(6)?,
+        },
+        server: row.get(7)?,
+        instance: row.get(8)?,
+        method: row.get(9)?,
+        name: row.get(10)?,
+        in_script: row.get(11)?,
+        duration_us: row.get(12)?,
+        outcome: Outcome::parse(&row.get::<_, String>(13)?),
+        code: row.get(14)?,
+        bytes_in: row.get(15)?,
+        bytes_out: row.get(16)?,
+        arguments: row.get(17)?,
+    })
+}
+
+/// The writer: waits for records, writes what has gathered in one transaction, and
+/// enforces retention now and then. Ends when the journal is dropped.
+fn write(mut connection: Connection, records: Receiver<Record>, retention: impl Fn() -> Option<JournalConfig>) {
+    let mut pruned = Instant::now();
+    if let Some(config) = retention() {
+        prune(&connection, &config);
+    }
+    loop {
+        let first = match records.recv_timeout(PRUNE_EVERY) {
+            Ok(record) => Some(record),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let batch: Vec<Record> = first.into_iter().chain(records.try_iter().take(BATCH - 1)).collect();
+        if !batch.is_empty()
+            && let Err(e) = insert(&mut connection, &batch)
+        {
+            tracing::warn!("journal: cannot write {} records: {e}", batch.len());
+        }
+        if pruned.elapsed() >= PRUNE_EVERY {
+            let Some(config) = retention() else { return };
+            prune(&connection, &config);
+            pruned = Instant::now();
+        }
+    }
+}
+
+fn insert(connection: &mut Connection, batch: &[Record]) -> Result<(), rusqlite::Error> {
+    let transaction = connection.transaction()?;
+    {
+        let mut statement = transaction.prepare_cached(&format!(
+            "INSERT INTO calls ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            &COLUMNS["id, ".len()..]
+        ))?;
+        for r in batch {
+            statement.execute(rusqlite::params![
+                r.time_ms,
+                r.caller.principal,
+                r.caller.client,
+                r.caller.session,
+                r.caller.transport,
+                r.caller.revision,
+                r.server,
+                r.instance,
+                r.method,
+                r.name,
+                r.in_script,
+                r.duration_us,
+                r.outcome.as_str(),
+                r.code,
+                r.bytes_in,
+                r.bytes_out,
+                r.arguments,
+            ])?;
+        }
+    }
+    transaction.commit()
+}
+
+/// Deletes records older than `journal.maxAge`, then the oldest until the file's used
+/// pages fit `journal.maxBytes` (freed pages are reused, so the file stops growing).
+fn prune(connection: &Connection, config: &JournalConfig) {
+    let cutoff = now_ms() - i64::try_from(config.max_age.as_millis()).unwrap_or(i64::MAX);
+    if let Err(e) = connection.execute("DELETE FROM calls WHERE time_ms < ?1", [cutoff]) {
+        tracing::warn!("journal: cannot prune old records: {e}");
+    }
+    let used = |c: &Connection| -> Result<u64, rusqlite::Error> {
+        let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let free: i64 = c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        Ok(((pages - free).max(0) * size) as u64)
+    };
+    // A tenth of the records at a time, until the rest fit.
+    while used(connection).is_ok_and(|bytes| bytes > config.max_bytes) {
+        let deleted = connection.execute(
+            "DELETE FROM calls WHERE id IN (SELECT id FROM calls ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM calls) / 10))",
+            [],
+        );
+        if !matches!(deleted, Ok(n) if n > 0) {
+            break;
+        }
+    }
+}
+
+/// Which records a reader asks for.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only this principal's (`Principal::tag`); `None`: everyone's (the owner).
+    pub principal: Option<String>,
+    pub server: Option<String>,
+    pub tool: Option<String>,
+    pub session: Option<String>,
+    pub errors_only: bool,
+    pub since_ms: Option<i64>,
+    /// Only records written after the one with this id (following the journal).
+    pub after_id: Option<i64>,
+}
+
+impl Filter {
+    /// Only the records `principal` may see: a token holder or OAuth subject sees its
+    /// own; the local user (the daemon's owner) sees everyone's.
+    pub fn visible_to(principal: &Principal) -> Filter {
+        Filter { principal: (!matches!(principal, Principal::Local)).then(|| principal.tag()), ..Filter::default() }
+    }
+
+    fn clause(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value as Sql;
+        let mut conditions = Vec::new();
+        let mut values = Vec::new();
+        let mut add = |condition: &str, value: Sql| {
+            values.push(value);
+            conditions.push(format!("{condition} ?{}", values.len()));
+        };
+        if let Some(p) = &self.principal {
+            add("principal =", Sql::Text(p.clone()));
+        }
+        if let Some(s) = &self.server {
+            add("server =", Sql::Text(s.clone()));
+        }
+        if let Some(t) = &self.tool {
+            add("name =", Sql::Text(t.clone()));
+        }
+        if let Some(s) = &self.session {
+            add("session =", Sql::Text(s.clone()));
+        }
+        if let Some(since) = self.since_ms {
+            add("time_ms >=", Sql::Integer(since));
+        }
+        if let Some(id) = self.after_id {
+            add("id >", Sql::Integer(id));
+        }
+        if self.errors_only {
+            conditions.push("outcome != 'ok'".into());
+        }
+        let clause = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+        (clause, values)
+    }
+}
+
+/// A `/v1/log` request.
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub filter: Filter,
+    pub limit: usize,
+}
+
+/// What `/v1/stats` groups by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupBy {
+    Server,
+    Tool,
+    Client,
+    Session,
+}
+
+impl GroupBy {
+    pub fn parse(text: &str) -> Option<GroupBy> {
+        match text {
+            "server" => Some(GroupBy::Server),
+            "tool" => Some(GroupBy::Tool),
+            "client" => Some(GroupBy::Client),
+            "session" => Some(GroupBy::Session),
+            _ => None,
+        }
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            GroupBy::Server => "server",
+            GroupBy::Tool => "COALESCE(server || '.', '') || COALESCE(name, '')",
+            GroupBy::Client => "client",
+            GroupBy::Session => "session",
+        }
+    }
+}
+
+/// One group's numbers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stat {
+    /// The server, `server.tool`, client or session; `None` where the records had none
+    /// (the local user has no client name).
+    pub key: Option<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Stat {
+    fn of(key: Option<String>, mut durations_us: Vec<i64>, errors: u64) -> Stat {
+        durations_us.sort_unstable();
+        let calls = durations_us.len() as u64;
+        let ms = |p| percentile(&durations_us, p) as f64 / 1000.0;
+        Stat {
+            key,
+            calls,
+            errors,
+            error_rate: if calls == 0 { 0.0 } else { errors as f64 / calls as f64 },
+            p50_ms: ms(50.0),
+            p95_ms: ms(95.0),
+            p99_ms: ms(99.0),
+        }
+    }
+}
+
+/// The nearest-rank percentile `p` (0–100) of `sorted`: the smallest value at or below
+/// which `p`% of the values lie. 0 for no values.
+pub fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn redaction_masks_secret_like_keys_at_any_depth_and_keeps_the_rest() {
+        let arguments = json!({
+            "query": "weather",
+            "password": "hunter2",
+            "nested": { "apiKey": "k-1", "list": [{ "Authorization": "Bearer x", "n": 1 }] },
+            "session_cookie": { "a": "b" },
+        });
+        let masked = redacted(&arguments);
+        assert_eq!(
+            masked,
+            json!({
+                "query": "weather",
+                "password": MASK,
+                "nested": { "apiKey": MASK, "list": [{ "Authorization": MASK, "n": 1 }] },
+                "session_cookie": MASK,
+            })
+        );
+        assert!(!masked.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn each_arguments_mode_keeps_what_it_says() {
+        let arguments = json!({ "token": "t0p", "q": 1 });
+        assert_eq!(keep_arguments(&arguments, JournalArguments::None), None);
+        assert_eq!(keep_arguments(&arguments, JournalArguments::Whole).as_deref(), Some(r#"{"token":"t0p","q":1}"#));
+        let hashed = keep_arguments(&arguments, JournalArguments::Hashed).unwrap();
+        assert!(hashed.starts_with("sha256:") && hashed.len() == 7 + 64 && !hashed.contains("t0p"), "{hashed}");
+        assert_eq!(keep_arguments(&arguments, JournalArguments::Hashed).unwrap(), hashed);
+        assert!(!keep_arguments(&arguments, JournalArguments::Redacted).unwrap().contains("t0p"));
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let values: Vec<i64> = (1..=100).collect();
+        assert_eq!(percentile(&values, 50.0), 50);
+        assert_eq!(percentile(&values, 95.0), 95);
+        assert_eq!(percentile(&values, 99.0), 99);
+        assert_eq!(percentile(&[7], 99.0), 7);
+        assert_eq!(percentile(&[1, 2], 50.0), 1);
+        assert_eq!(percentile(&[], 50.0), 0);
+    }
+
+    #[test]
+    fn the_size_counted_is_the_compact_json_size() {
+        let value = json!({ "a": [1, "two", null], "b": { "c": true } });
+        assert_eq!(json_len(&value), value.to_string().len() as i64);
+    }
+
+    #[test]
+    fn outcomes_are_classified_from_the_result_and_the_error() {
+        assert_eq!(Outcome::of(Ok(&json!({ "content": [] }))).0, Outcome::Ok);
+        assert_eq!(Outcome::of(Ok(&json!({ "isError": true }))).0, Outcome::ToolError);
+        let limit = Error::Limit { message: "busy".into(), setting: "limits.maxCallsPerClient", limit: 1 };
+        assert_eq!(Outcome::of(Err(&limit)), (Outcome::Refused, Some(-32603)));
+        let timeout = Error::Upstream(UpstreamError::Timeout {
+            server: "s".into(),
+            method: "tools/call".into(),
+            after: Duration::from_secs(1),
+        });
+        assert_eq!(Outcome::of(Err(&timeout)).0, Outcome::Timeout);
+        assert_eq!(Outcome::of(Err(&Error::NoMethod("x".into()))), (Outcome::Error, Some(-32601)));
+    }
+
+    fn record(time_ms: i64, principal: &str, outcome: Outcome) -> Record {
+        Record {
+            id: 0,
+            time_ms,
+            caller: Caller {
+                principal: principal.into(),
+                client: None,
+                session: None,
+                transport: "socket",
+                revision: "2025-11-25".into(),
+            },
+            server: Some("alpha".into()),
+            instance: None,
+            method: "tools/call".into(),
+            name: Some("echo".into()),
+            in_script: false,
+            duration_us: 1000,
+            outcome,
+            code: None,
+            bytes_in: 2,
+            bytes_out: 2,
+            arguments: None,
+        }
+    }
+
+    fn memory() -> Connection {
+        let connection = Connection::open_in_memory().unwrap();
+        connection.execute_batch(SCHEMA).unwrap();
+        connection
+    }
+
+    fn count(connection: &Connection) -> i64 {
+        connection.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn records_older_than_max_age_are_pruned_and_newer_ones_kept() {
+        let mut connection = memory();
+        let day = 24 * 3_600_000;
+        let batch = [record(now_ms() - 3 * day, "", Outcome::Ok), record(now_ms(), "", Outcome::Ok)];
+        insert(&mut connection, &batch).unwrap();
+        prune(&connection, &JournalConfig { max_age: Duration::from_millis(2 * day as u64), ..Default::default() });
+        let left: i64 = connection.query_row("SELECT MIN(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
+        assert_eq!(count(&connection), 1);
+        assert!(left > now_ms() - day);
+    }
+
+    #[test]
+    fn past_max_bytes_the_oldest_records_go_first() {
+        let mut connection = memory();
+        let mut batch: Vec<Record> = (0..2000).map(|i| record(now_ms() - 10_000 + i, "", Outcome::Ok)).collect();
+        batch.iter_mut().for_each(|r| r.arguments = Some("x".repeat(200)));
+        insert(&mut connection, &batch).unwrap();
+        prune(&connection, &JournalConfig { max_bytes: 100 * 1024, ..Default::default() });
+        let left = count(&connection);
+        assert!(left > 0 && left < 2000, "{left} records left");
+        let newest: i64 = connection.query_row("SELECT MAX(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
+        assert_eq!(newest, batch.last().unwrap().time_ms);
+    }
+
+    #[test]
+    fn stats_group_and_count_errors_over_what_the_filter_lets_through() {
+        let dir = std::env::temp_dir().join(format!("mcpx-journal-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let journal = Journal::open(&path, 16, || None).unwrap();
+        let mut connection = Connection::open(&path).unwrap();
+        let batch = [
+            record(now_ms(), "", Outcome::Ok),
+            record(now_ms(), "", Outcome::ToolError),
+            record(now_ms(), "@\"ci\"", Outcome::Ok),
+        ];
+        insert(&mut connection, &batch).unwrap();
+        let all = journal.stats(&Filter::default(), GroupBy::Server).unwrap();
+        assert_eq!((all[0].key.as_deref(), all[0].calls, all[0].errors), (Some("alpha"), 3, 1));
+        let ci = Filter::visible_to(&Principal::Token("ci".into()));
+        let theirs = journal.stats(&ci, GroupBy::Tool).unwrap();
+        assert_eq!((theirs[0].key.as_deref(), theirs[0].calls, theirs[0].errors), (Some("alpha.echo"), 1, 0));
+        let errors = Filter { errors_only: true, ..Filter::default() };
+        let read = journal.read(&Query { filter: errors, limit: 10 }).unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].outcome, Outcome::ToolError);
+        drop(journal);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_token_holder_is_filtered_to_its_own_records_and_the_local_user_to_none() {
+        assert_eq!(Filter::visible_to(&Principal::Local).principal, None);
+        assert_eq!(Filter::visible_to(&Principal::Token("ci".into())).principal.as_deref(), Some("@\"ci\""));
+    }
+}

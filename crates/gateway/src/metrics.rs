@@ -1,0 +1,186 @@
+//! What the daemon counts for Prometheus (`/metrics`, rendered by `server::metrics`):
+//! requests by server, method, tool and outcome with their durations; the pool counts
+//! its own starts, crashes and reaps (`pool`).
+//!
+//! Labels must stay bounded whatever callers send: never a session, a call id or an
+//! argument; a server label only for a configured server (else `other`); a tool label
+//! only for a tool call that reached a configured server's tool, at most
+//! [`MAX_TOOL_LABELS`] of them (then `other`); other methods' names (a resource's URI)
+//! never.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+use crate::config::Config;
+use crate::journal::{Outcome, Record};
+
+/// Most distinct (server, tool) label pairs; past it, a new tool is counted as `other`.
+pub const MAX_TOOL_LABELS: usize = 1000;
+/// What a label value reads as when the real one could grow without bound.
+pub const OTHER: &str = "other";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub server: String,
+    pub method: String,
+    pub tool: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServerLabel {
+    pub server: String,
+}
+
+type Durations = Family<CallLabels, Histogram, fn() -> Histogram>;
+
+/// The request counters, shared with each scrape's registry (the families are handles).
+pub struct Metrics {
+    pub requests: Family<CallLabels, Counter>,
+    pub durations: Durations,
+    tools: Mutex<HashSet<(String, String)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        fn histogram() -> Histogram {
+            // 1ms to about 33s, doubling.
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        }
+        Metrics {
+            requests: Family::default(),
+            durations: Family::new_with_constructor(histogram as fn() -> Histogram),
+            tools: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one finished request.
+    pub fn observe(&self, record: &Record, config: &Config) {
+        let labels = self.labels(record, config);
+        self.requests.get_or_create(&labels).inc();
+        self.durations.get_or_create(&labels).observe(record.duration_us as f64 / 1e6);
+    }
+
+    /// The bounded labels of a request.
+    pub fn labels(&self, record: &Record, config: &Config) -> CallLabels {
+        let server = match record.server.as_deref() {
+            Some(s) if s == "mcpx" || config.mcp_servers.contains_key(s) => s.to_owned(),
+            _ => OTHER.to_owned(),
+        };
+        // A name the upstream refused as unknown (-32601/-32602) may be anything a caller typed.
+        let known = !matches!(record.code, Some(-32601 | -32602))
+            && !matches!(record.outcome, Outcome::Refused | Outcome::Denied);
+        let tool = match record.name.as_deref() {
+            Some(name) if record.method == "tools/call" && server != OTHER && known => self.tool_label(&server, name),
+            _ if record.method == "tools/call" => OTHER.to_owned(),
+            _ => String::new(),
+        };
+        CallLabels { server, method: record.method.clone(), tool, outcome: record.outcome.as_str().to_owned() }
+    }
+
+    fn tool_label(&self, server: &str, tool: &str) -> String {
+        let mut tools = self.tools.lock().expect("metrics lock");
+        let pair = (server.to_owned(), tool.to_owned());
+        if tools.contains(&pair) || tools.len() < MAX_TOOL_LABELS {
+            tools.insert(pair);
+            tool.to_owned()
+        } else {
+            OTHER.to_owned()
+        }
+    }
+}
+
+/// What the pool counts, per configured server.
+#[derive(Default)]
+pub struct PoolCounters {
+    /// Instances started.
+    pub starts: Family<ServerLabel, Counter>,
+    /// Instances that exited on their own.
+    pub crashes: Family<ServerLabel, Counter>,
+    /// Instances mcpx stopped: idle, reconfigured, orphaned or their session ended.
+    pub reaps: Family<ServerLabel, Counter>,
+}
+
+impl PoolCounters {
+    pub(crate) fn count(family: &Family<ServerLabel, Counter>, server: &str) {
+        family.get_or_create(&ServerLabel { server: server.to_owned() }).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Caller;
+
+    fn record(server: &str, method: &str, name: &str, outcome: Outcome, code: Option<i64>) -> Record {
+        Record {
+            id: 0,
+            time_ms: 0,
+            caller: Caller {
+                principal: String::new(),
+                client: None,
+                session: Some("session:secret-label".into()),
+                transport: "http",
+                revision: "2026-07-28".into(),
+            },
+            server: Some(server.into()),
+            instance: Some(format!("{server}[call:0123]")),
+            method: method.into(),
+            name: Some(name.into()),
+            in_script: false,
+            duration_us: 1500,
+            outcome,
+            code,
+            bytes_in: 1,
+            bytes_out: 1,
+            arguments: Some("{\"a\":1}".into()),
+        }
+    }
+
+    fn config() -> Config {
+        serde_json::from_value(serde_json::json!({ "mcpServers": { "up": { "command": "true" } } })).unwrap()
+    }
+
+    #[test]
+    fn labels_never_carry_a_session_an_instance_or_arguments() {
+        let metrics = Metrics::default();
+        let labels = metrics.labels(&record("up", "tools/call", "echo", Outcome::Ok, None), &config());
+        assert_eq!(
+            labels,
+            CallLabels { server: "up".into(), method: "tools/call".into(), tool: "echo".into(), outcome: "ok".into() }
+        );
+    }
+
+    #[test]
+    fn unconfigured_servers_unknown_tools_and_uris_are_not_labels() {
+        let metrics = Metrics::default();
+        let config = config();
+        let elsewhere = metrics.labels(&record("nowhere", "tools/call", "x", Outcome::Error, Some(-32602)), &config);
+        assert_eq!((elsewhere.server.as_str(), elsewhere.tool.as_str()), (OTHER, OTHER));
+        let typo = metrics.labels(&record("up", "tools/call", "ecko", Outcome::Error, Some(-32602)), &config);
+        assert_eq!((typo.server.as_str(), typo.tool.as_str()), ("up", OTHER));
+        let read = metrics.labels(&record("up", "resources/read", "file:///a/b", Outcome::Ok, None), &config);
+        assert_eq!(read.tool, "");
+    }
+
+    #[test]
+    fn tool_labels_stop_growing_at_the_cap() {
+        let metrics = Metrics::default();
+        let config = config();
+        for i in 0..MAX_TOOL_LABELS {
+            let labels = metrics.labels(&record("up", "tools/call", &format!("t{i}"), Outcome::Ok, None), &config);
+            assert_eq!(labels.tool, format!("t{i}"));
+        }
+        let past = metrics.labels(&record("up", "tools/call", "one-more", Outcome::Ok, None), &config);
+        assert_eq!(past.tool, OTHER);
+        let seen = metrics.labels(&record("up", "tools/call", "t0", Outcome::Ok, None), &config);
+        assert_eq!(seen.tool, "t0");
+    }
+}
