@@ -19,7 +19,7 @@ use url::Url;
 
 use crate::challenge::Challenge;
 use crate::error::OAuthError;
-use crate::http::Http;
+use crate::http::{Http, secure_enough};
 
 /// What the resource server publishes about itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,16 +110,6 @@ pub fn resource_matches(server: &Url, resource: &str) -> bool {
     let want = resource.path().trim_end_matches('/');
     let have = server.path().trim_end_matches('/');
     want.is_empty() || have == want || have.strip_prefix(want).is_some_and(|rest| rest.starts_with('/'))
-}
-
-/// Only `https`, or `http` to a loopback host: tokens and codes never cross a network in
-/// the clear.
-pub fn secure_enough(url: &Url) -> bool {
-    match url.scheme() {
-        "https" => true,
-        "http" => matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]" | "::1")),
-        _ => false,
-    }
 }
 
 /// Runs discovery for the server at `server`.

@@ -33,7 +33,7 @@ impl Default for Http {
             .connect_timeout(Duration::from_secs(10))
             // Never into the clear: a 307 would repeat a token request's body there.
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                if attempt.previous().len() >= 3 || !crate::discovery::secure_enough(attempt.url()) {
+                if attempt.previous().len() >= 3 || !secure_enough(attempt.url()) {
                     attempt.stop()
                 } else {
                     attempt.follow()
@@ -125,6 +125,16 @@ async fn read(url: &str, mut response: reqwest::Response) -> Result<Vec<u8>, OAu
 fn unreachable(url: &str, e: reqwest::Error) -> OAuthError {
     // reqwest's message may repeat the URL, never a body: no secret travels in either.
     OAuthError::Http { url: url.to_owned(), reason: e.without_url().to_string() }
+}
+
+/// Only `https`, or `http` to a loopback host: tokens and codes never cross a network in
+/// the clear.
+pub fn secure_enough(url: &Url) -> bool {
+    match url.scheme() {
+        "https" => true,
+        "http" => matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]" | "::1")),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
