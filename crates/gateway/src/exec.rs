@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::artifacts::Artifact;
 use crate::{CallContext, Gateway, journal, search};
 
-pub const EXEC: &str = "mcpx_exec";
+pub use crate::EXEC;
 
 /// The `mcpx_exec` definition: what a model may write, with one example.
 pub fn definition() -> Value {

@@ -233,13 +233,11 @@ fn target<'a>(method: &str, params: &'a Value) -> (Option<String>, Option<String
             let arguments = params.get("arguments");
             match params.get("name").and_then(Value::as_str) {
                 // `mcpx_call` names its server and tool in its arguments.
-                Some(crate::tools::CALL) => {
+                Some(crate::CALL) => {
                     let inner = arguments.and_then(|a| a.get("arguments"));
                     (text(arguments.and_then(|a| a.get("server"))), text(arguments.and_then(|a| a.get("tool"))), inner)
                 }
-                Some(name @ (crate::tools::SEARCH | crate::exec::EXEC)) => {
-                    (Some("mcpx".into()), Some(name.to_owned()), arguments)
-                }
+                Some(name @ (crate::SEARCH | crate::EXEC)) => (Some("mcpx".into()), Some(name.to_owned()), arguments),
                 name => (None, name.map(str::to_owned), arguments),
             }
         }

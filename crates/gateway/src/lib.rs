@@ -45,6 +45,11 @@ use mcpx_protocol::meta;
 use mcpx_protocol::shape::Cacheability;
 use serde_json::{Value, json};
 
+/// The names of mcpx's own tools: answered in `tools` and `exec`, named in the journal.
+pub const SEARCH: &str = "mcpx_search";
+pub const CALL: &str = "mcpx_call";
+pub const EXEC: &str = "mcpx_exec";
+
 pub use artifacts::Artifact;
 pub use ask::caller_can_answer;
 pub use config::Config;
@@ -194,9 +199,9 @@ impl Gateway {
         format!(
             "mcpx fronts these MCP servers: {}. Find their tools with {} and call them with {}, or run a script that calls several with {}.",
             names.join(", "),
-            tools::SEARCH,
-            tools::CALL,
-            exec::EXEC
+            SEARCH,
+            CALL,
+            EXEC
         )
     }
 

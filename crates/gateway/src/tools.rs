@@ -10,8 +10,7 @@ use crate::error::Error;
 use crate::policy::{Access, Kind};
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming, search};
 
-pub const SEARCH: &str = "mcpx_search";
-pub const CALL: &str = "mcpx_call";
+pub use crate::{CALL, SEARCH};
 
 /// The gateway's own tool definitions.
 pub fn gateway_tools() -> Vec<Value> {
@@ -136,7 +135,7 @@ impl Gateway {
                 let call = CallArgs::read(arguments)?;
                 self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
-            exec::EXEC => self.exec(ctx, &arguments).await,
+            crate::EXEC => self.exec(ctx, &arguments).await,
             // The lookups that may list a server's tools are boxed: they would make every
             // call's future KiBs larger (and it is moved, so copied, more than once).
             _ => match Box::pin(self.exposed_owner(ctx, &name)).await? {
