@@ -301,6 +301,10 @@ pub struct HttpConfig {
     /// Callers with access tokens from an OAuth authorization server, beside (or instead
     /// of) `tokens`. Absent by default: no OAuth.
     pub oauth: Option<OAuthResourceConfig>,
+    /// Callers who read everyone's records in the call journal (`/v1/log`, `/v1/stats`),
+    /// as the daemon's owner does; every other caller reads only its own. Each is a client
+    /// key: `token:<a name in tokens>` or `oauth:<subject>@<issuer>`. Default empty.
+    pub admins: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -318,6 +322,7 @@ impl Default for HttpConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             oauth: None,
+            admins: Vec::new(),
         }
     }
 }
@@ -931,7 +936,20 @@ pub struct RateConfig {
 }
 
 impl Config {
-    /// The rules of `clients` and `limits.rate`, as [`Config::check`] reports them.
+    /// Whether a client key (`local`, `token:<name>`, `oauth:<subject>@<issuer>`) names a
+    /// caller this config admits.
+    fn names_caller(&self, key: &str) -> bool {
+        match key.split_once(':') {
+            _ if key == "local" => true,
+            Some(("token", name)) => self.http.tokens.contains_key(name),
+            Some(("oauth", rest)) => rest.rsplit_once('@').is_some_and(|(subject, issuer)| {
+                !subject.is_empty() && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
+            }),
+            _ => false,
+        }
+    }
+
+    /// The rules of `clients`, `http.admins` and `limits.rate`, as [`Config::check`] reports them.
     fn check_clients(&self) -> Result<(), (String, String)> {
         let rates =
             self.clients.iter().filter_map(|(k, c)| c.limits.rate.map(|r| (format!("clients.{k}.limits.rate"), r)));
@@ -941,17 +959,14 @@ impl Config {
                 return Err((why, "rate".into()));
             }
         }
+        if let Some(key) = self.http.admins.iter().find(|k| *k == "local" || !self.names_caller(k)) {
+            let why = format!(
+                "\"http.admins\" entry {key:?} names no caller: use \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\" (the owner reads everything already)"
+            );
+            return Err((why, key.clone()));
+        }
         for (key, client) in &self.clients {
-            let known = match key.split_once(':') {
-                _ if key == "local" => true,
-                Some(("token", name)) => self.http.tokens.contains_key(name),
-                Some(("oauth", rest)) => rest.rsplit_once('@').is_some_and(|(subject, issuer)| {
-                    !subject.is_empty()
-                        && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
-                }),
-                _ => false,
-            };
-            if !known {
+            if !self.names_caller(key) {
                 let why = format!(
                     "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\""
                 );

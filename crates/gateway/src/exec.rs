@@ -16,6 +16,7 @@ use crate::error::Error;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts::Artifact;
+use crate::policy::Access;
 use crate::{CallContext, Gateway, journal, search};
 
 pub use crate::EXEC;
@@ -198,19 +199,19 @@ impl Host<'_> {
     }
 
     /// The configured server a script named: its own name, or its identifier.
+    /// Only the servers the caller may use count: one its `clients` entry leaves out is as
+    /// absent here as in every listing.
     fn server(&self, named: &str, by_identifier: bool) -> Result<String, String> {
         let config = self.gateway.settings.config();
-        if config.mcp_servers.contains_key(named) {
+        let known = Access::of(&config, &self.ctx.identity).servers();
+        if known.iter().any(|s| s == named) {
             return Ok(named.to_owned());
         }
         let matching: Vec<&String> =
-            config.mcp_servers.keys().filter(|s| by_identifier && mcpx_exec::identifier(s) == named).collect();
+            known.iter().filter(|s| by_identifier && mcpx_exec::identifier(s) == named).collect();
         match matching.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => {
-                let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-                Err(format!("no server named {named:?}; the servers are: {}", known.join(", ")))
-            }
+            [] => Err(format!("no server named {named:?}; the servers are: {}", known.join(", "))),
             many => Err(format!(
                 "{named:?} could be any of {many:?}; use call(\"<server>\", \"<tool>\", args) with the exact name"
             )),

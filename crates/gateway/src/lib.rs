@@ -186,7 +186,9 @@ impl Gateway {
         })
     }
 
-    pub fn instructions(&self) -> String {
+    /// What the servers are, as `principal` may know them: a server its `clients` entry
+    /// leaves out is not named.
+    pub fn instructions(&self, principal: &Principal) -> String {
         let config = self.settings.config();
         if config.mcp_servers.is_empty() {
             let file = self.settings.path().map(|p| p.display().to_string());
@@ -195,7 +197,10 @@ impl Gateway {
                 file.unwrap_or_else(|| "a config file ($MCPX_CONFIG, .mcpx.json, or ~/.config/mcpx/config.json)".into())
             );
         }
-        let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+        let names = policy::Access::of_principal(&config, principal).servers();
+        if names.is_empty() {
+            return "mcpx offers this caller no MCP servers.".to_owned();
+        }
         format!(
             "mcpx fronts these MCP servers: {}. Find their tools with {} and call them with {}, or run a script that calls several with {}.",
             names.join(", "),
@@ -206,12 +211,12 @@ impl Gateway {
     }
 
     /// The `server/discover` result body.
-    pub fn discover(&self, supported_versions: &[&str]) -> Answer {
+    pub fn discover(&self, supported_versions: &[&str], principal: &Principal) -> Answer {
         Answer {
             result: json!({
                 "supportedVersions": supported_versions,
                 "capabilities": self.capabilities(),
-                "instructions": self.instructions(),
+                "instructions": self.instructions(principal),
             }),
             cache: Cacheability { ttl_ms: 0, private: false },
         }

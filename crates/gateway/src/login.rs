@@ -45,8 +45,9 @@ impl Gateway {
     /// The credential of `server` that `principal` may log in, if it may.
     fn target_for(&self, server: &str, principal: &Principal) -> Result<mcpx_oauth::Target, Error> {
         let config = self.settings.config();
-        let Some(entry) = config.server(server) else {
-            let names: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+        let access = crate::policy::Access::of_principal(&config, principal);
+        let Some(entry) = config.server(server).filter(|_| access.server(server)) else {
+            let names = access.servers();
             return Err(Error::params(format!("unknown server {server:?}; servers: {}", names.join(", "))));
         };
         if entry.credentials == Credentials::Shared && *principal != Principal::Local {

@@ -112,7 +112,11 @@ pub struct Access<'a> {
 
 impl<'a> Access<'a> {
     pub fn of(config: &'a Config, identity: &Identity) -> Access<'a> {
-        Access { config, client: config.clients.get(&client_key(&identity.principal)) }
+        Access::of_principal(config, &identity.principal)
+    }
+
+    pub fn of_principal(config: &'a Config, principal: &Principal) -> Access<'a> {
+        Access { config, client: config.clients.get(&client_key(principal)) }
     }
 
     /// Whether the caller may use `server` at all.

@@ -242,7 +242,8 @@ impl Gateway {
 
         let config = self.settings.config();
         let mut by_server: BTreeMap<String, Wanted> = BTreeMap::new();
-        for server in config.mcp_servers.keys() {
+        // Only servers the caller may use: the others' changes are none of its business.
+        for server in &crate::policy::Access::of(&config, &ctx.identity).servers() {
             // Only exposed servers' tools are listed by mcpx, so only their tool changes matter.
             let kinds = wanted_kinds
                 .iter()

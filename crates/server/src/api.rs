@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcpx_gateway::{CallContext, Gateway, Identity, journal};
+use mcpx_gateway::{CallContext, Gateway, Identity, journal, policy};
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::shape::shape_result;
 use mcpx_protocol::{Revision, RpcError, code};
@@ -214,7 +214,7 @@ async fn artifact_remove(
 
 /// The journal's records this caller may read, newest first.
 async fn log(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::LogQuery>) -> Response {
-    let mut filter = match journal_filter(&caller, q.since.as_deref()) {
+    let mut filter = match journal_filter(&front, &caller, q.since.as_deref()) {
         Ok(filter) => filter,
         Err(e) => return error(&e),
     };
@@ -241,7 +241,7 @@ async fn stats(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q)
         let message = format!("\"by\" must be server, tool, client or session, not {by_name:?}");
         return error(&RpcError::invalid_params(message));
     };
-    let filter = match journal_filter(&caller, q.since.as_deref()) {
+    let filter = match journal_filter(&front, &caller, q.since.as_deref()) {
         Ok(filter) => filter,
         Err(e) => return error(&e),
     };
@@ -265,9 +265,11 @@ async fn stats(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q)
     }
 }
 
-/// What the caller may see (its principal's records; the owner, everyone's) since when.
-fn journal_filter(caller: &Identity, since: Option<&str>) -> Result<journal::Filter, RpcError> {
-    let mut filter = journal::Filter::visible_to(&caller.principal);
+/// What the caller may see (its principal's records; the owner and `http.admins`,
+/// everyone's) since when.
+fn journal_filter(front: &Front, caller: &Identity, since: Option<&str>) -> Result<journal::Filter, RpcError> {
+    let admin = front.gateway.settings().config().http.admins.contains(&policy::client_key(&caller.principal));
+    let mut filter = if admin { journal::Filter::default() } else { journal::Filter::visible_to(&caller.principal) };
     if let Some(since) = since {
         let ago = journal::parse_duration(since).map_err(|e| RpcError::invalid_params(format!("\"since\": {e}")))?;
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();

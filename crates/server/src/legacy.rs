@@ -7,7 +7,7 @@
 //! [`Caller`], and write what it answers. It never imports them.
 
 use futures::StreamExt;
-use mcpx_gateway::{Gateway, Watch};
+use mcpx_gateway::{Gateway, Principal, Watch};
 use mcpx_protocol::message::error_response;
 use mcpx_protocol::{Era, Message, RequestId, Revision, RpcError};
 use serde_json::{Value, json};
@@ -112,12 +112,12 @@ impl Negotiated {
     }
 }
 
-pub fn initialize_result(gateway: &Gateway, revision: Revision) -> Value {
+pub fn initialize_result(gateway: &Gateway, revision: Revision, principal: &Principal) -> Value {
     json!({
         "protocolVersion": revision.as_str(),
         "capabilities": gateway.capabilities(),
         "serverInfo": Gateway::server_info().clone(),
-        "instructions": gateway.instructions(),
+        "instructions": gateway.instructions(principal),
     })
 }
 

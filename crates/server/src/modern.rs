@@ -80,7 +80,7 @@ pub async fn answer(
     let listener = dispatch::listener(&params, notify, None, None)?;
     let ctx = caller.context(&params, admitted.revision, admitted.capabilities, listener);
     if method == "server/discover" {
-        dispatch::shaped(Ok(caller.gateway.discover(&supported_versions())), &ctx, method)
+        dispatch::shaped(Ok(caller.gateway.discover(&supported_versions(), &caller.transport.principal)), &ctx, method)
     } else {
         dispatch::answer(&caller.gateway, &ctx, method, params).await
     }

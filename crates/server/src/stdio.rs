@@ -265,7 +265,8 @@ impl Stream {
         }
         if method == "initialize" && self.negotiated.is_none() {
             let negotiated = Negotiated::from_initialize(&params);
-            let result = legacy::initialize_result(&self.caller.gateway, negotiated.revision);
+            let result =
+                legacy::initialize_result(&self.caller.gateway, negotiated.revision, &self.caller.transport.principal);
             self.negotiated = Some(negotiated);
             return self.send(result_response(&id_value, result)).await;
         }

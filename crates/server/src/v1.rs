@@ -242,7 +242,7 @@ pub enum PollOutcome {
 }
 
 /// `GET /v1/log`: which journal records, newest first. A caller sees only its own
-/// principal's records, unless it is the daemon's owner (the local user).
+/// principal's records, unless it is the daemon's owner (the local user) or in `http.admins`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]

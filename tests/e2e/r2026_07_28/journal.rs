@@ -167,6 +167,76 @@ fn a_token_holder_reads_only_its_own_records_and_the_owner_reads_all() {
 }
 
 #[test]
+fn a_token_named_in_http_admins_reads_every_callers_records() {
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["http"] = json!({"tokens": {"ci": CI_TOKEN, "other": OTHER_TOKEN}, "admins": ["token:other"]});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let bearer = |token: &str| format!("Bearer {token}");
+    Modern::mcpx_call("up", "echo", json!({})).header("Authorization", &bearer(CI_TOKEN)).send(url).structured();
+    records(daemon.home(), "", 1);
+
+    let base = base_url(url);
+    let read = |path: &str, token: &str| {
+        let reply = plain("GET", &format!("{base}{path}"), &[("Authorization", &bearer(token))], None);
+        assert_eq!(reply.status, 200, "GET {path}: {}", reply.body);
+        reply.json()
+    };
+    // The admin reads ci's record; ci, not an admin, reads nothing of the admin's.
+    let theirs = read("/v1/log", OTHER_TOKEN);
+    assert_eq!(theirs["records"][0]["client"], "ci", "{theirs}");
+    assert_eq!(read("/v1/stats?by=client", OTHER_TOKEN)["groups"][0]["key"], "ci");
+    Modern::mcpx_call("up", "whoami", json!({})).header("Authorization", &bearer(OTHER_TOKEN)).send(url);
+    records(daemon.home(), "", 2);
+    let mine = read("/v1/log", CI_TOKEN);
+    let names: Vec<&Value> = mine["records"].as_array().expect("records").iter().map(|r| &r["name"]).collect();
+    assert_eq!(names, [&json!("echo")], "{mine}");
+}
+
+#[test]
+fn an_admins_entry_that_names_no_caller_is_refused() {
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["http"] = json!({"tokens": {"ci": CI_TOKEN}, "admins": ["token:nobody"]});
+    let home = Home::new(&cfg);
+    let path = home.config_path().to_str().unwrap().to_owned();
+    let checked = home.cli(&["config", "check", "--config", &path]);
+    checked.assert_code(1);
+    assert!(checked.stderr.contains("http.admins") && checked.stderr.contains("token:nobody"), "{checked}");
+}
+
+#[test]
+fn mcpx_log_follow_prints_a_call_made_after_it_started() {
+    let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
+    Modern::mcpx_call("up", "echo", json!({"before": true})).send(daemon.url()).structured();
+    records(daemon.home(), "", 1);
+    let mut follow = daemon
+        .home()
+        .mcpx()
+        .args(["log", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mcpx log --follow");
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().expect("its stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        let line = received.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("no line for {what}"));
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    };
+    assert_eq!(next("the earlier call")["name"], "echo");
+    Modern::mcpx_call("up", "whoami", json!({})).send(daemon.url()).structured();
+    assert_eq!(next("the later call")["name"], "whoami");
+    follow.kill().expect("stop mcpx log --follow");
+    follow.wait().expect("reap it");
+}
+
+#[test]
 fn after_a_sigkill_the_journal_opens_with_the_records_written_before() {
     let mut daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
     for i in 0..3 {

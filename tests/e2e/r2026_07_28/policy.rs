@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mcpx_e2e::{Daemon, Modern, Reply, Whoami, config, fakemcp, poll, tag};
+use mcpx_e2e::{Daemon, LegacySession, Modern, Reply, Whoami, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
 const CI_TOKEN: &str = "ci-token-0123456789abcdef";
@@ -227,6 +227,40 @@ fn a_client_restricted_to_one_server_sees_and_calls_nothing_of_another() {
     Whoami::of(&as_admin(Modern::mcpx_call("b", "whoami", json!({}))));
     let env = as_admin(Modern::tools_call("a__env", json!({"name": "HOME"})));
     assert_eq!(env.structured()["name"], "HOME", "{env}");
+}
+
+#[test]
+fn a_restricted_client_is_never_told_the_name_of_a_server_it_may_not_use() {
+    let t = tag();
+    let mut cfg = config(&[("visible", fakemcp("global", &t, &[])), ("secretive", fakemcp("global", &t, &[]))]);
+    cfg["http"] = json!({"tokens": {"ci": CI_TOKEN, "admin": ADMIN_TOKEN}});
+    cfg["clients"] = json!({"token:ci": {"servers": ["visible"]}});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let ci = format!("Bearer {CI_TOKEN}");
+    let as_ci = |request: Modern| request.header("Authorization", &ci).send(url);
+
+    // What the gateway says about itself: discover (2026) and initialize (2025-11-25).
+    let discovered = as_ci(Modern::discover());
+    let instructions = discovered.result()["instructions"].as_str().expect("instructions").to_owned();
+    assert!(instructions.contains("visible") && !instructions.contains("secretive"), "{instructions}");
+    let session = LegacySession::open_as(url, "2025-11-25", &[("Authorization", &ci)]);
+    let instructions = session.initialized["instructions"].as_str().expect("instructions");
+    assert!(instructions.contains("visible") && !instructions.contains("secretive"), "{instructions}");
+    // Another caller is told of both.
+    let admin = Modern::discover().header("Authorization", &format!("Bearer {ADMIN_TOKEN}")).send(url);
+    assert!(admin.result()["instructions"].as_str().is_some_and(|i| i.contains("secretive")), "{admin}");
+
+    // A script naming the server fails as for one that does not exist, naming only the other.
+    let script = r#"const caught = [];
+        for (const name of ["secretive", "zz"]) {
+            try { await call(name, "whoami", {}); } catch (e) { caught.push(e.message.split(name).join("<name>")); }
+        }
+        return { caught };"#;
+    let reply = as_ci(exec(script));
+    let caught = &reply.structured()["caught"];
+    assert_eq!(caught[0], caught[1], "{reply}");
+    assert!(caught[0].as_str().is_some_and(|m| m.contains("visible") && !m.contains("secretive")), "{reply}");
 }
 
 #[test]

@@ -38,7 +38,7 @@ pub fn initialize(front: &Front, owner: &Principal, format: Format, id: &Value, 
         }
     };
     tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
-    let result = legacy::initialize_result(&front.gateway, revision);
+    let result = legacy::initialize_result(&front.gateway, revision, owner);
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
     response
         .headers_mut()
