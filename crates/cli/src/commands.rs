@@ -93,6 +93,11 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
     println!("daemon   pid {} · {} · up {}s", status.pid, status.url, status.uptime_ms / 1000);
     println!("socket   {}", status.socket.as_deref().unwrap_or("-"));
     println!("config   {}", status.config.as_deref().unwrap_or("(none)"));
+    match status.journal_dropped {
+        Some(0) => println!("journal  on"),
+        Some(n) => println!("journal  on · {n} calls not journaled (its queue was full)"),
+        None => println!("journal  off"),
+    }
     println!("servers  {}", status.servers.len());
     for s in &status.servers {
         println!("  {:<20} scope {}", s.name, s.scope);

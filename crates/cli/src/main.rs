@@ -106,7 +106,7 @@ enum Command {
     Auth(AuthCommand),
     /// The calls the daemon journaled (tool calls, a script's tool calls, resource reads,
     /// prompts, completions; not listings), newest last. A token holder sees only its own
-    /// calls; the local user sees everyone's.
+    /// calls; the local user and the clients named in `http.admins` see everyone's.
     Log {
         #[command(flatten)]
         args: journal::LogArgs,
@@ -114,7 +114,8 @@ enum Command {
         common: Common,
     },
     /// Calls, errors, error rate and p50/p95/p99 duration from the journal, per server, tool,
-    /// client or session. A token holder counts only its own calls.
+    /// client or session. A token holder counts only its own calls; the local user and the
+    /// clients named in `http.admins` count everyone's.
     Stats {
         #[command(flatten)]
         args: journal::StatsArgs,

@@ -189,8 +189,7 @@ impl Host<'_> {
 
     /// Calls a tool for the script, and journals (and counts) the call as the script's caller's.
     async fn call(&self, server: &str, tool: &str, arguments: &Value) -> Result<Value, Error> {
-        let mode = self.gateway.settings.config().journal.arguments;
-        let pending = journal::Pending::script_call(server, tool, arguments, mode);
+        let pending = journal::Pending::script_call(server, tool, arguments, self.gateway.journal_keeps());
         let ctx = CallContext { reached: Default::default(), ..self.ctx.clone() };
         let result = self.gateway.forward_call(&ctx, server, tool, arguments.clone(), &json!({}), None).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());

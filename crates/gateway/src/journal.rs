@@ -152,6 +152,8 @@ pub(crate) struct Pending {
     method: &'static str,
     server: Option<String>,
     name: Option<String>,
+    /// Whether the record is kept: only then are its sizes measured (a walk of the JSON).
+    kept: bool,
     bytes_in: i64,
     arguments: Option<String>,
 }
@@ -162,9 +164,10 @@ pub(crate) fn journaled(method: &str) -> Option<&'static str> {
 }
 
 impl Pending {
-    /// Notes a request before it is answered: its target as the params name it, its size,
-    /// and its arguments as `mode` keeps them. Reads `params`; copies only short names.
-    pub(crate) fn start(method: &'static str, params: &Value, mode: JournalArguments) -> Pending {
+    /// Notes a request before it is answered: its target as the params name it and, when
+    /// the journal keeps records (`kept` is how it keeps arguments), its size and its
+    /// arguments. Reads `params`; copies only short names.
+    pub(crate) fn start(method: &'static str, params: &Value, kept: Option<JournalArguments>) -> Pending {
         let (server, name, arguments) = target(method, params);
         Pending {
             started: Instant::now(),
@@ -172,8 +175,9 @@ impl Pending {
             method,
             server,
             name,
-            bytes_in: json_len(params),
-            arguments: arguments.and_then(|a| keep_arguments(a, mode)),
+            kept: kept.is_some(),
+            bytes_in: kept.map_or(0, |_| json_len(params)),
+            arguments: arguments.zip(kept).and_then(|(a, mode)| keep_arguments(a, mode)),
         }
     }
 
@@ -206,21 +210,22 @@ impl Pending {
             outcome,
             code,
             bytes_in: self.bytes_in,
-            bytes_out: answer.map(json_len).unwrap_or(0),
+            bytes_out: answer.ok().filter(|_| self.kept).map_or(0, json_len),
             arguments: self.arguments,
         }
     }
 
     /// A script's tool call, named by the server and tool the script reached.
-    pub(crate) fn script_call(server: &str, tool: &str, arguments: &Value, mode: JournalArguments) -> Pending {
+    pub(crate) fn script_call(server: &str, tool: &str, arguments: &Value, kept: Option<JournalArguments>) -> Pending {
         Pending {
             started: Instant::now(),
             time_ms: now_ms(),
             method: "tools/call",
             server: Some(server.to_owned()),
             name: Some(tool.to_owned()),
-            bytes_in: json_len(arguments),
-            arguments: keep_arguments(arguments, mode),
+            kept: kept.is_some(),
+            bytes_in: kept.map_or(0, |_| json_len(arguments)),
+            arguments: kept.and_then(|mode| keep_arguments(arguments, mode)),
         }
     }
 }

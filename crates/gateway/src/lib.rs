@@ -277,6 +277,13 @@ impl Gateway {
         }
     }
 
+    /// How the journal keeps a call's arguments, when it keeps records at all (then a
+    /// call's sizes are measured too; when it does not, nothing walks the call's JSON).
+    pub(crate) fn journal_keeps(&self) -> Option<config::JournalArguments> {
+        let config = self.settings.config();
+        self.journal.get().filter(|_| config.journal.enabled).map(|_| config.journal.arguments)
+    }
+
     /// The call journal, when it is kept.
     pub fn journal(&self) -> Option<&journal::Journal> {
         self.journal.get()

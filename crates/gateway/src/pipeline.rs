@@ -38,7 +38,7 @@ impl Gateway {
         let Some(method) = journal::journaled(method) else {
             return self.answer(ctx, method, params).await;
         };
-        let pending = journal::Pending::start(method, &params, self.settings.config().journal.arguments);
+        let pending = journal::Pending::start(method, &params, self.journal_keeps());
         let answer = self.answer(ctx, method, params).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
         self.finished(pending.finish(caller, ctx.reached.get(), answer.as_ref().map(|a| &a.result), false));

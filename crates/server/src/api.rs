@@ -117,6 +117,7 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
         uptime_ms: front.life.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
         servers,
         instances,
+        journal_dropped: front.gateway.journal().map(|j| j.dropped()),
     })
 }
 

@@ -1,5 +1,5 @@
-//! `GET /metrics`: the daemon's counters in the Prometheus text format, rendered at each
-//! scrape (no listener of its own: it is served on the daemon's router, behind the same
+//! `GET /metrics`: the daemon's counters in the Prometheus text format, or OpenMetrics when
+//! the scraper's `Accept` prefers it, rendered at each scrape (no listener of its own: it is served on the daemon's router, behind the same
 //! admission as every route). The request counters and the pool's live in the gateway
 //! (`gateway::metrics`); what is a level right now (instances, sessions, questions,
 //! scripts) is read at the scrape.
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,8 +18,10 @@ use prometheus_client::registry::Registry;
 
 use crate::front::Front;
 
-/// The content type of the text format, version 0.0.4 (what Prometheus asks for).
+/// The content type of the Prometheus text format, version 0.0.4.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of OpenMetrics 1.0 (what a Prometheus server asks for first).
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InstanceLabels {
@@ -27,16 +29,60 @@ struct InstanceLabels {
     scope: String,
 }
 
-pub async fn render(State(front): State<Arc<Front>>) -> Response {
-    match text(&front) {
-        Ok(text) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response(),
+pub async fn render(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    match openmetrics(&front) {
+        Ok(text) if prefers_openmetrics(accept) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+        Ok(text) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], prometheus_text(&text)).into_response(),
         Err(e) => {
             (axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the metrics: {e}\n")).into_response()
         }
     }
 }
 
-fn text(front: &Front) -> Result<String, std::fmt::Error> {
+/// Whether an `Accept` header ranks OpenMetrics above the Prometheus text format (which is
+/// what a scraper gets when it names neither, or only `*/*`).
+fn prefers_openmetrics(accept: &str) -> bool {
+    let quality = |wanted: &str| {
+        accept
+            .split(',')
+            .filter_map(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                (parts.next()? == wanted).then(|| {
+                    parts.filter_map(|p| p.strip_prefix("q=")).find_map(|q| q.parse::<f32>().ok()).unwrap_or(1.0)
+                })
+            })
+            .fold(0.0_f32, f32::max)
+    };
+    let open = quality("application/openmetrics-text");
+    open > 0.0 && open >= quality("text/plain")
+}
+
+/// OpenMetrics text turned into the Prometheus text format: a counter's `HELP` and `TYPE`
+/// name its `_total` sample, and the lines only OpenMetrics has (`UNIT`, `EOF`) go.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: Vec<&str> =
+        openmetrics.lines().filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut text = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].into_iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let name = rest.split(' ').next()?;
+            counters.contains(&name).then(|| (p, name, &rest[name.len()..]))
+        });
+        match family {
+            Some((prefix, name, rest)) => text.push_str(&format!("{prefix}{name}_total{rest}")),
+            None => text.push_str(line),
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn openmetrics(front: &Front) -> Result<String, std::fmt::Error> {
     let gateway = &front.gateway;
     let mut registry = Registry::with_prefix("mcpx");
     let calls = gateway.metrics();
@@ -91,4 +137,31 @@ fn text(front: &Front) -> Result<String, std::fmt::Error> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prometheus_server_gets_openmetrics_and_a_plain_scraper_the_text_format() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert!(prefers_openmetrics(prometheus));
+        assert!(!prefers_openmetrics(""));
+        assert!(!prefers_openmetrics("*/*"));
+        assert!(!prefers_openmetrics("text/plain"));
+        assert!(!prefers_openmetrics("application/openmetrics-text;q=0"));
+        assert!(!prefers_openmetrics("text/plain, application/openmetrics-text;q=0.5"));
+    }
+
+    #[test]
+    fn the_text_format_names_a_counters_samples_and_drops_what_only_openmetrics_has() {
+        let open = "# HELP mcpx_starts Instances started.\n# TYPE mcpx_starts counter\nmcpx_starts_total 2\n\
+                    # HELP mcpx_up Up.\n# TYPE mcpx_up gauge\n# UNIT mcpx_up seconds\nmcpx_up 1\n# EOF\n";
+        assert_eq!(
+            prometheus_text(open),
+            "# HELP mcpx_starts_total Instances started.\n# TYPE mcpx_starts_total counter\nmcpx_starts_total 2\n\
+             # HELP mcpx_up Up.\n# TYPE mcpx_up gauge\nmcpx_up 1\n"
+        );
+    }
 }

@@ -33,6 +33,10 @@ pub struct Status {
     pub uptime_ms: u64,
     pub servers: Vec<ServerStatus>,
     pub instances: Vec<InstanceStatus>,
+    /// Journal records dropped since the daemon started because the journal's queue was
+    /// full; absent when the daemon keeps no journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_dropped: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

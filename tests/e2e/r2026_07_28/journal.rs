@@ -289,6 +289,16 @@ fn records_the_queue_has_no_room_for_are_counted_as_dropped() {
         (written + answer["dropped"].as_u64().unwrap_or(0) == calls).then_some(answer["dropped"].clone())
     });
     assert!(accounted.is_some(), "calls went unaccounted for: {}", log(daemon.home(), "limit=1000"));
+    // The daemon's status says so too, for whoever looks there first.
+    let dropped = accounted.and_then(|d| d.as_u64()).expect("a count of dropped records");
+    assert_eq!(daemon.home().status()["journalDropped"], dropped);
+    let status = daemon.home().cli(&["status"]);
+    let line = status.stdout.lines().find(|l| l.starts_with("journal")).unwrap_or_default().to_owned();
+    if dropped == 0 {
+        assert_eq!(line, "journal  on", "{}", status.stdout);
+    } else {
+        assert!(line.contains(&format!("{dropped} calls not journaled")), "{}", status.stdout);
+    }
 }
 
 #[test]

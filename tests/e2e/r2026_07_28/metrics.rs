@@ -1,4 +1,5 @@
-//! `/metrics`: the real Prometheus server scrapes mcpx and reads back what it counted;
+//! `/metrics`: the real Prometheus server scrapes mcpx (in OpenMetrics, which it asks for
+//! first) and reads back what it counted; the text format passes Prometheus's linter;
 //! labels stay bounded (no session, call id or argument); the route is behind the same
 //! admission as every other (the admission tests walk it too).
 
@@ -108,6 +109,45 @@ fn metric_labels_carry_no_session_call_id_or_argument() {
     {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
+}
+
+/// Prometheus's own linter (`promtool check metrics`) on what a scraper that asks for no
+/// particular format gets; its status and what it said.
+fn promtool_check(text: &str) -> (bool, String) {
+    use std::io::Write as _;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start promtool ({e}): scripts/deps.sh installs prometheus"));
+    child.stdin.take().expect("promtool stdin").write_all(text.as_bytes()).expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool ran");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn the_text_format_passes_promtool_and_openmetrics_is_served_when_asked_for() {
+    let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
+    Modern::mcpx_call("up", "echo", json!({})).send(daemon.url());
+    let url = format!("{}/metrics", base_url(daemon.url()));
+
+    let text = plain("GET", &url, &[], None);
+    assert_eq!(text.status, 200, "{}", text.body);
+    assert_eq!(text.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    let (clean, said) = promtool_check(&text.body);
+    assert!(clean, "promtool rejects the text format: {said}\n{}", text.body);
+    assert!(text.body.contains("# TYPE mcpx_requests_total counter"), "{}", text.body);
+
+    // What a Prometheus server sends first.
+    let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let open = plain("GET", &url, &[("Accept", accept)], None);
+    assert_eq!(open.status, 200, "{}", open.body);
+    assert_eq!(open.header("content-type"), Some("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+    assert!(open.body.ends_with("# EOF\n"), "OpenMetrics ends with # EOF:\n{}", open.body);
+    assert!(open.body.contains("# TYPE mcpx_requests counter"), "{}", open.body);
+    assert!(open.body.contains(r#"mcpx_requests_total{server="up",method="tools/call",tool="echo",outcome="ok"} 1"#));
 }
 
 #[test]

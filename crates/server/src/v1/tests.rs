@@ -104,6 +104,7 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
                 idle_ms: 5,
                 in_use: 1,
             }],
+            journal_dropped: Some(3),
         })],
         ("/v1/tools", "get", "200") => vec![to_value(ToolList {
             query: "echo".into(),
