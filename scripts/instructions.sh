@@ -16,6 +16,9 @@
 #   scripts/instructions.sh              # 1000 calls on each path
 #   scripts/instructions.sh 3000 stdio   # CALLS, then which paths
 #
+# MCPX=path measures another mcpx build (an older commit's, for a side-by-side figure);
+# SETTINGS='"journal": {"enabled": false}' adds top-level keys to the daemon's config.
+#
 # Needs valgrind and python3. The callgrind files stay in the directory it prints, for
 # `callgrind_annotate --inclusive=yes FILE`.
 set -euo pipefail
@@ -28,7 +31,8 @@ WARM=200
 
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
 cargo build --locked --release -p mcpx -p fakemcp >&2
-MCPX="$PWD/target/release/mcpx"
+MCPX="${MCPX:-$PWD/target/release/mcpx}"
+SETTINGS="${SETTINGS:+, $SETTINGS}"
 FAKEMCP="$PWD/target/release/fakemcp"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpx-instructions.XXXXXX")
 pids=()
@@ -102,7 +106,7 @@ count() {
     else
         upstream="{\"command\": \"$FAKEMCP\"}"
     fi
-    echo "{\"mcpServers\": {\"upstream\": $upstream}}" > "$dir/config.json"
+    echo "{\"mcpServers\": {\"upstream\": $upstream}$SETTINGS}" > "$dir/config.json"
     port=$(free_port)
     MCPX_STATE_DIR="$dir/state" valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
         "$MCPX" daemon --config "$dir/config.json" --port "$port" > /dev/null 2> "$dir/daemon.log" &

@@ -217,7 +217,7 @@ pub enum ExposePrefix {
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct TransportConfig {
     /// `_meta` keys that name a client session, first present wins. Read per request.
     /// `key#field` reads a string field of an object value. The default lists mcpx's own
@@ -241,7 +241,7 @@ impl Default for TransportConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct PoolConfig {
     /// An instance nobody used for this long is stopped. Default 5 minutes. (An instance of
     /// a session mcpx derived from a transport stops sooner: when that session ends.)
@@ -260,7 +260,7 @@ impl Default for PoolConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Loopback by default.
     pub host: String,
@@ -458,7 +458,7 @@ impl IntrospectionConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct TimeoutConfig {
     /// How long an upstream may leave `server/discover` unanswered before mcpx tries
     /// `initialize`. Default 5s.
@@ -492,7 +492,7 @@ impl Default for TimeoutConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct LimitConfig {
     /// Longest line read from an upstream's stdout (and a stdio client's). Default 16 MiB.
     pub max_line_bytes: usize,
@@ -1045,6 +1045,16 @@ mod tests {
             ["dev.mcpx/session", "ai.opencode/sessionID", "x-codex-turn-metadata#session_id", "claudecode/sessionId"]
         );
         assert_eq!(c.pool.idle_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_misspelt_key_inside_an_mcpx_section_is_refused_not_ignored() {
+        // `http.tokns` ignored would leave the daemon open to every caller it admits.
+        for section in ["http", "pool", "transport", "timeouts", "limits"] {
+            let err = parse(&format!(r#"{{"mcpServers": {{}}, "{section}": {{"tokns": {{"ci": "x"}}}}}}"#))
+                .expect_err(section);
+            assert!(err.to_string().contains("unknown field `tokns`"), "{section}: {err}");
+        }
     }
 
     #[test]
