@@ -66,6 +66,11 @@ impl HttpClient {
         Ok(())
     }
 
+    /// The `Mcp-Session-Id` of the 2025-11-25 session opened on this connection.
+    pub fn session(&self) -> Option<String> {
+        self.session.as_ref().and_then(|s| s.to_str().ok()).map(str::to_owned)
+    }
+
     /// A POST to `/mcp` with the headers every request carries (host, content type, and
     /// JSON or SSE accepted).
     fn post(&self) -> hyper::http::request::Builder {

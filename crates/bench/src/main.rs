@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::Era;
 use crate::processes::Binaries;
 use crate::report::Run;
-use crate::scenario::{Load, cold_start, exec, http as http_scenario, sessions, soak, stdio_relay};
+use crate::scenario::{Load, cold_start, exec, http as http_scenario, sessions, soak, stdio_relay, streams};
 
 #[derive(Parser)]
 #[command(
@@ -76,11 +76,15 @@ enum Scenario {
     /// Code mode: an `mcpx_exec` script with one tool call, and with none, against the
     /// same call through `mcpx_call`, interleaved in rounds.
     Exec(exec::Options),
+    /// Many idle event streams (sessions' standalone streams, then `subscriptions/listen`):
+    /// daemon memory per stream, and a normal caller's p99 with none and with all open.
+    Streams(streams::Options),
     /// Reliability, not speed (not part of `all`): clients across sessions making mixed
     /// calls for minutes while upstreams are crashed; errors by kind, daemon memory and
     /// descriptors over time, processes left after the stop, answers that cross sessions.
     Soak(soak::Options),
-    /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions, cold-start, exec.
+    /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions,
+    /// cold-start, exec, streams.
     All {
         /// Rounds of the stdio-relay and http scenarios.
         #[arg(long, default_value_t = 10)]
@@ -100,6 +104,8 @@ enum Scenario {
         sessions: sessions::Options,
         #[command(flatten)]
         cold_start: cold_start::Options,
+        #[command(flatten)]
+        streams: streams::Options,
     },
     /// Draws a results file (bench/results.json) as a PNG.
     Plot {
@@ -161,6 +167,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         Scenario::Sessions(options) => record(sessions::run(&binaries, &options)?),
         Scenario::ColdStart(options) => record(cold_start::run(&binaries, &options)?),
         Scenario::Exec(options) => record(exec::run(&binaries, &options)?),
+        Scenario::Streams(options) => streams::run(&binaries, &options)?.into_iter().for_each(&mut record),
         Scenario::Soak(options) => record(soak::run(&binaries, &options)?),
         Scenario::All {
             rounds,
@@ -170,6 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             load,
             sessions: session_options,
             cold_start: cold,
+            streams: stream_options,
         } => {
             // Scripts are slower than plain calls: fewer of them say as much.
             let load_for_exec = Load { requests: 2_000, warmup: 200, ..load.clone() };
@@ -186,6 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             record(cold_start::run(&binaries, &cold).context("cold-start")?);
             let options = exec::Options { rounds, load: load_for_exec };
             record(exec::run(&binaries, &options).context("exec")?);
+            streams::run(&binaries, &stream_options).context("streams")?.into_iter().for_each(&mut record);
         }
         Scenario::Plot { .. } => unreachable!("handled above"),
     }

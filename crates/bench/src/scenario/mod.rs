@@ -8,6 +8,8 @@
 //! - `sessions`: a thousand session names, a thousand instances, and their reap.
 //! - `cold_start`: launch to first answer, for the daemon and for `mcpx serve`.
 //! - `exec`: an `mcpx_exec` script with one tool call, and with none, against `mcpx_call`.
+//! - `streams`: ten thousand idle event streams (sessions' standalone streams, then
+//!   `subscriptions/listen`): daemon memory per stream, and a normal caller's p99 beside them.
 //! - `soak`: ten minutes of mixed calls across sessions with upstream crashes: errors by
 //!   kind, memory and descriptors over time, answers that cross sessions (not in `all`).
 
@@ -17,6 +19,7 @@ pub mod http;
 pub mod sessions;
 pub mod soak;
 pub mod stdio_relay;
+pub mod streams;
 
 use std::time::Duration;
 
