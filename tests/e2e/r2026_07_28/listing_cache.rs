@@ -80,22 +80,23 @@ fn two_instances_of_a_session_scoped_server_never_see_each_others_lists() {
     for (era, flags) in ERAS {
         let daemon = Daemon::start(&own_names("session", &tag(), flags));
         let url = daemon.url();
-        // Both instances have listed (and kept) their tools before either changes.
-        for session in ["a", "b"] {
-            assert!(list(url, Some(session)).contains(&"echo".to_owned()), "{era}: session {session}");
+        // Each instance announces one change, so neither can tell the other's list from
+        // its own by how often its list changed: only keeping them apart does.
+        for (session, added) in [("a", "only_a"), ("b", "only_b")] {
+            let announced = Modern::tools_call("changed", json!({"add": added})).session(session).send(url);
+            assert_eq!(announced.structured()["announced"], "notifications/tools/list_changed", "{era}: {announced}");
         }
-        let announced = Modern::tools_call("changed", json!({"add": "only_a"})).session("a").send(url);
-        assert_eq!(announced.structured()["announced"], "notifications/tools/list_changed", "{era}: {announced}");
-
-        assert!(list(url, Some("a")).contains(&"only_a".to_owned()), "{era}: a's own change did not show to a");
-        assert!(!list(url, Some("b")).contains(&"only_a".to_owned()), "{era}: b was shown a's instance's tool");
-        let unknown = Modern::tools_call("only_a", json!({})).session("b").send(url);
-        let message = unknown.error()["message"].as_str().unwrap_or_default().to_owned();
-        assert!(message.contains("unknown tool \"only_a\""), "{era}: b reached a tool of a's instance: {unknown}");
-        // And the other way round: b's change stays b's.
-        Modern::tools_call("changed", json!({"add": "only_b"})).session("b").send(url);
-        let seen_by_a = list(url, Some("a"));
-        assert!(!seen_by_a.contains(&"only_b".to_owned()) && seen_by_a.contains(&"only_a".to_owned()), "{era}");
+        for (session, own, other) in [("a", "only_a", "only_b"), ("b", "only_b", "only_a"), ("a", "only_a", "only_b")] {
+            let listed = list(url, Some(session));
+            assert!(listed.contains(&own.to_owned()), "{era}: {session}'s own change did not show: {listed:?}");
+            assert!(!listed.contains(&other.to_owned()), "{era}: {session} was shown the other instance's list");
+            let unknown = Modern::tools_call(other, json!({})).session(session).send(url);
+            let message = unknown.error()["message"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                message.contains(&format!("unknown tool \"{other}\"")),
+                "{era}: {session} reached a tool of the other instance: {unknown}"
+            );
+        }
     }
 }
 
@@ -104,18 +105,22 @@ fn a_restarted_instance_lists_afresh() {
     for (era, flags) in ERAS {
         let daemon = Daemon::start(&own_names("global", &tag(), flags));
         let url = daemon.url();
-        Modern::tools_call("changed", json!({"add": "late"})).send(url);
+        // Through mcpx_call, which lists nothing: only the listings below fill the cache.
+        let call = |tool: &str, arguments: Value| Modern::mcpx_call("f", tool, arguments).send(url);
+        call("changed", json!({"add": "late"}));
         assert!(list(url, None).contains(&"late".to_owned()), "{era}: the added tool is not listed");
-        let first = Whoami::of(&Modern::tools_call("whoami", json!({})).send(url));
+        let first = Whoami::of(&call("whoami", json!({})));
 
         // The instance exits; the next call starts another, which never listed `late`.
-        Modern::tools_call("crash", json!({})).send(url);
+        call("crash", json!({}));
         let restarted = poll(Duration::from_secs(20), || {
-            let reply = Modern::tools_call("whoami", json!({})).send(url);
+            let reply = call("whoami", json!({}));
             let who = reply.frame().get("result").map(|_| Whoami::of(&reply))?;
             (who.instance != first.instance).then_some(who)
         });
         assert!(restarted.is_some(), "{era}: no fresh instance after the crash");
+        // It announces a change too, as its predecessor had: only a list of its own is true.
+        call("changed", json!({}));
         let listed = list(url, None);
         assert!(listed.contains(&"echo".to_owned()), "{era}: {listed:?}");
         assert!(!listed.contains(&"late".to_owned()), "{era}: the restarted instance was given its predecessor's list");
