@@ -59,11 +59,17 @@ impl Era {
 #[derive(Debug, Clone, Copy)]
 pub enum Route<'a> {
     Direct,
-    Gateway { server: &'a str },
+    Gateway {
+        server: &'a str,
+    },
     /// mcpx relaying a call of the tool it lists flat (`expose`) under this name: the
     /// tool's own, or `<server>__echo`.
-    Exposed { name: &'static str },
-    Script { server: &'a str },
+    Exposed {
+        name: &'static str,
+    },
+    Script {
+        server: &'a str,
+    },
     ScriptAlone,
 }
 

@@ -118,7 +118,9 @@ impl Contender {
             Contender::McpxLegacy => {
                 "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)"
             }
-            Contender::McpxExposed => "bench → HTTP /mcp, echo exposed under its own name → mcpx daemon → fakemcp (stdio)",
+            Contender::McpxExposed => {
+                "bench → HTTP /mcp, echo exposed under its own name → mcpx daemon → fakemcp (stdio)"
+            }
             Contender::McpxExposedPrefixed => "bench → HTTP /mcp, fake__echo exposed → mcpx daemon → fakemcp (stdio)",
             Contender::McpxLegacyExposed => {
                 "bench → HTTP /mcp, a 2025-11-25 session per connection, echo exposed under its own name → mcpx daemon → fakemcp (stdio)"
