@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The mcpx benchmark, from a fresh clone: installs the pinned peer gateways, builds mcpx,
 # fakemcp and mcpx-bench in release mode, runs every scenario (stdio relay in both eras;
-# HTTP throughput at 1, 8, 32 and 128 clients against a direct fakemcp, mcpx, mcp-proxy and
-# fastmcp; 1,000 sessions; cold start; mcpx_exec against mcpx_call), prints the tables, writes bench/results.json and
+# HTTP throughput at 1, 8, 32 and 128 clients against a direct fakemcp, mcpx (mcpx_call and
+# exposed tools, in both eras), mcp-proxy and fastmcp; 1,000 sessions; cold start; mcpx_exec against mcpx_call), prints the tables, writes bench/results.json and
 # draws bench/results.png from it. mcpx-bench starts and stops every process it measures;
 # nothing is left running. See docs/performance.md.
 #

@@ -59,8 +59,17 @@ impl Era {
 #[derive(Debug, Clone, Copy)]
 pub enum Route<'a> {
     Direct,
-    Gateway { server: &'a str },
-    Script { server: &'a str },
+    Gateway {
+        server: &'a str,
+    },
+    /// mcpx relaying a call of the tool it lists flat (`expose`) under this name: the
+    /// tool's own, or `<server>__echo`.
+    Exposed {
+        name: &'static str,
+    },
+    Script {
+        server: &'a str,
+    },
     ScriptAlone,
 }
 
@@ -91,6 +100,7 @@ impl EchoCall {
                 "mcpx_call",
                 json!({"name": "mcpx_call", "arguments": {"server": server, "tool": "echo", "arguments": arguments}}),
             ),
+            Route::Exposed { name } => (name, json!({"name": name, "arguments": arguments})),
             Route::Script { server } => {
                 let script = format!("return await call({}, \"echo\", {arguments});", json!(server));
                 ("mcpx_exec", json!({"name": "mcpx_exec", "arguments": {"script": script}}))

@@ -32,6 +32,10 @@ const SERIES: &[(&str, RGBColor)] = &[
     ("mcpx-http", RGBColor(31, 119, 180)),
     ("mcpx-stdio", RGBColor(44, 160, 44)),
     ("mcpx-legacy", RGBColor(255, 127, 14)),
+    ("mcpx-exposed", RGBColor(23, 190, 207)),
+    ("mcpx-exposed-prefixed", RGBColor(188, 189, 34)),
+    ("mcpx-legacy-exposed", RGBColor(227, 119, 194)),
+    ("mcpx-legacy-exposed-prefixed", RGBColor(140, 86, 75)),
     ("mcp-proxy", RGBColor(214, 39, 40)),
     ("fastmcp", RGBColor(148, 103, 189)),
 ];

@@ -17,8 +17,9 @@ pub struct Instance {
     pub version: &'static str,
     tool_calls: AtomicU64,
     tool_lists: AtomicU64,
-    /// Tools listed besides the standard ones, by these exact names (`--tool-named`).
-    extra_tools: Vec<String>,
+    /// Tools listed besides the standard ones, by these exact names (`--tool-named`, and
+    /// those `changed` added).
+    extra_tools: std::sync::Mutex<Vec<String>>,
 }
 
 impl Instance {
@@ -33,7 +34,7 @@ impl Instance {
             version: env!("CARGO_PKG_VERSION"),
             tool_calls: AtomicU64::new(0),
             tool_lists: AtomicU64::new(0),
-            extra_tools,
+            extra_tools: std::sync::Mutex::new(extra_tools),
         })
     }
 
@@ -47,11 +48,19 @@ impl Instance {
         self.tool_lists.fetch_add(1, Ordering::SeqCst);
         let mut tools = crate::tools::catalogue();
         if let Value::Array(list) = &mut tools {
-            for name in &self.extra_tools {
+            for name in self.extra_tools.lock().expect("tools lock").iter() {
                 list.push(json!({ "name": name, "description": "A tool listed by --tool-named.", "inputSchema": { "type": "object" } }));
             }
         }
         tools
+    }
+
+    /// Lists one more tool by this name from now on (nothing when it is listed already).
+    pub fn add_tool(&self, name: &str) {
+        let mut extra = self.extra_tools.lock().expect("tools lock");
+        if !extra.iter().any(|n| n == name) {
+            extra.push(name.to_owned());
+        }
     }
 
     /// How many times the tools were listed so far.

@@ -81,6 +81,10 @@ struct Flags {
     #[arg(long, default_value = "fakemcp")]
     name: String,
 
+    /// The `ttlMs` a 2026-07-28 `tools/list` answer carries: how long a client may keep it.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    list_ttl_ms: u64,
+
     /// Also serve a named fixture surface besides the standard tools (stdio only).
     #[arg(long, value_enum, conflicts_with = "http")]
     fixture: Option<FixtureKind>,
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
         era_mode: flags.era,
         silent_unknown: flags.silent_unknown,
         list_changed_on_init: flags.list_changed_on_init,
+        list_ttl_ms: flags.list_ttl_ms,
         flood_stderr: flags.flood_stderr,
     };
     if flags.flood_stderr {

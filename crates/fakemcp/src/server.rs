@@ -30,6 +30,8 @@ pub struct Behaviour {
     pub list_changed_on_init: bool,
     /// Write a stderr line before handling each message (`--flood-stderr`).
     pub flood_stderr: bool,
+    /// The `ttlMs` of a 2026-07-28 `tools/list` (`--list-ttl-ms`).
+    pub list_ttl_ms: u64,
 }
 
 pub struct Server {
@@ -170,7 +172,7 @@ impl Server {
                 "cacheScope": "public",
             }),
             "tools/list" => {
-                json!({"tools": self.instance.list_tools(), "ttlMs": 0, "cacheScope": "public"})
+                json!({"tools": self.instance.list_tools(), "ttlMs": self.behaviour.list_ttl_ms, "cacheScope": "public"})
             }
             "tools/call" => return self.spawn_tool_call(id, params, Era::Modern),
             _ => return self.unknown_method(id, method),
@@ -237,6 +239,10 @@ impl Server {
 
     fn spawn_tool_call(&self, id: Value, params: Value, era: Era) {
         if params.get("name").and_then(Value::as_str) == Some("changed") {
+            // Listed before it is announced: whoever lists on hearing of it finds it.
+            if let Some(added) = params.get("arguments").and_then(|a| a.get("add")).and_then(Value::as_str) {
+                self.instance.add_tool(added);
+            }
             self.out.notify("notifications/tools/list_changed");
         }
         if params.get("name").and_then(Value::as_str) == Some("flood") {

@@ -53,8 +53,11 @@ pub fn catalogue() -> Value {
         },
         {
             "name": "changed",
-            "description": "Announce notifications/tools/list_changed on this connection (unasked, as a handshake-era server does), then answer.",
-            "inputSchema": no_arguments,
+            "description": "Announce notifications/tools/list_changed on this connection (unasked, as a handshake-era server does), then answer. With add, list a tool by that name from then on (before announcing).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"add": {"type": "string"}},
+            },
         },
         {
             "name": "meta",

@@ -20,6 +20,7 @@ pub mod identity;
 mod instances;
 pub mod invocation;
 pub mod journal;
+mod listings;
 mod login;
 pub mod memory;
 pub mod metrics;
@@ -328,9 +329,9 @@ impl Gateway {
         let lists = join_all(servers.iter().map(|server| async move {
             let lease = self.lease_for_listing(ctx, server).await?;
             if lease.upstream().facts().capabilities.get(capability).is_none() {
-                return Ok((Vec::new(), None));
+                return Ok((listings::Listed::default(), None));
             }
-            let (items, cache) = list_all(&lease, &ctx.client_capabilities, method, field).await?;
+            let (items, cache) = listed(&lease, &ctx.client_capabilities, method, field).await?;
             Ok::<_, Error>((items, Some(cache)))
         }))
         .await;
@@ -346,7 +347,7 @@ impl Gateway {
                     } else {
                         upstream_cache.unwrap_or(cache)
                     });
-                    items.extend(listed.into_iter().map(|item| (server.clone(), item)));
+                    items.extend(listed.iter().map(|item| (server.clone(), item.clone())));
                 }
                 Err(e) => tracing::warn!(server, method, "left out of the list: {e}"),
             }
@@ -382,6 +383,27 @@ impl Gateway {
 /// go to this caller, and to no other.
 fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
     mcpx_upstream::Caller { key: ctx.caller_key().into(), call_id: ctx.call_id.as_str().into() }
+}
+
+/// Every item of an upstream list, as the instance keeps it while it is fresh (see
+/// [`listings`]), else listed anew (and kept if the server allows).
+async fn listed(
+    lease: &Lease,
+    client_capabilities: &Value,
+    method: &str,
+    field: &str,
+) -> Result<(listings::Listed, Cacheability), Error> {
+    // Read before listing: a change heard while the list is on its way makes it stale.
+    let changes = lease.upstream().list_changes(method);
+    if let Some(fresh) = lease.listings().fresh(method, changes, std::time::Instant::now()) {
+        return Ok(fresh);
+    }
+    let listed_at = std::time::Instant::now();
+    let (items, cache) = list_all(lease, client_capabilities, method, field).await?;
+    let items = Arc::new(items);
+    let modern = lease.upstream().facts().era == mcpx_protocol::Era::Modern;
+    lease.listings().keep(method, &items, cache, changes, modern, listed_at);
+    Ok((items, cache))
 }
 
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following

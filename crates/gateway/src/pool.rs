@@ -19,6 +19,7 @@ use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
 use crate::identity::SessionKey;
+use crate::listings::Listings;
 use crate::scope::{InstanceKey, Owner};
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,8 @@ struct Slot {
     last_used: Mutex<Instant>,
     started: Instant,
     retired: AtomicBool,
+    /// The lists this instance answered, kept while they are fresh: this instance's own.
+    listings: Listings,
 }
 
 /// A caller's hold on an instance. While any lease is held the instance is not reaped;
@@ -442,6 +445,7 @@ impl Inner {
                     last_used: Mutex::new(Instant::now()),
                     started: Instant::now(),
                     retired: AtomicBool::new(false),
+                    listings: Listings::default(),
                 });
                 slots.insert(key.clone(), slot.clone());
                 slot
@@ -505,6 +509,11 @@ impl Lease {
     /// Which start of its key this instance is (see [`Pool::running`]).
     pub fn serial(&self) -> u64 {
         self.slot.serial
+    }
+
+    /// The lists this instance answered, kept while they are fresh.
+    pub(crate) fn listings(&self) -> &Listings {
+        &self.slot.listings
     }
 
     /// Whether acquiring this lease started its instance.

@@ -7,6 +7,7 @@ use mcpx_protocol::{code, message, param_headers};
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
+use crate::listings::Listed;
 use crate::policy::{Access, Kind};
 use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming, search};
 
@@ -45,12 +46,13 @@ pub fn gateway_tools() -> Vec<Value> {
     ]
 }
 
-/// An exposed tool a listed name stands for, with its definition when finding it took the
-/// server's listing (so checking its headers need not list again).
+/// An exposed tool a listed name stands for (`tool` as the caller sees it), with the
+/// server's listing and where the tool is in it when finding it took the listing (so
+/// checking its headers need not look again).
 struct Exposed {
     server: String,
     tool: String,
-    definition: Option<Value>,
+    definition: Option<(Listed, usize)>,
 }
 
 /// The arguments of an `mcpx_call`.
@@ -159,17 +161,15 @@ impl Gateway {
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
     async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), Error> {
         let Some(received) = &ctx.param_headers else { return Ok(()) };
-        let definition = match &exposed.definition {
-            Some(definition) => Some(definition.clone()),
-            None => {
-                let listed = self.server_tools(ctx, &exposed.server).await?;
-                listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(exposed.tool.as_str()))
-            }
+        let found = match &exposed.definition {
+            Some(found) => Some(found.clone()),
+            None => self.offered_tool(ctx, &exposed.server, &exposed.tool).await?,
         };
-        let Some(definition) = definition else {
+        let Some((listed, at)) = found else {
             return Ok(()); // the upstream says what it lacks
         };
-        let mirrored = param_headers::of_tool(&definition["inputSchema"]).unwrap_or_default();
+        // A rename or description changes no schema: the upstream's is the caller's.
+        let mirrored = param_headers::of_tool(&listed[at]["inputSchema"]).unwrap_or_default();
         param_headers::verify(&mirrored, arguments, received).map_err(Error::HeaderMismatch)
     }
 
@@ -182,12 +182,35 @@ impl Gateway {
             return Ok(offered.then_some(Exposed { server, tool, definition: None }));
         }
         for server in naming::own_name_servers(&config) {
-            let listed = self.server_tools(ctx, &server).await?;
-            if let Some(definition) = listed.into_iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
-                return Ok(Some(Exposed { server, tool: name.to_owned(), definition: Some(definition) }));
+            if let Some(found) = self.offered_tool(ctx, &server, name).await? {
+                return Ok(Some(Exposed { server, tool: name.to_owned(), definition: Some(found) }));
             }
         }
         Ok(None)
+    }
+
+    /// The tool of `server` the caller sees as `shown`, if the server lists it and the
+    /// caller may use it: the server's listing (as its instance keeps it) and where the
+    /// tool is in it.
+    async fn offered_tool(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        shown: &str,
+    ) -> Result<Option<(Listed, usize)>, Error> {
+        let upstream = {
+            let config = self.settings.config();
+            match Access::of(&config, &ctx.identity).named(Kind::Tool, server, shown) {
+                Some(upstream) => upstream,
+                None => return Ok(None),
+            }
+        };
+        let lease = self.lease_for_listing(ctx, server).await?;
+        let (listed, _) = crate::listed(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        let at = listed.iter().position(|t| {
+            t.get("name").and_then(Value::as_str) == Some(upstream.as_str()) && naming::shows("tool", server, t)
+        });
+        Ok(at.map(|at| (listed, at)))
     }
 
     pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
@@ -213,8 +236,8 @@ impl Gateway {
             return Ok(Vec::new());
         }
         let lease = self.lease_for_listing(ctx, server).await?;
-        let (listed, _) = list_all(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
-        let shows = listed.into_iter().filter(|tool| naming::shows("tool", server, tool)).collect();
+        let (listed, _) = crate::listed(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        let shows = listed.iter().filter(|tool| naming::shows("tool", server, tool)).cloned().collect();
         Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
     }
 

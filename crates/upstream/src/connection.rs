@@ -192,6 +192,21 @@ impl Upstream {
         }
     }
 
+    /// How many changes of the list `method` reads (`tools/list`, `prompts/list`,
+    /// `resources/list`, `resources/templates/list`) this connection heard so far: a
+    /// listing taken at one count is out of date at another. `None` when changes may go
+    /// unheard: a handshake-era server over HTTP with no standalone stream open (one over
+    /// stdio is always heard; a 2026 server's lists are kept for the time it says, and
+    /// any change heard meanwhile counts), or a method that reads no list.
+    pub fn list_changes(&self, method: &str) -> Option<u64> {
+        let changes = match &self.link {
+            Link::Stdio(pipe) => &pipe.changes,
+            Link::Http(conn) => &conn.changes,
+        };
+        let heard = self.facts.era == Era::Modern || changes.hearing();
+        changes.count(method).filter(|_| heard)
+    }
+
     /// Resolves once this connection is gone (a stdio instance exited or was stopped);
     /// never for an HTTP server, which is reached anew per request.
     pub async fn ended(&self) {

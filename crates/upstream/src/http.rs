@@ -25,7 +25,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::caller::{Ask, Caller, Listener};
-use crate::changes::{is_change, untagged_change};
+use crate::changes::{Changes, is_change};
 use crate::error::UpstreamError;
 use crate::handshake::{self, ServerFacts};
 use crate::questions::{self, Serving};
@@ -53,7 +53,7 @@ pub(crate) struct HttpConn {
     /// Whether a question was refused as ambiguous yet (logged once per connection).
     warned_ambiguous: AtomicBool,
     /// What the server says changed, from the session's standalone stream.
-    pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
+    pub(crate) changes: Changes,
     /// Longest event-stream line accepted: a server cannot make mcpx buffer without bound.
     max_line: usize,
     /// The listen that feeds `changes` from a 2026 server, once something watches.
@@ -138,7 +138,7 @@ impl HttpConn {
             param_headers: std::sync::Mutex::new(None),
             serving: Default::default(),
             warned_ambiguous: AtomicBool::new(false),
-            changes: tokio::sync::broadcast::channel(64).0,
+            changes: Changes::new(64, false),
             max_line: spec.max_line_bytes,
             listening: Default::default(),
             acks: Default::default(),
@@ -590,7 +590,7 @@ impl HttpConn {
             }
             // A change on a listen's stream (or any other): whoever watches hears of it.
             Message::Notification { method, params } if is_change(&method) => {
-                let _ = self.changes.send(untagged_change(&method, params));
+                self.changes.announce(&method, params);
                 None
             }
             Message::Notification { method, mut params } => {
@@ -684,9 +684,13 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
         let Some(session) = live.session.lock().await.clone() else { return };
         match live.stream_request(Some(session)).send().await {
             Ok(response) if response.status().is_success() => {
+                live.changes.set_hearing(true);
                 drop(live);
                 let opened = std::time::Instant::now();
                 read_standalone(&conn, response).await;
+                if let Some(live) = conn.upgrade() {
+                    live.changes.set_hearing(false);
+                }
                 // A stream that lasted is reconnected soon; one dropped at once, ever later.
                 backoff = if opened.elapsed() > std::time::Duration::from_secs(30) {
                     std::time::Duration::from_millis(500)
@@ -810,7 +814,7 @@ impl HttpConn {
                 });
             }
             Ok(Message::Notification { method, params }) if is_change(&method) => {
-                let _ = self.changes.send(untagged_change(&method, params));
+                self.changes.announce(&method, params);
             }
             _ => {}
         }

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
 use crate::caller::{Ask, Caller, Listener};
-use crate::changes::{is_change, untagged_change};
+use crate::changes::{Changes, is_change};
 use crate::error::{LostLine, UpstreamError};
 use crate::handshake::{self, ServerFacts};
 use crate::lines::{Edges, Line, Lines};
@@ -51,7 +51,7 @@ pub(crate) struct Inner {
     /// Set once mcpx began stopping the instance, so its exit is not reported as a crash.
     stopping: AtomicBool,
     /// What the server says changed (list_changed, resources/updated), for whoever watches.
-    pub(crate) changes: tokio::sync::broadcast::Sender<Value>,
+    pub(crate) changes: Changes,
     /// Whether mcpx has asked a stateless server for its changes (one listen per instance).
     listening: AtomicBool,
     /// Becomes true when the connection is gone (the process exited or was stopped).
@@ -93,7 +93,7 @@ impl Inner {
             next_id: AtomicI64::new(1),
             alive: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
-            changes: tokio::sync::broadcast::channel(CHANGE_BACKLOG).0,
+            changes: Changes::new(CHANGE_BACKLOG, true),
             listening: AtomicBool::new(false),
             gone: tokio::sync::watch::channel(false).0,
             exit: Mutex::new(None),
@@ -549,7 +549,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             }
             Message::Notification { method, params } if method == "notifications/message" => inner.relay_log(params),
             Message::Notification { method, params } if is_change(&method) => {
-                let _ = inner.changes.send(untagged_change(&method, params));
+                inner.changes.announce(&method, params);
             }
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }

@@ -26,6 +26,7 @@ mod invocation_paths;
 mod journal;
 mod lifecycle;
 mod limits;
+mod listing_cache;
 mod listings;
 mod local_trust;
 mod metrics;

@@ -6,6 +6,11 @@
 //! - `direct-http`: fakemcp answering HTTP itself, the zero-overhead line;
 //! - `mcpx-http`: `mcpx daemon` → fakemcp over HTTP (the same upstream transport as the direct line);
 //! - `mcpx-stdio`: `mcpx daemon` → fakemcp over stdio, mcpx's usual path;
+//! - `mcpx-exposed`, `mcpx-exposed-prefixed`: the same, calling the tool mcpx lists flat
+//!   (`expose`) by its own name (`"exposePrefix": "never"`) or as `fake__echo`, as most
+//!   clients do, instead of through `mcpx_call`; and `mcpx-legacy-exposed[-prefixed]`, the
+//!   same from 2025-11-25 sessions. Their fakemcp lets a 2026 `tools/list` be kept ten
+//!   minutes (`--list-ttl-ms`), as a server whose tools do not change would;
 //! - `mcp-proxy`: mcp-proxy `--stateless` → fakemcp over stdio (2025-11-25 calls: it speaks no 2026);
 //! - `fastmcp`: `fastmcp run` of an `mcpServers` file → fakemcp over stdio.
 //!
@@ -31,6 +36,9 @@ use crate::memory;
 use crate::processes::{Binaries, Daemon, HttpServer, Scratch, UPSTREAM, children_of, free_port};
 use crate::report::{Comparison, CpuTime, Measured, Run, Target};
 use crate::scenario::{Load, Tally};
+
+/// fakemcp's `echo` as mcpx exposes it with the default prefix: `<server>__<tool>`.
+const PREFIXED_ECHO: &str = "fake__echo";
 
 /// The concurrency level the HTTP targets are set at.
 pub const TARGET_CLIENTS: usize = 32;
@@ -63,6 +71,12 @@ enum Contender {
     McpxStdio,
     /// mcpx's stdio path for a handshake-era caller: a 2025-11-25 session per connection.
     McpxLegacy,
+    /// mcpx's stdio path to an exposed tool by its own name, then as `fake__echo`; in the
+    /// 2026 era, then from 2025-11-25 sessions.
+    McpxExposed,
+    McpxExposedPrefixed,
+    McpxLegacyExposed,
+    McpxLegacyExposedPrefixed,
     McpProxy,
     Fastmcp,
 }
@@ -73,6 +87,10 @@ impl Contender {
         Contender::McpxHttp,
         Contender::McpxStdio,
         Contender::McpxLegacy,
+        Contender::McpxExposed,
+        Contender::McpxExposedPrefixed,
+        Contender::McpxLegacyExposed,
+        Contender::McpxLegacyExposedPrefixed,
         Contender::McpProxy,
         Contender::Fastmcp,
     ];
@@ -83,6 +101,10 @@ impl Contender {
             Contender::McpxHttp => "mcpx-http",
             Contender::McpxStdio => "mcpx-stdio",
             Contender::McpxLegacy => "mcpx-legacy",
+            Contender::McpxExposed => "mcpx-exposed",
+            Contender::McpxExposedPrefixed => "mcpx-exposed-prefixed",
+            Contender::McpxLegacyExposed => "mcpx-legacy-exposed",
+            Contender::McpxLegacyExposedPrefixed => "mcpx-legacy-exposed-prefixed",
             Contender::McpProxy => "mcp-proxy",
             Contender::Fastmcp => "fastmcp",
         }
@@ -96,6 +118,16 @@ impl Contender {
             Contender::McpxLegacy => {
                 "bench → HTTP /mcp, a 2025-11-25 session per connection → mcpx daemon → fakemcp (stdio)"
             }
+            Contender::McpxExposed => {
+                "bench → HTTP /mcp, echo exposed under its own name → mcpx daemon → fakemcp (stdio)"
+            }
+            Contender::McpxExposedPrefixed => "bench → HTTP /mcp, fake__echo exposed → mcpx daemon → fakemcp (stdio)",
+            Contender::McpxLegacyExposed => {
+                "bench → HTTP /mcp, a 2025-11-25 session per connection, echo exposed under its own name → mcpx daemon → fakemcp (stdio)"
+            }
+            Contender::McpxLegacyExposedPrefixed => {
+                "bench → HTTP /mcp, a 2025-11-25 session per connection, fake__echo exposed → mcpx daemon → fakemcp (stdio)"
+            }
             Contender::McpProxy => "bench → mcp-proxy 0.13 --stateless (2025-11-25) → fakemcp (stdio)",
             Contender::Fastmcp => "bench → fastmcp 4 run → fakemcp (stdio)",
         }
@@ -104,19 +136,26 @@ impl Contender {
     /// mcp-proxy 0.13 is built on the 2025 SDK: it gets sessionless 2025-11-25 calls.
     fn era(self) -> Era {
         match self {
-            Contender::McpProxy | Contender::McpxLegacy => Era::Legacy,
+            Contender::McpProxy
+            | Contender::McpxLegacy
+            | Contender::McpxLegacyExposed
+            | Contender::McpxLegacyExposedPrefixed => Era::Legacy,
             _ => Era::Modern,
         }
     }
 
     /// Whether each connection opens a 2025-11-25 session before its calls.
     fn in_session(self) -> bool {
-        self == Contender::McpxLegacy
+        matches!(self, Contender::McpxLegacy | Contender::McpxLegacyExposed | Contender::McpxLegacyExposedPrefixed)
     }
 
     fn route(self) -> Route<'static> {
         match self {
             Contender::McpxHttp | Contender::McpxStdio | Contender::McpxLegacy => Route::Gateway { server: UPSTREAM },
+            Contender::McpxExposed | Contender::McpxLegacyExposed => Route::Exposed { name: "echo" },
+            Contender::McpxExposedPrefixed | Contender::McpxLegacyExposedPrefixed => {
+                Route::Exposed { name: PREFIXED_ECHO }
+            }
             _ => Route::Direct,
         }
     }
@@ -139,6 +178,20 @@ impl Contender {
             Contender::Direct => Running::Server(HttpServer::fakemcp(binaries, scratch, "fakemcp")?),
             Contender::McpxStdio | Contender::McpxLegacy => {
                 Running::Daemon(Daemon::start(binaries, scratch, &binaries.mcpx_config())?, None)
+            }
+            Contender::McpxExposed
+            | Contender::McpxExposedPrefixed
+            | Contender::McpxLegacyExposed
+            | Contender::McpxLegacyExposedPrefixed => {
+                let own_names = matches!(self, Contender::McpxExposed | Contender::McpxLegacyExposed);
+                let mut config = json!({
+                    "mcpServers": {UPSTREAM: {"command": fakemcp, "args": ["--list-ttl-ms", "600000"]}},
+                    "expose": [UPSTREAM],
+                });
+                if own_names {
+                    config["exposePrefix"] = json!("never");
+                }
+                Running::Daemon(Daemon::start(binaries, scratch, &config)?, None)
             }
             Contender::McpxHttp => {
                 let upstream = HttpServer::fakemcp(binaries, scratch, "fakemcp (HTTP upstream)")?;
@@ -280,6 +333,11 @@ fn comparisons(clients: usize) -> Vec<Comparison> {
         compare("direct-http", "mcpx-http", 0.7),
         compare("mcp-proxy", "mcpx-stdio", 20.0),
         compare("fastmcp", "mcpx-stdio", 20.0),
+        // Exposed tools against mcpx_call, in each era: as fast, within 5%.
+        compare("mcpx-stdio", "mcpx-exposed", 0.95),
+        compare("mcpx-stdio", "mcpx-exposed-prefixed", 0.95),
+        compare("mcpx-legacy", "mcpx-legacy-exposed", 0.95),
+        compare("mcpx-legacy", "mcpx-legacy-exposed-prefixed", 0.95),
         // The handshake era on both sides, for what most clients speak today; no target.
         Comparison {
             baseline: "mcp-proxy",
