@@ -27,6 +27,8 @@ pub struct CallContext {
     pub param_headers: Option<Arc<Vec<(String, String)>>>,
     /// The instance the request reached, once the pool leased it: for the journal.
     pub reached: crate::journal::Reached,
+    /// Where the request sits in a trace (used only while traces are exported).
+    pub trace: crate::traces::Trace,
 }
 
 impl CallContext {
@@ -39,7 +41,15 @@ impl CallContext {
             listener: None,
             param_headers: None,
             reached: Default::default(),
+            trace: Default::default(),
         }
+    }
+
+    /// The trace context of the HTTP request that carried this one (`traceparent` and
+    /// `tracestate` headers), a parent for its span when its `_meta` names none.
+    pub fn with_trace_headers(mut self, headers: Option<crate::traces::TraceHeaders>) -> CallContext {
+        self.trace.headers = headers.map(std::sync::Arc::new);
+        self
     }
 
     pub fn with_listener(mut self, listener: Option<Listener>) -> CallContext {

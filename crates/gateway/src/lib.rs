@@ -35,6 +35,7 @@ pub mod scope;
 mod search;
 pub mod settings;
 pub mod tools;
+pub mod traces;
 mod watch;
 
 use std::sync::Arc;
@@ -122,6 +123,8 @@ pub struct Gateway {
     /// The call journal, once the daemon opened it in its state dir.
     journal: std::sync::OnceLock<journal::Journal>,
     metrics: metrics::Metrics,
+    /// Where spans go, once the daemon starts exporting them.
+    traces: traces::Traces,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -141,6 +144,7 @@ impl Gateway {
             reaper: Default::default(),
             journal: Default::default(),
             metrics: Default::default(),
+            traces: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -252,6 +256,13 @@ impl Gateway {
         Ok(())
     }
 
+    /// Exports a span per request and per upstream request to `endpoint` from now on
+    /// (`telemetry.otlpEndpoint`, or the `OTEL_EXPORTER_OTLP_*` environment), in batches
+    /// from a task on the current runtime.
+    pub fn export_traces(&self, endpoint: &traces::Endpoint) -> Result<(), traces::ExportError> {
+        self.traces.export(endpoint)
+    }
+
     /// The request counters `/metrics` renders.
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.metrics
@@ -304,6 +315,7 @@ impl Gateway {
             reaper.abort();
         }
         self.instances.pool.shutdown().await;
+        self.traces.flush().await;
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:
