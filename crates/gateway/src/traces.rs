@@ -16,11 +16,11 @@
 //! anything but the parent of a span (identity, scope and routing never read it).
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use mcpx_protocol::meta;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
@@ -37,24 +37,7 @@ pub const TRACESTATE: &str = "tracestate";
 /// The attribute naming the mcpx server (from its config) a request went to.
 pub const SERVER_NAME: &str = "mcpx.server.name";
 
-/// The trace context that came with a request from outside `_meta`: the `traceparent`
-/// and `tracestate` headers of the HTTP request that carried it, as sent (read only when
-/// traces are exported, and then parsed like any other).
-#[derive(Clone, Debug, Default)]
-pub struct TraceHeaders {
-    pub traceparent: String,
-    pub tracestate: Option<String>,
-}
-
-/// A request's place in a trace, travelling with its [`CallContext`].
-#[derive(Clone, Debug, Default)]
-pub struct Trace {
-    /// The trace context of the HTTP request that carried this one, if it had one.
-    pub headers: Option<Arc<TraceHeaders>>,
-    /// The span mcpx opened for the request, once opened: the parent of everything mcpx
-    /// sends upstream for it (copies of the context made after it opened keep it).
-    span: OnceLock<SpanContext>,
-}
+pub use crate::context::{Trace, TraceHeaders};
 
 /// Where spans go: nowhere until the daemon starts an exporter.
 #[derive(Default)]
@@ -104,8 +87,10 @@ impl Traces {
             .timeout(std::time::Duration::from_secs(10))
             .build()
             .map_err(|e| ExportError(format!("cannot build the HTTP client: {e}")))?;
-        let mut exporter =
-            opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary).with_http_client(client);
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_http_client(client);
         if let Endpoint::Url(url) = endpoint {
             exporter = exporter.with_endpoint(url.clone());
         }
@@ -180,8 +165,10 @@ impl Traces {
         attributes.push(KeyValue::new(SERVER_NAME, server.to_owned()));
         attributes.push(KeyValue::new("mcp.protocol.version", upstream.facts().revision.as_str()));
         attributes.push(KeyValue::new("network.transport", if upstream.pid().is_some() { "pipe" } else { "tcp" }));
-        let parent = ctx.trace.span.get().map(|s| Context::new().with_remote_span_context(s.clone())).unwrap_or_default();
-        let builder = tracer.span_builder(span_name(method, target)).with_kind(SpanKind::Client).with_attributes(attributes);
+        let parent =
+            ctx.trace.span.get().map(|s| Context::new().with_remote_span_context(s.clone())).unwrap_or_default();
+        let builder =
+            tracer.span_builder(span_name(method, target)).with_kind(SpanKind::Client).with_attributes(attributes);
         let span = tracer.build_with_context(builder, &parent);
         let m = meta::of_mut(params);
         m.remove(TRACEPARENT);
@@ -318,6 +305,7 @@ impl Extractor for HeaderCarrier<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry::trace::SpanContext;
     use serde_json::json;
 
     fn parent_of(meta: Value) -> Option<SpanContext> {
@@ -354,6 +342,9 @@ mod tests {
 
     #[test]
     fn the_endpoint_comes_from_the_config_first() {
-        assert_eq!(endpoint(Some("http://collector:4318/")), Some(Endpoint::Url("http://collector:4318/v1/traces".into())));
+        assert_eq!(
+            endpoint(Some("http://collector:4318/")),
+            Some(Endpoint::Url("http://collector:4318/v1/traces".into()))
+        );
     }
 }

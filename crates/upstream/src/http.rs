@@ -950,8 +950,13 @@ mod trace_header_tests {
     #[test]
     fn only_a_well_formed_traceparent_becomes_a_header() {
         assert!(super::is_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
-        for bad in ["", "garbage", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nx: y",
-            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "00-4bf9-00f067aa0ba902b7-01"] {
+        for bad in [
+            "",
+            "garbage",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nx: y",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf9-00f067aa0ba902b7-01",
+        ] {
             assert!(!super::is_traceparent(bad), "{bad}");
         }
     }

@@ -128,7 +128,8 @@ fn decoded(export: ExportTraceServiceRequest) -> Vec<Received> {
     let mut out = Vec::new();
     for resource in export.resource_spans {
         let service = resource.resource.iter().flat_map(|r| &r.attributes).any(|a| {
-            a.key == "service.name" && matches!(&a.value, Some(v) if v.value == Some(any_value::Value::StringValue("mcpx".into())))
+            a.key == "service.name"
+                && matches!(&a.value, Some(v) if v.value == Some(any_value::Value::StringValue("mcpx".into())))
         });
         assert!(service, "spans without service.name mcpx");
         for span in resource.scope_spans.into_iter().flat_map(|s| s.spans) {
