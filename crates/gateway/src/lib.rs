@@ -335,7 +335,7 @@ impl Gateway {
             if lease.upstream().facts().capabilities.get(capability).is_none() {
                 return Ok((Vec::new(), None));
             }
-            let (items, cache) = list_all(&lease, &ctx.client_capabilities, method, field).await?;
+            let (items, cache) = list_all(self, ctx, &lease, method, field).await?;
             Ok::<_, Error>((items, Some(cache)))
         }))
         .await;
@@ -389,11 +389,31 @@ fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
     mcpx_upstream::Caller { key: ctx.caller_key().into(), call_id: ctx.call_id.as_str().into() }
 }
 
+impl Gateway {
+    /// One page of an upstream list, with a client span of its own while traces are exported.
+    async fn list_page(
+        &self,
+        ctx: &CallContext,
+        lease: &Lease,
+        method: &str,
+        mut params: Value,
+    ) -> Result<Value, Error> {
+        let upstream = lease.upstream();
+        let Some(span) = self.traces.sending(ctx, &lease.key().server, upstream, method, &mut params) else {
+            return upstream.request(method, params, &ctx.client_capabilities).await.map_err(Error::from);
+        };
+        let page = Box::pin(upstream.request(method, params, &ctx.client_capabilities)).await.map_err(Error::from);
+        span.end(page.as_ref());
+        page
+    }
+}
+
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following
 /// `nextCursor`, with the cacheability the upstream declared (none: reuse nothing).
 async fn list_all(
+    gateway: &Gateway,
+    ctx: &CallContext,
     lease: &Lease,
-    client_capabilities: &Value,
     method: &str,
     field: &str,
 ) -> Result<(Vec<Value>, Cacheability), Error> {
@@ -405,7 +425,7 @@ async fn list_all(
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(Error::from)?;
+        let page = gateway.list_page(ctx, lease, method, params).await?;
         if let Some(Value::Array(listed)) = page.get(field) {
             items.extend(listed.iter().cloned());
         }

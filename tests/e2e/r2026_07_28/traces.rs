@@ -290,6 +290,21 @@ fn every_tool_call_of_a_script_is_a_child_of_the_scripts_span() {
 }
 
 #[test]
+fn the_listings_a_search_makes_upstream_are_client_spans_of_the_search() {
+    let receiver = Receiver::start();
+    let daemon = daemon_exporting_to(&receiver, &[("up", fakemcp("global", &tag(), &[]))]);
+    Modern::tools_call("mcpx_search", json!({ "query": "echo" })).send(daemon.url()).structured();
+    let spans = receiver.until("the search and its listing", |s| {
+        named(s, "tools/call mcpx_search").is_some() && named(s, "tools/list").is_some()
+    });
+    let search = named(&spans, "tools/call mcpx_search").unwrap();
+    let listing = named(&spans, "tools/list").unwrap();
+    assert_eq!(listing.kind, SpanKind::Client as i32, "{listing:?}");
+    assert_eq!(listing.parent_span_id, search.span_id, "{listing:?}");
+    assert_eq!(listing.attribute("mcpx.server.name"), Some("up"));
+}
+
+#[test]
 fn with_no_endpoint_mcpx_makes_no_span_and_calls_work() {
     let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
     let traceparent = format!("00-{TRACE_ID}-{PARENT_ID}-01");
