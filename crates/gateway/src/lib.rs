@@ -263,6 +263,11 @@ impl Gateway {
         self.traces.export(endpoint)
     }
 
+    /// Whether spans are exported (otherwise a front end need not read trace headers).
+    pub fn exports_traces(&self) -> bool {
+        self.traces.on()
+    }
+
     /// The request counters `/metrics` renders.
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.metrics

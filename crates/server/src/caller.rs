@@ -52,8 +52,12 @@ impl Caller {
         self
     }
 
-    /// The trace context of the HTTP request, when it has a `traceparent` header.
+    /// The trace context of the HTTP request, when it has a `traceparent` header and
+    /// spans are exported (without them it is not read).
     pub fn with_trace_headers(mut self, headers: &axum::http::HeaderMap) -> Caller {
+        if !self.gateway.exports_traces() {
+            return self;
+        }
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         self.trace_headers = text(mcpx_gateway::traces::TRACEPARENT)
             .map(|traceparent| TraceHeaders { traceparent, tracestate: text(mcpx_gateway::traces::TRACESTATE) });
