@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use mcpx_protocol::meta;
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -173,8 +173,18 @@ impl Traces {
         let m = meta::of_mut(params);
         m.remove(TRACEPARENT);
         m.remove(TRACESTATE);
-        let sent = Context::new().with_remote_span_context(span.span_context().clone());
-        TraceContextPropagator::new().inject_context(&sent, &mut MetaCarrier(m));
+        // Written from the span's own ids, as the W3C format has them (what the SDK's
+        // propagator writes, without a context built per request to write it).
+        let sent = span.span_context();
+        if sent.is_valid() {
+            let flags = sent.trace_flags() & opentelemetry::trace::TraceFlags::SAMPLED;
+            let traceparent = format!("00-{}-{}-{flags:02x}", sent.trace_id(), sent.span_id());
+            m.insert(TRACEPARENT.into(), traceparent.into());
+            let state = sent.trace_state().header();
+            if !state.is_empty() {
+                m.insert(TRACESTATE.into(), state.into());
+            }
+        }
         Some(Sending(span))
     }
 }
@@ -232,13 +242,32 @@ fn target<'a>(method: &str, params: &'a Value) -> Option<&'a str> {
 fn span_name(method: &str, target: Option<&str>) -> Cow<'static, str> {
     match target {
         Some(target) => format!("{method} {target}").into(),
-        None => method.to_owned().into(),
+        None => known(method).map_or_else(|| method.to_owned().into(), Cow::Borrowed),
     }
+}
+
+/// The methods that reach the gateway, as static text: their attributes and span names
+/// need no copy of their own.
+fn known(method: &str) -> Option<&'static str> {
+    const METHODS: [&str; 10] = [
+        "tools/call",
+        "tools/list",
+        "resources/read",
+        "resources/list",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/get",
+        "prompts/list",
+        "completion/complete",
+    ];
+    METHODS.iter().find(|m| **m == method).copied()
 }
 
 /// The attributes every MCP span has for `method` with `params`.
 fn request_attributes(method: &str, params: &Value, target: Option<&str>) -> Vec<KeyValue> {
-    let mut attributes = vec![KeyValue::new("mcp.method.name", method.to_owned())];
+    let name: opentelemetry::Value = known(method).map_or_else(|| method.to_owned().into(), Into::into);
+    let mut attributes = vec![KeyValue::new("mcp.method.name", name)];
     match (method, target) {
         ("tools/call", Some(tool)) => {
             attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
@@ -274,15 +303,6 @@ impl<M: std::ops::Deref<Target = Map<String, Value>>> Extractor for MetaCarrier<
 
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(String::as_str).collect()
-    }
-}
-
-impl Injector for MetaCarrier<&mut Map<String, Value>> {
-    fn set(&mut self, key: &str, value: String) {
-        // An empty `tracestate` is no state: left out.
-        if !value.is_empty() {
-            self.0.insert(key.to_owned(), value.into());
-        }
     }
 }
 
