@@ -15,6 +15,8 @@
 #
 #   scripts/instructions.sh              # 1000 calls on each path
 #   scripts/instructions.sh 3000 stdio   # CALLS, then which paths
+#   TRACES=export scripts/instructions.sh # the same, the daemon exporting its spans over
+#                                         # OTLP/HTTP to a local sink that drops them
 #
 # MCPX=path measures another mcpx build (an older commit's, for a side-by-side figure);
 # SETTINGS='"journal": {"enabled": false}' adds top-level keys to the daemon's config.
@@ -130,10 +132,36 @@ count() {
     echo $(( $(sed -n 's/^summary: //p' "$dir/callgrind.out") + serve ))
 }
 
-printf '%-10s %18s\n' path "instructions/call" >&2
+# With TRACES=export the daemon exports spans (OTEL_EXPORTER_OTLP_ENDPOINT) to a sink that
+# reads each export, counts it and answers 200.
+if [[ ${TRACES:-} == export ]]; then
+    sink_port=$(free_port)
+    python3 - "$sink_port" "$WORK/otlp-exports" <<'PY' &
+import http.server, sys
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        with open(sys.argv[2], "a") as exports:
+            exports.write(f"{self.path} {len(body)}\n")
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+PY
+    pids+=($!)
+    export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port"
+fi
+
+printf '%-10s %18s\n' path "instructions/call${TRACES:+ (traces: $TRACES)}" >&2
 for transport in ${TRANSPORTS[*]}; do
     base=$(count "$transport" "$WARM")
     total=$(count "$transport" $((WARM + CALLS)))
     printf '%-10s %18d\n' "$transport" $(((total - base) / CALLS))
 done
+if [[ ${TRACES:-} == export ]]; then
+    echo "OTLP exports received: $(wc -l < "$WORK/otlp-exports" 2>/dev/null || echo 0)" >&2
+fi
 echo "callgrind files: $WORK/<path>-<calls>/callgrind.out" >&2

@@ -36,6 +36,8 @@ pub struct Config {
     pub clients: BTreeMap<String, ClientConfig>,
     /// The call journal: one record per request mcpx answers for a caller.
     pub journal: JournalConfig,
+    /// Where traces go (`gateway::traces`).
+    pub telemetry: TelemetryConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -614,6 +616,17 @@ impl Default for JournalConfig {
             max_bytes: 256 * 1024 * 1024,
         }
     }
+}
+
+/// Traces over OTLP (`gateway::traces`). Read at the daemon's start.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The base URL of an OTLP/HTTP collector (`/v1/traces` is appended), as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` would name it. Default none: then the standard
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` variables, and
+    /// without them no traces.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// What a journal record keeps of a call's arguments.

@@ -9,6 +9,25 @@ use serde_json::Value;
 
 use crate::identity::Identity;
 
+/// The trace context that came with a request from outside `_meta`: the `traceparent`
+/// and `tracestate` headers of the HTTP request that carried it, as sent (read only when
+/// traces are exported, and then parsed like any other: `traces`).
+#[derive(Clone, Debug, Default)]
+pub struct TraceHeaders {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+}
+
+/// A request's place in a trace, travelling with its [`CallContext`].
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The trace context of the HTTP request that carried this one, if it had one.
+    pub headers: Option<Arc<TraceHeaders>>,
+    /// The span mcpx opened for the request, once opened: the parent of everything mcpx
+    /// sends upstream for it (copies of the context made after it opened keep it).
+    pub(crate) span: std::sync::OnceLock<opentelemetry::trace::SpanContext>,
+}
+
 #[derive(Clone, Debug)]
 pub struct CallContext {
     pub identity: Identity,
@@ -27,6 +46,8 @@ pub struct CallContext {
     pub param_headers: Option<Arc<Vec<(String, String)>>>,
     /// The instance the request reached, once the pool leased it: for the journal.
     pub reached: crate::journal::Reached,
+    /// Where the request sits in a trace (used only while traces are exported).
+    pub trace: Trace,
 }
 
 impl CallContext {
@@ -39,7 +60,15 @@ impl CallContext {
             listener: None,
             param_headers: None,
             reached: Default::default(),
+            trace: Default::default(),
         }
+    }
+
+    /// The trace context of the HTTP request that carried this one (`traceparent` and
+    /// `tracestate` headers), a parent for its span when its `_meta` names none.
+    pub fn with_trace_headers(mut self, headers: Option<TraceHeaders>) -> CallContext {
+        self.trace.headers = headers.map(Arc::new);
+        self
     }
 
     pub fn with_listener(mut self, listener: Option<Listener>) -> CallContext {

@@ -36,6 +36,7 @@ pub mod scope;
 mod search;
 pub mod settings;
 pub mod tools;
+pub mod traces;
 mod watch;
 
 use std::sync::Arc;
@@ -123,6 +124,8 @@ pub struct Gateway {
     /// The call journal, once the daemon opened it in its state dir.
     journal: std::sync::OnceLock<journal::Journal>,
     metrics: metrics::Metrics,
+    /// Where spans go, once the daemon starts exporting them.
+    traces: traces::Traces,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -142,6 +145,7 @@ impl Gateway {
             reaper: Default::default(),
             journal: Default::default(),
             metrics: Default::default(),
+            traces: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
@@ -253,6 +257,18 @@ impl Gateway {
         Ok(())
     }
 
+    /// Exports a span per request and per upstream request to `endpoint` from now on
+    /// (`telemetry.otlpEndpoint`, or the `OTEL_EXPORTER_OTLP_*` environment), in batches
+    /// from a task on the current runtime.
+    pub fn export_traces(&self, endpoint: &traces::Endpoint) -> Result<(), traces::ExportError> {
+        self.traces.export(endpoint)
+    }
+
+    /// Whether spans are exported (otherwise a front end need not read trace headers).
+    pub fn exports_traces(&self) -> bool {
+        self.traces.on()
+    }
+
     /// The request counters `/metrics` renders.
     pub fn metrics(&self) -> &metrics::Metrics {
         &self.metrics
@@ -312,6 +328,7 @@ impl Gateway {
             reaper.abort();
         }
         self.instances.pool.shutdown().await;
+        self.traces.flush().await;
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:
@@ -331,7 +348,7 @@ impl Gateway {
             if lease.upstream().facts().capabilities.get(capability).is_none() {
                 return Ok((listings::Listed::default(), None));
             }
-            let (items, cache) = listed(&lease, &ctx.client_capabilities, method, field).await?;
+            let (items, cache) = listed(self, ctx, &lease, method, field).await?;
             Ok::<_, Error>((items, Some(cache)))
         }))
         .await;
@@ -388,8 +405,9 @@ fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
 /// Every item of an upstream list, as the instance keeps it while it is fresh (see
 /// [`listings`]), else listed anew (and kept if the server allows).
 async fn listed(
+    gateway: &Gateway,
+    ctx: &CallContext,
     lease: &Lease,
-    client_capabilities: &Value,
     method: &str,
     field: &str,
 ) -> Result<(listings::Listed, Cacheability), Error> {
@@ -399,18 +417,38 @@ async fn listed(
         return Ok(fresh);
     }
     let listed_at = std::time::Instant::now();
-    let (items, cache) = list_all(lease, client_capabilities, method, field).await?;
+    let (items, cache) = list_all(gateway, ctx, lease, method, field).await?;
     let items = Arc::new(items);
     let modern = lease.upstream().facts().era == mcpx_protocol::Era::Modern;
     lease.listings().keep(method, &items, cache, changes, modern, listed_at);
     Ok((items, cache))
 }
 
+impl Gateway {
+    /// One page of an upstream list, with a client span of its own while traces are exported.
+    async fn list_page(
+        &self,
+        ctx: &CallContext,
+        lease: &Lease,
+        method: &str,
+        mut params: Value,
+    ) -> Result<Value, Error> {
+        let upstream = lease.upstream();
+        let Some(span) = self.traces.sending(ctx, &lease.key().server, upstream, method, &mut params) else {
+            return upstream.request(method, params, &ctx.client_capabilities).await.map_err(Error::from);
+        };
+        let page = Box::pin(upstream.request(method, params, &ctx.client_capabilities)).await.map_err(Error::from);
+        span.end(page.as_ref());
+        page
+    }
+}
+
 /// Every item of a paginated upstream list (`tools`, `resources`, …), following
 /// `nextCursor`, with the cacheability the upstream declared (none: reuse nothing).
 async fn list_all(
+    gateway: &Gateway,
+    ctx: &CallContext,
     lease: &Lease,
-    client_capabilities: &Value,
     method: &str,
     field: &str,
 ) -> Result<(Vec<Value>, Cacheability), Error> {
@@ -422,7 +460,7 @@ async fn list_all(
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = lease.upstream().request(method, params, client_capabilities).await.map_err(Error::from)?;
+        let page = gateway.list_page(ctx, lease, method, params).await?;
         if let Some(Value::Array(listed)) = page.get(field) {
             items.extend(listed.iter().cloned());
         }

@@ -21,8 +21,11 @@
 //!
 //! A step that concerns every request (a policy, a journal, metrics, traces) is one more
 //! line in [`Gateway::handle`], around the route, where it sees the final outcome. The
-//! journal is the first: it notes the request before the limits and records how it
-//! ended (`journal`), a refusal by a limit included.
+//! journal notes the request before the limits and records how it ended (`journal`), a
+//! refusal by a limit included. Traces wrap the journal: when they are exported, the
+//! request's span opens first (its parent from the caller's trace context) and each
+//! request sent upstream in step 5 gets a span of its own, whose context the upstream
+//! receives in `_meta` (`traces`).
 
 use mcpx_protocol::Era;
 use serde_json::{Map, Value};
@@ -33,8 +36,26 @@ use crate::scope::Owner;
 use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page};
 
 impl Gateway {
-    /// Answers one request for the caller described by `ctx`, and journals and counts it.
+    /// Answers one request for the caller described by `ctx`, and journals, counts and
+    /// (when traces are exported) traces it.
     pub async fn handle(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
+        if !self.traces.on() {
+            return self.journaled(ctx, method, params).await;
+        }
+        // Boxed: the span would make every request's future larger, traced or not.
+        Box::pin(async {
+            let span = self.traces.answering(ctx, method, &params);
+            let answer = self.journaled(ctx, method, params).await;
+            if let Some(span) = span {
+                span.end(ctx, answer.as_ref().map(|a| &a.result));
+            }
+            answer
+        })
+        .await
+    }
+
+    /// Answers one request, and journals and counts it.
+    async fn journaled(&self, ctx: &CallContext, method: &str, params: Value) -> Result<Answer, Error> {
         let Some(method) = journal::journaled(method) else {
             return self.answer(ctx, method, params).await;
         };
@@ -137,6 +158,29 @@ impl Gateway {
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
             invocation::attach(&mut params, invocation::context(ctx, lease.key()));
         }
+        if !self.traces.on() {
+            return self.dispatch(ctx, lease, method, params, original).await;
+        }
+        Box::pin(async {
+            let span = self.traces.sending(ctx, server, lease.upstream(), method, &mut params);
+            let sent = self.dispatch(ctx, lease, method, params, original).await;
+            if let Some(span) = span {
+                span.end(sent.as_ref().map_err(|(e, _)| e));
+            }
+            sent
+        })
+        .await
+    }
+
+    /// Sends a request with its `_meta` complete, in the caller's era.
+    async fn dispatch(
+        &self,
+        ctx: &CallContext,
+        lease: Lease,
+        method: &str,
+        params: Value,
+        original: Option<Value>,
+    ) -> Result<Value, (Error, Option<Lease>)> {
         match ctx.revision.era() {
             Era::Modern => Stateless.send(self, ctx, lease, method, params, original).await,
             Era::Legacy => OnSession.send(self, ctx, lease, method, params, original).await,

@@ -55,7 +55,7 @@ impl Gateway {
             // A prompt the server does not have gets mcpx's own error, as a hidden one does,
             // so the two cannot be told apart.
             Err((e, Some(lease))) if e.code() == code::INVALID_PARAMS || e.code() == code::METHOD_NOT_FOUND => {
-                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "prompts/list", "prompts"));
+                let listing = Box::pin(list_all(self, ctx, &lease, "prompts/list", "prompts"));
                 let listed = listing.await.map(|l| l.0).unwrap_or_default();
                 let has = listed.iter().any(|p| p.get("name").and_then(Value::as_str) == Some(original.as_str()));
                 return Err(if listed.is_empty() || has { e } else { unknown() });

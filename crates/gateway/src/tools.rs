@@ -206,7 +206,7 @@ impl Gateway {
             }
         };
         let lease = self.lease_for_listing(ctx, server).await?;
-        let (listed, _) = crate::listed(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        let (listed, _) = crate::listed(self, ctx, &lease, "tools/list", "tools").await?;
         let at = listed.iter().position(|t| {
             t.get("name").and_then(Value::as_str) == Some(upstream.as_str()) && naming::shows("tool", server, t)
         });
@@ -236,7 +236,7 @@ impl Gateway {
             return Ok(Vec::new());
         }
         let lease = self.lease_for_listing(ctx, server).await?;
-        let (listed, _) = crate::listed(&lease, &ctx.client_capabilities, "tools/list", "tools").await?;
+        let (listed, _) = crate::listed(self, ctx, &lease, "tools/list", "tools").await?;
         let shows = listed.iter().filter(|tool| naming::shows("tool", server, tool)).cloned().collect();
         Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
     }
@@ -282,7 +282,7 @@ impl Gateway {
             }
             Err((e, Some(lease))) if e.code() == code::INVALID_PARAMS || e.code() == code::METHOD_NOT_FOUND => {
                 // Say what exists when the tool does not; otherwise the upstream's own error stands.
-                let listing = Box::pin(list_all(&lease, &ctx.client_capabilities, "tools/list", "tools"));
+                let listing = Box::pin(list_all(self, ctx, &lease, "tools/list", "tools"));
                 let listed = listing.await.map(|l| l.0).unwrap_or_default();
                 let listed = listed.into_iter().filter(|t| naming::shows("tool", server, t)).collect();
                 let shown = Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, listed);

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use mcpx_gateway::traces::TraceHeaders;
 use mcpx_gateway::{CallContext, Gateway, Listener, Session, Transport};
 use mcpx_protocol::Revision;
 use serde_json::Value;
@@ -36,15 +37,30 @@ pub struct Caller {
     /// The `Mcp-Param-*` headers of a 2026 HTTP request (name after the prefix, raw
     /// value); `None` on a transport without headers.
     pub param_headers: Option<Vec<(String, String)>>,
+    /// The `traceparent` and `tracestate` headers of the HTTP request, as sent: a parent
+    /// for the request's span when its `_meta` names none (read only while tracing).
+    pub trace_headers: Option<TraceHeaders>,
 }
 
 impl Caller {
     pub fn new(gateway: Arc<Gateway>, transport: Transport) -> Caller {
-        Caller { gateway, transport, param_headers: None }
+        Caller { gateway, transport, param_headers: None, trace_headers: None }
     }
 
     pub fn with_param_headers(mut self, headers: Vec<(String, String)>) -> Caller {
         self.param_headers = Some(headers);
+        self
+    }
+
+    /// The trace context of the HTTP request, when it has a `traceparent` header and
+    /// spans are exported (without them it is not read).
+    pub fn with_trace_headers(mut self, headers: &axum::http::HeaderMap) -> Caller {
+        if !self.gateway.exports_traces() {
+            return self;
+        }
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        self.trace_headers = text(mcpx_gateway::traces::TRACEPARENT)
+            .map(|traceparent| TraceHeaders { traceparent, tracestate: text(mcpx_gateway::traces::TRACESTATE) });
         self
     }
 
@@ -62,6 +78,7 @@ impl Caller {
         CallContext::new(identity, revision, capabilities)
             .with_listener(listener)
             .with_param_headers(self.param_headers.clone())
+            .with_trace_headers(self.trace_headers.clone())
     }
 }
 

@@ -140,6 +140,13 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     if let Err(e) = gateway.keep_journal_in(dir.join("journal.sqlite")) {
         tracing::warn!("the call journal is off: cannot open {}: {e}", dir.join("journal.sqlite").display());
     }
+    // Traces are read at the start: a changed endpoint applies at the next one.
+    let telemetry = gateway.settings().config().telemetry.clone();
+    if let Some(endpoint) = mcpx_gateway::traces::endpoint(telemetry.otlp_endpoint.as_deref())
+        && let Err(e) = gateway.export_traces(&endpoint)
+    {
+        tracing::warn!("traces are off: {e}");
+    }
     // Tokens live in the state dir, private like it: logins survive a daemon restart.
     match mcpx_oauth::Authorizer::open(&dir.join("oauth"), mcpx_oauth::Settings::default()) {
         Ok(authorizer) => gateway.authorize_with(authorizer),

@@ -480,6 +480,20 @@ impl HttpConn {
             value.set_sensitive(true);
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
+        // The request's trace context goes in headers too, for what traces HTTP; only a
+        // well-formed one (mcpx writes its own there while it exports traces).
+        let meta = params.and_then(|p| p.get("_meta"));
+        if let Some(traceparent) = meta.and_then(|m| m.get("traceparent")).and_then(Value::as_str)
+            && is_traceparent(traceparent)
+        {
+            request = request.header("traceparent", traceparent);
+            if let Some(state) = meta.and_then(|m| m.get("tracestate")).and_then(Value::as_str)
+                && state.len() <= 512
+                && state.bytes().all(|b| (0x20..0x7f).contains(&b))
+            {
+                request = request.header("tracestate", state);
+            }
+        }
         match legacy {
             Some(revision) => {
                 if method != "initialize" {
@@ -857,6 +871,14 @@ fn excerpt(bytes: &[u8]) -> String {
     if text.trim().is_empty() { "(empty body)".into() } else { text.trim().to_owned() }
 }
 
+/// Whether `value` has the form of a W3C `traceparent`: version, trace id, parent id and
+/// flags in lowercase hex, dash-separated (what a header may carry, nothing else).
+fn is_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    parts.len() == 4 && hex(parts[0], 2) && hex(parts[1], 32) && hex(parts[2], 16) && hex(parts[3], 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -924,5 +946,22 @@ mod tests {
         let many: String = (0..20).map(|_| "data: xxxxxxxx\n").collect();
         let (_, end) = events(&[&many, "\n"], 64);
         assert!(end.is_some_and(|why| why.contains("limits.maxLineBytes")), "data lines add up");
+    }
+}
+
+#[cfg(test)]
+mod trace_header_tests {
+    #[test]
+    fn only_a_well_formed_traceparent_becomes_a_header() {
+        assert!(super::is_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        for bad in [
+            "",
+            "garbage",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nx: y",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf9-00f067aa0ba902b7-01",
+        ] {
+            assert!(!super::is_traceparent(bad), "{bad}");
+        }
     }
 }

@@ -49,6 +49,7 @@ mod secrets;
 mod serve;
 mod state_disk;
 mod stdio_lines;
+mod traces;
 mod transport;
 mod upstream;
 mod upstream_names;

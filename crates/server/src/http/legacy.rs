@@ -62,7 +62,7 @@ pub async fn post(
             return reply::error(StatusCode::BAD_REQUEST, format, None, &e);
         }
     }
-    let caller = caller(front, base, &session);
+    let caller = caller(front, base, &session).with_trace_headers(headers);
     let negotiated = &session.negotiated;
     match body {
         Value::Array(frames) if negotiated.revision.allows_batches() && !frames.is_empty() => {

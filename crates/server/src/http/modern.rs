@@ -20,7 +20,9 @@ use crate::reply::{self, Format};
 /// TCP, pid and cwd over the socket), no session of its own, and the request's
 /// `Mcp-Param-*` headers. Who is asking is that plus what the request's `_meta` names.
 fn caller(front: &Front, transport: &Transport, headers: &HeaderMap) -> Caller {
-    Caller::new(front.gateway.clone(), transport.clone()).with_param_headers(param_headers(headers))
+    Caller::new(front.gateway.clone(), transport.clone())
+        .with_param_headers(param_headers(headers))
+        .with_trace_headers(headers)
 }
 
 /// Answers one 2026 message.
