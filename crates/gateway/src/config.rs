@@ -36,6 +36,8 @@ pub struct Config {
     pub clients: BTreeMap<String, ClientConfig>,
     /// The call journal: one record per request mcpx answers for a caller.
     pub journal: JournalConfig,
+    /// Tasks (the 2026-07-28 tasks extension) mcpx relays from upstreams.
+    pub tasks: TaskConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -613,6 +615,25 @@ impl Default for JournalConfig {
             max_age: Duration::from_secs(30 * 24 * 3600),
             max_bytes: 256 * 1024 * 1024,
         }
+    }
+}
+
+/// The `"tasks"` section: tasks upstreams hand callers through mcpx (`gateway::tasks`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct TaskConfig {
+    /// Longest a task stays reachable (and its instance held) after it is created,
+    /// whatever ttl the upstream offers; the caller is told the shorter. Default 1h.
+    #[serde(with = "duration")]
+    pub max_ttl: Duration,
+    /// Most tasks mcpx tracks at once, across callers; past it a new task is refused
+    /// (-32603 naming the setting) and the upstream's task cancelled. Default 1000.
+    pub max: usize,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000 }
     }
 }
 

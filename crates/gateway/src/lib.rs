@@ -34,6 +34,7 @@ mod roots;
 pub mod scope;
 mod search;
 pub mod settings;
+mod tasks;
 pub mod tools;
 mod watch;
 
@@ -82,7 +83,7 @@ impl Answer {
 }
 
 /// Every second: stops idle, exited, orphaned and reconfigured instances, gives memory back
-/// after a large reap, and sweeps held requests and (every minute) expired artifacts. Ends
+/// after a large reap, and sweeps held requests, expired tasks and (every minute) expired artifacts. Ends
 /// when the gateway is dropped.
 async fn reap(gateway: std::sync::Weak<Gateway>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -102,6 +103,7 @@ async fn reap(gateway: std::sync::Weak<Gateway>) {
             tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
         }
         gateway.parking.sweep();
+        gateway.tasks.sweep();
         if tick_count.is_multiple_of(60) {
             gateway.sweep_artifacts();
         }
@@ -115,6 +117,7 @@ pub struct Gateway {
     asks: ask::Asks,
     admission: admission::Admission,
     parking: held::Parking,
+    tasks: tasks::Tasks,
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
@@ -135,6 +138,7 @@ impl Gateway {
             asks: ask::Asks::default(),
             admission: Default::default(),
             parking: held::Parking::default(),
+            tasks: tasks::Tasks::default(),
             artifacts: Default::default(),
             running_scripts: Default::default(),
             engines: Default::default(),
@@ -212,10 +216,13 @@ impl Gateway {
 
     /// The `server/discover` result body.
     pub fn discover(&self, supported_versions: &[&str], principal: &Principal) -> Answer {
+        // 2026 only: the tasks extension, whose tasks mcpx relays (`tasks`).
+        let mut capabilities = self.capabilities();
+        capabilities["extensions"] = json!({ meta::TASKS_EXTENSION: {} });
         Answer {
             result: json!({
                 "supportedVersions": supported_versions,
-                "capabilities": self.capabilities(),
+                "capabilities": capabilities,
                 "instructions": self.instructions(principal),
             }),
             cache: Cacheability { ttl_ms: 0, private: false },
