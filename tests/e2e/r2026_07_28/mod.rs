@@ -48,6 +48,7 @@ mod secrets;
 mod serve;
 mod state_disk;
 mod stdio_lines;
+mod tasks;
 mod transport;
 mod upstream;
 mod upstream_names;
