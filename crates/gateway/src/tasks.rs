@@ -47,6 +47,8 @@ struct Entry {
     upstream_id: String,
     ttl_ms: u64,
     expires: Instant,
+    /// The instance's connection, which requests about the task go on.
+    upstream: mcpx_upstream::Upstream,
     /// Holds the instance while the task may still run; `None` once it ended.
     lease: Option<Lease>,
     /// The task as it ended, answered from here from then on.
@@ -125,6 +127,7 @@ impl Gateway {
             upstream_id,
             ttl_ms,
             expires: Instant::now() + Duration::from_millis(ttl_ms),
+            upstream: lease.upstream().clone(),
             lease: Some(lease),
             ended: None,
         };
@@ -149,10 +152,9 @@ impl Gateway {
             match entry {
                 None => return Err(unknown()),
                 Some(Entry { ended: Some(task), .. }) => Found::Ended(task.clone()),
-                Some(Entry { lease: None, .. }) => return Err(unknown()),
-                Some(Entry { key, upstream_id, ttl_ms, lease: Some(lease), .. }) => Found::Running {
+                Some(Entry { key, upstream_id, ttl_ms, upstream, .. }) => Found::Running {
                     key: key.clone(),
-                    upstream: lease.upstream().clone(),
+                    upstream: upstream.clone(),
                     upstream_id: upstream_id.clone(),
                     ttl_ms: *ttl_ms,
                 },
