@@ -90,7 +90,8 @@ impl Tasks {
 
 impl Gateway {
     /// An upstream answered a caller's request with a task: the caller gets it under an id
-    /// of mcpx's own, and the instance is held for it.
+    /// of mcpx's own, and the instance is held for it. Returns what the send path does.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn adopt_task(
         &self,
         ctx: &CallContext,
