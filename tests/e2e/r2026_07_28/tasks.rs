@@ -184,3 +184,16 @@ fn the_task_methods_need_the_extension_declared() {
     let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
     assert_eq!(plain.result()["resultType"], "complete", "{plain}");
 }
+
+#[test]
+fn past_tasks_max_a_new_task_is_refused_naming_the_setting_and_the_others_go_on() {
+    let daemon = daemon_with(json!({"tasks": {"max": 1}}));
+    let first = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+    let refused = with_tasks(Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 600}))).session("b");
+    let refused = refused.send(daemon.url());
+    let error = refused.assert_error(200, -32603);
+    assert_eq!(error["data"]["setting"], "tasks.max", "{refused}");
+    assert_eq!(error["data"]["limit"], 1, "{refused}");
+    let id = first["taskId"].as_str().unwrap();
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+}
