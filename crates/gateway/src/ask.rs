@@ -304,4 +304,25 @@ mod tests {
         assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
         assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
     }
+
+    #[test]
+    fn a_task_id_opens_for_its_caller_only_and_never_as_a_request_state() {
+        let asks = Asks::default();
+        let instance = asker();
+        let later = now_ms() + 3_600_000;
+        let id = asks.seal_task("s", &instance, &ctx(Some("a")), later);
+        assert_eq!(asks.open_task(&id, &ctx(Some("a"))), Some(("s".to_owned(), instance.clone())));
+        assert_eq!(asks.open_task(&id, &ctx(Some("b"))), None);
+        assert_eq!(asks.open_task(&id, &ctx(None)), None);
+        assert_eq!(asks.open_task(&format!("{id}x"), &ctx(Some("a"))), None);
+        assert_eq!(Asks::default().open_task(&id, &ctx(Some("a"))), None);
+        let expired = asks.seal_task("s", &instance, &ctx(Some("a")), now_ms() - 1);
+        assert_eq!(asks.open_task(&expired, &ctx(Some("a"))), None);
+        // Neither kind passes for the other.
+        let params = json!({"name": "t", "arguments": {}});
+        assert!(asks.open(&id, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+        let asker = Asker { server: "s", instance: Some(&instance) };
+        let state = asks.seal(asker, &ctx(Some("a")), "tools/call", &params, None, HOUR);
+        assert_eq!(asks.open_task(&state, &ctx(Some("a"))), None);
+    }
 }
