@@ -118,6 +118,12 @@ pub fn input_required(body: Value, instance: &Instance) -> Value {
     with_result_type("input_required", body, instance)
 }
 
+/// The modern answer that hands the client a task (the tasks extension): `body` is the
+/// task's own fields.
+pub fn task(body: Value, instance: &Instance) -> Value {
+    with_result_type("task", body, instance)
+}
+
 fn with_result_type(result_type: &str, body: Value, instance: &Instance) -> Value {
     let mut result = Map::new();
     result.insert("resultType".into(), result_type.into());

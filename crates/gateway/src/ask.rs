@@ -154,6 +154,44 @@ impl Asks {
         Ok(Resume { instance, upstream_state, call_id })
     }
 
+    /// The task id a caller gets for a task `instance` of `server` runs for it, good until
+    /// `expires_ms` (ms since the epoch). Sealed like a `requestState`, but of another kind,
+    /// so neither passes for the other.
+    pub fn seal_task(&self, server: &str, instance: &Owner, ctx: &CallContext, expires_ms: u64) -> String {
+        let mut nonce = [0u8; 12];
+        getrandom::fill(&mut nonce).expect("the OS random source is available");
+        let payload = json!({
+            "v": 1,
+            "kind": "task",
+            "server": server,
+            "instance": instance,
+            "owner": ctx.identity.owner_key(),
+            "expires": expires_ms,
+            "n": B64.encode(nonce),
+        });
+        let body = B64.encode(payload.to_string());
+        let tag = B64.encode(self.mac(body.as_bytes()));
+        format!("{body}.{tag}")
+    }
+
+    /// Whether `id` is a task id mcpx issued to this caller that has not expired, and for
+    /// which server and instance. One answer (`None`) for every other case, so a caller
+    /// learns nothing of another's tasks.
+    pub fn open_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner)> {
+        let (body, tag) = id.split_once('.')?;
+        let tag = B64.decode(tag).ok()?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(body.as_bytes());
+        mac.verify_slice(&tag).ok()?;
+        let payload: Value = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        let fresh = payload["expires"].as_u64().is_some_and(|t| t >= now_ms());
+        if payload["kind"] != "task" || !fresh || payload["owner"] != ctx.identity.owner_key() {
+            return None;
+        }
+        let instance = serde_json::from_value(payload["instance"].clone()).ok()?;
+        Some((payload["server"].as_str()?.to_owned(), instance))
+    }
+
     fn mac(&self, data: &[u8]) -> Vec<u8> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
         mac.update(data);
@@ -185,7 +223,7 @@ fn canonical(v: &Value) -> Value {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
@@ -265,5 +303,26 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
         assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+    }
+
+    #[test]
+    fn a_task_id_opens_for_its_caller_only_and_never_as_a_request_state() {
+        let asks = Asks::default();
+        let instance = asker();
+        let later = now_ms() + 3_600_000;
+        let id = asks.seal_task("s", &instance, &ctx(Some("a")), later);
+        assert_eq!(asks.open_task(&id, &ctx(Some("a"))), Some(("s".to_owned(), instance.clone())));
+        assert_eq!(asks.open_task(&id, &ctx(Some("b"))), None);
+        assert_eq!(asks.open_task(&id, &ctx(None)), None);
+        assert_eq!(asks.open_task(&format!("{id}x"), &ctx(Some("a"))), None);
+        assert_eq!(Asks::default().open_task(&id, &ctx(Some("a"))), None);
+        let expired = asks.seal_task("s", &instance, &ctx(Some("a")), now_ms() - 1);
+        assert_eq!(asks.open_task(&expired, &ctx(Some("a"))), None);
+        // Neither kind passes for the other.
+        let params = json!({"name": "t", "arguments": {}});
+        assert!(asks.open(&id, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+        let asker = Asker { server: "s", instance: Some(&instance) };
+        let state = asks.seal(asker, &ctx(Some("a")), "tools/call", &params, None, HOUR);
+        assert_eq!(asks.open_task(&state, &ctx(Some("a"))), None);
     }
 }

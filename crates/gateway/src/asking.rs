@@ -38,7 +38,7 @@ use crate::config::Launch;
 use crate::context::CallContext;
 use crate::error::Error;
 use crate::scope::Owner;
-use crate::{Gateway, Lease, caller_of, held, roots};
+use crate::{Gateway, Lease, caller_of, held, roots, tasks};
 
 /// A request ready for its instance.
 pub(crate) struct Settled<'a> {
@@ -161,6 +161,9 @@ impl Caller for Stateless {
             return gateway.follow(ctx, method, original.unwrap_or_default(), held).await;
         }
         let (mut result, lease) = request(ctx, lease, method, params).await?;
+        if tasks::is_task(&result) {
+            return gateway.adopt_task(ctx, lease, result);
+        }
         if !ask::is_input_required(&result) {
             return Ok(result);
         }

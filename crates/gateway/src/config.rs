@@ -38,6 +38,8 @@ pub struct Config {
     pub journal: JournalConfig,
     /// Where traces go (`gateway::traces`).
     pub telemetry: TelemetryConfig,
+    /// Tasks (the 2026-07-28 tasks extension) mcpx relays from upstreams.
+    pub tasks: TaskConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -627,6 +629,25 @@ pub struct TelemetryConfig {
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT` variables, and
     /// without them no traces.
     pub otlp_endpoint: Option<String>,
+}
+
+/// The `"tasks"` section: tasks upstreams hand callers through mcpx (`gateway::tasks`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct TaskConfig {
+    /// Longest a task stays reachable (and its instance held) after it is created,
+    /// whatever ttl the upstream offers; the caller is told the shorter. Default 1h.
+    #[serde(with = "duration")]
+    pub max_ttl: Duration,
+    /// Most tasks mcpx tracks at once, across callers; past it a new task is refused
+    /// (-32603 naming the setting) and the upstream's task cancelled. Default 1000.
+    pub max: usize,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000 }
+    }
 }
 
 /// What a journal record keeps of a call's arguments.

@@ -35,6 +35,7 @@ mod roots;
 pub mod scope;
 mod search;
 pub mod settings;
+mod tasks;
 pub mod tools;
 pub mod traces;
 mod watch;
@@ -84,7 +85,7 @@ impl Answer {
 }
 
 /// Every second: stops idle, exited, orphaned and reconfigured instances, gives memory back
-/// after a large reap, and sweeps held requests and (every minute) expired artifacts. Ends
+/// after a large reap, and sweeps held requests, expired tasks and (every minute) expired artifacts. Ends
 /// when the gateway is dropped.
 async fn reap(gateway: std::sync::Weak<Gateway>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -104,6 +105,7 @@ async fn reap(gateway: std::sync::Weak<Gateway>) {
             tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
         }
         gateway.parking.sweep();
+        gateway.tasks.sweep();
         if tick_count.is_multiple_of(60) {
             gateway.sweep_artifacts();
         }
@@ -117,6 +119,7 @@ pub struct Gateway {
     asks: ask::Asks,
     admission: admission::Admission,
     parking: held::Parking,
+    tasks: tasks::Tasks,
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
@@ -139,6 +142,7 @@ impl Gateway {
             asks: ask::Asks::default(),
             admission: Default::default(),
             parking: held::Parking::default(),
+            tasks: tasks::Tasks::default(),
             artifacts: Default::default(),
             running_scripts: Default::default(),
             engines: Default::default(),
@@ -217,10 +221,13 @@ impl Gateway {
 
     /// The `server/discover` result body.
     pub fn discover(&self, supported_versions: &[&str], principal: &Principal) -> Answer {
+        // 2026 only: the tasks extension, whose tasks mcpx relays (`tasks`).
+        let mut capabilities = self.capabilities();
+        capabilities["extensions"] = json!({ meta::TASKS_EXTENSION: {} });
         Answer {
             result: json!({
                 "supportedVersions": supported_versions,
-                "capabilities": self.capabilities(),
+                "capabilities": capabilities,
                 "instructions": self.instructions(principal),
             }),
             cache: Cacheability { ttl_ms: 0, private: false },

@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
 use crate::scope::Owner;
-use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page};
+use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page, tasks};
 
 impl Gateway {
     /// Answers one request for the caller described by `ctx`, and journals, counts and
@@ -89,6 +89,9 @@ impl Gateway {
             "resources/read" => self.read_resource(ctx, params).await,
             "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
+            m if tasks::METHODS.contains(&m) && ctx.revision.era() == Era::Modern => {
+                self.task_request(ctx, method, params).await
+            }
             "resources/subscribe" | "resources/unsubscribe" => {
                 self.subscribe(ctx, method, params).await.map(Answer::uncached)
             }

@@ -13,6 +13,13 @@ pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const PROGRESS_TOKEN: &str = "progressToken";
+/// The tasks extension's name, in `capabilities.extensions` of either side (2026-07-28).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether a 2026 `ClientCapabilities` object declares the tasks extension.
+pub fn declares_tasks(capabilities: &Value) -> bool {
+    capabilities.get("extensions").and_then(|e| e.get(TASKS_EXTENSION)).is_some_and(Value::is_object)
+}
 
 /// The prefix of every key mcpx owns; callers may never set one.
 pub const MCPX_PREFIX: &str = "dev.mcpx/";

@@ -22,9 +22,10 @@ use serde_json::Value;
 use crate::caller::Caller;
 use crate::dispatch::{self, Notify};
 
-/// Methods a 2026-07-28 caller may send to mcpx. Handshake-era methods (`initialize`,
-/// `ping`, `logging/setLevel`, `resources/subscribe`…) are unknown in this era.
-const METHODS: [&str; 10] = [
+/// Methods a 2026-07-28 caller may send to mcpx, the tasks extension's included.
+/// Handshake-era methods (`initialize`, `ping`, `logging/setLevel`, `resources/subscribe`,
+/// `tasks/result`, `tasks/list`…) are unknown in this era.
+const METHODS: [&str; 13] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -35,6 +36,9 @@ const METHODS: [&str; 10] = [
     "prompts/get",
     "completion/complete",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// A request that passed admission.

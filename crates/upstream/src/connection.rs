@@ -24,12 +24,16 @@ const RELAYED_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
 
 /// The caller's capabilities as a stateless upstream is told them. Nothing mcpx does not
 /// relay is declared: not `experimental` or `extensions` entries (mcpx does not speak
-/// them, so an upstream relying on one would fail mid-call), not anything unknown.
+/// them, so an upstream relying on one would fail mid-call), not anything unknown — but
+/// the tasks extension, whose tasks mcpx relays (`gateway::tasks`).
 fn relayed_capabilities(caller: &Value) -> Value {
-    let relayed = RELAYED_CAPABILITIES
+    let mut relayed: serde_json::Map<String, Value> = RELAYED_CAPABILITIES
         .iter()
         .filter_map(|name| caller.get(*name).filter(|c| c.is_object()).map(|c| ((*name).to_owned(), c.clone())))
         .collect();
+    if meta::declares_tasks(caller) {
+        relayed.insert("extensions".into(), serde_json::json!({ meta::TASKS_EXTENSION: {} }));
+    }
     Value::Object(relayed)
 }
 
@@ -265,5 +269,11 @@ mod tests {
         });
         assert_eq!(relayed_capabilities(&caller), json!({"sampling": {}, "roots": {"listChanged": true}}));
         assert_eq!(relayed_capabilities(&serde_json::Value::Null), json!({}));
+    }
+
+    #[test]
+    fn the_tasks_extension_is_relayed_alone_among_extensions() {
+        let caller = json!({"extensions": {"com.example/ext": {}, "io.modelcontextprotocol/tasks": {"x": 1}}});
+        assert_eq!(relayed_capabilities(&caller), json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
     }
 }

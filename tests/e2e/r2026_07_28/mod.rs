@@ -49,6 +49,7 @@ mod secrets;
 mod serve;
 mod state_disk;
 mod stdio_lines;
+mod tasks;
 mod traces;
 mod transport;
 mod upstream;

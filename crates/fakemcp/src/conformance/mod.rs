@@ -25,6 +25,7 @@ mod prompts;
 mod resources;
 mod sealed_state;
 mod subscriptions;
+mod tasks;
 mod tools;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -66,6 +67,7 @@ pub struct Fixture {
     listens: Subscriptions,
     seal: Seal,
     session: Mutex<Session>,
+    tasks: tasks::Tasks,
     /// `--echo-call-id`: legacy questions name the call they are for (see `call_id`).
     echo_call_id: bool,
 }
@@ -86,6 +88,7 @@ impl Fixture {
             out,
             seal: Seal::new()?,
             session: Mutex::default(),
+            tasks: tasks::Tasks::default(),
             echo_call_id: false,
         })
     }
@@ -116,8 +119,11 @@ impl Fixture {
     /// A modern request that passed the `_meta` checks. `None`: not the fixture's method;
     /// the standard fakemcp handling applies.
     pub fn modern(self: &Arc<Self>, id: &Value, method: &str, params: &Value) -> Option<Answer> {
-        const METHODS: [&str; 10] = [
+        const METHODS: [&str; 13] = [
             "server/discover",
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
             "tools/list",
             "tools/call",
             "prompts/list",
@@ -144,14 +150,16 @@ impl Fixture {
         Some(Answer::Now(match method {
             // The same capabilities as a legacy session; `logging` still applies to requests
             // that carry a logLevel, and `resources.subscribe` means listen honours
-            // `resourceSubscriptions`.
-            "server/discover" => cacheable(
-                json!({
-                    "supportedVersions": [MODERN_VERSION],
-                    "capabilities": Self::legacy_capabilities(),
-                }),
-                "public",
-            ),
+            // `resourceSubscriptions`. Besides: the tasks extension.
+            "server/discover" => {
+                let mut capabilities = Self::legacy_capabilities();
+                capabilities["extensions"] = json!({ tasks::EXTENSION: {} });
+                cacheable(json!({"supportedVersions": [MODERN_VERSION], "capabilities": capabilities}), "public")
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_request(method, params),
+            "tools/call" if params.get("name").and_then(Value::as_str).is_some_and(tasks::is_task_tool) => {
+                return Some(self.task_tool_call(params));
+            }
             "tools/list" => cacheable(json!({"tools": self.tool_list(era)}), "public"),
             "tools/call" => return self.tool_call(era, params),
             "prompts/list" => cacheable(json!({"prompts": prompts::list(era)}), "public"),
@@ -237,6 +245,11 @@ impl Fixture {
 
     fn tool_list(&self, era: Era) -> Vec<Value> {
         let mut list = tools::catalogue(era);
+        if era == Era::Modern {
+            list.extend(tasks::TOOLS.iter().map(|(name, description)| {
+                json!({"name": name, "description": description, "inputSchema": tasks::input_schema(name)})
+            }));
+        }
         if let Value::Array(standard) = crate::tools::catalogue() {
             list.extend(standard);
         }

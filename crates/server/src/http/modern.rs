@@ -79,7 +79,7 @@ async fn listen(caller: Caller, admitted: Admitted, id: Value, params: Value) ->
 }
 
 /// `Mcp-Method` must name the body's method; `Mcp-Name` must carry the body's tool or
-/// prompt name, or resource URI, for the methods that have one.
+/// prompt name, resource URI or task id, for the methods that have one.
 fn check_mirrored_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), RpcError> {
     match header_text(headers, "mcp-method") {
         Some(m) if m == method => {}
@@ -89,6 +89,7 @@ fn check_mirrored_headers(headers: &HeaderMap, method: &str, params: &Value) -> 
     let named_field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
     let body_name = params.get(named_field).and_then(Value::as_str);

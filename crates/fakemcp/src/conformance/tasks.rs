@@ -1,0 +1,372 @@
+//! The `io.modelcontextprotocol/tasks` extension (2026-07-28): tools whose calls the
+//! server may answer with a task (`resultType: "task"`), and `tasks/get`,
+//! `tasks/update`, `tasks/cancel` on them.
+//!
+//! A request that declares the extension in its client capabilities gets a task from a
+//! task-supporting tool; one that does not gets the tool's result at once (`slow_compute`)
+//! or, for a tool that needs a task, error -32021 naming the extension. A task runs on a
+//! thread of its own; what it asks the client (`input_required`) waits for a
+//! `tasks/update` that answers it, and `tasks/cancel` stops it at its next step.
+//! The tools are the ones the conformance suite's `tasks-*` scenarios call, plus
+//! `crash_job`, which ends the process mid-task (for a gateway's crash handling).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use super::content::{text, tool_result};
+use super::input::{self, Step};
+use super::{Answer, Fixture, Reply};
+use crate::era::{self, CLIENT_CAPABILITIES_KEY};
+use crate::wire::{INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError};
+
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// How long a task stays readable, and how often a client should poll it.
+const TTL_MS: u64 = 600_000;
+const POLL_INTERVAL_MS: u64 = 100;
+/// The step a running task sleeps in, so a cancel stops it promptly.
+const STEP: Duration = Duration::from_millis(20);
+
+/// The task tools (2026-07-28 only), in listing order: name and description.
+pub const TOOLS: [(&str, &str); 8] = [
+    ("greet", "Returns Hello, {name}! at once; never a task."),
+    ("slow_compute", "Sleeps `seconds`, then answers; a task when the request declares the tasks extension."),
+    ("failing_job", "Needs a task; after a moment, completes with a tool error (isError)."),
+    ("protocol_error_job", "Needs a task; fails it with a JSON-RPC error."),
+    ("confirm_delete", "Needs a task; asks to confirm deleting `filename`, then answers."),
+    ("multi_input", "Needs a task; asks two questions at once, then answers."),
+    ("test_tool_with_task", "Asks the user's name (input_required), then answers it from a task."),
+    ("crash_job", "Needs a task; the server process exits while it runs."),
+];
+
+pub fn is_task_tool(name: &str) -> bool {
+    TOOLS.iter().any(|(tool, _)| *tool == name)
+}
+
+pub fn input_schema(name: &str) -> Value {
+    let props = |props: Value| json!({"type": "object", "properties": props});
+    match name {
+        "greet" => props(json!({"name": {"type": "string"}})),
+        "slow_compute" => props(json!({"seconds": {"type": "number"}, "label": {"type": "string"}})),
+        "confirm_delete" => props(json!({"filename": {"type": "string"}})),
+        _ => props(json!({})),
+    }
+}
+
+/// Whether a request declared the tasks extension.
+pub fn declared(params: &Value) -> bool {
+    era::meta(params)
+        .and_then(|m| m.get(CLIENT_CAPABILITIES_KEY))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(EXTENSION))
+        .is_some_and(|e| !e.is_null())
+}
+
+fn needs_extension(what: &str) -> RpcError {
+    RpcError::new(MISSING_CLIENT_CAPABILITY, format!("{what} needs the {EXTENSION} extension"))
+        .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}))
+}
+
+/// The tasks of this process.
+#[derive(Default)]
+pub struct Tasks {
+    tasks: Mutex<HashMap<String, Task>>,
+    changed: Condvar,
+    next: AtomicU64,
+}
+
+struct Task {
+    status: &'static str,
+    created: String,
+    updated: String,
+    result: Option<Value>,
+    error: Option<Value>,
+    /// Questions not yet answered.
+    asking: Map<String, Value>,
+    answers: Map<String, Value>,
+}
+
+impl Task {
+    fn terminal(&self) -> bool {
+        matches!(self.status, "completed" | "failed" | "cancelled")
+    }
+
+    fn body(&self, id: &str) -> Value {
+        let mut body = json!({
+            "taskId": id,
+            "status": self.status,
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        });
+        if let Some(result) = &self.result {
+            body["result"] = result.clone();
+        }
+        if let Some(error) = &self.error {
+            body["error"] = error.clone();
+        }
+        if self.status == "input_required" {
+            body["inputRequests"] = Value::Object(self.asking.clone());
+        }
+        body
+    }
+
+    fn set(&mut self, status: &'static str) {
+        self.status = status;
+        self.updated = now();
+    }
+}
+
+/// How a task's work ended.
+enum Outcome {
+    Completed(Value),
+    Failed(RpcError),
+}
+
+/// What a task's work can do: sleep (false once cancelled) and ask the client.
+struct Control {
+    fixture: Arc<Fixture>,
+    id: String,
+}
+
+impl Control {
+    fn sleep(&self, total: Duration) -> bool {
+        let until = Instant::now() + total;
+        loop {
+            if self.fixture.tasks.lock().get(&self.id).is_none_or(Task::terminal) {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            thread::sleep(left.min(STEP));
+        }
+    }
+
+    /// Puts `questions` to the client and waits until every one is answered; `None`
+    /// once the task was cancelled.
+    fn ask(&self, questions: Map<String, Value>) -> Option<Map<String, Value>> {
+        let tasks = &self.fixture.tasks;
+        let mut map = tasks.lock();
+        let task = map.get_mut(&self.id)?;
+        task.asking = questions;
+        task.set("input_required");
+        loop {
+            let task = map.get_mut(&self.id)?;
+            if task.terminal() {
+                return None;
+            }
+            if task.asking.is_empty() {
+                task.set("working");
+                return Some(std::mem::take(&mut task.answers));
+            }
+            map = tasks.changed.wait(map).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Tasks {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Task>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a new working task and returns its id.
+    fn create(&self) -> String {
+        let id = format!("task-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let at = now();
+        let task = Task {
+            status: "working",
+            created: at.clone(),
+            updated: at,
+            result: None,
+            error: None,
+            asking: Map::new(),
+            answers: Map::new(),
+        };
+        self.lock().insert(id.clone(), task);
+        id
+    }
+
+    fn finish(&self, id: &str, outcome: Outcome) {
+        let mut map = self.lock();
+        let Some(task) = map.get_mut(id) else { return };
+        if task.terminal() {
+            return; // cancelled meanwhile: it stays cancelled
+        }
+        match outcome {
+            Outcome::Completed(result) => {
+                task.result = Some(result);
+                task.set("completed");
+            }
+            Outcome::Failed(error) => {
+                task.error = Some(json!({"code": error.code, "message": error.message}));
+                task.set("failed");
+            }
+        }
+        self.changed.notify_all();
+    }
+}
+
+impl Fixture {
+    /// A `tools/call` of a task tool.
+    pub(super) fn task_tool_call(self: &Arc<Self>, params: &Value) -> Answer {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let with_task = declared(params);
+        let needs_task = !matches!(name.as_str(), "greet" | "slow_compute");
+        if needs_task && !with_task {
+            return Answer::Now(Err(needs_extension(&format!("tools/call {name}"))));
+        }
+        let done = |body: Value| Ok(era::complete(body, &self.instance));
+        let string =
+            |key: &str, default: &str| arguments.get(key).and_then(Value::as_str).unwrap_or(default).to_owned();
+        match name.as_str() {
+            "greet" => Answer::Now(done(tool_result(vec![text(&format!("Hello, {}!", string("name", "World")))]))),
+            "slow_compute" => {
+                let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(1.0).clamp(0.0, 3600.0);
+                let label = string("label", "compute");
+                let result = move || tool_result(vec![text(&format!("{label}: computed after {seconds}s"))]);
+                if !with_task {
+                    let instance = Arc::clone(&self.instance);
+                    return Answer::OnThread(Box::new(move || {
+                        thread::sleep(Duration::from_secs_f64(seconds));
+                        Ok(era::complete(result(), &instance))
+                    }));
+                }
+                self.start(move |ctl| ctl.sleep(Duration::from_secs_f64(seconds)).then(|| Outcome::Completed(result())))
+            }
+            "failing_job" => self.start(|ctl| {
+                ctl.sleep(Duration::from_millis(300)).then(|| {
+                    Outcome::Completed(
+                        json!({"content": [text("failing_job failed, as it always does")], "isError": true}),
+                    )
+                })
+            }),
+            "protocol_error_job" => self.start(|ctl| {
+                ctl.sleep(Duration::from_millis(100))
+                    .then(|| Outcome::Failed(RpcError::new(INTERNAL_ERROR, "protocol_error_job: the job broke down")))
+            }),
+            "crash_job" => self.start(|ctl| {
+                ctl.sleep(Duration::from_millis(200)).then(|| {
+                    eprintln!("fakemcp: crash_job ends the process");
+                    std::process::exit(3)
+                })
+            }),
+            "confirm_delete" => {
+                let filename = string("filename", "file");
+                self.start(move |ctl| {
+                    let question = confirm(&format!("Delete {filename}?"));
+                    let answers = ctl.ask(Map::from_iter([("confirm".to_owned(), question)]))?;
+                    let confirmed = answers.get("confirm").is_some_and(|a| {
+                        a["action"] == "accept" && a.pointer("/content/confirm") == Some(&Value::Bool(true))
+                    });
+                    let said = if confirmed { format!("Deleted {filename}") } else { format!("Kept {filename}") };
+                    Some(Outcome::Completed(tool_result(vec![text(&said)])))
+                })
+            }
+            "multi_input" => self.start(|ctl| {
+                let questions = Map::from_iter([
+                    ("first".to_owned(), name_question("First: what is your name?")),
+                    ("second".to_owned(), name_question("Second: what is your name?")),
+                ]);
+                let answers = ctl.ask(questions)?;
+                let said = format!("Answered {} questions", answers.len());
+                Some(Outcome::Completed(tool_result(vec![text(&said)])))
+            }),
+            "test_tool_with_task" => {
+                let asked = input::modern(&self.seal, "tools/call test_tool_with_task", params, |inputs| {
+                    Ok(match inputs.elicited("user_name")? {
+                        Some(answer) => {
+                            let name = answer.text("name").unwrap_or("nobody").to_owned();
+                            Step::Done(tool_result(vec![text(&format!("Hello from a task, {name}!"))]))
+                        }
+                        None => {
+                            Step::Ask(Map::from_iter([("user_name".to_owned(), name_question("What is your name?"))]))
+                        }
+                    })
+                });
+                match asked {
+                    Err(e) => Answer::Now(Err(e)),
+                    Ok(Reply::InputRequired(body)) => Answer::Now(Ok(era::input_required(body, &self.instance))),
+                    Ok(Reply::Complete(result)) => {
+                        self.start(move |ctl| ctl.sleep(Duration::from_millis(100)).then(|| Outcome::Completed(result)))
+                    }
+                }
+            }
+            _ => Answer::Now(Err(RpcError::new(INVALID_PARAMS, format!("unknown tool {name}")))),
+        }
+    }
+
+    /// Creates a task, runs `work` for it on a thread of its own, and answers with it.
+    /// `work` returns `None` when the task was cancelled meanwhile.
+    fn start(self: &Arc<Self>, work: impl FnOnce(&Control) -> Option<Outcome> + Send + 'static) -> Answer {
+        let id = self.tasks.create();
+        let ctl = Control { fixture: Arc::clone(self), id: id.clone() };
+        thread::spawn(move || {
+            if let Some(outcome) = work(&ctl) {
+                ctl.fixture.tasks.finish(&ctl.id, outcome);
+            }
+        });
+        let mut body = self.tasks.lock()[&id].body(&id);
+        body.as_object_mut().map(|b| b.remove("inputRequests"));
+        Answer::Now(Ok(era::task(body, &self.instance)))
+    }
+
+    /// `tasks/get`, `tasks/update`, `tasks/cancel`.
+    pub(super) fn task_request(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
+        if !declared(params) {
+            return Err(needs_extension(method));
+        }
+        let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+        let mut map = self.tasks.lock();
+        let Some(task) = map.get_mut(id) else {
+            return Err(RpcError::new(INVALID_PARAMS, format!("{method}: unknown taskId {id:?}")));
+        };
+        let body = match method {
+            "tasks/get" => task.body(id),
+            "tasks/update" => {
+                let responses = params.get("inputResponses").and_then(Value::as_object).cloned().unwrap_or_default();
+                for (key, answer) in responses {
+                    if task.asking.remove(&key).is_some() {
+                        task.answers.insert(key, answer);
+                    }
+                }
+                self.tasks.changed.notify_all();
+                json!({})
+            }
+            _ => {
+                if !task.terminal() {
+                    task.set("cancelled");
+                    self.tasks.changed.notify_all();
+                }
+                json!({})
+            }
+        };
+        Ok(era::complete(body, &self.instance))
+    }
+}
+
+fn name_question(message: &str) -> Value {
+    input::elicitation(
+        message,
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+    )
+}
+
+fn confirm(message: &str) -> Value {
+    input::elicitation(
+        message,
+        json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+    )
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}

@@ -1,0 +1,199 @@
+//! Tasks (the 2026-07-28 `io.modelcontextprotocol/tasks` extension) relayed from a 2026
+//! upstream (fakemcp's conformance fixture) to 2026 callers: ids of mcpx's own that only
+//! their caller can use, the instance held while a task runs, expiry at `tasks.maxTtl`,
+//! cancellation, and an instance that exits mid-task. (The suite's `tasks-*` scenarios
+//! run through mcpx in `scripts/conformance.sh` besides.)
+
+use std::time::{Duration, Instant};
+
+use mcpx_e2e::client::{Modern, Reply};
+use mcpx_e2e::daemon::Daemon;
+use mcpx_e2e::fixtures::{config, fakemcp};
+use mcpx_e2e::process::tag;
+use serde_json::{Value, json};
+
+const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
+/// How long a test waits for a task to reach a state before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn with_tasks(request: Modern) -> Modern {
+    request.meta(CAPABILITIES, json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}))
+}
+
+fn daemon_with(extra: Value) -> Daemon {
+    let mut cfg = config(&[("fx", fakemcp("global", &tag(), &["--fixture", "conformance"]))]);
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        cfg[key] = value.clone();
+    }
+    Daemon::start(&cfg)
+}
+
+/// Calls fx's `tool` as `session`, and returns the task it answered with.
+fn start(daemon: &Daemon, session: &str, tool: &str, arguments: Value) -> Value {
+    let created = with_tasks(Modern::mcpx_call("fx", tool, arguments)).session(session).send(daemon.url());
+    let task = created.result().clone();
+    assert_eq!(task["resultType"], "task", "{created}");
+    for field in ["taskId", "status", "createdAt", "lastUpdatedAt"] {
+        assert!(task[field].is_string(), "a task carries {field}: {created}");
+    }
+    assert!(task["ttlMs"].is_u64(), "{created}");
+    assert!(task.get("requestState").is_none() && task.get("result").is_none(), "{created}");
+    task
+}
+
+fn task_request(daemon: &Daemon, session: &str, method: &str, params: Value) -> Reply {
+    with_tasks(Modern::new(method, params)).session(session).send(daemon.url())
+}
+
+fn get(daemon: &Daemon, session: &str, id: &str) -> Reply {
+    task_request(daemon, session, "tasks/get", json!({"taskId": id}))
+}
+
+/// Polls the task until `done` says so of it, at the interval it suggests.
+fn poll_until(daemon: &Daemon, session: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let reply = get(daemon, session, id);
+        let task = reply.result().clone();
+        assert_eq!(task["taskId"], id, "{reply}");
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "the task never got there: {reply}");
+        std::thread::sleep(Duration::from_millis(task["pollIntervalMs"].as_u64().unwrap_or(100)));
+    }
+}
+
+fn ended(task: &Value) -> bool {
+    task["status"].as_str().is_some_and(|s| TERMINAL.contains(&s))
+}
+
+#[test]
+fn a_task_reaches_its_caller_under_an_id_of_mcpx_and_ends_with_the_result() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 0.3, "label": "sum"}));
+    let id = task["taskId"].as_str().unwrap();
+    // The upstream's own ids are "task-<n>": the caller never sees them.
+    assert!(!id.starts_with("task-"), "{task}");
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "sum: computed after 0.3s", "{done}");
+    // Ended: still readable (from mcpx), and a cancel is an empty acknowledgement.
+    assert_eq!(get(&daemon, "a", id).result()["status"], "completed");
+    let ack = task_request(&daemon, "a", "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    assert!(ack.result().get("status").is_none(), "{ack}");
+}
+
+#[test]
+fn another_caller_can_neither_read_answer_nor_cancel_a_task_and_learns_nothing_of_it() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "owner", "confirm_delete", json!({"filename": "plans.txt"}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let asking = poll_until(&daemon, "owner", &id, |t| t["status"] == "input_required");
+    assert!(asking["inputRequests"]["confirm"].is_object(), "{asking}");
+
+    // What a caller gets for an id that never existed...
+    let made_up = format!("{}x", &id[..id.len() - 1]);
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let params = |id: &str| json!({"taskId": id, "inputResponses": {}});
+        let unknown = task_request(&daemon, "intruder", method, params(&made_up));
+        let unknown = unknown.assert_error(200, -32602).clone();
+        // ...is what another caller gets for the real one: the same code, the same words.
+        let foreign = task_request(&daemon, "intruder", method, params(&id));
+        let foreign = foreign.assert_error(200, -32602);
+        assert_eq!(foreign["message"], unknown["message"].as_str().unwrap().replace(&made_up, &id), "{method}");
+        assert_eq!(foreign.get("data"), unknown.get("data"), "{method}");
+    }
+    // The intruder's answer and cancel changed nothing: the owner's task still waits.
+    let still = get(&daemon, "owner", &id);
+    assert_eq!(still.result()["status"], "input_required", "{still}");
+
+    // The owner answers, and the task completes with that answer.
+    let answer = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let ack = task_request(&daemon, "owner", "tasks/update", json!({"taskId": id, "inputResponses": answer}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&daemon, "owner", &id, ended);
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted plans.txt", "{done}");
+}
+
+#[test]
+fn a_cancelled_task_ends_cancelled() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+    let id = task["taskId"].as_str().unwrap();
+    let ack = task_request(&daemon, "a", "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "cancelled", "{done}");
+}
+
+#[test]
+fn a_task_is_gone_for_good_once_its_ttl_passes() {
+    let daemon = daemon_with(json!({"tasks": {"maxTtl": "2s"}}));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+    assert_eq!(task["ttlMs"], 2000, "the caller is told mcpx's shorter ttl: {task}");
+    let id = task["taskId"].as_str().unwrap();
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let reply = get(&daemon, "a", id);
+        if reply.frame().get("error").is_some() {
+            reply.assert_error(200, -32602);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the task outlived its ttl: {reply}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_instance_running_a_task_is_not_stopped_for_idleness() {
+    // Idle after a second: without the task's hold the instance would be stopped long
+    // before the task ends, and the task would end failed.
+    let daemon = daemon_with(json!({"pool": {"idleTimeout": "1s"}}));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 4}));
+    let id = task["taskId"].as_str().unwrap();
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+}
+
+#[test]
+fn an_upstream_that_exits_mid_task_fails_the_task_saying_so() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "a", "crash_job", json!({}));
+    let id = task["taskId"].as_str().unwrap();
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    let message = done["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("\"fx\"") && message.contains("exited while running this task"), "{done}");
+    assert_eq!(done["error"]["code"], -32603, "{done}");
+    assert!(done.get("result").is_none(), "{done}");
+}
+
+#[test]
+fn the_task_methods_need_the_extension_declared() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+    let id = task["taskId"].as_str().unwrap();
+    let undeclared = Modern::new("tasks/get", json!({"taskId": id})).session("a").send(daemon.url());
+    let error = undeclared.assert_error(400, -32021);
+    assert_eq!(error["data"]["requiredCapabilities"], json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+    // Without the extension a task-supporting tool answers at once, never with a task.
+    let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
+    assert_eq!(plain.result()["resultType"], "complete", "{plain}");
+}
+
+#[test]
+fn past_tasks_max_a_new_task_is_refused_naming_the_setting_and_the_others_go_on() {
+    let daemon = daemon_with(json!({"tasks": {"max": 1}}));
+    let first = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+    let refused = with_tasks(Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 600}))).session("b");
+    let refused = refused.send(daemon.url());
+    let error = refused.assert_error(200, -32603);
+    assert_eq!(error["data"]["setting"], "tasks.max", "{refused}");
+    assert_eq!(error["data"]["limit"], 1, "{refused}");
+    let id = first["taskId"].as_str().unwrap();
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+}
