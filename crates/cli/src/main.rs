@@ -6,7 +6,9 @@ mod client;
 mod commands;
 mod daemon;
 mod exec;
+mod hosts;
 mod journal;
+mod moving;
 mod serve;
 mod stdio;
 
@@ -121,6 +123,17 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Merge the MCP server lists of the agent hosts found (Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Gemini CLI, Qwen Code, Codex, opencode) into mcpx's config. A
+    /// same-name server that differs is reported, not overwritten (exit 1); the config is
+    /// backed up before it is written.
+    Import(moving::ImportArgs),
+    /// Point a host at mcpx: its servers are imported, then its list is replaced by one
+    /// `mcpx serve` entry named mcpx (the rest of its file byte for byte, a backup kept).
+    /// $MCPX_STATE_DIR, when set, is passed on to that entry.
+    Install(moving::InstallArgs),
+    /// Undo `mcpx install`: the host's own server list comes back.
+    Uninstall(moving::UninstallArgs),
 }
 
 #[derive(Subcommand)]
@@ -265,6 +278,9 @@ fn main() -> ExitCode {
         Command::Ask(AskCommand::Decline { id, common }) => {
             commands::run(async || commands::ask_decline(common, &id).await)
         }
+        Command::Import(args) => moving::import(args),
+        Command::Install(args) => moving::install(args),
+        Command::Uninstall(args) => moving::uninstall(args),
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
         Command::Auth(AuthCommand::Login { server, no_open, common }) => {
             commands::run(async || auth::login(common, &server, !no_open).await)
