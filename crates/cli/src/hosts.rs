@@ -221,9 +221,9 @@ fn parse_servers(host: Host, text: &str, path: &Path) -> anyhow::Result<Map<Stri
     let servers = if text.trim().is_empty() {
         Map::new()
     } else if host == Host::Codex {
-        codex_servers(&text).with_context(|| format!("{} is not valid TOML", path.display()))?
+        codex_servers(text).with_context(|| format!("{} is not valid TOML", path.display()))?
     } else {
-        let root = parse_jsonc(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+        let root = parse_jsonc(text).with_context(|| format!("{} is not valid JSON", path.display()))?;
         match root.get(host.key()) {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(servers)) => servers.clone(),
@@ -369,8 +369,24 @@ fn codex_with_servers(text: &str, servers: &Map<String, Value>) -> anyhow::Resul
         }
         table.insert(name, toml_edit::Item::Table(server));
     }
+    // The new tables go where the old ones were, not to the end of the file.
+    if let Some(at) = doc.get("mcp_servers").and_then(first_position) {
+        table.set_position(Some(at));
+        for (_, item) in table.iter_mut() {
+            if let Some(t) = item.as_table_mut() {
+                t.set_position(Some(at));
+            }
+        }
+    }
     doc.insert("mcp_servers", toml_edit::Item::Table(table));
     Ok(doc.to_string())
+}
+
+/// The smallest document position of a table and its subtables.
+fn first_position(item: &toml_edit::Item) -> Option<isize> {
+    let table = item.as_table()?;
+    let inner = table.iter().filter_map(|(_, v)| first_position(v));
+    table.position().into_iter().chain(inner).min()
 }
 
 /// A host's entry as an mcpx `mcpServers` entry, or why it cannot be one.

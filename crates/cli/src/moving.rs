@@ -167,17 +167,19 @@ fn import_files(files: &[HostFile], config: &Path, dry_run: bool) -> anyhow::Res
     for line in &outcome.conflicts {
         eprintln!("mcpx: not imported: {line}");
     }
+    if outcome.added.is_empty() {
+        println!("{} unchanged", config.display());
+        return Ok(outcome.conflicts.is_empty());
+    }
     let new_text = hosts::splice_json_member(&text, "mcpServers", &Value::Object(servers))?;
     // What the daemon would load: refuse to write a config it would reject.
     mcpx_gateway::Config::parse(&new_text, config).map_err(|e| anyhow!("the merged config would not load: {e}"))?;
     if dry_run {
         println!("--- merged {} ---\n{new_text}", config.display());
         print_diff(&text, &new_text, config);
-    } else if new_text != text {
+    } else {
         write_with_backup(config, &new_text)?;
         println!("wrote {}", config.display());
-    } else {
-        println!("{} unchanged", config.display());
     }
     Ok(outcome.conflicts.is_empty())
 }
@@ -190,10 +192,8 @@ pub fn import(args: ImportArgs) -> ExitCode {
         for host in chosen {
             let path = match host.path(project.as_deref()) {
                 Ok(p) => p,
-                Err(e) if args.hosts.is_empty() => {
-                    let _ = e;
-                    continue;
-                }
+                // Hosts without a project file (Claude Desktop) when none was named.
+                Err(_) if args.hosts.is_empty() => continue,
                 Err(e) => return Err(e),
             };
             let file = HostFile::read(host, path)?;
@@ -258,7 +258,12 @@ pub fn install(args: InstallArgs) -> ExitCode {
         let record = record_path(&file.path);
         // A second install keeps the first record: it holds the host's own servers.
         if !record.exists() {
-            let saved = json!({"host": host.name(), "existed": file.exists, "servers": file.servers_text()});
+            let saved = json!({
+                "host": host.name(),
+                "servers": file.servers_text(),
+                "original": file.text,
+                "installed": new_text,
+            });
             write_private(&record, &serde_json::to_string_pretty(&saved)?)?;
         }
         if let Some(parent) = file.path.parent() {
@@ -283,7 +288,11 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
         };
         let saved_text = record.as_ref().and_then(|r| r["servers"].as_str().map(str::to_owned));
         let only_mcpx = file.servers.len() == 1 && file.servers.iter().all(|(n, e)| hosts::is_mcpx_entry(host, n, e));
+        let untouched = record.as_ref().is_some_and(|r| r["installed"].as_str() == Some(file.text.as_str()));
+        let original = record.as_ref().and_then(|r| r["original"].as_str().map(str::to_owned));
         let new_text = match (&saved_text, only_mcpx) {
+            // Nothing changed the file since install: it comes back whole.
+            _ if untouched && original.is_some() => original.clone().unwrap_or_default(),
             // Untouched since install: the list comes back byte for byte.
             (Some(saved), true) => file.with_servers_text(saved)?,
             _ => {

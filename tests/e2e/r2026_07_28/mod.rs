@@ -29,6 +29,7 @@ mod limits;
 mod listings;
 mod local_trust;
 mod metrics;
+mod moving_in;
 mod namespaces;
 mod oauth_client;
 mod orphans;
