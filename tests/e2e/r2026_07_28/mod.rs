@@ -50,5 +50,6 @@ mod serve;
 mod state_disk;
 mod stdio_lines;
 mod transport;
+mod ui;
 mod upstream;
 mod upstream_names;
