@@ -10,13 +10,14 @@ mod hosts;
 mod journal;
 mod moving;
 mod serve;
+mod service;
 mod stdio;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use commands::Common;
 
 #[derive(Parser)]
@@ -134,6 +135,16 @@ enum Command {
     Install(moving::InstallArgs),
     /// Undo `mcpx install`: the host's own server list comes back.
     Uninstall(moving::UninstallArgs),
+    /// Run the daemon as a systemd user service (where systemd runs).
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
+    /// Print a shell completion script: `mcpx completions bash > ~/.local/share/bash-completion/completions/mcpx`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `mcpx man > ~/.local/share/man/man1/mcpx.1`.
+    Man,
 }
 
 #[derive(Subcommand)]
@@ -279,6 +290,18 @@ fn main() -> ExitCode {
             commands::run(async || commands::ask_decline(common, &id).await)
         }
         Command::Import(args) => moving::import(args),
+        Command::Service(command) => service::run(command),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "mcpx", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mcpx: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Install(args) => moving::install(args),
         Command::Uninstall(args) => moving::uninstall(args),
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),

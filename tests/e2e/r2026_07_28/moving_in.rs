@@ -356,3 +356,29 @@ fn project_files_are_touched_only_with_project() {
     machine.round_trip("claude", &project, "mcpServers", &["--project"]);
     assert_eq!(machine.config()["mcpServers"]["p"], json!({"command": "proj-mcp"}));
 }
+
+#[test]
+fn completions_man_page_and_service_unit_come_from_the_cli() {
+    let machine = Machine::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = machine.ok(&["completions", shell]);
+        for command in ["import", "install", "uninstall", "service"] {
+            assert!(script.contains(command), "{shell} completions lack {command}");
+        }
+    }
+    let man = machine.ok(&["man"]);
+    assert!(man.contains(".TH mcpx 1") && man.contains("import"), "{man}");
+    let unit = machine.ok(&["service", "install", "--dry-run", "--config", "/etc/mcpx cfg.json"]);
+    let exec = format!("ExecStart={} daemon --config \"/etc/mcpx cfg.json\"", paths::mcpx().display());
+    assert!(unit.contains(&exec), "{unit}");
+    assert!(unit.contains("WantedBy=default.target"), "{unit}");
+    let unit_file = machine.home().join(".config/systemd/user/mcpx.service");
+    assert!(!unit_file.exists(), "--dry-run wrote the unit");
+    // Where systemd does not run (this container), install says so and writes nothing.
+    if !Path::new("/run/systemd/system").is_dir() {
+        let output = machine.run(&["service", "install"], &machine.home());
+        assert!(!output.status.success(), "{}", text(&output));
+        assert!(String::from_utf8_lossy(&output.stderr).contains("systemd does not run here"), "{}", text(&output));
+        assert!(!unit_file.exists(), "the unit was written without systemd");
+    }
+}
