@@ -1,6 +1,7 @@
 //! `/ui`, the daemon's status page, rendered by headless Chromium (Debian's `chromium`,
 //! pinned by scripts/deps.sh) driven over the DevTools protocol by `tests/node/ui_page.js`:
-//! it shows the daemon's servers, follows an instance starting without a reload, and shows
+//! it shows the daemon's servers, follows an instance starting and a call being journaled
+//! without a reload, and shows
 //! an upstream's hostile error text as text. `/ui` and `/ui/state` sit behind the same
 //! admission as every route.
 
@@ -94,6 +95,9 @@ fn the_page_shows_servers_follows_an_instance_and_renders_error_text_as_text() {
     Whoami::of(&Modern::mcpx_call("fake", "whoami", json!({})).send(daemon.url()));
     page.until(&format!("{} === 1", rows("instances")));
     page.until("document.querySelector('#instances tbody tr td').textContent === 'fake'");
+    // And the call, from the journal: in the recent calls, and counted on fake's row.
+    page.until("document.querySelector('#calls tbody').innerText.includes('tools/call whoami')");
+    page.until("document.querySelector('tr[data-server=fake] td:nth-child(4)').textContent === '1'");
 
     // The broken server fails to start; its error (naming the hostile command) is text.
     let _ = Modern::mcpx_call("broken", "anything", json!({})).send(daemon.url());

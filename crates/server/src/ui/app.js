@@ -23,20 +23,38 @@ function fill(id, rows) {
   body.replaceChildren(...rows);
 }
 
-function render(state) {
+// The journal and the logins, from the /v1 API (same origin, same admission); the page
+// still shows the status when either is unavailable.
+async function optional(path, fallback) {
+  try {
+    const response = await fetch(path, { cache: "no-store" });
+    return response.ok ? await response.json() : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+function render(state, stats, log, auth) {
   const daemon = document.getElementById("daemon");
   daemon.textContent = "pid " + state.pid + " · v" + state.version + " · up " + duration(state.uptimeMs) +
     (state.config ? " · " + state.config : "");
   const live = new Set(state.instances.map((i) => i.server));
+  const counts = new Map(stats.groups.map((g) => [g.key, g]));
+  const logins = new Map(auth.servers.map((a) => [a.server, a.state]));
   fill("servers", state.servers.map((s) => {
     const row = document.createElement("tr");
     row.dataset.server = s.name;
     let status = live.has(s.name) ? "running" : "idle";
+    if (logins.get(s.name) === "needsLogin") status = "needs-login";
     if (s.failing) status = s.failing.crashLoop ? "crash-looping" : "failing";
+    const count = counts.get(s.name);
     cell(row, s.name);
     cell(row, s.scope);
     cell(row, status + (s.failing ? " (" + s.failing.failures + "×, retry in " + duration(s.failing.retryInMs) + ")" : ""),
       "state-" + status);
+    cell(row, count ? String(count.calls) : "0");
+    cell(row, count ? count.errors + " (" + Math.round(count.errorRate * 100) + "%)" : "");
+    cell(row, count && count.p95Ms != null ? count.p95Ms.toFixed(1) + " ms" : "");
     cell(row, s.failing ? s.failing.lastError : "", "error");
     return row;
   }));
@@ -51,6 +69,16 @@ function render(state) {
     cell(row, String(i.inUse));
     return row;
   }));
+  fill("calls", log.records.slice().reverse().map((c) => {
+    const row = document.createElement("tr");
+    cell(row, new Date(c.timeMs).toLocaleTimeString());
+    cell(row, c.server ?? "");
+    cell(row, c.method + (c.name ? " " + c.name : ""));
+    cell(row, c.session ?? c.client ?? "");
+    cell(row, c.outcome, c.outcome === "ok" ? "" : "error");
+    cell(row, c.durationMs == null ? "" : c.durationMs.toFixed(1));
+    return row;
+  }));
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
@@ -58,7 +86,13 @@ async function poll() {
   try {
     const response = await fetch("/ui/state", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
-    render(await response.json());
+    const state = await response.json();
+    const [stats, log, auth] = await Promise.all([
+      optional("/v1/stats?by=server", { groups: [] }),
+      optional("/v1/log?limit=20", { records: [] }),
+      optional("/v1/auth", { servers: [] }),
+    ]);
+    render(state, stats, log, auth);
   } catch (e) {
     document.getElementById("daemon").textContent = "unreachable: " + e.message;
   }
