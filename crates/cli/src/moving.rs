@@ -260,6 +260,7 @@ pub fn install(args: InstallArgs) -> ExitCode {
         if !record.exists() {
             let saved = json!({
                 "host": host.name(),
+                "existed": file.exists,
                 "servers": file.servers_text(),
                 "original": file.text,
                 "installed": new_text,
@@ -323,7 +324,12 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
-        if new_text != file.text {
+        let created = record.as_ref().is_some_and(|r| r["existed"] == json!(false));
+        if untouched && created {
+            // Install created the file: uninstall takes it away again (a backup stays).
+            write_with_backup(&file.path, &new_text)?;
+            std::fs::remove_file(&file.path)?;
+        } else if new_text != file.text {
             write_with_backup(&file.path, &new_text)?;
         }
         if record.is_some() {

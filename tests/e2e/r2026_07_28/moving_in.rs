@@ -352,6 +352,11 @@ fn project_files_are_touched_only_with_project() {
     let before = std::fs::read(&project).unwrap();
     machine.ok(&["install", "claude"]);
     assert_eq!(std::fs::read(&project).unwrap(), before, "install without --project touched .mcp.json");
+    // ~/.claude.json did not exist: install created it, uninstall takes it away.
+    let user = machine.home().join(".claude.json");
+    assert!(user.is_file(), "install did not write ~/.claude.json");
+    machine.ok(&["uninstall", "claude"]);
+    assert!(!user.exists(), "uninstall left the file install created");
     assert!(!machine.mcpx_config().exists(), "the project's server was imported without --project");
     machine.round_trip("claude", &project, "mcpServers", &["--project"]);
     assert_eq!(machine.config()["mcpServers"]["p"], json!({"command": "proj-mcp"}));
