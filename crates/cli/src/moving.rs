@@ -384,7 +384,19 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
     let mut temp = path.as_os_str().to_owned();
     temp.push(".mcpx-tmp");
     let temp = PathBuf::from(temp);
-    std::fs::write(&temp, text).with_context(|| format!("cannot write {}", temp.display()))?;
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Private until it has the old file's mode: host configs hold tokens.
+        let _ = std::fs::remove_file(&temp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .with_context(|| format!("cannot write {}", temp.display()))?;
+        f.write_all(text.as_bytes())?;
+    }
     if let Some(mode) = mode {
         std::fs::set_permissions(&temp, mode)?;
     }

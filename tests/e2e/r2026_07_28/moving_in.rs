@@ -331,6 +331,26 @@ fn a_same_name_server_that_differs_is_reported_not_overwritten() {
 }
 
 #[test]
+fn a_private_host_file_stays_private_and_so_do_its_backup_and_record() {
+    use std::os::unix::fs::PermissionsExt;
+    let machine = Machine::new();
+    let claude = machine.write(
+        ".claude.json",
+        r#"{"mcpServers": {"gh": {"url": "https://x.example/mcp", "headers": {"Authorization": "Bearer secret"}}}}"#,
+    );
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o600)).unwrap();
+    machine.ok(&["install", "claude"]);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&claude), 0o600, "install widened ~/.claude.json");
+    for entry in std::fs::read_dir(machine.home()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".claude.json.") {
+            assert_eq!(mode(&entry.path()), 0o600, "{name} is readable by others");
+        }
+    }
+}
+
+#[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let machine = Machine::new();
     let claude = machine.write(".claude.json", r#"{"mcpServers": {"t": {"command": "uvx", "args": ["x"]}}}"#);
