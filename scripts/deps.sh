@@ -209,8 +209,27 @@ prometheus_deps() {
     log "prometheus installed ($(prometheus --version 2>&1 | head -n1))"
 }
 
+# --- Chromium (Debian's package, pinned): the /ui test renders the page in headless Chromium ---
+CHROMIUM_PIN="148.0.7778.167-1~deb12u1"
+chromium_deps() {
+    if [[ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" == "$CHROMIUM_PIN" ]]; then
+        log "chromium $CHROMIUM_PIN present"
+        return 0
+    fi
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        log "chromium missing: install Debian's 'chromium' package $CHROMIUM_PIN (the /ui test needs it)"
+        return 1
+    fi
+    if ! apt-cache show "chromium=$CHROMIUM_PIN" >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$CHROMIUM_PIN" >/dev/null
+    log "chromium installed ($(chromium --version 2>&1 | head -n1))"
+}
+
 python_deps
 node_deps
 oidc_deps
 host_deps
 prometheus_deps
+chromium_deps

@@ -121,7 +121,7 @@ impl Link {
                 Entry::Stdio {
                     command: text(&argv[0]),
                     args: argv[1..].iter().map(text).collect(),
-                    state_dir: state_dir.to_str().expect("a UTF-8 path").to_owned(),
+                    env: ("MCPX_STATE_DIR".to_owned(), state_dir.to_str().expect("a UTF-8 path").to_owned()),
                 }
             }
             Link::Http { tap } => Entry::Http { url: tap.url() },
@@ -247,16 +247,25 @@ fn batch(body: Value) -> Vec<Value> {
     }
 }
 
-/// The `mcpx` server entry a host is configured with.
+/// The server entry a host is configured with (named `mcpx` unless the test names it).
 enum Entry {
-    Stdio { command: String, args: Vec<String>, state_dir: String },
-    Http { url: String },
+    /// A command line and one environment variable.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: (String, String),
+    },
+    Http {
+        url: String,
+    },
 }
 
 /// A fresh home for one host: `$HOME`, its config, a working directory.
 pub struct HostHome {
     host: Host,
     dir: TempDir,
+    /// The name of the one MCP server in the host's config.
+    server: String,
     /// Environment the host runs with (on top of a cleared one).
     env: Vec<(String, OsString)>,
 }
@@ -292,9 +301,60 @@ impl HostHome {
     pub fn new(host: Host, link: &Link, model: &StandinModel) -> HostHome {
         let dir = TempDir::new();
         std::fs::create_dir_all(dir.path().join("work")).expect("create the host's working directory");
-        let mut home = HostHome { host, dir, env: Vec::new() };
+        let mut home = HostHome { host, dir, server: "mcpx".to_owned(), env: Vec::new() };
         home.configure(&link.entry(), &model.base_url());
         home
+    }
+
+    /// A home for `host` whose one MCP server, `name`, is a stdio server of its own (not
+    /// mcpx): `command args` with `env` set, as a user's host would have before moving in.
+    #[track_caller]
+    pub fn with_stdio_server(
+        host: Host,
+        name: &str,
+        command: &str,
+        args: &[String],
+        env: (&str, &str),
+        model: &StandinModel,
+    ) -> HostHome {
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.path().join("work")).expect("create the host's working directory");
+        let mut home = HostHome { host, dir, server: name.to_owned(), env: Vec::new() };
+        let entry = Entry::Stdio {
+            command: command.to_owned(),
+            args: args.to_vec(),
+            env: (env.0.to_owned(), env.1.to_owned()),
+        };
+        home.configure(&entry, &model.base_url());
+        home
+    }
+
+    /// The host's config file holding its MCP servers.
+    pub fn config_file(&self) -> PathBuf {
+        self.path().join(match self.host {
+            Host::ClaudeCode => ".claude.json",
+            Host::GeminiCli => ".gemini/settings.json",
+            Host::QwenCode => ".qwen/settings.json",
+            Host::Codex => ".codex/config.toml",
+            Host::Opencode => ".config/opencode/opencode.json",
+        })
+    }
+
+    /// Runs `target/debug/mcpx args` as this host's user (its `$HOME` and the host's own
+    /// environment), reaching `daemon`.
+    #[track_caller]
+    pub fn mcpx(&self, args: &[&str], daemon: &crate::Daemon) -> std::process::Output {
+        Command::new(paths::mcpx())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.path())
+            .env("MCPX_STATE_DIR", daemon.state_dir())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(self.path().join("work"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpx")
     }
 
     pub fn path(&self) -> &Path {
@@ -319,13 +379,13 @@ impl HostHome {
             Host::ClaudeCode => {
                 // User-scope servers live in ~/.claude.json.
                 let server = match entry {
-                    Entry::Stdio { command, args, state_dir } => json!({
+                    Entry::Stdio { command, args, env: (key, value) } => json!({
                         "type": "stdio", "command": command, "args": args,
-                        "env": {"MCPX_STATE_DIR": state_dir},
+                        "env": {key: value},
                     }),
                     Entry::Http { url } => json!({"type": "http", "url": url}),
                 };
-                self.write(".claude.json", &json!({"mcpServers": {"mcpx": server}}).to_string());
+                self.write(".claude.json", &json!({"mcpServers": {&self.server: server}}).to_string());
                 self.set("ANTHROPIC_BASE_URL", model);
                 self.set("ANTHROPIC_API_KEY", key);
                 self.set("DISABLE_TELEMETRY", "1");
@@ -337,8 +397,8 @@ impl HostHome {
             }
             Host::GeminiCli | Host::QwenCode => {
                 let mut server = match entry {
-                    Entry::Stdio { command, args, state_dir } => json!({
-                        "command": command, "args": args, "env": {"MCPX_STATE_DIR": state_dir},
+                    Entry::Stdio { command, args, env: (key, value) } => json!({
+                        "command": command, "args": args, "env": {key: value},
                     }),
                     Entry::Http { url } => json!({"httpUrl": url}),
                 };
@@ -362,17 +422,17 @@ impl HostHome {
                     self.set("OPENAI_MODEL", "standin");
                     self.set("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1");
                 }
-                settings["mcpServers"]["mcpx"] = server;
+                settings["mcpServers"][&self.server] = server;
                 let file = if self.host == Host::GeminiCli { ".gemini/settings.json" } else { ".qwen/settings.json" };
                 self.write(file, &settings.to_string());
             }
             Host::Codex => {
                 let server = match entry {
-                    Entry::Stdio { command, args, state_dir } => format!(
-                        "command = {}\nargs = {}\nenv = {{ MCPX_STATE_DIR = {} }}\n",
+                    Entry::Stdio { command, args, env: (key, value) } => format!(
+                        "command = {}\nargs = {}\nenv = {{ {key} = {} }}\n",
                         toml_string(command),
                         format_args!("[{}]", args.iter().map(|a| toml_string(a)).collect::<Vec<_>>().join(", ")),
-                        toml_string(state_dir)
+                        toml_string(value)
                     ),
                     Entry::Http { url } => format!("url = {}\n", toml_string(url)),
                 };
@@ -381,8 +441,9 @@ impl HostHome {
                      sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
                      [analytics]\nenabled = false\n\n[features]\nplugins = false\n\n\
                      [model_providers.standin]\nname = \"Stand-in\"\nbase_url = {}\nwire_api = \"responses\"\n\
-                     env_key = \"STANDIN_API_KEY\"\n\n[mcp_servers.mcpx]\n{server}",
-                    toml_string(&format!("{model}/v1"))
+                     env_key = \"STANDIN_API_KEY\"\n\n[mcp_servers.{}]\n{server}",
+                    toml_string(&format!("{model}/v1")),
+                    self.server
                 );
                 self.write(".codex/config.toml", &config);
                 self.set("CODEX_HOME", home.join(".codex"));
@@ -390,15 +451,15 @@ impl HostHome {
             }
             Host::Opencode => {
                 let server = match entry {
-                    Entry::Stdio { command, args, state_dir } => {
+                    Entry::Stdio { command, args, env: (key, value) } => {
                         let mut argv = vec![command.clone()];
                         argv.extend(args.iter().cloned());
-                        json!({"type": "local", "command": argv, "environment": {"MCPX_STATE_DIR": state_dir}})
+                        json!({"type": "local", "command": argv, "environment": {key: value}})
                     }
                     Entry::Http { url } => json!({"type": "remote", "url": url}),
                 };
                 let config = json!({
-                    "mcp": {"mcpx": server},
+                    "mcp": {&self.server: server},
                     "provider": {"standin": {
                         "npm": "@ai-sdk/openai-compatible",
                         "name": "Stand-in",

@@ -6,15 +6,18 @@ mod client;
 mod commands;
 mod daemon;
 mod exec;
+mod hosts;
 mod journal;
+mod moving;
 mod serve;
+mod service;
 mod stdio;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use commands::Common;
 
 #[derive(Parser)]
@@ -122,6 +125,27 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Merge the MCP server lists of the agent hosts found (Claude Code, Claude Desktop,
+    /// Cursor, VS Code, Gemini CLI, Qwen Code, Codex, opencode) into mcpx's config. A
+    /// same-name server that differs is reported, not overwritten (exit 1); the config is
+    /// backed up before it is written.
+    Import(moving::ImportArgs),
+    /// Point a host at mcpx: its servers are imported, then its list is replaced by one
+    /// `mcpx serve` entry named mcpx (the rest of its file byte for byte, a backup kept).
+    /// $MCPX_STATE_DIR, when set, is passed on to that entry.
+    Install(moving::InstallArgs),
+    /// Undo `mcpx install`: the host's own server list comes back.
+    Uninstall(moving::UninstallArgs),
+    /// Run the daemon as a systemd user service (where systemd runs).
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
+    /// Print a shell completion script: `mcpx completions bash > ~/.local/share/bash-completion/completions/mcpx`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `mcpx man > ~/.local/share/man/man1/mcpx.1`.
+    Man,
 }
 
 #[derive(Subcommand)]
@@ -266,6 +290,21 @@ fn main() -> ExitCode {
         Command::Ask(AskCommand::Decline { id, common }) => {
             commands::run(async || commands::ask_decline(common, &id).await)
         }
+        Command::Import(args) => moving::import(args),
+        Command::Service(command) => service::run(command),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "mcpx", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mcpx: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Install(args) => moving::install(args),
+        Command::Uninstall(args) => moving::uninstall(args),
         Command::Config(ConfigCommand::Check { config, connect }) => check_config(config, connect),
         Command::Auth(AuthCommand::Login { server, no_open, common }) => {
             commands::run(async || auth::login(common, &server, !no_open).await)

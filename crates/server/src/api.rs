@@ -34,6 +34,8 @@ pub use crate::stdio::{PID_HEADER, STDIO_PROTOCOL};
 pub fn routes() -> Router<Arc<Front>> {
     Router::new()
         .route("/v1/status", get(status))
+        // The status page's data: the same answer, for the same caller.
+        .route("/ui/state", get(status))
         .route("/v1/tools", get(tools))
         .route("/v1/call", post(call))
         .route("/v1/exec", post(exec))

@@ -90,6 +90,7 @@ pub fn router(front: Arc<Front>) -> Router {
     Router::new()
         .merge(http::routes())
         .merge(api::routes())
+        .merge(crate::ui::routes())
         // The limit is ours (a hot setting), enforced by `http` as it reads a body.
         .layer(DefaultBodyLimit::disable())
         // Last, so it wraps every route above (and the fallback): add routes before it.

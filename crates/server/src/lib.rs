@@ -54,4 +54,5 @@ mod session;
 pub mod socket;
 pub mod state;
 pub mod stdio;
+mod ui;
 pub mod v1;

@@ -1,0 +1,119 @@
+//! `mcpx service install|uninstall`: a systemd user unit that runs `mcpx daemon` for this
+//! user, written to `$XDG_CONFIG_HOME/systemd/user/mcpx.service` and enabled with
+//! `systemctl --user`. Where systemd does not run, it says so and writes nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, anyhow, bail};
+
+pub const UNIT: &str = "mcpx.service";
+
+#[derive(clap::Subcommand)]
+pub enum ServiceCommand {
+    /// Write the systemd user unit for `mcpx daemon` and enable and start it.
+    Install {
+        /// Config file the daemon reads (default: as `mcpx daemon` finds it).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print the unit; write and enable nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Stop and disable the unit and remove its file.
+    Uninstall,
+}
+
+fn unit_path() -> anyhow::Result<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .ok_or_else(|| anyhow!("neither $XDG_CONFIG_HOME nor $HOME is set"))?;
+    Ok(base.join("systemd/user").join(UNIT))
+}
+
+/// The unit's text: this binary's `daemon` (which stops on systemd's SIGTERM), restarted
+/// when it fails.
+pub fn unit(exe: &Path, config: Option<&Path>) -> String {
+    let mut exec = format!("{} daemon", quote(&exe.to_string_lossy()));
+    if let Some(config) = config {
+        exec.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
+    }
+    format!(
+        "[Unit]\nDescription=mcpx: an MCP gateway for this user's agent hosts\n\n\
+         [Service]\nExecStart={exec}\nRestart=on-failure\n\n\
+         [Install]\nWantedBy=default.target\n"
+    )
+}
+
+/// A systemd command-line word: quoted when it holds spaces or quotes.
+fn quote(word: &str) -> String {
+    if word.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\' || c == '\'') {
+        format!("\"{}\"", word.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        word.to_owned()
+    }
+}
+
+/// Whether this machine booted with systemd (as `sd_booted()` tells).
+fn systemd_runs() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+fn systemctl(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new("systemctl").arg("--user").args(args).status().context("cannot run systemctl")?;
+    if !status.success() {
+        bail!("systemctl --user {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+const NO_SYSTEMD: &str = "systemd does not run here (no /run/systemd/system): nothing written. Start `mcpx daemon` \
+                          from your session's start-up instead (mcpx serve and the CLI also start it on demand)";
+
+pub fn run(command: ServiceCommand) -> ExitCode {
+    let outcome = (|| -> anyhow::Result<()> {
+        let path = unit_path()?;
+        match command {
+            ServiceCommand::Install { config, dry_run } => {
+                let exe = std::env::current_exe().context("cannot find this mcpx binary")?;
+                let config = config.map(std::path::absolute).transpose()?;
+                let text = unit(&exe, config.as_deref());
+                if dry_run {
+                    print!("# {}\n{text}", path.display());
+                    return Ok(());
+                }
+                if !systemd_runs() {
+                    bail!(NO_SYSTEMD);
+                }
+                std::fs::create_dir_all(path.parent().expect("a parent"))?;
+                std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+                systemctl(&["daemon-reload"])?;
+                systemctl(&["enable", "--now", UNIT])?;
+                println!("wrote {} and started it (systemctl --user status {UNIT})", path.display());
+            }
+            ServiceCommand::Uninstall => {
+                if !systemd_runs() {
+                    bail!(NO_SYSTEMD);
+                }
+                if path.exists() {
+                    systemctl(&["disable", "--now", UNIT])?;
+                    std::fs::remove_file(&path)?;
+                    systemctl(&["daemon-reload"])?;
+                    println!("removed {}", path.display());
+                } else {
+                    println!("{} is not installed", path.display());
+                }
+            }
+        }
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpx: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
