@@ -33,9 +33,10 @@ WARM=200
 
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
 cargo build --locked --release -p mcpx -p fakemcp >&2
-MCPX="${MCPX:-$PWD/target/release/mcpx}"
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+MCPX="${MCPX:-$TARGET/release/mcpx}"
 SETTINGS="${SETTINGS:+, $SETTINGS}"
-FAKEMCP="$PWD/target/release/fakemcp"
+FAKEMCP="$TARGET/release/fakemcp"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpx-instructions.XXXXXX")
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
