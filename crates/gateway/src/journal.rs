@@ -3,8 +3,9 @@
 //! state dir, and read back for `/v1/log` and `/v1/stats`.
 //!
 //! Writing never holds up a call: a record goes into a bounded queue to one writer thread,
-//! which writes what has gathered in one transaction. A full queue drops the record and
-//! counts it. Listings are not journaled: they carry no caller's data and would drown the
+//! which gathers records for up to [`GATHER`] and writes them in one transaction (a
+//! transaction per call would cost more than the call itself). A full queue drops the
+//! record and counts it. Listings are not journaled: they carry no caller's data and would drown the
 //! calls in noise.
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,9 @@ use crate::scope::InstanceKey;
 
 /// Most records one transaction writes.
 const BATCH: usize = 512;
+/// How long the writer gathers records after the first before it writes them: a record
+/// reaches the file within this (plus the write), and a SIGKILL loses at most this much.
+const GATHER: Duration = Duration::from_millis(200);
 /// How often the writer enforces retention when it is otherwise idle.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// What a masked value reads as.
@@ -332,9 +336,17 @@ pub fn redacted(value: &Value) -> Value {
     }
 }
 
+/// What the writer's queue carries: a record, or a request to write what it holds now.
+#[expect(clippy::large_enum_variant, reason = "records are the traffic; boxing each would add an allocation per call")]
+enum Entry {
+    Record(Record),
+    /// Answered once every record queued before it is in the file.
+    Flush(SyncSender<()>),
+}
+
 /// The journal: a queue to its writer, and the file it reads back.
 pub struct Journal {
-    queue: SyncSender<Record>,
+    queue: SyncSender<Entry>,
     dropped: Arc<AtomicU64>,
     path: PathBuf,
 }
@@ -360,9 +372,23 @@ impl Journal {
 
     /// Queues `record` for the writer; when the queue is full it is dropped and counted.
     pub fn record(&self, record: Record) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.queue.try_send(record) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.queue.try_send(Entry::Record(record)) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Returns once every record queued so far is in the file (or after 5 s): at the
+    /// daemon's stop, so a call answered just before it is not lost with the writer's
+    /// gathering.
+    pub async fn flush(&self) {
+        let queue = self.queue.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let (done, written) = std::sync::mpsc::sync_channel(1);
+            if queue.send(Entry::Flush(done)).is_ok() {
+                let _ = written.recv_timeout(Duration::from_secs(5));
+            }
+        })
+        .await;
     }
 
     /// Records dropped since the daemon started, for want of room in the queue.
@@ -465,24 +491,27 @@ fn row_record(row: &rusqlite::Row<'_>) -> Result<Record, rusqlite::Error> {
     })
 }
 
-/// The writer: waits for records, writes what has gathered in one transaction, and
+/// The writer: waits for records, writes each gathering in one transaction, and
 /// enforces retention now and then. Ends when the journal is dropped.
-fn write(mut connection: Connection, records: Receiver<Record>, retention: impl Fn() -> Option<JournalConfig>) {
+fn write(mut connection: Connection, records: Receiver<Entry>, retention: impl Fn() -> Option<JournalConfig>) {
     let mut pruned = Instant::now();
     if let Some(config) = retention() {
         prune(&connection, &config);
     }
     loop {
-        let first = match records.recv_timeout(PRUNE_EVERY) {
-            Ok(record) => Some(record),
-            Err(RecvTimeoutError::Timeout) => None,
+        let (batch, flushed) = match records.recv_timeout(PRUNE_EVERY) {
+            Ok(Entry::Record(first)) => gather(first, &records),
+            Ok(Entry::Flush(done)) => (Vec::new(), Some(done)),
+            Err(RecvTimeoutError::Timeout) => (Vec::new(), None),
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        let batch: Vec<Record> = first.into_iter().chain(records.try_iter().take(BATCH - 1)).collect();
         if !batch.is_empty()
             && let Err(e) = insert(&mut connection, &batch)
         {
             tracing::warn!("journal: cannot write {} records: {e}", batch.len());
+        }
+        if let Some(done) = flushed {
+            let _ = done.send(());
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             let Some(config) = retention() else { return };
@@ -490,6 +519,21 @@ fn write(mut connection: Connection, records: Receiver<Record>, retention: impl 
             pruned = Instant::now();
         }
     }
+}
+
+/// `first` and whatever else arrives within [`GATHER`], up to [`BATCH`] records; cut
+/// short by a flush, which is handed back to be answered once the batch is written.
+fn gather(first: Record, records: &Receiver<Entry>) -> (Vec<Record>, Option<SyncSender<()>>) {
+    let until = Instant::now() + GATHER;
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match records.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Entry::Record(record)) => batch.push(record),
+            Ok(Entry::Flush(done)) => return (batch, Some(done)),
+            Err(_) => break,
+        }
+    }
+    (batch, None)
 }
 
 fn insert(connection: &mut Connection, batch: &[Record]) -> Result<(), rusqlite::Error> {

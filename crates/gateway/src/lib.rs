@@ -336,6 +336,10 @@ impl Gateway {
         }
         self.instances.pool.shutdown().await;
         self.traces.flush().await;
+        if let Some(journal) = self.journal.get() {
+            // The writer gathers records for a moment before it writes them.
+            journal.flush().await;
+        }
     }
 
     /// One list from each of `servers` that offers `capability`, gathered concurrently:

@@ -251,6 +251,17 @@ fn after_a_sigkill_the_journal_opens_with_the_records_written_before() {
 }
 
 #[test]
+fn a_call_answered_just_before_the_daemon_stops_is_in_the_journal_after() {
+    // No upstream, so the stop is quick: quicker than the writer's gathering of records.
+    let mut daemon = Daemon::start(&config(&[]));
+    Modern::tools_call("mcpx_exec", json!({"script": "return 1;"})).send(daemon.url());
+    daemon.stop();
+    daemon.restart();
+    let after = log(daemon.home(), "");
+    assert_eq!(named(after["records"].as_array().expect("records"), "mcpx_exec")["outcome"], "ok", "{after}");
+}
+
+#[test]
 fn a_record_older_than_journal_max_age_is_pruned() {
     let mut daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
     Modern::mcpx_call("up", "echo", json!({})).send(daemon.url()).structured();
