@@ -21,9 +21,13 @@ pub mod soak;
 pub mod stdio_relay;
 pub mod streams;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
+use crate::http::HttpClient;
 use crate::latency::Samples;
+use crate::mcp::EchoCall;
 use crate::report::Measured;
 
 /// How much load each contender gets, and the bounds that stop a run.
@@ -100,4 +104,24 @@ impl Tally {
         }
         self.elapsed += other.elapsed;
     }
+}
+
+/// Sends each call with its id, one at a time on `client`, and tallies the answers; the run
+/// is abandoned when one takes longer than `timeout`.
+pub async fn in_turn<'a>(
+    client: &mut HttpClient,
+    calls: impl Iterator<Item = (&'a EchoCall, u64)>,
+    timeout: Duration,
+) -> anyhow::Result<Tally> {
+    let started = Instant::now();
+    let mut tally = Tally::with_capacity(calls.size_hint().0);
+    for (call, id) in calls {
+        let start = Instant::now();
+        let outcome = tokio::time::timeout(timeout, client.call(call, id))
+            .await
+            .with_context(|| format!("request {id}: no answer within {timeout:?}"))??;
+        tally.count(start.elapsed(), outcome);
+    }
+    tally.elapsed = started.elapsed();
+    Ok(tally)
 }

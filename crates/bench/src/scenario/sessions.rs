@@ -22,7 +22,7 @@ use crate::mcp::{EchoCall, Era, Route};
 use crate::memory;
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
 use crate::report::Run;
-use crate::scenario::Tally;
+use crate::scenario::{Tally, in_turn};
 
 /// The `_meta` key the sessions are named by (first of the default `sessionMetaKeys`).
 pub const SESSION_META_KEY: &str = "dev.mcpx/session";
@@ -183,18 +183,7 @@ async fn measure(
 
 /// One call per session, in order; ids start at `first_id`.
 async fn pass(client: &mut HttpClient, calls: &[EchoCall], first_id: u64, timeout: Duration) -> anyhow::Result<Tally> {
-    let started = Instant::now();
-    let mut tally = Tally::with_capacity(calls.len());
-    for (i, call) in calls.iter().enumerate() {
-        let id = first_id + i as u64;
-        let start = Instant::now();
-        let outcome = tokio::time::timeout(timeout, client.call(call, id))
-            .await
-            .with_context(|| format!("request {id}: no answer within {timeout:?}"))??;
-        tally.count(start.elapsed(), outcome);
-    }
-    tally.elapsed = started.elapsed();
-    Ok(tally)
+    in_turn(client, calls.iter().zip(first_id..), timeout).await
 }
 
 async fn status(client: &mut HttpClient) -> anyhow::Result<Value> {

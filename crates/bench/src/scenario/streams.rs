@@ -31,7 +31,7 @@ use crate::mcp::{EchoCall, Era, LEGACY_VERSION, MODERN_VERSION, Route};
 use crate::memory;
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
 use crate::report::Run;
-use crate::scenario::Tally;
+use crate::scenario::{Tally, in_turn};
 
 /// The targets: daemon memory per open stream, and the normal caller's p99 with
 /// every stream open as a multiple of its p99 with none.
@@ -169,17 +169,7 @@ async fn calls(
     first_id: u64,
     timeout: Duration,
 ) -> anyhow::Result<Tally> {
-    let started = Instant::now();
-    let mut tally = Tally::with_capacity(count);
-    for id in first_id..first_id + count as u64 {
-        let start = Instant::now();
-        let outcome = tokio::time::timeout(timeout, client.call(call, id))
-            .await
-            .with_context(|| format!("request {id}: no answer within {timeout:?}"))??;
-        tally.count(start.elapsed(), outcome);
-    }
-    tally.elapsed = started.elapsed();
-    Ok(tally)
+    in_turn(client, std::iter::repeat_n(call, count).zip(first_id..), timeout).await
 }
 
 /// Opens `count` streams, `parallel` at a time; every one must come up.
