@@ -642,11 +642,14 @@ pub struct TaskConfig {
     /// Most tasks mcpx tracks at once, across callers; past it a new task is refused
     /// (-32603 naming the setting) and the upstream's task cancelled. Default 1000.
     pub max: usize,
+    /// Most of those one client (a token's name, an OAuth subject, the local user) may
+    /// hold, so no client can take every slot from the others. Default 100.
+    pub max_per_client: usize,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
-        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000 }
+        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000, max_per_client: 100 }
     }
 }
 

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::ask::now_ms;
 use crate::error::Error;
+use crate::identity::Principal;
 use crate::scope::InstanceKey;
 use crate::{Answer, CallContext, Gateway, Lease};
 
@@ -43,6 +44,8 @@ pub(crate) struct Tasks {
 }
 
 struct Entry {
+    /// The client the task was handed to, counted against `tasks.maxPerClient`.
+    client: Principal,
     key: InstanceKey,
     upstream_id: String,
     ttl_ms: u64,
@@ -77,6 +80,11 @@ impl Tasks {
         self.lock().len()
     }
 
+    /// How many of them `client` holds.
+    fn held_by(&self, client: &Principal) -> usize {
+        self.lock().values().filter(|e| &e.client == client).count()
+    }
+
     /// Records how the task `id` ended and releases its instance.
     fn end(&self, id: &str, task: &Value) {
         if let Some(entry) = self.lock().get_mut(id) {
@@ -104,15 +112,23 @@ impl Gateway {
             return Err((e, Some(lease)));
         };
         let config = self.settings.config();
-        if self.tasks.len() >= config.tasks.max {
+        let client = &ctx.identity.principal;
+        let full = if self.tasks.len() >= config.tasks.max {
+            Some(("tasks.max", config.tasks.max, "mcpx tracks"))
+        } else if self.tasks.held_by(client) >= config.tasks.max_per_client {
+            Some(("tasks.maxPerClient", config.tasks.max_per_client, "this client holds"))
+        } else {
+            None
+        };
+        if let Some((setting, limit, who)) = full {
             // Nobody could ever reach it: cancel it rather than leave it running.
             let upstream = lease.upstream().clone();
             let capabilities = ctx.client_capabilities.clone();
             tokio::spawn(async move {
                 let _ = upstream.request("tasks/cancel", json!({ "taskId": upstream_id }), &capabilities).await;
             });
-            let message = format!("mcpx tracks tasks.max ({}) tasks already; try again later", config.tasks.max);
-            return Err((Error::Limit { message, setting: "tasks.max", limit: config.tasks.max }, Some(lease)));
+            let message = format!("{who} {setting} ({limit}) tasks already; try again later");
+            return Err((Error::Limit { message, setting, limit }, Some(lease)));
         }
         let cap = u64::try_from(config.tasks.max_ttl.as_millis()).unwrap_or(u64::MAX);
         let ttl_ms = result.get("ttlMs").and_then(Value::as_u64).map_or(cap, |t| t.min(cap));
@@ -124,6 +140,7 @@ impl Gateway {
             r.remove("_meta");
         }
         let entry = Entry {
+            client: client.clone(),
             key: lease.key().clone(),
             upstream_id,
             ttl_ms,

@@ -197,3 +197,28 @@ fn past_tasks_max_a_new_task_is_refused_naming_the_setting_and_the_others_go_on(
     let id = first["taskId"].as_str().unwrap();
     assert_eq!(get(&daemon, "a", id).result()["status"], "working");
 }
+
+#[test]
+fn one_client_cannot_take_every_task_slot_from_another() {
+    let alice = "Bearer alice-token-0123456789abcdef";
+    let bob = "Bearer bob-token-0123456789abcdef0";
+    let daemon = daemon_with(json!({
+        "http": {"tokens": {"alice": &alice[7..], "bob": &bob[7..]}},
+        "tasks": {"max": 10, "maxPerClient": 1},
+    }));
+    let slow = |who: &str, session: &str| {
+        with_tasks(Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 600})))
+            .session(session)
+            .header("Authorization", who)
+            .send(daemon.url())
+    };
+    let first = slow(alice, "a1");
+    assert_eq!(first.result()["resultType"], "task", "{first}");
+    // A second session of the same client counts against the same share.
+    let refused = slow(alice, "a2");
+    let error = refused.assert_error(200, -32603);
+    assert_eq!(error["data"]["setting"], "tasks.maxPerClient", "{refused}");
+    assert_eq!(error["data"]["limit"], 1, "{refused}");
+    let other = slow(bob, "b1");
+    assert_eq!(other.result()["resultType"], "task", "another client still gets a task: {other}");
+}
