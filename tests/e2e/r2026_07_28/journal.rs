@@ -44,6 +44,13 @@ fn named<'a>(records: &'a [Value], name: &str) -> &'a Value {
     records.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no record of {name}: {records:#?}"))
 }
 
+/// `GET base+path` with `token` as the bearer; its JSON, which must come with a 200.
+fn read_as(base: &str, path: &str, token: &str) -> Value {
+    let reply = plain("GET", &format!("{base}{path}"), &[("Authorization", &format!("Bearer {token}"))], None);
+    assert_eq!(reply.status, 200, "GET {path}: {}", reply.body);
+    reply.json()
+}
+
 #[test]
 fn every_call_is_journaled_with_its_outcome_class() {
     let cfg = with(
@@ -148,11 +155,7 @@ fn a_token_holder_reads_only_its_own_records_and_the_owner_reads_all() {
     assert_eq!(named(&all, "whoami")["client"], "other");
 
     let base = base_url(url);
-    let read = |path: &str, token: &str| {
-        let reply = plain("GET", &format!("{base}{path}"), &[("Authorization", &bearer(token))], None);
-        assert_eq!(reply.status, 200, "GET {path}: {}", reply.body);
-        reply.json()
-    };
+    let read = |path: &str, token: &str| read_as(base, path, token);
     let theirs = read("/v1/log", OTHER_TOKEN);
     let names: Vec<&Value> = theirs["records"].as_array().expect("records").iter().map(|r| &r["name"]).collect();
     assert_eq!(names, [&json!("whoami")], "{theirs}");
@@ -177,11 +180,7 @@ fn a_token_named_in_http_admins_reads_every_callers_records() {
     records(daemon.home(), "", 1);
 
     let base = base_url(url);
-    let read = |path: &str, token: &str| {
-        let reply = plain("GET", &format!("{base}{path}"), &[("Authorization", &bearer(token))], None);
-        assert_eq!(reply.status, 200, "GET {path}: {}", reply.body);
-        reply.json()
-    };
+    let read = |path: &str, token: &str| read_as(base, path, token);
     // The admin reads ci's record; ci, not an admin, reads nothing of the admin's.
     let theirs = read("/v1/log", OTHER_TOKEN);
     assert_eq!(theirs["records"][0]["client"], "ci", "{theirs}");
