@@ -23,6 +23,7 @@ use mcpx_protocol::{RpcError, meta};
 use serde_json::{Value, json};
 
 use crate::ask::now_ms;
+use crate::config::TaskConfig;
 use crate::error::Error;
 use crate::identity::Principal;
 use crate::scope::InstanceKey;
@@ -75,14 +76,19 @@ impl Tasks {
         self.lock().retain(|_, e| e.expires > now);
     }
 
-    /// How many tasks mcpx tracks now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// How many of them `client` holds.
-    fn held_by(&self, client: &Principal) -> usize {
-        self.lock().values().filter(|e| &e.client == client).count()
+    /// Tracks `entry` under `id` unless that would pass `tasks.max` or its client's
+    /// `tasks.maxPerClient`: checked and inserted under one lock, so callers racing for
+    /// the last slot cannot both take it. A refusal hands the entry back with the setting.
+    fn admit(&self, id: String, entry: Entry, config: &TaskConfig) -> Result<(), Box<(Entry, &'static str, usize)>> {
+        let mut tasks = self.lock();
+        if tasks.len() >= config.max {
+            return Err(Box::new((entry, "tasks.max", config.max)));
+        }
+        if tasks.values().filter(|e| e.client == entry.client).count() >= config.max_per_client {
+            return Err(Box::new((entry, "tasks.maxPerClient", config.max_per_client)));
+        }
+        tasks.insert(id, entry);
+        Ok(())
     }
 
     /// Records how the task `id` ended and releases its instance.
@@ -112,35 +118,11 @@ impl Gateway {
             return Err((e, Some(lease)));
         };
         let config = self.settings.config();
-        let client = &ctx.identity.principal;
-        let full = if self.tasks.len() >= config.tasks.max {
-            Some(("tasks.max", config.tasks.max, "mcpx tracks"))
-        } else if self.tasks.held_by(client) >= config.tasks.max_per_client {
-            Some(("tasks.maxPerClient", config.tasks.max_per_client, "this client holds"))
-        } else {
-            None
-        };
-        if let Some((setting, limit, who)) = full {
-            // Nobody could ever reach it: cancel it rather than leave it running.
-            let upstream = lease.upstream().clone();
-            let capabilities = ctx.client_capabilities.clone();
-            tokio::spawn(async move {
-                let _ = upstream.request("tasks/cancel", json!({ "taskId": upstream_id }), &capabilities).await;
-            });
-            let message = format!("{who} {setting} ({limit}) tasks already; try again later");
-            return Err((Error::Limit { message, setting, limit }, Some(lease)));
-        }
         let cap = u64::try_from(config.tasks.max_ttl.as_millis()).unwrap_or(u64::MAX);
         let ttl_ms = result.get("ttlMs").and_then(Value::as_u64).map_or(cap, |t| t.min(cap));
         let id = self.asks.seal_task(&server, &lease.key().owner, ctx, now_ms().saturating_add(ttl_ms));
-        if let Some(r) = result.as_object_mut() {
-            r.insert("taskId".into(), id.clone().into());
-            r.insert("ttlMs".into(), ttl_ms.into());
-            r.remove("requestState");
-            r.remove("_meta");
-        }
         let entry = Entry {
-            client: client.clone(),
+            client: ctx.identity.principal.clone(),
             key: lease.key().clone(),
             upstream_id,
             ttl_ms,
@@ -149,7 +131,24 @@ impl Gateway {
             lease: Some(lease),
             ended: None,
         };
-        self.tasks.lock().insert(id, entry);
+        if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
+            let (entry, setting, limit) = *refused;
+            // Nobody could ever reach it: cancel it rather than leave it running.
+            let (upstream, upstream_id) = (entry.upstream, entry.upstream_id);
+            let capabilities = ctx.client_capabilities.clone();
+            tokio::spawn(async move {
+                let _ = upstream.request("tasks/cancel", json!({ "taskId": upstream_id }), &capabilities).await;
+            });
+            let who = if setting == "tasks.max" { "mcpx tracks" } else { "this client holds" };
+            let message = format!("{who} {setting} ({limit}) tasks already; try again later");
+            return Err((Error::Limit { message, setting, limit }, entry.lease));
+        }
+        if let Some(r) = result.as_object_mut() {
+            r.insert("taskId".into(), id.into());
+            r.insert("ttlMs".into(), ttl_ms.into());
+            r.remove("requestState");
+            r.remove("_meta");
+        }
         Ok(result)
     }
 
