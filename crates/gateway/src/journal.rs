@@ -197,7 +197,8 @@ impl Pending {
         // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
         let name = match (reached, self.name) {
             (Some(key), Some(name)) if self.method == "tools/call" => {
-                Some(name.strip_prefix(&format!("{}__", key.server)).map(str::to_owned).unwrap_or(name))
+                let tool = name.strip_prefix(key.server.as_str()).and_then(|rest| rest.strip_prefix("__"));
+                Some(tool.map(str::to_owned).unwrap_or(name))
             }
             (_, name) => name,
         };
@@ -273,21 +274,50 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// The size of `value` as compact JSON, counted as it is written out, without building it.
+/// The bytes an escape adds to one byte of a string, as `serde_json` writes it: one for a
+/// quote, a backslash and the control characters with a short escape (`\n` and its kin),
+/// five for the other control characters (`\u00XX`), none for the rest.
+const ESCAPED: [u8; 256] = {
+    let mut extra = [0; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        extra[b] = match b as u8 {
+            b'\x08' | b'\x0c' | b'\n' | b'\r' | b'\t' => 1,
+            _ => 5,
+        };
+        b += 1;
+    }
+    extra[b'"' as usize] = 1;
+    extra[b'\\' as usize] = 1;
+    extra
+};
+
+/// The size of `value` as compact JSON (as `serde_json` writes it), counted by walking
+/// the tree: nothing is written out, and only a float is formatted.
 pub fn json_len(value: &Value) -> i64 {
-    struct Count(i64);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len() as i64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+    fn len(value: &Value) -> usize {
+        match value {
+            Value::Null | Value::Bool(true) => 4,
+            Value::Bool(false) => 5,
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => digits(u),
+                (None, Some(i)) => 1 + digits(i.unsigned_abs()),
+                _ => n.to_string().len(),
+            },
+            Value::String(s) => string_len(s),
+            Value::Array(items) => 2 + items.len().saturating_sub(1) + items.iter().map(len).sum::<usize>(),
+            Value::Object(map) => {
+                2 + map.len().saturating_sub(1) + map.iter().map(|(k, v)| string_len(k) + 1 + len(v)).sum::<usize>()
+            }
         }
     }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    fn digits(n: u64) -> usize {
+        n.checked_ilog10().map_or(1, |d| d as usize + 1)
+    }
+    fn string_len(s: &str) -> usize {
+        2 + s.len() + s.bytes().map(|b| usize::from(ESCAPED[usize::from(b)])).sum::<usize>()
+    }
+    i64::try_from(len(value)).unwrap_or(i64::MAX)
 }
 
 /// The arguments as `mode` keeps them.
@@ -459,7 +489,9 @@ CREATE TABLE IF NOT EXISTS calls (
     arguments TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_time ON calls (time_ms);
-CREATE INDEX IF NOT EXISTS calls_by_principal ON calls (principal, time_ms);
+-- Each index costs every call a B-tree insert; a caller's own records are found through
+-- the time index (a query has a window) or newest first by id, so principal has none.
+DROP INDEX IF EXISTS calls_by_principal;
 ";
 
 const COLUMNS: &str = "id, time_ms, principal, client, session, transport, revision, server, instance, method, name, \
@@ -777,8 +809,15 @@ mod tests {
 
     #[test]
     fn the_size_counted_is_the_compact_json_size() {
-        let value = json!({ "a": [1, "two", null], "b": { "c": true } });
-        assert_eq!(json_len(&value), value.to_string().len() as i64);
+        let values = [
+            json!({ "a": [1, "two", null], "b": { "c": true, "d": false }, "e": [], "f": {} }),
+            json!([0, 9, 10, 99, 100, -1, -10, u64::MAX, i64::MIN, 0.5, -2.25e-7, 1e300, 3.0]),
+            json!("quote \" backslash \\ newline \n tab \t bell \u{7} nul \u{0} del \u{7f} é 🦀"),
+            json!({ "ke\"y\n": "\u{1f}\u{8}\u{c}\r" }),
+        ];
+        for value in values {
+            assert_eq!(json_len(&value), value.to_string().len() as i64, "{value}");
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod login;
 pub mod memory;
 pub mod metrics;
 pub mod naming;
+mod otlp;
 mod page;
 mod pipeline;
 pub mod policy;

@@ -77,24 +77,29 @@ pub enum Endpoint {
     FromEnvironment,
 }
 
+impl Endpoint {
+    /// The traces endpoint's URL: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is one as it is,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` a base to which `/v1/traces` is appended.
+    fn url(&self) -> String {
+        match self {
+            Endpoint::Url(url) => url.clone(),
+            Endpoint::FromEnvironment => std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| {
+                    let base = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default();
+                    format!("{}/v1/traces", base.trim_end_matches('/'))
+                }),
+        }
+    }
+}
+
 impl Traces {
     /// Starts exporting to `endpoint`, in batches from a task on the current tokio runtime:
     /// a full queue drops spans, never waits. Once per gateway.
     pub(crate) fn export(&self, endpoint: &Endpoint) -> Result<(), ExportError> {
-        use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .build()
-            .map_err(|e| ExportError(format!("cannot build the HTTP client: {e}")))?;
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(client);
-        if let Endpoint::Url(url) = endpoint {
-            exporter = exporter.with_endpoint(url.clone());
-        }
-        let exporter = exporter.build().map_err(|e| ExportError(e.to_string()))?;
+        let exporter = crate::otlp::Exporter::new(endpoint.url()).map_err(ExportError)?;
         let batches = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
             exporter,
             opentelemetry_sdk::runtime::Tokio,
