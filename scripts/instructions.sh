@@ -18,6 +18,10 @@
 #   TRACES=export scripts/instructions.sh # the same, the daemon exporting its spans over
 #                                         # OTLP/HTTP to a local sink that drops them
 #
+# MEASURE=cpu runs the daemon without valgrind and prints its user + system CPU time per
+# call instead (kernel included; it moves with the load on the machine, so alternate the
+# builds or settings being compared, several rounds each; relay is not measured this way).
+#
 # MCPX=path measures another mcpx build (an older commit's, for a side-by-side figure);
 # SETTINGS='"journal": {"enabled": false}' adds top-level keys to the daemon's config.
 #
@@ -31,7 +35,7 @@ shift || true
 TRANSPORTS=("${@:-stdio http legacy relay}")
 WARM=200
 
-command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
+[[ ${MEASURE:-} == cpu ]] || command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 1; }
 cargo build --locked --release -p mcpx -p fakemcp >&2
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 MCPX="${MCPX:-$TARGET/release/mcpx}"
@@ -95,6 +99,9 @@ serve.stdin.close()
 serve.wait()
 PY
 
+# The user + system CPU time of process PID so far, in microseconds.
+cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000000 / hz) }' "/proc/$1/stat"; }
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # count TRANSPORT CALLS: the daemon's instruction total for CALLS calls (plus start and stop).
@@ -111,7 +118,9 @@ count() {
     fi
     echo "{\"mcpServers\": {\"upstream\": $upstream}$SETTINGS}" > "$dir/config.json"
     port=$(free_port)
-    MCPX_STATE_DIR="$dir/state" valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+    local under=(valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out")
+    [[ ${MEASURE:-} == cpu ]] && under=()
+    MCPX_STATE_DIR="$dir/state" "${under[@]}" \
         "$MCPX" daemon --config "$dir/config.json" --port "$port" > /dev/null 2> "$dir/daemon.log" &
     local daemon=$!
     pids+=("$daemon")
@@ -120,6 +129,20 @@ count() {
         sleep 0.1
     done
     local serve=0
+    if [[ ${MEASURE:-} == cpu ]]; then
+        # Warm, then the daemon's user + system CPU over CALLS calls, in microseconds.
+        local era before after
+        era=$([[ $transport == legacy ]] && echo legacy || echo modern)
+        python3 "$WORK/client.py" "$port" "$WARM" "$era"
+        before=$(cpu_us "$daemon")
+        python3 "$WORK/client.py" "$port" "$calls" "$era"
+        after=$(cpu_us "$daemon")
+        kill -TERM "$daemon"
+        wait "$daemon" || true
+        if [[ $transport == http ]]; then kill "${pids[-2]}" 2>/dev/null; wait "${pids[-2]}" 2>/dev/null || true; fi
+        echo $((after - before))
+        return
+    fi
     if [[ $transport == relay ]]; then
         MCPX_STATE_DIR="$dir/state" python3 "$WORK/serve_client.py" "$calls" valgrind --tool=callgrind \
             --callgrind-out-file="$dir/serve-callgrind.out" "$MCPX" serve 2> "$dir/serve.log"
@@ -158,6 +181,11 @@ fi
 
 printf '%-10s %18s\n' path "instructions/call${TRACES:+ (traces: $TRACES)}" >&2
 for transport in ${TRANSPORTS[*]}; do
+    if [[ ${MEASURE:-} == cpu ]]; then
+        awk -v t="$transport" -v us="$(count "$transport" "$CALLS")" -v n="$CALLS" \
+            'BEGIN { printf "%-10s %15.1f µs\n", t, us / n }'
+        continue
+    fi
     base=$(count "$transport" "$WARM")
     total=$(count "$transport" $((WARM + CALLS)))
     printf '%-10s %18d\n' "$transport" $(((total - base) / CALLS))
