@@ -3,15 +3,16 @@
 //! state dir, and read back for `/v1/log` and `/v1/stats`.
 //!
 //! Writing never holds up a call: a record goes into a bounded queue to one writer thread,
-//! which gathers records for up to [`GATHER`] and writes them in one transaction (a
-//! transaction per call would cost more than the call itself). A full queue drops the
+//! woken by the first record after it emptied the queue, which gathers for [`GATHER`] and
+//! writes what it holds in one transaction (a transaction, or a thread wake-up, per call
+//! would cost more than the call itself). A full queue drops the
 //! record and counts it. Listings are not journaled: they carry no caller's data and would drown the
 //! calls in noise.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, OnceLock};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcpx_upstream::UpstreamError;
@@ -366,19 +367,37 @@ pub fn redacted(value: &Value) -> Value {
     }
 }
 
-/// What the writer's queue carries: a record, or a request to write what it holds now.
-#[expect(clippy::large_enum_variant, reason = "records are the traffic; boxing each would add an allocation per call")]
-enum Entry {
-    Record(Record),
-    /// Answered once every record queued before it is in the file.
-    Flush(SyncSender<()>),
+/// Records waiting for the writer. A caller's thread only pushes under the lock: it wakes
+/// the writer for the first record after the writer has emptied the queue, never for
+/// the others, so a busy daemon pays one wake-up per gathering, not one per call.
+struct Queue {
+    state: Mutex<Queued>,
+    /// Signalled by the first record into an empty queue, by a flush and by the close.
+    wake: Condvar,
+    capacity: usize,
+    dropped: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queued {
+    records: Vec<Record>,
+    /// Flushes asked for: answered once what was queued before each is in the file.
+    flushes: Vec<SyncSender<()>>,
+    /// The journal is gone: the writer writes what is left and ends.
+    closed: bool,
 }
 
 /// The journal: a queue to its writer, and the file it reads back.
 pub struct Journal {
-    queue: SyncSender<Entry>,
-    dropped: Arc<AtomicU64>,
+    queue: Arc<Queue>,
     path: PathBuf,
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        self.queue.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+        self.queue.wake.notify_one();
+    }
 }
 
 impl Journal {
@@ -387,23 +406,35 @@ impl Journal {
     /// are hot), `None` once the gateway is gone.
     pub fn open(
         path: &Path,
-        queue: usize,
+        capacity: usize,
         retention: impl Fn() -> Option<JournalConfig> + Send + 'static,
     ) -> Result<Journal, rusqlite::Error> {
         let connection = Connection::open(path)?;
         connection.execute_batch(SCHEMA)?;
-        let (queue, records) = std::sync::mpsc::sync_channel(queue);
+        let queue = Arc::new(Queue {
+            state: Mutex::default(),
+            wake: Condvar::new(),
+            capacity,
+            dropped: AtomicU64::new(0),
+        });
+        let writer = queue.clone();
         std::thread::Builder::new()
             .name("mcpx-journal".into())
-            .spawn(move || write(connection, records, retention))
+            .spawn(move || write(connection, &writer, retention))
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        Ok(Journal { queue, dropped: Default::default(), path: path.to_owned() })
+        Ok(Journal { queue, path: path.to_owned() })
     }
 
     /// Queues `record` for the writer; when the queue is full it is dropped and counted.
     pub fn record(&self, record: Record) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.queue.try_send(Entry::Record(record)) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        let mut queued = self.queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if queued.records.len() >= self.queue.capacity {
+            self.queue.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        queued.records.push(record);
+        if queued.records.len() == 1 {
+            self.queue.wake.notify_one();
         }
     }
 
@@ -414,16 +445,16 @@ impl Journal {
         let queue = self.queue.clone();
         let _ = tokio::task::spawn_blocking(move || {
             let (done, written) = std::sync::mpsc::sync_channel(1);
-            if queue.send(Entry::Flush(done)).is_ok() {
-                let _ = written.recv_timeout(Duration::from_secs(5));
-            }
+            queue.state.lock().unwrap_or_else(PoisonError::into_inner).flushes.push(done);
+            queue.wake.notify_one();
+            let _ = written.recv_timeout(Duration::from_secs(5));
         })
         .await;
     }
 
     /// Records dropped since the daemon started, for want of room in the queue.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.queue.dropped.load(Ordering::Relaxed)
     }
 
     /// Records matching `query`, newest first. Blocking: call it off the async runtime.
@@ -523,27 +554,38 @@ fn row_record(row: &rusqlite::Row<'_>) -> Result<Record, rusqlite::Error> {
     })
 }
 
-/// The writer: waits for records, writes each gathering in one transaction, and
-/// enforces retention now and then. Ends when the journal is dropped.
-fn write(mut connection: Connection, records: Receiver<Entry>, retention: impl Fn() -> Option<JournalConfig>) {
+/// The writer: waits for a record, gathers for [`GATHER`] (a flush or the close cuts that
+/// short), writes what the queue holds in transactions of at most [`BATCH`], and enforces
+/// retention now and then. Ends, after writing what is left, when the journal is dropped.
+fn write(mut connection: Connection, queue: &Queue, retention: impl Fn() -> Option<JournalConfig>) {
     let mut pruned = Instant::now();
     if let Some(config) = retention() {
         prune(&connection, &config);
     }
+    let lock = || queue.state.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
-        let (batch, flushed) = match records.recv_timeout(PRUNE_EVERY) {
-            Ok(Entry::Record(first)) => gather(first, &records),
-            Ok(Entry::Flush(done)) => (Vec::new(), Some(done)),
-            Err(RecvTimeoutError::Timeout) => (Vec::new(), None),
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if !batch.is_empty()
-            && let Err(e) = insert(&mut connection, &batch)
-        {
-            tracing::warn!("journal: cannot write {} records: {e}", batch.len());
+        let mut queued = lock();
+        let idle = |q: &mut Queued| q.records.is_empty() && q.flushes.is_empty() && !q.closed;
+        queued = queue.wake.wait_timeout_while(queued, PRUNE_EVERY, idle).unwrap_or_else(PoisonError::into_inner).0;
+        if !queued.records.is_empty() {
+            let until = Instant::now() + GATHER;
+            let gathering = |q: &mut Queued| q.flushes.is_empty() && !q.closed && Instant::now() < until;
+            queued = queue.wake.wait_timeout_while(queued, GATHER, gathering).unwrap_or_else(PoisonError::into_inner).0;
         }
-        if let Some(done) = flushed {
+        let records = std::mem::take(&mut queued.records);
+        let flushes = std::mem::take(&mut queued.flushes);
+        let closed = queued.closed;
+        drop(queued);
+        for batch in records.chunks(BATCH) {
+            if let Err(e) = insert(&mut connection, batch) {
+                tracing::warn!("journal: cannot write {} records: {e}", batch.len());
+            }
+        }
+        for done in flushes {
             let _ = done.send(());
+        }
+        if closed {
+            return;
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             let Some(config) = retention() else { return };
@@ -551,21 +593,6 @@ fn write(mut connection: Connection, records: Receiver<Entry>, retention: impl F
             pruned = Instant::now();
         }
     }
-}
-
-/// `first` and whatever else arrives within [`GATHER`], up to [`BATCH`] records; cut
-/// short by a flush, which is handed back to be answered once the batch is written.
-fn gather(first: Record, records: &Receiver<Entry>) -> (Vec<Record>, Option<SyncSender<()>>) {
-    let until = Instant::now() + GATHER;
-    let mut batch = vec![first];
-    while batch.len() < BATCH {
-        match records.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(Entry::Record(record)) => batch.push(record),
-            Ok(Entry::Flush(done)) => return (batch, Some(done)),
-            Err(_) => break,
-        }
-    }
-    (batch, None)
 }
 
 fn insert(connection: &mut Connection, batch: &[Record]) -> Result<(), rusqlite::Error> {
