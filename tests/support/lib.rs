@@ -9,6 +9,7 @@ pub mod answering;
 pub mod authorization;
 pub mod client;
 pub mod daemon;
+pub mod fake_http;
 pub mod fixtures;
 pub mod git;
 pub mod home;
@@ -26,6 +27,7 @@ pub mod upstreams;
 
 pub use client::{LegacySession, Modern, Reply, assert_serving};
 pub use daemon::Daemon;
+pub use fake_http::FakeHttp;
 pub use fixtures::{Whoami, config, fakemcp};
 pub use home::{CliRun, Home};
 pub use process::{alive, poll, processes_with, tag, wait_for_exit, wait_until_gone};

@@ -152,6 +152,7 @@ impl Front {
             return status(StatusCode::NOT_FOUND);
         }
         let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let trace = trace_headers(request.headers());
         match *request.method() {
             Method::POST => {}
             Method::DELETE => return self.end_session(session),
@@ -179,10 +180,13 @@ impl Front {
             },
             None => Arc::clone(&self.stateless),
         };
-        let Incoming::Request { id, method, params } = incoming else {
+        let Incoming::Request { id, method, mut params } = incoming else {
             lock(&server).handle(incoming);
             return status(StatusCode::ACCEPTED);
         };
+        if let Some(trace) = trace {
+            with_trace_headers(&mut params, trace);
+        }
         let opens_session =
             session.is_none() && method == "initialize" && self.behaviour.era_mode.era_of(&params) == Era::Legacy;
         let server = if opens_session { Arc::new(Mutex::new(self.new_server())) } else { server };
@@ -228,6 +232,29 @@ impl Front {
             bytes[..8].copy_from_slice(&self.waiting.next.fetch_add(1, Ordering::Relaxed).to_be_bytes());
         }
         bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Where a request's W3C trace context headers are shown to the `meta` tool: a key of
+/// fakemcp's own in `params._meta`, so a test sees what reached fakemcp in headers too.
+pub const TRACE_HEADERS_META: &str = "fakemcp.dev/traceHeaders";
+
+/// The `traceparent` and `tracestate` headers of a request, when it has either.
+fn trace_headers(headers: &hyper::HeaderMap) -> Option<Value> {
+    let found: serde_json::Map<String, Value> = ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), Value::from(headers.get(name)?.to_str().ok()?))))
+        .collect();
+    (!found.is_empty()).then_some(Value::Object(found))
+}
+
+fn with_trace_headers(params: &mut Value, trace: Value) {
+    if !params.is_object() {
+        return;
+    }
+    let meta = params.as_object_mut().expect("an object").entry("_meta").or_insert_with(|| json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(TRACE_HEADERS_META.to_owned(), trace);
     }
 }
 

@@ -61,7 +61,7 @@ pub fn catalogue() -> Value {
         },
         {
             "name": "meta",
-            "description": "Return the request's params._meta exactly as it arrived (null if absent).",
+            "description": "Return the request's params._meta exactly as it arrived (null if absent); over HTTP, a request's traceparent/tracestate headers are added under fakemcp.dev/traceHeaders.",
             "inputSchema": no_arguments,
         },
         {

@@ -411,12 +411,8 @@ impl Journal {
     ) -> Result<Journal, rusqlite::Error> {
         let connection = Connection::open(path)?;
         connection.execute_batch(SCHEMA)?;
-        let queue = Arc::new(Queue {
-            state: Mutex::default(),
-            wake: Condvar::new(),
-            capacity,
-            dropped: AtomicU64::new(0),
-        });
+        let queue =
+            Arc::new(Queue { state: Mutex::default(), wake: Condvar::new(), capacity, dropped: AtomicU64::new(0) });
         let writer = queue.clone();
         std::thread::Builder::new()
             .name("mcpx-journal".into())

@@ -1,58 +1,8 @@
 //! fakemcp over Streamable HTTP (`fakemcp --http`): the same tools as over stdio, in both
 //! eras, and an mcpx daemon reaching it through a `url` server in both caller eras.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
-use mcpx_e2e::{Daemon, LegacySession, Modern, Whoami, config, paths, tag};
+use mcpx_e2e::{Daemon, FakeHttp, LegacySession, Modern, Whoami, config};
 use serde_json::{Value, json};
-
-/// A `fakemcp --http 127.0.0.1:0` process, killed on drop.
-struct FakeHttp {
-    child: Child,
-    url: String,
-}
-
-impl FakeHttp {
-    /// Starts it with `extra` flags and reads the URL it prints once listening.
-    #[track_caller]
-    fn start(extra: &[&str]) -> FakeHttp {
-        let mut child = Command::new(paths::fakemcp())
-            .args(["--http", "127.0.0.1:0", "--tag", &tag()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", paths::fakemcp().display()));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, url) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line.trim().to_owned());
-        });
-        let url = url
-            .recv_timeout(Duration::from_secs(30))
-            .ok()
-            .filter(|url| url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"));
-        let Some(url) = url else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("fakemcp --http printed no http://127.0.0.1:PORT/mcp line within 30 s");
-        };
-        FakeHttp { child, url }
-    }
-}
-
-impl Drop for FakeHttp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn arguments() -> Value {
     json!({"text": "over http", "n": 7, "nested": {"list": [1, 2]}})

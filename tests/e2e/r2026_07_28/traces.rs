@@ -9,7 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpx_e2e::{Daemon, Modern, config, fakemcp, poll, tag};
+use mcpx_e2e::{Daemon, FakeHttp, Modern, config, fakemcp, poll, tag};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
@@ -209,6 +209,27 @@ fn one_trace_runs_from_the_caller_through_mcpx_into_the_tool() {
     // The tool sees mcpx's client span as its parent, and the caller's trace state.
     assert_eq!(meta["traceparent"], json!(format!("00-{TRACE_ID}-{}-01", client.span_id)), "{meta:?}");
     assert_eq!(meta["tracestate"], json!("rojo=00f067aa0ba902b7"), "{meta:?}");
+}
+
+#[test]
+fn an_http_upstream_gets_mcpxs_span_as_its_parent_in_headers_as_in_meta() {
+    let receiver = Receiver::start();
+    let fake = FakeHttp::start(&[]);
+    let daemon = daemon_exporting_to(&receiver, &[("web", json!({ "url": fake.url }))]);
+    let reply = Modern::mcpx_call("web", "meta", json!({}))
+        .meta("traceparent", json!(format!("00-{TRACE_ID}-{PARENT_ID}-01")))
+        .meta("tracestate", json!("rojo=00f067aa0ba902b7"))
+        .send(daemon.url());
+    let meta = received_meta(reply.structured());
+    let spans = receiver.until("the client span", |s| named(s, "tools/call meta").is_some());
+    let client = named(&spans, "tools/call meta").unwrap();
+    assert_eq!(client.attribute("network.transport"), Some("tcp"));
+    let traceparent = json!(format!("00-{TRACE_ID}-{}-01", client.span_id));
+    assert_eq!(meta["traceparent"], traceparent, "{meta:?}");
+    // fakemcp shows the HTTP request's own trace headers under a key of its own.
+    let headers = &meta["fakemcp.dev/traceHeaders"];
+    assert_eq!(headers["traceparent"], traceparent, "{meta:?}");
+    assert_eq!(headers["tracestate"], json!("rojo=00f067aa0ba902b7"), "{meta:?}");
 }
 
 #[test]
