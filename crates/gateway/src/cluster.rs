@@ -148,7 +148,11 @@ impl Joining {
                 .filter(|h| !h.is_empty())
                 .ok_or("cluster.nodeId is not set and the host name cannot be read")?,
         };
-        let url = config.url.clone().unwrap_or_else(|| listening.to_owned()).trim_end_matches('/').to_owned();
+        let url = match &config.url {
+            Some(url) => expand("url", url)?,
+            None => listening.to_owned(),
+        };
+        let url = url.trim_end_matches('/').to_owned();
         let config = ClusterConfig { redis, ..config.clone() };
         let cluster = Cluster::new(&config, node.clone(), url.clone()).map_err(|e| e.to_string())?;
         Ok(Joining { node, url, secret, cluster })

@@ -868,7 +868,7 @@ fn check_cluster(cluster: &ClusterConfig) -> Result<(), (String, String)> {
         return Err(("\"cluster.nodeId\" must be 1 to 64 letters, digits, '_', '-' or '.'".into(), "nodeId".into()));
     }
     if let Some(url) = &cluster.url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
+        && !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${"))
     {
         return Err(("\"cluster.url\" must be an http:// or https:// URL".into(), "url".into()));
     }

@@ -4,6 +4,10 @@
 //!
 //! In order, each refusal answered at once:
 //!
+//! 0. **A node of the cluster**: a request carrying `X-Mcpx-Node` must be signed with the
+//!    cluster's key (`cluster::Link::verify`, over its body too) and is then admitted as
+//!    the principal the forwarding node resolved, with no other check (no browser can
+//!    sign); unsigned, or on a daemon in no cluster, it is refused (401).
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
 //!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what
@@ -25,7 +29,7 @@
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
 //!
-//! It never reads the body and never resolves an identity: handlers do that after it,
+//! It never reads the body (but a node's, to check its signature) and never resolves an identity: handlers do that after it,
 //! from the [`Admitted`] transport it leaves in the request's extensions (the peer's pid
 //! and cwd over the socket, the token's principal over TCP). A caller's token goes no
 //! further than this step: only the principal it names does.
