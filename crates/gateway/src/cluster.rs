@@ -132,7 +132,7 @@ impl Joining {
     /// `listening` (the base URL this daemon listens on).
     pub fn new(config: &ClusterConfig, listening: &str) -> Result<Joining, String> {
         let expand = |key: &str, value: &str| {
-            crate::instances::expand_env(value)
+            crate::config::expand_env(value)
                 .map_err(|var| format!("cluster.{key}: ${{{var}}} is not set in the daemon's environment"))
         };
         let secret = expand("secret", &config.secret)?;

@@ -846,6 +846,21 @@ impl Config {
     }
 }
 
+/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
+pub(crate) fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let var = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 /// The rules of `cluster`, as [`Config::check`] reports them.
 fn check_cluster(cluster: &ClusterConfig) -> Result<(), (String, String)> {
     if !["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| cluster.redis.starts_with(s))

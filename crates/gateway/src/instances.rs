@@ -8,7 +8,7 @@ use mcpx_upstream::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
 use crate::cluster::{Claim, Cluster};
-use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig};
+use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig, expand_env};
 use crate::context::CallContext;
 use crate::error::Error;
 use crate::identity::{Identity, Principal};
@@ -218,21 +218,6 @@ pub(crate) fn login_target(
     };
     let key = mcpx_oauth::CredentialKey { server: name.to_owned(), principal };
     Ok(Some(mcpx_oauth::Target { key, url: url.clone(), config }))
-}
-
-/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
-pub(crate) fn expand_env(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else { break };
-        let var = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
