@@ -227,9 +227,47 @@ chromium_deps() {
     log "chromium installed ($(chromium --version 2>&1 | head -n1))"
 }
 
+# --- Redis and nginx (Debian's packages, pinned): the cluster tests run three daemons
+#     sharing a Redis behind an nginx, all on loopback, each started by the test itself ---
+REDIS_PIN="5:7.0.15-1~deb12u7"
+NGINX_PIN="1.22.1-9+deb12u7"
+cluster_deps() {
+    local want=() pkg pin
+    for pkg in "redis-server=$REDIS_PIN" "nginx=$NGINX_PIN"; do
+        pin="${pkg#*=}"
+        if [[ "$(dpkg-query -W -f='${Version}' "${pkg%%=*}" 2>/dev/null)" == "$pin" ]]; then
+            log "${pkg%%=*} $pin present"
+        else
+            want+=("$pkg")
+        fi
+    done
+    ((${#want[@]})) || return 0
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        log "missing: install Debian's ${want[*]} (the cluster tests need them)"
+        return 1
+    fi
+    if ! apt-cache show "${want[@]}" >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    fi
+    # The packages' services must not start (nginx would take port 80): the tests run
+    # their own. policy-rc.d is Debian's switch for that, in place for the install only.
+    local policy=/usr/sbin/policy-rc.d placed=0
+    if [[ ! -e "$policy" ]]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && placed=1
+    fi
+    # redis-tools comes along at the same version (redis-server depends on it exactly).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+    ((placed)) && rm -f "$policy"
+    if command -v systemctl >/dev/null 2>&1; then
+        systemctl disable --now redis-server nginx >/dev/null 2>&1 || true
+    fi
+    log "installed ${want[*]}"
+}
+
 python_deps
 node_deps
 oidc_deps
 host_deps
 prometheus_deps
 chromium_deps
+cluster_deps

@@ -415,6 +415,17 @@ impl LegacySession {
         &self.id
     }
 
+    /// The same session, its requests sent to `url` (another node of a cluster).
+    pub fn via(&self, url: &str) -> LegacySession {
+        LegacySession {
+            url: url.to_owned(),
+            id: self.id.clone(),
+            revision: self.revision.clone(),
+            extra: self.extra.clone(),
+            initialized: self.initialized.clone(),
+        }
+    }
+
     pub fn revision(&self) -> &str {
         &self.revision
     }

@@ -160,6 +160,11 @@ impl Daemon {
     }
 
     /// The home the daemon runs for: its state dir, config, CLI and `/v1` over the socket.
+    /// Whether the daemon was started and not stopped or killed since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     pub fn home(&self) -> &Home {
         &self.home
     }

@@ -8,6 +8,7 @@
 pub mod answering;
 pub mod authorization;
 pub mod client;
+pub mod cluster;
 pub mod daemon;
 pub mod fake_http;
 pub mod fixtures;

@@ -40,6 +40,9 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// Tasks (the 2026-07-28 tasks extension) mcpx relays from upstreams.
     pub tasks: TaskConfig,
+    /// Running as one node of several behind a load balancer (`gateway::cluster`).
+    /// Absent by default: one daemon, no Redis, nothing shared. Read at the daemon's start.
+    pub cluster: Option<ClusterConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -653,6 +656,76 @@ impl Default for TaskConfig {
     }
 }
 
+/// The `"cluster"` section: this daemon is one node of a cluster that shares a Redis
+/// (`gateway::cluster`, `docs/cluster.md`). Strict: an unknown key here is an error.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The Redis every node shares: `redis://host:port/db` (`rediss://` for TLS, with
+    /// `user:password@` where it needs them). Required; `${NAME}` reads the daemon's
+    /// environment.
+    pub redis: String,
+    /// This node's name, unique in the cluster. Default: the machine's host name.
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// The base URL other nodes reach this node at (`http://10.0.0.5:7750`): forwarded
+    /// requests go to `<url>/mcp`. Default: the address this daemon listens on.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How long an instance's lease lasts without renewal: when a node dies, the keys it
+    /// owned are free again within this long. Renewed every third of it. Default 10s;
+    /// at least 1s.
+    #[serde(default = "ClusterConfig::default_lease_ttl", with = "duration")]
+    pub lease_ttl: Duration,
+    /// Where `global` instances live: `per-cluster` (default; one for the whole cluster),
+    /// or `per-node` (one on each node: for stateless servers, no forwarding).
+    #[serde(default)]
+    pub global: GlobalPlacement,
+    /// The secret every node shares: it authenticates node-to-node requests and seals
+    /// what any node must be able to open. At least 32 characters; `${NAME}` reads the
+    /// daemon's environment (keep it out of the file).
+    pub secret: String,
+    /// Longest wait for one Redis command (and for a connection to it); past it the
+    /// request that needed it fails with an error naming Redis. Default 1s.
+    #[serde(default = "ClusterConfig::default_redis_timeout", with = "duration")]
+    pub redis_timeout: Duration,
+}
+
+/// Everything but the secret.
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("redis", &self.redis)
+            .field("node_id", &self.node_id)
+            .field("url", &self.url)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("global", &self.global)
+            .field("redis_timeout", &self.redis_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterConfig {
+    fn default_lease_ttl() -> Duration {
+        Duration::from_secs(10)
+    }
+
+    fn default_redis_timeout() -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+/// `cluster.global`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GlobalPlacement {
+    /// One instance of a `global` server in the whole cluster, owned by one node.
+    #[default]
+    PerCluster,
+    /// One on every node, never forwarded: for servers that keep no state.
+    PerNode,
+}
+
 /// What a journal record keeps of a call's arguments.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -762,12 +835,59 @@ impl Config {
             return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
         }
         self.check_clients()?;
+        if let Some(cluster) = &self.cluster {
+            check_cluster(cluster)?;
+        }
         Ok(())
     }
 
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.mcp_servers.get(name)
     }
+}
+
+/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
+pub(crate) fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let var = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The rules of `cluster`, as [`Config::check`] reports them.
+fn check_cluster(cluster: &ClusterConfig) -> Result<(), (String, String)> {
+    if !["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| cluster.redis.starts_with(s))
+        && !cluster.redis.starts_with("${")
+    {
+        return Err(("\"cluster.redis\" must be a redis:// or rediss:// URL".into(), "redis".into()));
+    }
+    if cluster.lease_ttl < Duration::from_secs(1) {
+        return Err(("\"cluster.leaseTtl\" must be at least 1s".into(), "leaseTtl".into()));
+    }
+    if cluster.redis_timeout.is_zero() {
+        return Err(("\"cluster.redisTimeout\" must be longer than 0".into(), "redisTimeout".into()));
+    }
+    if !cluster.secret.starts_with("${") && cluster.secret.len() < 32 {
+        return Err(("\"cluster.secret\" must be at least 32 characters".into(), "secret".into()));
+    }
+    if let Some(id) = &cluster.node_id
+        && (id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
+    {
+        return Err(("\"cluster.nodeId\" must be 1 to 64 letters, digits, '_', '-' or '.'".into(), "nodeId".into()));
+    }
+    if let Some(url) = &cluster.url
+        && !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${"))
+    {
+        return Err(("\"cluster.url\" must be an http:// or https:// URL".into(), "url".into()));
+    }
+    Ok(())
 }
 
 /// The rules of `http.oauth`, as [`Config::check`] reports them.
@@ -1225,5 +1345,37 @@ mod tests {
         }
         let user = r#"{"mcpServers": {"d": {"url": "https://d/mcp", "credentials": "user", "scope": "session"}}}"#;
         assert_eq!(Config::parse(user, path).unwrap().mcp_servers["d"].credentials, Credentials::User);
+    }
+
+    #[test]
+    fn no_cluster_section_means_one_daemon_and_the_section_is_read_strictly() {
+        let path = Path::new("mcpx.json");
+        assert_eq!(Config::parse("{}", path).unwrap().cluster, None);
+        let secret = "0123456789abcdef0123456789abcdef";
+        let ok = format!(r#"{{"cluster": {{"redis": "redis://127.0.0.1:6379", "secret": "{secret}"}}}}"#);
+        let cluster = Config::parse(&ok, path).unwrap().cluster.unwrap();
+        assert_eq!(cluster.lease_ttl, Duration::from_secs(10));
+        assert_eq!(cluster.global, GlobalPlacement::PerCluster);
+        assert_eq!(cluster.redis_timeout, Duration::from_secs(1));
+        assert!(!format!("{cluster:?}").contains(secret), "the secret stays out of Debug");
+        let full = format!(
+            r#"{{"cluster": {{"redis": "redis://r:6379/2", "secret": "{secret}", "nodeId": "n-1",
+               "url": "http://10.0.0.5:7750", "leaseTtl": "3s", "global": "per-node"}}}}"#
+        );
+        let cluster = Config::parse(&full, path).unwrap().cluster.unwrap();
+        assert_eq!((cluster.lease_ttl, cluster.global), (Duration::from_secs(3), GlobalPlacement::PerNode));
+        for (bad, why) in [
+            (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "leaseTTL": "3s"}}}}"#), "leaseTTL"),
+            (format!(r#"{{"cluster": {{"secret": "{secret}"}}}}"#), "redis"),
+            (r#"{"cluster": {"redis": "redis://r"}}"#.to_owned(), "secret"),
+            (r#"{"cluster": {"redis": "redis://r", "secret": "short"}}"#.to_owned(), "32 characters"),
+            (format!(r#"{{"cluster": {{"redis": "http://r", "secret": "{secret}"}}}}"#), "redis://"),
+            (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "leaseTtl": "10ms"}}}}"#), "1s"),
+            (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "global": "one"}}}}"#), "per-node"),
+            (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "nodeId": "a b"}}}}"#), "nodeId"),
+        ] {
+            let e = Config::parse(&bad, path).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 }

@@ -7,7 +7,8 @@
 use mcpx_upstream::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
-use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig};
+use crate::cluster::{Claim, Cluster};
+use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig, expand_env};
 use crate::context::CallContext;
 use crate::error::Error;
 use crate::identity::{Identity, Principal};
@@ -23,6 +24,8 @@ pub(crate) struct Instances {
     pub streams: SessionStreams,
     /// Logs in to HTTP upstreams that ask for OAuth, when the daemon gave it one.
     pub oauth: std::sync::OnceLock<mcpx_oauth::Authorizer>,
+    /// The cluster this node belongs to, when it is one: which keys it may serve.
+    pub cluster: std::sync::OnceLock<std::sync::Arc<Cluster>>,
 }
 
 impl Instances {
@@ -34,11 +37,28 @@ impl Instances {
             return Err(Error::params(format!("unknown server {server:?}; servers: {known}"))
                 .with_data(json!({ "server": server, "servers": names })));
         };
-        let key = match pick {
+        let listing = matches!(pick, Pick::Listing);
+        let mut key = match pick {
             Pick::At(owner) => InstanceKey { server: server.to_owned(), owner },
             Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
+        if let Some(cluster) = self.cluster.get().filter(|c| c.clusters(&key)) {
+            match cluster.claim(&key).await.map_err(|e| Error::internal(e.to_string()))? {
+                Claim::Mine => {}
+                // A listing carries nothing of the caller: this node's lister answers it.
+                Claim::Elsewhere(_) if listing => {
+                    key =
+                        InstanceKey { server: server.to_owned(), owner: Owner::Lister(ctx.identity.principal.clone()) };
+                }
+                Claim::Elsewhere(node) => {
+                    return Err(Error::internal(format!(
+                        "instance {key} is served by cluster node {:?} ({}); this request reached another node and cannot be forwarded from here: send it again",
+                        node.id, node.url
+                    )));
+                }
+            }
+        }
         let spec = || {
             let mut spec = upstream_spec(config, server, server_config, &ctx.identity)
                 .map_err(|e| PoolError::Config(e.to_string()))?;
@@ -70,6 +90,32 @@ impl Instances {
             self.streams.join(&lease).await;
         }
         Ok(lease)
+    }
+}
+
+impl Instances {
+    /// The node that serves `server`'s instance for this caller, when another node of the
+    /// cluster does; `None` when this node serves it (taking its lease if it was free) or
+    /// the key is local by nature.
+    pub async fn owner_elsewhere(
+        &self,
+        config: &Config,
+        ctx: &CallContext,
+        server: &str,
+        at: Option<Owner>,
+    ) -> Result<Option<crate::cluster::Node>, Error> {
+        let (Some(cluster), Some(server_config)) = (self.cluster.get(), config.server(server)) else { return Ok(None) };
+        let key = match at {
+            Some(owner) => InstanceKey { server: server.to_owned(), owner },
+            None => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
+        };
+        if !cluster.clusters(&key) {
+            return Ok(None);
+        }
+        match cluster.claim(&key).await.map_err(|e| Error::internal(e.to_string()))? {
+            Claim::Mine => Ok(None),
+            Claim::Elsewhere(node) => Ok(Some(node)),
+        }
     }
 }
 
@@ -172,21 +218,6 @@ pub(crate) fn login_target(
     };
     let key = mcpx_oauth::CredentialKey { server: name.to_owned(), principal };
     Ok(Some(mcpx_oauth::Target { key, url: url.clone(), config }))
-}
-
-/// Replaces each `${NAME}` with the daemon's environment variable; an unset one is named.
-fn expand_env(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start + 2..].find('}') else { break };
-        let var = &rest[start + 2..start + 2 + len];
-        out.push_str(&rest[..start]);
-        out.push_str(&std::env::var(var).map_err(|_| var.to_owned())?);
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]

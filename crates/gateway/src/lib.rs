@@ -10,6 +10,7 @@ mod admission;
 mod artifacts;
 mod ask;
 mod asking;
+pub mod cluster;
 pub mod config;
 pub mod context;
 mod eras;
@@ -28,6 +29,7 @@ pub mod naming;
 mod otlp;
 mod page;
 mod pipeline;
+mod placement;
 pub mod policy;
 pub mod pool;
 mod prompts;
@@ -330,12 +332,31 @@ impl Gateway {
     }
 
     /// Stops every upstream instance and waits until they are gone.
+    /// Makes this gateway one node of a cluster: an instance key another node owns is
+    /// never started here (the front end forwards such a request first: [`Gateway::placement`];
+    /// a lease inside a request it did not forward fails naming the owner, and a listing
+    /// goes through this node's lister), and its leases are kept until it stops.
+    pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
+        let cluster = Arc::new(cluster);
+        if self.instances.cluster.set(cluster.clone()).is_ok() {
+            tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
+        }
+    }
+
+    /// This node's cluster, when it is one.
+    pub fn cluster(&self) -> Option<&cluster::Cluster> {
+        self.instances.cluster.get().map(|c| &**c)
+    }
+
     pub async fn shutdown(&self) {
         self.closing.send_replace(true);
         if let Some(reaper) = self.reaper.get() {
             reaper.abort();
         }
         self.instances.pool.shutdown().await;
+        if let Some(cluster) = self.instances.cluster.get() {
+            cluster.release_all().await;
+        }
         self.traces.flush().await;
         if let Some(journal) = self.journal.get() {
             // The writer gathers records for a moment before it writes them.

@@ -199,6 +199,20 @@ impl Pool {
         Some((slot.serial, upstream.clone()))
     }
 
+    /// Whether the pool has a slot for `key` (running, starting, or with calls on it).
+    pub fn holds(&self, key: &InstanceKey) -> bool {
+        self.inner.slots.lock().expect("pool lock").contains_key(key)
+    }
+
+    /// Takes the instance at `key` out of service: it stops once the calls holding it
+    /// finish (this node no longer owns the key in its cluster).
+    pub fn retire_key(&self, key: &InstanceKey) {
+        let removed = self.inner.slots.lock().expect("pool lock").remove(key);
+        if let Some(slot) = removed {
+            self.inner.retire_removed(slot);
+        }
+    }
+
     /// Starts, crashes and reaps per server.
     pub fn counters(&self) -> &PoolCounters {
         &self.inner.counters

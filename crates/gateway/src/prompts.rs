@@ -105,6 +105,11 @@ impl Gateway {
 
     /// The server and upstream name of the prompt a public name stands for, when the
     /// caller may see it.
+    /// The server of the prompt a public name stands for (`placement`).
+    pub(crate) async fn prompt_server(&self, ctx: &CallContext, name: &str) -> Option<String> {
+        self.prompt_owner(ctx, name).await.map(|(server, _)| server)
+    }
+
     async fn prompt_owner(&self, ctx: &CallContext, name: &str) -> Option<(String, String)> {
         let config = self.settings.config();
         let access = Access::of(&config, &ctx.identity);

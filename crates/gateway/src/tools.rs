@@ -174,6 +174,11 @@ impl Gateway {
     }
 
     /// Which exposed server and tool a listed tool name stands for.
+    /// The server of the exposed tool a public name stands for (`placement`).
+    pub(crate) async fn exposed_server(&self, ctx: &CallContext, name: &str) -> Option<String> {
+        Box::pin(self.exposed_owner(ctx, name)).await.ok().flatten().map(|exposed| exposed.server)
+    }
+
     async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, Error> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {

@@ -4,6 +4,10 @@
 //!
 //! In order, each refusal answered at once:
 //!
+//! 0. **A node of the cluster**: a request carrying `X-Mcpx-Node` must be signed with the
+//!    cluster's key (`cluster::Link::verify`, over its body too) and is then admitted as
+//!    the principal the forwarding node resolved, with no other check (no browser can
+//!    sign); unsigned, or on a daemon in no cluster, it is refused (401).
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
 //!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what
@@ -25,7 +29,7 @@
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
 //!
-//! It never reads the body and never resolves an identity: handlers do that after it,
+//! It never reads the body (but a node's, to check its signature) and never resolves an identity: handlers do that after it,
 //! from the [`Admitted`] transport it leaves in the request's extensions (the peer's pid
 //! and cwd over the socket, the token's principal over TCP). A caller's token goes no
 //! further than this step: only the principal it names does.
@@ -44,6 +48,7 @@ use mcpx_protocol::RpcError;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::cluster;
 use crate::front::Front;
 use crate::listener::LocalAddr;
 use crate::reply::{self, Format};
@@ -57,6 +62,9 @@ pub struct Admitted(pub Transport);
 
 /// The admission middleware (see the module documentation).
 pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
+    if request.headers().contains_key(cluster::NODE_HEADER) {
+        return admit_node(&front, request, next).await;
+    }
     let peer = request.extensions().get::<ConnectInfo<Peer>>().map(|ConnectInfo(peer)| peer.clone());
     // Owned, not the settings' guard: validating a token may wait on the network.
     let config: Arc<Config> = Arc::clone(&front.gateway.settings().config());
@@ -84,6 +92,38 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
         return refuse(path, StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
     }
     request.extensions_mut().insert(Admitted(transport));
+    next.run(request).await
+}
+
+/// A request that says it comes from another node of the cluster: admitted only under a
+/// valid signature (checked over its body too), as the principal that node vouches for.
+/// Anything else carrying the node headers is refused (401), whoever sent it: a caller
+/// cannot pass for a node. A signed request needs no browser checks: no page can sign.
+async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let Some(link) = &front.cluster else {
+        return refuse(
+            &path,
+            StatusCode::UNAUTHORIZED,
+            "node-to-node requests are refused: this daemon is in no cluster",
+        );
+    };
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes");
+    };
+    let target = parts.uri.path_and_query().map_or(path.as_str(), |t| t.as_str());
+    let (forwarded, principal) = match link.verify(&parts.method, target, &parts.headers, &body) {
+        Ok(verified) => verified,
+        Err(why) => {
+            tracing::warn!("refused a request carrying node-to-node headers: {why}");
+            return refuse(&path, StatusCode::UNAUTHORIZED, &format!("not a node of this cluster: {why}"));
+        }
+    };
+    let mut request = Request::from_parts(parts, axum::body::Body::from(body));
+    request.extensions_mut().insert(Admitted(Transport { principal, ..Transport::default() }));
+    request.extensions_mut().insert(forwarded);
     next.run(request).await
 }
 

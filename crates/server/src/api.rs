@@ -74,6 +74,36 @@ impl FromRequestParts<Arc<Front>> for Caller {
     }
 }
 
+/// A node's leases and takeovers, each shown to whoever may see its instance.
+fn cluster_status(
+    status: mcpx_gateway::cluster::ClusterStatus,
+    principal: &mcpx_gateway::Principal,
+) -> v1::ClusterStatus {
+    v1::ClusterStatus {
+        node: status.node,
+        url: status.url,
+        lease_ttl_ms: status.lease_ttl.as_millis() as u64,
+        leases: status
+            .leases
+            .into_iter()
+            .filter(|(key, _)| key.owner.is_visible_to(principal))
+            .map(|(key, fence)| v1::LeaseStatus { server: key.server, key: key.owner.to_string(), fence })
+            .collect(),
+        recovered: status
+            .recovered
+            .into_iter()
+            .filter(|r| r.key.owner.is_visible_to(principal))
+            .map(|r| v1::RecoveredStatus {
+                server: r.key.server,
+                key: r.key.owner.to_string(),
+                previous_owner: r.previous,
+                fence: r.fence,
+            })
+            .collect(),
+        redis_error: status.redis_error,
+    }
+}
+
 async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::Status> {
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
@@ -120,6 +150,7 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
         servers,
         instances,
         journal_dropped: front.gateway.journal().map(|j| j.dropped()),
+        cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal)),
     })
 }
 

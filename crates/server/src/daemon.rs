@@ -64,6 +64,8 @@ pub enum Error {
     Listen(String, #[source] std::io::Error),
     #[error("binding the socket in {}", .0.display())]
     Socket(PathBuf, #[source] std::io::Error),
+    #[error("joining the cluster: {0}")]
+    Cluster(String),
     #[error("writing the daemon record in {}", .0.display())]
     Record(PathBuf, #[source] std::io::Error),
 }
@@ -153,7 +155,15 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
         Ok(authorizer) => gateway.authorize_with(authorizer),
         Err(e) => tracing::warn!("OAuth logins are off: {e}"),
     }
-    let front = Arc::new(Front::new(gateway.clone(), Life::new(url.clone(), Some(socket_path.clone()))));
+    let mut front = Front::new(gateway.clone(), Life::new(url.clone(), Some(socket_path.clone())));
+    if let Some(cluster) = gateway.settings().config().cluster.clone() {
+        let base = url.trim_end_matches("/mcp");
+        let joining = mcpx_gateway::cluster::Joining::new(&cluster, base).map_err(Error::Cluster)?;
+        tracing::info!(node = joining.node, url = joining.url, "running as a node of a cluster");
+        front = front.in_cluster(crate::cluster::Link::new(joining.node, joining.url, &joining.secret));
+        gateway.join_cluster(joining.cluster);
+    }
+    let front = Arc::new(front);
     let app = router(front.clone());
     // Before the record: a client may signal the daemon as soon as it can find it.
     let stop_signal = stop_signal();

@@ -24,11 +24,34 @@ pub struct Front {
     /// Validates the OAuth access tokens callers bring, with its caches.
     pub bearer: Verifier,
     pub life: Life,
+    /// This node and its keys, when the daemon runs as one node of a cluster.
+    pub cluster: Option<crate::cluster::Link>,
 }
 
 impl Front {
     pub fn new(gateway: Arc<Gateway>, life: Life) -> Front {
-        Front { gateway, sessions: Sessions::default(), pending: Pending::default(), bearer: Verifier::default(), life }
+        Front {
+            gateway,
+            sessions: Sessions::default(),
+            pending: Pending::default(),
+            bearer: Verifier::default(),
+            life,
+            cluster: None,
+        }
+    }
+
+    /// As one node of a cluster.
+    pub fn in_cluster(mut self, link: crate::cluster::Link) -> Front {
+        self.cluster = Some(link);
+        self
+    }
+
+    /// A new legacy session id: one that names this node, in a cluster.
+    pub fn new_session_id(&self) -> String {
+        match &self.cluster {
+            Some(link) => link.mint_session_id(),
+            None => crate::session::new_session_id(),
+        }
     }
 }
 

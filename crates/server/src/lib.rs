@@ -36,6 +36,7 @@ mod admission;
 pub mod api;
 mod bearer;
 mod caller;
+mod cluster;
 pub mod daemon;
 mod dispatch;
 mod front;

@@ -88,12 +88,13 @@ impl Sessions {
         negotiated: Negotiated,
         owner: &Principal,
         limits: &HttpConfig,
+        id: String,
     ) -> Result<Session, Full> {
         self.sweep_from(gateway);
         let mut open = self.open.lock().expect("sessions lock");
         let mut ended = expire(&mut open, limits.session_idle_timeout);
         let opened = make_room(&mut open, owner, limits, &mut ended).map(|()| {
-            let session = Session { id: new_session_id(), owner: owner.clone(), negotiated };
+            let session = Session { id, owner: owner.clone(), negotiated };
             open.insert(session.id.clone(), (session.clone(), Instant::now()));
             session
         });
@@ -193,7 +194,7 @@ fn evict_idle(open: &mut HashMap<String, (Session, Instant)>, owner: &Principal)
 
 /// 128 random bits as hex: visible ASCII, as the transport requires, and unguessable,
 /// because a session id selects another caller's instances.
-fn new_session_id() -> String {
+pub fn new_session_id() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -37,6 +37,44 @@ pub struct Status {
     /// full; absent when the daemon keeps no journal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_dropped: Option<u64>,
+    /// This node of its cluster; absent when the daemon runs alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// A node's share of its cluster (`docs/cluster.md`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub node: String,
+    /// Where the other nodes reach this one.
+    pub url: String,
+    pub lease_ttl_ms: u64,
+    /// The instance keys this node owns, with each lease's fencing token.
+    pub leases: Vec<LeaseStatus>,
+    /// Keys this node took over from an owner that went away without releasing them:
+    /// their upstreams started afresh here, without what the old instance held.
+    pub recovered: Vec<RecoveredStatus>,
+    /// Why the cluster's Redis cannot be used, while that lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseStatus {
+    pub server: String,
+    pub key: String,
+    pub fence: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveredStatus {
+    pub server: String,
+    pub key: String,
+    pub previous_owner: String,
+    pub fence: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ mod ask;
 mod capabilities;
 mod clashes;
 mod cli;
+mod cluster;
 mod config_watch;
 mod eras;
 mod exec;

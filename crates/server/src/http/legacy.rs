@@ -30,7 +30,7 @@ pub fn initialize(front: &Front, owner: &Principal, format: Format, id: &Value, 
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
-    let session = match front.sessions.open(&front.gateway, negotiated, owner, &http) {
+    let session = match front.sessions.open(&front.gateway, negotiated, owner, &http, front.new_session_id()) {
         Ok(session) => session,
         Err(full) => {
             let e = RpcError::internal(full.message());
@@ -42,7 +42,7 @@ pub fn initialize(front: &Front, owner: &Principal, format: Format, id: &Value, 
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
     response
         .headers_mut()
-        .insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex is a valid header value"));
+        .insert(SESSION_HEADER, HeaderValue::from_str(&session.id).expect("hex or base64url is a valid header value"));
     response
 }
 

@@ -20,15 +20,18 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::{any, get};
 use axum::{Extension, Router};
-use mcpx_gateway::Transport;
+use mcpx_gateway::cluster::Node;
+use mcpx_gateway::{CallContext, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
-use mcpx_protocol::{Message, RpcError, meta};
+use mcpx_protocol::{Message, Revision, RpcError, meta};
 
 use crate::admission::Admitted;
+use crate::cluster::Forwarded;
+use crate::dispatch;
 use crate::front::Front;
 use crate::reply::{self, Format};
 use crate::resource_metadata;
@@ -50,13 +53,24 @@ pub fn routes() -> Router<Arc<Front>> {
 async fn mcp(
     State(front): State<Arc<Front>>,
     Extension(Admitted(base)): Extension<Admitted>,
+    forwarded: Option<Extension<Forwarded>>,
     method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     front.life.touch();
     let idle = front.gateway.settings().config().http.session_idle_timeout;
     let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
+    // In a cluster, a session another node minted is that node's: the request goes there.
+    let to = Onward { front: &front, principal: &base.principal, method: &method, uri: &uri, headers: &headers };
+    let elsewhere = session_id.as_deref().and_then(|id| to.session_node(id)).filter(|_| forwarded.is_none());
+    if let Some(node) = elsewhere {
+        return match read_body(&front, &headers, body).await {
+            Ok(body) => to.forward(&node, body).await,
+            Err(refusal) => refusal,
+        };
+    }
     let session = match &session_id {
         Some(id) => match front.sessions.get(id, &base.principal, idle) {
             Some(session) => Some(session),
@@ -68,7 +82,7 @@ async fn mcp(
         None => None,
     };
     match method {
-        Method::POST => post(&front, &base, &headers, session, body).await,
+        Method::POST => post(&front, &base, &headers, session, body, forwarded.is_none().then_some(to)).await,
         Method::DELETE => match session {
             Some(session) => legacy::end(&front, &session),
             None => not_allowed(),
@@ -85,7 +99,16 @@ async fn mcp(
     }
 }
 
-async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Option<Session>, body: Body) -> Response {
+/// Where a request can go on from this node: the owner of what it is for, in a cluster.
+/// `None` for a request another node forwarded here (it goes no further).
+async fn post(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    session: Option<Session>,
+    body: Body,
+    onward: Option<Onward<'_>>,
+) -> Response {
     let format = Format::from_headers(headers);
     let body = match read_body(front, headers, body).await {
         Ok(bytes) => bytes,
@@ -107,6 +130,13 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
     if is_modern(headers, &message) {
+        if let (Some(onward), Message::Request { id, method, params }) = (&onward, &message) {
+            match onward.owner(base, method, params).await {
+                Ok(Some(node)) => return onward.forward(&node, body).await,
+                Ok(None) => {}
+                Err(e) => return reply::answer(format, &dispatch::response(&id.to_value(), Err(e))),
+            }
+        }
         return modern::handle(front, base, headers, format, message).await;
     }
     match message {
@@ -123,6 +153,46 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
             let e = RpcError::invalid_request("notifications and responses need an Mcp-Session-Id");
             reply::error(StatusCode::BAD_REQUEST, format, None, &e)
         }
+    }
+}
+
+/// A request as it came, and the cluster it may go on to.
+#[derive(Clone, Copy)]
+struct Onward<'a> {
+    front: &'a Front,
+    principal: &'a mcpx_gateway::Principal,
+    method: &'a Method,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+}
+
+impl Onward<'_> {
+    /// The other node a legacy session id names, when this node is in a cluster.
+    fn session_node(&self, id: &str) -> Option<Node> {
+        let link = self.front.cluster.as_ref()?;
+        link.session_node(id).filter(|node| node.id != link.node)
+    }
+
+    /// The other node that owns the instance a 2026 request is for (`Gateway::placement`).
+    async fn owner(
+        &self,
+        base: &Transport,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<Option<Node>, RpcError> {
+        if self.front.cluster.is_none() {
+            return Ok(None);
+        }
+        let identity = self.front.gateway.identity(params, base);
+        let ctx = CallContext::new(identity, Revision::V2026_07_28, serde_json::Value::Null);
+        self.front.gateway.placement(&ctx, method, params).await.map_err(RpcError::from)
+    }
+
+    /// Sends the request, as it came, to `node`, and relays its answer.
+    async fn forward(&self, node: &Node, body: axum::body::Bytes) -> Response {
+        let link = self.front.cluster.as_ref().expect("only a node of a cluster forwards");
+        let target = self.uri.path_and_query().map_or("/mcp", |t| t.as_str());
+        link.forward(node, self.method.clone(), target, self.headers, self.principal, body).await
     }
 }
 

@@ -105,6 +105,19 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
                 in_use: 1,
             }],
             journal_dropped: Some(3),
+            cluster: Some(ClusterStatus {
+                node: "mcpx-a".into(),
+                url: "http://10.0.0.5:7750".into(),
+                lease_ttl_ms: 10_000,
+                leases: vec![LeaseStatus { server: "alpha".into(), key: "global".into(), fence: 4 }],
+                recovered: vec![RecoveredStatus {
+                    server: "alpha".into(),
+                    key: "global".into(),
+                    previous_owner: "mcpx-b".into(),
+                    fence: 4,
+                }],
+                redis_error: Some("connection refused".into()),
+            }),
         })],
         ("/v1/tools", "get", "200") => vec![to_value(ToolList {
             query: "echo".into(),

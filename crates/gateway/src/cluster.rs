@@ -1,0 +1,438 @@
+//! Which node of a cluster owns an instance key: leases in a shared Redis.
+//!
+//! With `cluster` configured, a key that must live in one place (see [`Cluster::clusters`])
+//! is served only by the node holding its lease. A lease is one Redis string,
+//! `"<fence> <node> <url>"`, set with a ttl (`cluster.leaseTtl`) by a script that also
+//! increments the key's fencing counter, so no two leases of a key ever carry the same
+//! number. The owner renews each lease every third of the ttl by compare-and-renew (only
+//! the exact value it wrote), releases it by compare-and-delete once its instance is gone,
+//! and stops an instance whose lease it finds lost: a key never has two live owners.
+//!
+//! What this must never do: wait on Redis for a key this node already owns (those calls
+//! go on while Redis is down), or wait longer than `cluster.redisTimeout` for anything.
+//! It knows nothing of HTTP: the front end forwards a request to the owner it names.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use redis::aio::ConnectionManager;
+use sha2::{Digest, Sha256};
+
+use crate::config::{ClusterConfig, GlobalPlacement};
+use crate::pool::Pool;
+use crate::scope::{InstanceKey, Owner};
+
+/// Another node, as a lease names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub id: String,
+    /// Its base URL: requests go to `<url>/mcp`.
+    pub url: String,
+}
+
+/// Who serves a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This node: it holds the lease (or just took it).
+    Mine,
+    /// Another node holds the lease.
+    Elsewhere(Node),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(
+        "the cluster's Redis is unreachable ({0}): only instances this node already owns can be used until it is back"
+    )]
+    Unreachable(String),
+    #[error("the cluster's Redis answered something unexpected: {0}")]
+    Protocol(String),
+}
+
+/// A lease this node holds.
+struct Held {
+    key: InstanceKey,
+    /// The exact value written: renewal and release compare against it.
+    value: String,
+    fence: u64,
+    /// Renewal ticks in a row that found no instance for the key in the pool.
+    absent: u8,
+}
+
+/// A key whose previous owner went away without releasing it: its upstream's state is
+/// gone. Shown once in the log and kept for `/v1/status`.
+#[derive(Clone, Debug)]
+pub struct Recovered {
+    pub key: InstanceKey,
+    pub previous: String,
+    pub fence: u64,
+    pub at: SystemTime,
+}
+
+/// What `/v1/status` shows of the cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterStatus {
+    pub node: String,
+    pub url: String,
+    pub lease_ttl: Duration,
+    /// Leases held: the key and its fencing token.
+    pub leases: Vec<(InstanceKey, u64)>,
+    pub recovered: Vec<Recovered>,
+    /// The last Redis failure, while it lasts.
+    pub redis_error: Option<String>,
+}
+
+/// Most recovered keys kept for the status.
+const RECOVERED_KEPT: usize = 100;
+
+/// Takes a free lease (or one this node's previous life left), and notes the node
+/// that held the key before. KEYS: lease, fence, last owner. ARGV: node, url, ttl ms.
+const CLAIM: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current then
+  local node = string.match(current, '^%d+ (%S+) ')
+  if node ~= ARGV[1] then return {0, current, ''} end
+end
+local fence = redis.call('INCR', KEYS[2])
+local value = fence .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+local previous = redis.call('GET', KEYS[3]) or ''
+redis.call('SET', KEYS[3], ARGV[1])
+return {1, value, previous}
+";
+
+/// Extends a lease only if it still holds the value written. KEYS: lease. ARGV: value, ttl ms.
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+";
+
+/// Deletes a lease only if it still holds the value written, and the note of its owner
+/// (a clean end). KEYS: lease, last owner. ARGV: value.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Who this node is in its cluster, with `${NAME}`s in the config read from the environment.
+pub struct Joining {
+    pub node: String,
+    /// The base URL the other nodes reach this node at.
+    pub url: String,
+    pub secret: String,
+    pub cluster: Cluster,
+}
+
+impl Joining {
+    /// From the `cluster` section: the node id defaults to the host name, the URL to
+    /// `listening` (the base URL this daemon listens on).
+    pub fn new(config: &ClusterConfig, listening: &str) -> Result<Joining, String> {
+        let expand = |key: &str, value: &str| {
+            crate::config::expand_env(value)
+                .map_err(|var| format!("cluster.{key}: ${{{var}}} is not set in the daemon's environment"))
+        };
+        let secret = expand("secret", &config.secret)?;
+        if secret.len() < 32 {
+            return Err("cluster.secret must be at least 32 characters".into());
+        }
+        let redis = expand("redis", &config.redis)?;
+        let node = match &config.node_id {
+            Some(id) => id.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .ok_or("cluster.nodeId is not set and the host name cannot be read")?,
+        };
+        let url = match &config.url {
+            Some(url) => expand("url", url)?,
+            None => listening.to_owned(),
+        };
+        let url = url.trim_end_matches('/').to_owned();
+        let config = ClusterConfig { redis, ..config.clone() };
+        let cluster = Cluster::new(&config, node.clone(), url.clone()).map_err(|e| e.to_string())?;
+        Ok(Joining { node, url, secret, cluster })
+    }
+}
+
+pub struct Cluster {
+    node: String,
+    url: String,
+    ttl: Duration,
+    global: GlobalPlacement,
+    timeout: Duration,
+    redis: ConnectionManager,
+    /// Leases held, by their Redis key.
+    held: Mutex<HashMap<String, Held>>,
+    /// One claim at a time on this node: two first callers of one key must not both
+    /// find it free (the second waits, then finds it held).
+    claiming: tokio::sync::Mutex<()>,
+    recovered: Mutex<VecDeque<Recovered>>,
+    redis_error: Mutex<Option<String>>,
+    scripts: Scripts,
+}
+
+struct Scripts {
+    claim: redis::Script,
+    renew: redis::Script,
+    release: redis::Script,
+}
+
+impl Cluster {
+    /// A node of the cluster `config` describes, reached by others at `url` (base URL).
+    /// Connects lazily: a Redis that is down does not stop the daemon from starting.
+    pub fn new(config: &ClusterConfig, node: String, url: String) -> Result<Cluster, ClusterError> {
+        let client = redis::Client::open(config.redis.as_str()).map_err(|e| ClusterError::Protocol(e.to_string()))?;
+        let manager = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.redis_timeout))
+            .set_response_timeout(Some(config.redis_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(config.redis_timeout);
+        let redis = ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
+        Ok(Cluster {
+            node,
+            url,
+            ttl: config.lease_ttl,
+            global: config.global,
+            timeout: config.redis_timeout,
+            redis,
+            held: Mutex::default(),
+            claiming: tokio::sync::Mutex::new(()),
+            recovered: Mutex::default(),
+            redis_error: Mutex::default(),
+            scripts: Scripts {
+                claim: redis::Script::new(CLAIM),
+                renew: redis::Script::new(RENEW),
+                release: redis::Script::new(RELEASE),
+            },
+        })
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether `key` has one owner in the cluster. A process on this machine (`pid`), one
+    /// call, and the listing-only `lister` are local by nature; `global` is local too
+    /// when `cluster.global` is `per-node`.
+    pub fn clusters(&self, key: &InstanceKey) -> bool {
+        match &key.owner {
+            Owner::Pid(_) | Owner::Call(_) | Owner::Lister(_) => false,
+            Owner::Session(session) if session.process().is_some() => false,
+            Owner::Everyone => self.global == GlobalPlacement::PerCluster,
+            _ => true,
+        }
+    }
+
+    /// Who serves `key`: this node if it holds the lease (no Redis involved), else
+    /// whoever Redis names, taking the lease for this node when it is free.
+    pub async fn claim(&self, key: &InstanceKey) -> Result<Claim, ClusterError> {
+        let lease = lease_key(key);
+        if self.holds(&lease) {
+            return Ok(Claim::Mine);
+        }
+        let _one = self.claiming.lock().await;
+        if self.holds(&lease) {
+            return Ok(Claim::Mine);
+        }
+        let mut invocation = self.scripts.claim.prepare_invoke();
+        invocation
+            .key(&lease)
+            .key(format!("mcpx:fence:{}", &lease[11..]))
+            .key(format!("mcpx:last:{}", &lease[11..]))
+            .arg(&self.node)
+            .arg(&self.url)
+            .arg(self.ttl.as_millis() as u64);
+        let mut redis = self.redis.clone();
+        let (won, value, previous): (i64, String, String) = self.timed(invocation.invoke_async(&mut redis)).await?;
+        let (fence, node, url) = parse_lease(&value).ok_or_else(|| ClusterError::Protocol(value.clone()))?;
+        if won == 0 {
+            return Ok(Claim::Elsewhere(Node { id: node.to_owned(), url: url.to_owned() }));
+        }
+        if !previous.is_empty() {
+            tracing::warn!(
+                instance = %key,
+                previous_owner = previous,
+                fence,
+                "took over an instance whose owner went away without releasing it: the upstream's in-memory state is lost and it starts afresh here"
+            );
+            let mut recovered = self.recovered.lock().expect("cluster lock");
+            if recovered.len() == RECOVERED_KEPT {
+                recovered.pop_front();
+            }
+            recovered.push_back(Recovered { key: key.clone(), previous, fence, at: SystemTime::now() });
+        }
+        tracing::debug!(instance = %key, fence, "took the lease");
+        let held = Held { key: key.clone(), value, fence, absent: 0 };
+        self.held.lock().expect("cluster lock").insert(lease, held);
+        Ok(Claim::Mine)
+    }
+
+    fn holds(&self, lease: &str) -> bool {
+        self.held.lock().expect("cluster lock").contains_key(lease)
+    }
+
+    /// Runs one Redis command within `cluster.redisTimeout`, noting whether Redis answered.
+    async fn timed<T>(&self, command: impl Future<Output = redis::RedisResult<T>>) -> Result<T, ClusterError> {
+        let outcome = match tokio::time::timeout(self.timeout, command).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e))
+                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() =>
+            {
+                Err(ClusterError::Unreachable(e.to_string()))
+            }
+            Ok(Err(e)) => Err(ClusterError::Protocol(e.to_string())),
+            Err(_) => Err(ClusterError::Unreachable(format!("no answer within {:?}", self.timeout))),
+        };
+        let mut last = self.redis_error.lock().expect("cluster lock");
+        match &outcome {
+            Ok(_) if last.is_some() => {
+                tracing::info!("the cluster's Redis answers again");
+                *last = None;
+            }
+            Err(e) if last.is_none() => {
+                tracing::warn!("{e}");
+                *last = Some(e.to_string());
+            }
+            _ => {}
+        }
+        outcome
+    }
+
+    /// One round of upkeep: renews each lease whose instance is in `pool`, releases those
+    /// whose instance has been gone two rounds in a row, and stops the instance of a lease
+    /// found lost (another node took the key after this one could not renew it in time).
+    pub async fn upkeep(&self, pool: &Pool) {
+        let leases: Vec<(String, InstanceKey, String, bool)> = {
+            let mut held = self.held.lock().expect("cluster lock");
+            held.iter_mut()
+                .map(|(lease, h)| {
+                    h.absent = if pool.holds(&h.key) { 0 } else { h.absent.saturating_add(1) };
+                    (lease.clone(), h.key.clone(), h.value.clone(), h.absent >= 2)
+                })
+                .collect()
+        };
+        for (lease, key, value, gone) in leases {
+            if gone {
+                let mut invocation = self.scripts.release.prepare_invoke();
+                invocation.key(&lease).key(format!("mcpx:last:{}", &lease[11..])).arg(&value);
+                let mut redis = self.redis.clone();
+                if self.timed(invocation.invoke_async::<i64>(&mut redis)).await.is_ok() {
+                    tracing::debug!(instance = %key, "released the lease of a stopped instance");
+                    self.held.lock().expect("cluster lock").remove(&lease);
+                }
+                continue;
+            }
+            let mut invocation = self.scripts.renew.prepare_invoke();
+            invocation.key(&lease).arg(&value).arg(self.ttl.as_millis() as u64);
+            let mut redis = self.redis.clone();
+            match self.timed(invocation.invoke_async::<i64>(&mut redis)).await {
+                Ok(1) => {}
+                Ok(_) => {
+                    tracing::error!(
+                        instance = %key,
+                        "lost the lease (another node owns the key now): stopping this node's instance"
+                    );
+                    self.held.lock().expect("cluster lock").remove(&lease);
+                    pool.retire_key(&key);
+                }
+                // Unreachable: keep serving what this node owns; nobody else can take it
+                // while Redis is down for everyone.
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Releases every lease (the daemon is stopping and its instances are gone).
+    pub async fn release_all(&self) {
+        let held: Vec<(String, String)> =
+            self.held.lock().expect("cluster lock").drain().map(|(lease, h)| (lease, h.value)).collect();
+        for (lease, value) in held {
+            let mut invocation = self.scripts.release.prepare_invoke();
+            invocation.key(&lease).key(format!("mcpx:last:{}", &lease[11..])).arg(&value);
+            let mut redis = self.redis.clone();
+            let _ = self.timed(invocation.invoke_async::<i64>(&mut redis)).await;
+        }
+    }
+
+    pub fn status(&self) -> ClusterStatus {
+        let mut leases: Vec<(InstanceKey, u64)> =
+            self.held.lock().expect("cluster lock").values().map(|h| (h.key.clone(), h.fence)).collect();
+        leases.sort_by_cached_key(|(k, _)| k.to_string());
+        ClusterStatus {
+            node: self.node.clone(),
+            url: self.url.clone(),
+            lease_ttl: self.ttl,
+            leases,
+            recovered: self.recovered.lock().expect("cluster lock").iter().cloned().collect(),
+            redis_error: self.redis_error.lock().expect("cluster lock").clone(),
+        }
+    }
+
+    /// How often leases are renewed: a third of the ttl.
+    pub fn upkeep_every(&self) -> Duration {
+        self.ttl / 3
+    }
+}
+
+/// Renews and releases leases every third of the ttl until the gateway is gone.
+pub(crate) async fn keep_leases(cluster: Arc<Cluster>, gateway: Weak<crate::Gateway>) {
+    let mut tick = tokio::time::interval(cluster.upkeep_every());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(gateway) = gateway.upgrade() else { return };
+        let pool = gateway.instances.pool.clone();
+        drop(gateway);
+        cluster.upkeep(&pool).await;
+    }
+}
+
+/// `mcpx:lease:` and a digest of the key: keys hold paths and principals, which stay out
+/// of Redis's key space.
+fn lease_key(key: &InstanceKey) -> String {
+    let bytes = serde_json::to_vec(key).expect("an instance key serializes");
+    let digest = Sha256::digest(&bytes);
+    let mut out = String::with_capacity(11 + 64);
+    out.push_str("mcpx:lease:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// `"<fence> <node> <url>"`.
+fn parse_lease(value: &str) -> Option<(u64, &str, &str)> {
+    let mut parts = value.splitn(3, ' ');
+    let fence = parts.next()?.parse().ok()?;
+    Some((fence, parts.next()?, parts.next()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{Principal, Session, SessionKey};
+
+    #[test]
+    fn a_lease_names_its_fence_node_and_url_and_keys_stay_out_of_redis_key_names() {
+        assert_eq!(parse_lease("7 node-a http://10.0.0.5:7750"), Some((7, "node-a", "http://10.0.0.5:7750")));
+        assert_eq!(parse_lease("x node-a url"), None);
+        let key = InstanceKey {
+            server: "git".into(),
+            owner: Owner::Session(SessionKey {
+                principal: Principal::Token("alice".into()),
+                session: Session::Named("work".into()),
+            }),
+        };
+        let lease = lease_key(&key);
+        assert!(lease.starts_with("mcpx:lease:") && lease.len() == 11 + 64, "{lease}");
+        assert!(!lease.contains("alice") && !lease.contains("work"));
+        let other = InstanceKey { server: "git".into(), owner: Owner::Everyone };
+        assert_ne!(lease, lease_key(&other));
+    }
+}

@@ -1,0 +1,341 @@
+//! This node and the others of its cluster, over HTTP: forwarding a request to the node
+//! that owns its instance, proving to that node that the request comes from a node,
+//! and legacy session ids that say (opaquely) which node holds the session.
+//!
+//! Trust: a forwarded request carries the caller's principal as the first node resolved
+//! it, under an HMAC made with a key derived from `cluster.secret` over the node, the
+//! time, the method, the path, the principal, the session id and a digest of the body.
+//! Admission checks it before anything else; a request that carries the node headers
+//! without a valid signature is refused, so a caller's own headers are never taken for
+//! a node's. What this must never do: forward the caller's credentials (only the
+//! principal they proved goes on), or forward a request that was itself forwarded.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures::TryStreamExt;
+use hmac::{Hmac, Mac};
+use mcpx_gateway::Principal;
+use mcpx_gateway::cluster::Node;
+use mcpx_protocol::RpcError;
+use sha2::{Digest, Sha256};
+
+use crate::reply::{self, Format};
+
+/// The node a forwarded request comes from.
+pub const NODE_HEADER: &str = "x-mcpx-node";
+const TIME_HEADER: &str = "x-mcpx-node-time";
+const PRINCIPAL_HEADER: &str = "x-mcpx-node-principal";
+const SIGNATURE_HEADER: &str = "x-mcpx-node-signature";
+
+/// How far a forwarded request's time may be from this node's clock. Nodes keep their
+/// clocks in step (NTP); a captured request can be replayed within this window only.
+pub const SIGNATURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How long a node waits to connect to another: a dead owner fails the request fast.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The caller's headers a forwarded request keeps: what the owner reads to answer it.
+/// Never `Authorization` or cookies: the caller's credential stops at the first node.
+const FORWARDED_HEADERS: [&str; 10] = [
+    "accept",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+    "x-mcpx-session",
+    "traceparent",
+    "tracestate",
+];
+
+/// The owner's response headers the caller gets back.
+const RETURNED_HEADERS: [&str; 4] = ["content-type", "mcp-session-id", "x-accel-buffering", "cache-control"];
+
+/// A request admission found signed by another node of the cluster.
+#[derive(Clone, Debug)]
+pub struct Forwarded {
+    pub from: String,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// This node as the others know it, and the keys it shares with them.
+pub struct Link {
+    pub node: String,
+    pub url: String,
+    auth_key: [u8; 32],
+    seal_key: [u8; 32],
+    mac_key: [u8; 32],
+    client: reqwest::Client,
+}
+
+impl Link {
+    pub fn new(node: String, url: String, secret: &str) -> Link {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("the HTTP client builds with the ring provider installed");
+        Link {
+            node,
+            url,
+            auth_key: derive(secret, "mcpx node-to-node requests"),
+            seal_key: derive(secret, "mcpx session id sealing"),
+            mac_key: derive(secret, "mcpx session id integrity"),
+            client,
+        }
+    }
+
+    /// A legacy session id that names this node: 128 random bits, then this node's id
+    /// and URL encrypted under them, then a tag. Opaque to the caller, unforgeable, and
+    /// readable by every node of the cluster.
+    pub fn mint_session_id(&self) -> String {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).expect("the OS random source is available");
+        let plain = format!("{}\n{}", self.node, self.url);
+        let mut sealed = nonce.to_vec();
+        sealed.extend(self.keystream(&nonce, plain.len()).iter().zip(plain.as_bytes()).map(|(k, p)| k ^ p));
+        let tag = self.tag(&sealed);
+        sealed.extend_from_slice(&tag);
+        URL_SAFE_NO_PAD.encode(sealed)
+    }
+
+    /// The node a session id minted by some node of this cluster names; `None` for an
+    /// id no node of this cluster minted (or one altered).
+    pub fn session_node(&self, id: &str) -> Option<Node> {
+        let bytes = URL_SAFE_NO_PAD.decode(id).ok()?;
+        if bytes.len() < 16 + 16 + 3 {
+            return None;
+        }
+        let (sealed, tag) = bytes.split_at(bytes.len() - 16);
+        let expected = self.tag(sealed);
+        if !constant_eq(&expected, tag) {
+            return None;
+        }
+        let (nonce, cipher) = sealed.split_at(16);
+        let plain: Vec<u8> = self.keystream(nonce, cipher.len()).iter().zip(cipher).map(|(k, c)| k ^ c).collect();
+        let (node, url) = std::str::from_utf8(&plain).ok()?.split_once('\n')?;
+        Some(Node { id: node.to_owned(), url: url.to_owned() })
+    }
+
+    fn keystream(&self, nonce: &[u8], len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 32);
+        let mut counter: u32 = 0;
+        while out.len() < len {
+            let mut mac = HmacSha256::new_from_slice(&self.seal_key).expect("any key length");
+            mac.update(nonce);
+            mac.update(&counter.to_be_bytes());
+            out.extend_from_slice(&mac.finalize().into_bytes());
+            counter += 1;
+        }
+        out.truncate(len);
+        out
+    }
+
+    fn tag(&self, sealed: &[u8]) -> [u8; 16] {
+        let mut mac = HmacSha256::new_from_slice(&self.mac_key).expect("any key length");
+        mac.update(sealed);
+        let full = mac.finalize().into_bytes();
+        full[..16].try_into().expect("16 of 32 bytes")
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn signature(
+        &self,
+        node: &str,
+        time: &str,
+        method: &str,
+        target: &str,
+        principal: &str,
+        session: &str,
+        body: &[u8],
+    ) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.auth_key).expect("any key length");
+        for part in [node, time, method, target, principal, session] {
+            mac.update(part.as_bytes());
+            mac.update(b"\n");
+        }
+        mac.update(&Sha256::digest(body));
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// Checks a request carrying the node headers: the node that sent it and the
+    /// principal it vouches for, or why it is refused.
+    pub fn verify(
+        &self,
+        method: &Method,
+        target: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(Forwarded, Principal), String> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let (node, time, principal) = (text(NODE_HEADER), text(TIME_HEADER), text(PRINCIPAL_HEADER));
+        let session = text("mcp-session-id");
+        let expected = self.signature(node, time, method.as_str(), target, principal, session, body);
+        if !constant_eq(expected.as_bytes(), text(SIGNATURE_HEADER).as_bytes()) {
+            return Err("the node-to-node signature does not match".into());
+        }
+        let sent = time.parse::<u64>().map_err(|_| "the node-to-node time is not a number".to_owned())?;
+        let now = unix_now();
+        if now.abs_diff(sent) > SIGNATURE_WINDOW.as_secs() {
+            return Err(format!("the node-to-node request is {}s from this node's clock", now.abs_diff(sent)));
+        }
+        let principal = URL_SAFE_NO_PAD
+            .decode(principal)
+            .ok()
+            .and_then(|json| serde_json::from_slice::<Principal>(&json).ok())
+            .ok_or_else(|| "the forwarded principal is unreadable".to_owned())?;
+        Ok((Forwarded { from: node.to_owned() }, principal))
+    }
+
+    /// Sends the caller's request, as it came, to `node` for `principal`, and streams
+    /// the owner's answer back as it comes (an event stream stays one).
+    pub async fn forward(
+        &self,
+        node: &Node,
+        method: Method,
+        target: &str,
+        headers: &HeaderMap,
+        principal: &Principal,
+        body: Bytes,
+    ) -> Response {
+        let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(principal).expect("a principal serializes"));
+        let time = unix_now().to_string();
+        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let signature = self.signature(&self.node, &time, method.as_str(), target, &principal, session, &body);
+        let mut request = self.client.request(method, format!("{}{target}", node.url.trim_end_matches('/')));
+        for (name, value) in headers {
+            let keep = FORWARDED_HEADERS.contains(&name.as_str()) || name.as_str().starts_with("mcp-param-");
+            if keep {
+                request = request.header(name, value);
+            }
+        }
+        request = request
+            .header(NODE_HEADER, &self.node)
+            .header(TIME_HEADER, time)
+            .header(PRINCIPAL_HEADER, principal)
+            .header(SIGNATURE_HEADER, signature)
+            .body(body);
+        let answer = match request.send().await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(node = node.id, url = node.url, "forwarding to the owner failed: {e}");
+                let e = RpcError::internal(format!(
+                    "cluster node {:?} ({}), which serves this caller's instance, is unreachable: {}; if it is gone, its instances move to another node within cluster.leaseTtl",
+                    node.id,
+                    node.url,
+                    short(&e)
+                ));
+                return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
+            }
+        };
+        let mut response = Response::builder().status(answer.status().as_u16());
+        for name in RETURNED_HEADERS {
+            if let Some(value) = answer.headers().get(name).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
+                response = response.header(HeaderName::from_static(name), value);
+            }
+        }
+        let stream = answer.bytes_stream().map_err(std::io::Error::other);
+        response.body(Body::from_stream(stream)).unwrap_or_else(|_| {
+            reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
+        })
+    }
+}
+
+/// A 32-byte key for one purpose, from the shared secret.
+fn derive(secret: &str, purpose: &str) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// Equality that takes as long whichever byte differs.
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// An error and its causes on one line.
+fn short(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(secret: &str) -> Link {
+        Link::new("node-a".into(), "http://127.0.0.1:7001".into(), secret)
+    }
+
+    #[test]
+    fn a_session_id_names_its_node_to_the_cluster_only_and_cannot_be_altered() {
+        let a = link("0123456789abcdef0123456789abcdef");
+        let id = a.mint_session_id();
+        assert!(id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{id}");
+        assert!(!id.contains("node") && !id.contains("7001"));
+        assert_ne!(id, a.mint_session_id());
+        let node = a.session_node(&id).unwrap();
+        assert_eq!((node.id.as_str(), node.url.as_str()), ("node-a", "http://127.0.0.1:7001"));
+        // Another cluster's secret reads nothing; nor does any altered byte.
+        assert_eq!(link("another secret, another cluster..").session_node(&id), None);
+        let mut bytes = URL_SAFE_NO_PAD.decode(&id).unwrap();
+        for i in [0, 17, bytes.len() - 1] {
+            bytes[i] ^= 1;
+            assert_eq!(a.session_node(&URL_SAFE_NO_PAD.encode(&bytes)), None, "byte {i}");
+            bytes[i] ^= 1;
+        }
+        assert_eq!(a.session_node("0123456789abcdef0123456789abcdef"), None);
+    }
+
+    #[test]
+    fn a_signature_covers_the_principal_the_target_and_the_body() {
+        let a = link("0123456789abcdef0123456789abcdef");
+        let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("alice".into())).unwrap());
+        let time = unix_now().to_string();
+        let signed = |target: &str, principal: &str, body: &[u8]| {
+            let mut headers = HeaderMap::new();
+            headers.insert(NODE_HEADER, HeaderValue::from_static("node-a"));
+            headers.insert(TIME_HEADER, HeaderValue::from_str(&time).unwrap());
+            headers.insert(PRINCIPAL_HEADER, HeaderValue::from_str(principal).unwrap());
+            let sig = a.signature("node-a", &time, "POST", target, principal, "", body);
+            headers.insert(SIGNATURE_HEADER, HeaderValue::from_str(&sig).unwrap());
+            headers
+        };
+        let headers = signed("/mcp", &principal, b"{}");
+        let (from, who) = a.verify(&Method::POST, "/mcp", &headers, b"{}").unwrap();
+        assert_eq!((from.from.as_str(), who), ("node-a", Principal::Token("alice".into())));
+        assert!(a.verify(&Method::POST, "/mcp", &headers, b"{\"x\":1}").is_err(), "another body");
+        assert!(a.verify(&Method::POST, "/v1/call", &headers, b"{}").is_err(), "another target");
+        assert!(a.verify(&Method::DELETE, "/mcp", &headers, b"{}").is_err(), "another method");
+        let mut swapped = headers.clone();
+        let bob = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("bob".into())).unwrap());
+        swapped.insert(PRINCIPAL_HEADER, HeaderValue::from_str(&bob).unwrap());
+        assert!(a.verify(&Method::POST, "/mcp", &swapped, b"{}").is_err(), "another principal");
+        let other = link("another secret, another cluster..");
+        assert!(other.verify(&Method::POST, "/mcp", &headers, b"{}").is_err(), "another cluster");
+    }
+}

@@ -1,0 +1,261 @@
+//! mcpx as a cluster: three daemons sharing a real Redis behind a real nginx, all on
+//! loopback. Each instance key lives on one node; any node takes any request.
+
+use std::time::{Duration, Instant};
+
+use mcpx_e2e::client::{http, plain};
+use mcpx_e2e::cluster::Cluster;
+use mcpx_e2e::{Daemon, LegacySession, Modern, Whoami, config, fakemcp, poll, tag, wait_until_gone};
+use serde_json::{Value, json};
+
+fn servers(tag: &str) -> Value {
+    json!({
+        "notes": fakemcp("session", tag, &[]),
+        "shared": fakemcp("global", tag, &[]),
+    })
+}
+
+fn whoami(url: &str, server: &str, session: Option<&str>) -> Whoami {
+    let call = Modern::mcpx_call(server, "whoami", json!({}));
+    let call = match session {
+        Some(label) => call.session(label),
+        None => call,
+    };
+    Whoami::of(&call.send(url))
+}
+
+/// No key is listed by two nodes.
+#[track_caller]
+fn assert_one_instance_per_key(cluster: &Cluster) {
+    let counts = cluster.instance_counts();
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "keys with an instance on more than one node: {twice:?}\n{:#?}", cluster.statuses());
+}
+
+#[test]
+fn one_session_label_through_every_node_and_nginx_reaches_one_instance() {
+    let tag = tag();
+    let cluster = Cluster::start(servers(&tag), "3s", json!({}));
+    let mut urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    urls.extend(std::iter::repeat_n(cluster.nginx.url(), 6));
+    for server in ["notes", "shared"] {
+        let answers: Vec<Whoami> = urls.iter().map(|url| whoami(url, server, Some("work"))).collect();
+        assert!(
+            answers.iter().all(|a| a.instance == answers[0].instance),
+            "{server}: the calls reached more than one instance: {answers:?}"
+        );
+        let calls: Vec<u64> = answers.iter().map(|a| a.calls).collect();
+        assert_eq!(calls, (1..=urls.len() as u64).collect::<Vec<_>>(), "{server}: every call reached it, in order");
+    }
+    // Another label is another instance, wherever it lands.
+    let other = whoami(&cluster.nginx.url(), "notes", Some("play"));
+    assert_ne!(other.instance, whoami(&urls[0], "notes", Some("work")).instance);
+    assert_one_instance_per_key(&cluster);
+    let leases: usize = cluster.statuses().iter().map(|s| s["cluster"]["leases"].as_array().map_or(0, Vec::len)).sum();
+    assert_eq!(leases, 3, "one lease per key: notes for work and play, shared");
+}
+
+#[test]
+fn a_legacy_session_keeps_its_instance_through_nginx_and_through_every_node() {
+    let tag = tag();
+    let cluster = Cluster::start(servers(&tag), "3s", json!({}));
+    let session = LegacySession::open(&cluster.nginx.url());
+    let first = Whoami::of(&session.mcpx_call("notes", "whoami", json!({})));
+    for _ in 0..4 {
+        assert_eq!(Whoami::of(&session.mcpx_call("notes", "whoami", json!({}))).instance, first.instance);
+    }
+    // Sent straight to each node, the wrong ones included: the same session, the same instance.
+    for node in &cluster.nodes {
+        let via = session.via(node.url());
+        let answer = Whoami::of(&via.mcpx_call("notes", "whoami", json!({})));
+        assert_eq!(answer.instance, first.instance, "through {}", node.url());
+    }
+    assert_one_instance_per_key(&cluster);
+    // An id no node minted (or one altered) is no session on any node.
+    let mut forged: Vec<char> = session.id().chars().collect();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == 'A' { 'B' } else { 'A' };
+    let forged: String = forged.into_iter().collect();
+    for node in &cluster.nodes {
+        let reply = plain(
+            "POST",
+            node.url(),
+            &[
+                ("Mcp-Session-Id", &forged),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#),
+        );
+        assert_eq!(reply.status, 404, "a forged session id through {}:\n{reply}", node.url());
+    }
+    // Ended through one node, it is gone on all of them.
+    assert_eq!(session.via(cluster.nodes[2].url()).delete().status, 204);
+    let after = plain(
+        "POST",
+        &cluster.nginx.url(),
+        &[("Mcp-Session-Id", session.id()), ("Accept", "application/json"), ("MCP-Protocol-Version", "2025-11-25")],
+        Some(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#),
+    );
+    assert_eq!(after.status, 404, "{after}");
+}
+
+/// A caller that sends the node-to-node headers itself is refused, whatever principal it
+/// claims: on a node (no valid signature) and on a daemon in no cluster.
+#[test]
+fn a_callers_own_node_headers_are_never_taken_for_a_nodes() {
+    let tag = tag();
+    let tokens = json!({"http": {"tokens": {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789ab"}}});
+    let cluster = Cluster::start(servers(&tag), "3s", tokens.clone());
+    let mut single = config(&[("notes", fakemcp("session", &tag, &[]))]);
+    single["http"] = tokens["http"].clone();
+    let alone = Daemon::start(&single);
+    // Bob's session instance exists on the cluster.
+    let bob = Modern::mcpx_call("notes", "whoami", json!({})).session("work");
+    let bobs = Whoami::of(&bob.header("Authorization", "Bearer bob-token-0123456789ab").send(&cluster.nginx.url()));
+    let bob_principal = base64_url(br#"{"Token":"bob"}"#);
+    for url in cluster.nodes.iter().map(|n| n.url().to_owned()).chain([alone.url().to_owned()]) {
+        let reply = Modern::mcpx_call("notes", "whoami", json!({}))
+            .session("work")
+            .header("Authorization", "Bearer alice-token-0123456789")
+            .header("X-Mcpx-Node", "n1")
+            .header("X-Mcpx-Node-Time", &format!("{}", now()))
+            .header("X-Mcpx-Node-Principal", &bob_principal)
+            .header("X-Mcpx-Node-Signature", &"0".repeat(64))
+            .send(&url);
+        assert_eq!(reply.status, 401, "node headers from a caller through {url}:\n{reply}");
+    }
+    let again = Modern::mcpx_call("notes", "whoami", json!({}))
+        .session("work")
+        .header("Authorization", "Bearer bob-token-0123456789ab")
+        .send(&cluster.nginx.url());
+    assert_eq!(Whoami::of(&again).calls, bobs.calls + 1, "nobody else reached bob's instance");
+}
+
+#[test]
+fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl() {
+    let tag = tag();
+    let mut cluster = Cluster::start(servers(&tag), "2s", json!({}));
+    // Sessions spread over the nodes through nginx; each lands where its first call did.
+    let labels: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+    let first: Vec<Whoami> = labels.iter().map(|l| whoami(&cluster.nginx.url(), "notes", Some(l))).collect();
+    let owners: Vec<usize> =
+        labels.iter().map(|l| cluster.owner_of("notes", &format!("session:{l}")).expect("an owner")).collect();
+    let victim = owners[0];
+    let (gone, kept): (Vec<usize>, Vec<usize>) = (0..labels.len()).partition(|i| owners[*i] == victim);
+    // A call in flight on the victim, sent straight to it.
+    let victim_url = cluster.nodes[victim].url().to_owned();
+    let slow = Modern::mcpx_call("notes", "slow", json!({"ms": 20_000})).session(&labels[gone[0]]);
+    let in_flight = std::thread::spawn(move || {
+        let mut request = http().post(&victim_url).body(slow.frame().to_string());
+        for (name, value) in slow.headers() {
+            request = request.header(name, value);
+        }
+        request.send().and_then(|r| r.text())
+    });
+    let busy = poll(Duration::from_secs(10), || {
+        let status = cluster.nodes[victim].home().status();
+        let instances = status["instances"].as_array().cloned().unwrap_or_default();
+        instances.iter().any(|i| i["inUse"].as_u64() > Some(0)).then_some(())
+    });
+    assert!(busy.is_some(), "the slow call never reached the victim's instance");
+    cluster.nodes[victim].kill();
+    let killed_at = Instant::now();
+    assert!(in_flight.join().unwrap().is_err(), "the call in flight on the killed node fails");
+
+    // The other nodes' sessions go on at once, on their instances.
+    for i in &kept {
+        let answer = whoami(&cluster.nginx.url(), "notes", Some(&labels[*i]));
+        assert_eq!(answer.instance, first[*i].instance, "session {} kept its instance", labels[*i]);
+    }
+    // The victim's sessions answer again once its leases expire, on fresh instances.
+    for i in &gone {
+        let label = labels[*i].clone();
+        let answer = poll(Duration::from_secs(10), || {
+            let reply = Modern::mcpx_call("notes", "whoami", json!({})).session(&label).send(&cluster.nginx.url());
+            (reply.status == 200 && reply.frame().get("result").is_some_and(|r| r["isError"] != json!(true)))
+                .then(|| Whoami::of(&reply))
+        })
+        .unwrap_or_else(|| panic!("session {label} never answered again after its node died"));
+        assert_ne!(answer.instance, first[*i].instance);
+        assert_eq!(answer.calls, 1, "a fresh instance");
+    }
+    assert!(killed_at.elapsed() < Duration::from_secs(2 + 6), "keys moved within the lease ttl (and a margin)");
+    let recovered: Vec<Value> = cluster
+        .statuses()
+        .iter()
+        .flat_map(|s| s["cluster"]["recovered"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(recovered.len(), gone.len(), "each taken-over key is shown once: {recovered:?}");
+    assert!(recovered.iter().all(|r| r["previousOwner"] == format!("n{}", victim + 1)), "{recovered:?}");
+    assert_one_instance_per_key(&cluster);
+}
+
+#[test]
+fn concurrent_first_calls_through_every_node_start_one_instance_per_key() {
+    let tag = tag();
+    let cluster = Cluster::start(servers(&tag), "3s", json!({}));
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).chain([cluster.nginx.url()]).collect();
+    let answers: Vec<(String, Whoami)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .flat_map(|label| urls.iter().map(move |url| (label, url.clone())))
+            .flat_map(|(label, url)| ["notes", "shared"].map(|server| (label, url.clone(), server)))
+            .map(|(label, url, server)| {
+                scope.spawn(move || {
+                    let label = format!("c{label}");
+                    let key = if server == "shared" { "global".to_owned() } else { label.clone() };
+                    (format!("{server}/{key}"), whoami(&url, server, Some(&label)))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut by_key: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for (key, who) in answers {
+        by_key.entry(key).or_default().push(who.instance);
+    }
+    for (key, instances) in &by_key {
+        assert!(instances.iter().all(|i| *i == instances[0]), "{key} reached several instances: {instances:?}");
+    }
+    assert_one_instance_per_key(&cluster);
+}
+
+#[test]
+fn with_redis_down_owned_instances_answer_and_other_keys_fail_at_once_naming_redis() {
+    let tag = tag();
+    let mut cluster = Cluster::start(servers(&tag), "3s", json!({}));
+    let a = cluster.nodes[0].url().to_owned();
+    let b = cluster.nodes[1].url().to_owned();
+    let owned = whoami(&a, "notes", Some("mine"));
+    cluster.redis.kill();
+    let again = whoami(&a, "notes", Some("mine"));
+    assert_eq!((again.instance, again.calls), (owned.instance, owned.calls + 1), "the owner goes on serving it");
+    for (url, label) in [(&a, "new"), (&b, "mine")] {
+        let started = Instant::now();
+        let reply = Modern::mcpx_call("notes", "whoami", json!({})).session(label).send(url);
+        let took = started.elapsed();
+        let error = reply.error();
+        assert!(error["message"].as_str().unwrap_or_default().contains("Redis"), "{label} through {url}:\n{reply}");
+        assert!(took < Duration::from_secs(3), "failed at once, not after {took:?}");
+    }
+    let status = cluster.nodes[1].home().status();
+    assert!(status["cluster"]["redisError"].is_string(), "the status says Redis is unreachable: {status}");
+    drop(cluster);
+    assert!(wait_until_gone(&tag, Duration::from_secs(10)).is_empty(), "every upstream stopped with its node");
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
