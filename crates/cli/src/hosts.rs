@@ -17,7 +17,8 @@ pub const ENTRY: &str = "mcpx";
 
 #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
 pub enum Host {
-    /// Claude Code: ~/.claude.json (project: .mcp.json), key mcpServers.
+    /// Claude Code: ~/.claude.json, key mcpServers, and for this directory's project
+    /// projects.<dir>.mcpServers (project: .mcp.json).
     Claude,
     /// Claude Desktop: claude_desktop_config.json, key mcpServers (stdio only).
     ClaudeDesktop,
@@ -143,6 +144,14 @@ impl Host {
     }
 }
 
+/// The directory Claude Code keys a project's settings by: the top of the git worktree
+/// holding `cwd` (the first directory up with a `.git`, a directory or a worktree's file),
+/// else `cwd`; with links resolved.
+pub fn claude_project_dir(cwd: &Path) -> PathBuf {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+    cwd.ancestors().find(|dir| dir.join(".git").exists()).map_or_else(|| cwd.clone(), Path::to_owned)
+}
+
 /// A host's config file as read: its text and its servers in the host's own format.
 pub struct HostFile {
     pub host: Host,
@@ -152,6 +161,9 @@ pub struct HostFile {
     pub exists: bool,
     /// The host's entries, by name, as the host wrote them.
     pub servers: Map<String, Value>,
+    /// Where in the file they are, when not under its usual key (Claude Code's servers
+    /// for one project: `projects["/dir"].mcpServers`).
+    pub section: Option<String>,
 }
 
 impl HostFile {
@@ -162,7 +174,36 @@ impl HostFile {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let servers = parse_servers(host, &text, &path)?;
-        Ok(HostFile { host, path, text, exists, servers })
+        Ok(HostFile { host, path, text, exists, servers, section: None })
+    }
+
+    /// Claude Code's servers for the project `cwd` is in, which it keeps in the user's
+    /// file (`claude mcp add --scope local`): `projects.<dir>.mcpServers`, where `<dir>`
+    /// is the top of the git worktree holding `cwd`, else `cwd` itself. `None` when the
+    /// file has none for that project.
+    pub fn claude_project(&self, cwd: &Path) -> anyhow::Result<Option<HostFile>> {
+        if self.host != Host::Claude || self.text.trim().is_empty() {
+            return Ok(None);
+        }
+        let root = parse_jsonc(&self.text).with_context(|| format!("{} is not valid JSON", self.path.display()))?;
+        let Some(projects) = root.get("projects").and_then(Value::as_object) else { return Ok(None) };
+        let dir = claude_project_dir(cwd);
+        let same = |key: &str| Path::new(key) == dir || std::fs::canonicalize(key).is_ok_and(|k| k == dir);
+        let Some((key, project)) = projects.iter().find(|(key, _)| same(key)) else { return Ok(None) };
+        let servers = match project.get("mcpServers") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(servers)) if servers.is_empty() => return Ok(None),
+            Some(Value::Object(servers)) => servers.clone(),
+            Some(_) => bail!("{}: projects[{key:?}].mcpServers is not an object", self.path.display()),
+        };
+        Ok(Some(HostFile {
+            host: Host::Claude,
+            path: self.path.clone(),
+            text: String::new(),
+            exists: true,
+            servers,
+            section: Some(format!("projects[{key:?}]")),
+        }))
     }
 
     /// `file` with its servers parsed from its text.

@@ -104,7 +104,8 @@ struct Merge {
 
 /// Merges `file`'s servers into `servers` (mcpx's `mcpServers`).
 fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
-    let from = format!("{} ({})", file.host.name(), file.path.display());
+    let within = file.section.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
+    let from = format!("{} ({}{within})", file.host.name(), file.path.display());
     for (name, entry) in &file.servers {
         if hosts::is_mcpx_entry(file.host, name, entry) {
             continue;
@@ -203,7 +204,10 @@ pub fn import(args: ImportArgs) -> ExitCode {
                 }
                 continue;
             }
+            // Claude Code keeps a project's own servers in the user's file too.
+            let local = if project.is_none() { file.claude_project(&std::env::current_dir()?)? } else { None };
             files.push(file);
+            files.extend(local);
         }
         if files.is_empty() {
             println!("no host config found");
@@ -310,6 +314,7 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
                         },
                         exists: true,
                         servers: Map::new(),
+                        section: None,
                     };
                     let restored = HostFile::read_text(restored)?;
                     for (name, entry) in restored.servers {

@@ -310,6 +310,70 @@ fn gemini_qwen_codex_and_opencode_remote_servers_import_as_url_servers() {
 }
 
 #[test]
+fn claude_codes_servers_for_this_project_in_the_user_file_are_imported_from_that_project_only() {
+    let machine = Machine::new();
+    let project = machine.home().join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    std::fs::create_dir_all(project.join("src/deep")).unwrap();
+    let other = machine.home().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let user = json!({
+        "mcpServers": {"everywhere": {"type": "stdio", "command": "user-mcp", "args": [], "env": {}}},
+        "projects": {
+            project.to_str().unwrap(): {
+                "allowedTools": [],
+                "mcpServers": {
+                    "local": {"type": "stdio", "command": "local-mcp", "args": ["--x"], "env": {"K": "V"}},
+                    "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"X-Key": "k"}},
+                },
+            },
+            other.to_str().unwrap(): {"mcpServers": {"elsewhere": {"type": "stdio", "command": "other-mcp"}}},
+        },
+    });
+    machine.write(".claude.json", &serde_json::to_string_pretty(&user).unwrap());
+
+    // From a directory deep in the project's git worktree: the project's and the user's.
+    let output = machine.run(&["import", "claude"], &project.join("src/deep"));
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("added local from claude") && stdout.contains("projects["), "{}", text(&output));
+    let servers = machine.config()["mcpServers"].clone();
+    assert_eq!(servers["everywhere"], json!({"command": "user-mcp"}));
+    assert_eq!(servers["local"], json!({"command": "local-mcp", "args": ["--x"], "env": {"K": "V"}}));
+    assert_eq!(servers["docs"], json!({"url": "https://docs.example/mcp", "headers": {"X-Key": "k"}}));
+    assert!(servers.get("elsewhere").is_none(), "another project's server was imported: {servers:#}");
+
+    // From the other project: its own server joins; none of the first project's is lost.
+    let output = machine.run(&["import", "claude"], &other);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(machine.config()["mcpServers"]["elsewhere"], json!({"command": "other-mcp"}));
+}
+
+/// The real Claude Code's `mcp add --scope local` writes where import reads.
+#[test]
+fn a_server_claude_code_added_for_the_project_is_imported() {
+    let daemon = Daemon::start(&node::echo_gateway_config());
+    let model = StandinModel::start(&json!({}));
+    let fakemcp = paths::fakemcp().to_str().expect("a UTF-8 path").to_owned();
+    let args = vec!["--tag".to_owned(), mcpx_e2e::tag()];
+    let home = HostHome::with_stdio_server(Host::ClaudeCode, "echo2", &fakemcp, &args, ("ECHO_NOTE", "kept"), &model);
+    let mut add = vec!["mcp", "add", "--scope", "local", "proj-echo", "-e", "NOTE=local", "--", &fakemcp];
+    add.extend(args.iter().map(String::as_str));
+    home.run(&add).assert_success("claude mcp add --scope local");
+
+    let config = daemon.config_path().to_str().expect("a UTF-8 path").to_owned();
+    let import = home.mcpx(&["import", "claude", "--config", &config], &daemon);
+    assert!(import.status.success(), "mcpx import claude: {}", text(&import));
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(
+        merged["mcpServers"]["proj-echo"],
+        json!({"command": fakemcp, "args": args, "env": {"NOTE": "local"}}),
+        "the project's server was not imported: {merged:#}"
+    );
+    assert!(merged["mcpServers"]["echo2"].is_object(), "the user's server was not imported: {merged:#}");
+}
+
+#[test]
 fn a_same_name_server_that_differs_is_reported_not_overwritten() {
     let machine = Machine::new();
     machine.write(
