@@ -142,6 +142,26 @@ impl Host {
         }
         entry
     }
+
+    /// The host's entry that reaches mcpx's Streamable HTTP endpoint at `url`, sending
+    /// `headers`; an error for a host whose config takes only stdio servers.
+    pub fn http_entry(self, url: &str, headers: &Map<String, Value>) -> anyhow::Result<Value> {
+        let mut entry = match self {
+            Host::ClaudeDesktop => bail!(
+                "Claude Desktop's config file takes stdio servers only (remote ones are added in its app): install it without --http"
+            ),
+            Host::Claude | Host::Vscode => json!({"type": "http", "url": url}),
+            Host::Cursor | Host::Codex => json!({"url": url}),
+            // `url` would be SSE to them; `httpUrl` is Streamable HTTP.
+            Host::Gemini | Host::Qwen => json!({"httpUrl": url}),
+            Host::Opencode => json!({"type": "remote", "url": url, "enabled": true}),
+        };
+        if !headers.is_empty() {
+            let key = if self == Host::Codex { "http_headers" } else { "headers" };
+            entry[key] = Value::Object(headers.clone());
+        }
+        Ok(entry)
+    }
 }
 
 /// The directory Claude Code keys a project's settings by: the top of the git worktree
@@ -493,10 +513,15 @@ pub fn to_mcpx(host: Host, entry: &Value) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// Whether the host's entry is the one `mcpx install` wrote (it runs `mcpx serve`).
+/// Whether the host's entry is the one `mcpx install` wrote: it runs `mcpx serve`, or
+/// (`--http`) it reaches an mcpx `/mcp` endpoint.
 pub fn is_mcpx_entry(host: Host, name: &str, entry: &Value) -> bool {
     if name != ENTRY {
         return false;
+    }
+    let url = ["url", "httpUrl"].iter().find_map(|k| entry.get(*k).and_then(Value::as_str));
+    if let Some(url) = url {
+        return url.ends_with("/mcp") && entry.get("command").is_none();
     }
     let argv: Vec<&str> = match host {
         Host::Opencode => entry["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect(),

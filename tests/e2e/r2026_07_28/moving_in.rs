@@ -160,9 +160,22 @@ impl Machine {
     /// under `key` in between, and comes back byte for byte.
     #[track_caller]
     fn round_trip(&self, host: &str, file: &Path, key: &str, extra: &[&str]) -> String {
+        self.round_trip_installing(host, file, key, extra, extra)
+    }
+
+    /// As [`Machine::round_trip`], with `install_extra` for install only.
+    #[track_caller]
+    fn round_trip_installing(
+        &self,
+        host: &str,
+        file: &Path,
+        key: &str,
+        install_extra: &[&str],
+        extra: &[&str],
+    ) -> String {
         let before = std::fs::read(file).unwrap();
         let mut args = vec!["install", host];
-        args.extend(extra);
+        args.extend(install_extra);
         self.ok(&args);
         let installed = std::fs::read_to_string(file).unwrap();
         let parsed = jsonc(&installed);
@@ -371,6 +384,101 @@ fn a_server_claude_code_added_for_the_project_is_imported() {
         "the project's server was not imported: {merged:#}"
     );
     assert!(merged["mcpServers"]["echo2"].is_object(), "the user's server was not imported: {merged:#}");
+}
+
+/// Every host that takes remote servers gets mcpx's URL in its own format, with the
+/// bearer `http.tokens` requires, and uninstall gives its file back byte for byte.
+#[test]
+fn install_http_writes_the_url_and_bearer_in_each_hosts_format_and_round_trips() {
+    const TOKEN: &str = "http-install-0123456789abcdef";
+    let machine = Machine::new();
+    machine.write(".config/mcpx/config.json", &json!({"http": {"port": 7751, "tokens": {"ci": TOKEN}}}).to_string());
+    let url = "http://127.0.0.1:7751/mcp";
+    let bearer = json!({"Authorization": format!("Bearer {TOKEN}")});
+    for (host, relative, key, expected) in [
+        ("claude", ".claude.json", "mcpServers", json!({"type": "http", "url": url, "headers": bearer})),
+        ("cursor", ".cursor/mcp.json", "mcpServers", json!({"url": url, "headers": bearer})),
+        ("vscode", ".config/Code/User/mcp.json", "servers", json!({"type": "http", "url": url, "headers": bearer})),
+        ("gemini", ".gemini/settings.json", "mcpServers", json!({"httpUrl": url, "headers": bearer})),
+        ("qwen", ".qwen/settings.json", "mcpServers", json!({"httpUrl": url, "headers": bearer})),
+        (
+            "opencode",
+            ".config/opencode/opencode.json",
+            "mcp",
+            json!({"type": "remote", "url": url, "enabled": true, "headers": bearer}),
+        ),
+    ] {
+        let file = machine.write(relative, &format!("{{\n  \"theme\": \"dark\",\n  \"{key}\": {{}}\n}}\n"));
+        let installed = machine.round_trip_installing(host, &file, key, &["--http"], &[]);
+        assert_eq!(jsonc(&installed)[key]["mcpx"], expected, "{host}:\n{installed}");
+    }
+
+    // Codex: a [mcp_servers.mcpx] table with url and http_headers.
+    let codex = machine.write(".codex/config.toml", "model = \"m\"\n");
+    let before = std::fs::read(&codex).unwrap();
+    machine.ok(&["install", "codex", "--http"]);
+    let installed = std::fs::read_to_string(&codex).unwrap();
+    let table = installed.split("[mcp_servers.mcpx]").nth(1).unwrap_or_else(|| panic!("no mcpx table:\n{installed}"));
+    assert!(table.contains(&format!("url = \"{url}\"")), "{installed}");
+    assert!(table.contains(&format!("http_headers = {{ Authorization = \"Bearer {TOKEN}\" }}")), "{installed}");
+    assert!(!table.contains("command"), "{installed}");
+    machine.ok(&["uninstall", "codex"]);
+    assert_eq!(std::fs::read(&codex).unwrap(), before);
+
+    // Claude Desktop's file takes stdio servers only: refused, nothing written.
+    let desktop = machine.write(".config/Claude/claude_desktop_config.json", "{\"mcpServers\": {}}\n");
+    let config_before = std::fs::read(machine.mcpx_config()).unwrap();
+    let output = machine.run(&["install", "claude-desktop", "--http"], &machine.home());
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stdio servers only"), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&desktop).unwrap(), "{\"mcpServers\": {}}\n");
+    assert_eq!(std::fs::read(machine.mcpx_config()).unwrap(), config_before);
+}
+
+#[test]
+fn install_http_with_several_tokens_needs_the_one_the_host_sends() {
+    let machine = Machine::new();
+    let tokens = json!({"a": "token-a-0123456789abcdef", "b": "token-b-0123456789abcdef"});
+    machine.write(".config/mcpx/config.json", &json!({"http": {"port": 7751, "tokens": tokens}}).to_string());
+    let claude = machine.write(".claude.json", "{}\n");
+    let output = machine.run(&["install", "claude", "--http"], &machine.home().join("project"));
+    assert!(!output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--token") && !stderr.contains("token-a-"), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), "{}\n", "written without a token chosen");
+    machine.ok(&["install", "claude", "--http", "--token", "b"]);
+    let installed = jsonc(&std::fs::read_to_string(&claude).unwrap());
+    assert_eq!(installed["mcpServers"]["mcpx"]["headers"]["Authorization"], "Bearer token-b-0123456789abcdef");
+}
+
+/// A real host, installed with `--http` against a daemon that requires a token: its
+/// `mcp list` shows mcpx connected (it sent the bearer to the daemon's real URL).
+#[track_caller]
+fn install_http_then_list(host: Host, name: &str) {
+    const TOKEN: &str = "real-host-0123456789abcdef";
+    let mut config = node::echo_gateway_config();
+    config["http"] = json!({"tokens": {"host": TOKEN}});
+    let daemon = Daemon::start(&config);
+    let model = StandinModel::start(&json!({}));
+    let fakemcp = paths::fakemcp().to_str().expect("a UTF-8 path").to_owned();
+    let args = vec!["--tag".to_owned(), mcpx_e2e::tag()];
+    let home = HostHome::with_stdio_server(host, "echo2", &fakemcp, &args, ("ECHO_NOTE", "kept"), &model);
+    let config = daemon.config_path().to_str().expect("a UTF-8 path").to_owned();
+    let install = home.mcpx(&["install", name, "--http", "--config", &config], &daemon);
+    assert!(install.status.success(), "mcpx install {name} --http: {}", text(&install));
+    let installed = std::fs::read_to_string(home.config_file()).unwrap();
+    assert!(installed.contains(daemon.url()) && !installed.contains("serve"), "{installed}");
+    home.assert_lists_mcpx_connected();
+}
+
+#[test]
+fn claude_code_mcp_list_shows_mcpx_connected_after_install_http() {
+    install_http_then_list(Host::ClaudeCode, "claude");
+}
+
+#[test]
+fn gemini_cli_mcp_list_shows_mcpx_connected_after_install_http() {
+    install_http_then_list(Host::GeminiCli, "gemini");
 }
 
 #[test]
