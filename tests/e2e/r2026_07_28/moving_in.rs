@@ -571,11 +571,87 @@ fn completions_man_page_and_service_unit_come_from_the_cli() {
     assert!(unit.contains("WantedBy=default.target"), "{unit}");
     let unit_file = machine.home().join(".config/systemd/user/mcpx.service");
     assert!(!unit_file.exists(), "--dry-run wrote the unit");
-    // Where systemd does not run (this container), install says so and writes nothing.
-    if !Path::new("/run/systemd/system").is_dir() {
-        let output = machine.run(&["service", "install"], &machine.home());
-        assert!(!output.status.success(), "{}", text(&output));
-        assert!(String::from_utf8_lossy(&output.stderr).contains("systemd does not run here"), "{}", text(&output));
-        assert!(!unit_file.exists(), "the unit was written without systemd");
+}
+
+/// Where no systemd user manager runs (this machine has no systemd; elsewhere, a runtime
+/// dir without the manager's socket stands for a session without one), `mcpx service
+/// install` and `uninstall` say why and what to do instead, and write nothing.
+#[test]
+fn service_install_without_a_systemd_user_manager_says_so_and_writes_nothing() {
+    let machine = Machine::new();
+    let runtime = machine.home().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let unit_file = machine.home().join(".config/systemd/user/mcpx.service");
+    for command in ["install", "uninstall"] {
+        let output = Command::new(paths::mcpx())
+            .args(["service", command])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", machine.home())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpx");
+        assert_eq!(output.status.code(), Some(1), "service {command}: {}", text(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let why = if Path::new("/run/systemd/system").is_dir() {
+            "no systemd user manager runs for this user"
+        } else {
+            "systemd does not run here (no /run/systemd/system)"
+        };
+        assert!(stderr.contains(why), "service {command}: {}", text(&output));
+        assert!(stderr.contains("nothing written") && stderr.contains("mcpx daemon"), "{}", text(&output));
+        assert!(!unit_file.exists(), "service {command} wrote the unit");
     }
+}
+
+/// `scripts/install` into a fresh home, given the binary this build made (`--binary`; the
+/// default path, `cargo install`, is the same but for a release build of its own): mcpx
+/// in ~/.cargo/bin, completions for three shells and the man page where each looks, told
+/// that the bin dir is not on the PATH; a second run changes nothing.
+#[test]
+fn scripts_install_puts_mcpx_its_completions_and_man_page_under_home() {
+    let machine = Machine::new();
+    let home = machine.home();
+    let run = || {
+        Command::new(paths::repo_root().join("scripts/install"))
+            .args(["--binary".as_ref(), paths::mcpx().as_os_str()])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/install")
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", text(&first));
+    let bin = home.join(".cargo/bin/mcpx");
+    let version = Command::new(&bin).arg("--version").output().expect("run the installed mcpx");
+    assert!(version.status.success() && String::from_utf8_lossy(&version.stdout).starts_with("mcpx "), "{version:?}");
+    let read = |relative: &str| {
+        std::fs::read_to_string(home.join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}\n{}", text(&first)))
+    };
+    assert!(read(".local/share/bash-completion/completions/mcpx").contains("mcpx"));
+    assert!(read(".local/share/zsh/site-functions/_mcpx").starts_with("#compdef mcpx"));
+    assert!(read(".config/fish/completions/mcpx.fish").contains("complete -c mcpx"));
+    assert!(read(".local/share/man/man1/mcpx.1").contains(".TH mcpx 1"));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains(&format!("add {} to your PATH", home.join(".cargo/bin").display())), "{stdout}");
+
+    let files = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_owned()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+                let path = entry.path();
+                if path.is_dir() { stack.push(path) } else { found.push((path.clone(), std::fs::read(&path).unwrap())) }
+            }
+        }
+        found.sort();
+        found
+    };
+    let before = files(&home);
+    let again = run();
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(files(&home), before, "a second run changed the installed files");
 }
