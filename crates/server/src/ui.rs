@@ -22,6 +22,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use futures::future::join_all;
 use mcpx_gateway::{Identity, Principal, Transport, journal, policy};
 use serde::Serialize;
 
@@ -49,6 +50,9 @@ pub fn routes() -> Router<Arc<Front>> {
 const RATES_OVER: Duration = Duration::from_secs(3600);
 /// How many of the journal's newest records the page lists.
 const RECENT_CALLS: usize = 20;
+/// How many HTTP sessions the page lists (the most recently used; each costs a read of
+/// its artifacts at every poll), out of up to `http.maxSessions`.
+const LISTED_SESSIONS: usize = 100;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,6 +62,8 @@ struct UiState {
     /// `everyone` for the daemon's owner; `own` for a caller shown only its own.
     sees: &'static str,
     sessions: Vec<SessionView>,
+    /// The caller's HTTP sessions open, listed or not.
+    sessions_open: usize,
     streams: Vec<StreamView>,
     questions: Vec<QuestionView>,
     /// Absent when the daemon keeps no journal.
@@ -126,12 +132,16 @@ async fn state(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Respo
     let mine = |principal: &Principal| everyone || *principal == caller.principal;
     let now = Instant::now();
 
-    let mut sessions = Vec::new();
-    for (session, idle) in front.sessions.list().into_iter().filter(|(s, _)| mine(&s.owner)) {
+    let mut open: Vec<_> = front.sessions.list().into_iter().filter(|(s, _)| mine(&s.owner)).collect();
+    let sessions_open = open.len();
+    open.sort_by_key(|(_, idle)| *idle);
+    open.truncate(LISTED_SESSIONS);
+    let front = &front;
+    let sessions = join_all(open.into_iter().map(|(session, idle)| async move {
         let transport =
             Transport { session: Some(session.identity()), principal: session.owner.clone(), ..Transport::default() };
         let identity = front.gateway.identity(&serde_json::Value::Null, &transport);
-        sessions.push(SessionView {
+        SessionView {
             session: identity.session_key().map(|k| k.to_string()).unwrap_or_default(),
             client: policy::client_key(&session.owner),
             revision: session.negotiated.revision.as_str().to_owned(),
@@ -139,22 +149,25 @@ async fn state(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Respo
             idle_ms: millis(idle),
             in_flight: session.negotiated.in_flight.count(),
             asked: session.negotiated.questions.count(),
-            artifacts: artifacts(&front, &identity).await,
-        });
-    }
+            artifacts: artifacts(front, &identity).await,
+        }
+    }))
+    .await;
 
     // Relayed streams are the local user's: only the owner sees them.
-    let mut streams = Vec::new();
-    for open in front.life.open_streams().into_iter().filter(|s| mine(&s.transport.principal)) {
-        let identity = front.gateway.identity(&serde_json::Value::Null, &open.transport);
-        streams.push(StreamView {
-            session: identity.session_key().map(|k| k.to_string()),
-            pid: open.transport.pid,
-            cwd: open.transport.cwd.as_ref().map(|p| p.display().to_string()),
-            age_ms: millis(now.duration_since(open.opened)),
-            artifacts: artifacts(&front, &identity).await,
-        });
-    }
+    let streams = join_all(front.life.open_streams().into_iter().filter(|s| mine(&s.transport.principal)).map(
+        |open| async move {
+            let identity = front.gateway.identity(&serde_json::Value::Null, &open.transport);
+            StreamView {
+                session: identity.session_key().map(|k| k.to_string()),
+                pid: open.transport.pid,
+                cwd: open.transport.cwd.as_ref().map(|p| p.display().to_string()),
+                age_ms: millis(now.duration_since(open.opened)),
+                artifacts: artifacts(front, &identity).await,
+            }
+        },
+    ))
+    .await;
 
     let questions = front
         .pending
@@ -168,9 +181,10 @@ async fn state(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Respo
         status,
         sees: if everyone { "everyone" } else { "own" },
         sessions,
+        sessions_open,
         streams,
         questions,
-        journal: journal_view(&front, &caller).await,
+        journal: journal_view(front, &caller).await,
     };
     ([(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))], Json(state)).into_response()
 }

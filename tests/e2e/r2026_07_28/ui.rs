@@ -239,6 +239,7 @@ fn a_token_holder_sees_only_its_own_sessions_questions_artifacts_and_calls() {
     assert_eq!(alice["sees"], "own", "{alice}");
     let sessions = alice["sessions"].as_array().expect("sessions");
     assert_eq!(sessions.len(), 1, "alice sees another holder's session: {alice}");
+    assert_eq!(alice["sessionsOpen"], 1, "alice counts another holder's session: {alice}");
     assert_eq!(sessions[0]["client"], "token:alice");
     assert_eq!(sessions[0]["artifacts"][0]["name"], "alice-notes.txt", "{alice}");
     let questions: Vec<&Value> = alice["questions"].as_array().expect("questions").iter().map(|q| &q["id"]).collect();

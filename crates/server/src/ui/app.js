@@ -108,7 +108,9 @@ function render(state, auth) {
     [c.outcome, c.outcome === "ok" ? "" : "error"],
     c.durationMs == null ? "" : c.durationMs.toFixed(1),
   ])));
+  const unlisted = state.sessionsOpen - state.sessions.length;
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString() +
+    (unlisted > 0 ? " · " + unlisted + " more HTTP sessions open, not listed" : "") +
     (state.journal ? "" : " · the journal is off: no calls or error rates");
 }
 
