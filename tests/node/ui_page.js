@@ -7,7 +7,7 @@
 //   wait <text>   -> "seen <text>" once the page's text contains <text> (30 s at most)
 //   until <expr>  -> "true" once the expression is truthy in the page (30 s at most)
 //   eval <expr>   -> "value <JSON>" of the expression in the page
-//   shot <path>   -> "shot" once a PNG screenshot is written to <path>
+//   shot <path>   -> "shot" once a PNG screenshot of the whole page is written to <path>
 //   quit          -> exits
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -88,7 +88,11 @@ for await (const line of lines) {
   } else if (command === "eval") {
     console.log(`value ${JSON.stringify((await evaluate(argument)) ?? null)}`);
   } else if (command === "shot") {
-    const reply = await send("Page.captureScreenshot", { format: "png" });
+    // The whole page, not only the window's height.
+    const metrics = (await send("Page.getLayoutMetrics")).result;
+    const { width, height } = metrics.cssContentSize;
+    const clip = { x: 0, y: 0, width, height, scale: 1 };
+    const reply = await send("Page.captureScreenshot", { format: "png", captureBeyondViewport: true, clip });
     writeFileSync(argument, Buffer.from(reply.result.data, "base64"));
     console.log("shot");
   } else if (command === "quit") {

@@ -17,7 +17,8 @@ pub const ENTRY: &str = "mcpx";
 
 #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
 pub enum Host {
-    /// Claude Code: ~/.claude.json (project: .mcp.json), key mcpServers.
+    /// Claude Code: ~/.claude.json, key mcpServers, and for this directory's project
+    /// projects.<dir>.mcpServers (project: .mcp.json).
     Claude,
     /// Claude Desktop: claude_desktop_config.json, key mcpServers (stdio only).
     ClaudeDesktop,
@@ -141,6 +142,34 @@ impl Host {
         }
         entry
     }
+
+    /// The host's entry that reaches mcpx's Streamable HTTP endpoint at `url`, sending
+    /// `headers`; an error for a host whose config takes only stdio servers.
+    pub fn http_entry(self, url: &str, headers: &Map<String, Value>) -> anyhow::Result<Value> {
+        let mut entry = match self {
+            Host::ClaudeDesktop => bail!(
+                "Claude Desktop's config file takes stdio servers only (remote ones are added in its app): install it without --http"
+            ),
+            Host::Claude | Host::Vscode => json!({"type": "http", "url": url}),
+            Host::Cursor | Host::Codex => json!({"url": url}),
+            // `url` would be SSE to them; `httpUrl` is Streamable HTTP.
+            Host::Gemini | Host::Qwen => json!({"httpUrl": url}),
+            Host::Opencode => json!({"type": "remote", "url": url, "enabled": true}),
+        };
+        if !headers.is_empty() {
+            let key = if self == Host::Codex { "http_headers" } else { "headers" };
+            entry[key] = Value::Object(headers.clone());
+        }
+        Ok(entry)
+    }
+}
+
+/// The directory Claude Code keys a project's settings by: the top of the git worktree
+/// holding `cwd` (the first directory up with a `.git`, a directory or a worktree's file),
+/// else `cwd`; with links resolved.
+pub fn claude_project_dir(cwd: &Path) -> PathBuf {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
+    cwd.ancestors().find(|dir| dir.join(".git").exists()).map_or_else(|| cwd.clone(), Path::to_owned)
 }
 
 /// A host's config file as read: its text and its servers in the host's own format.
@@ -152,6 +181,9 @@ pub struct HostFile {
     pub exists: bool,
     /// The host's entries, by name, as the host wrote them.
     pub servers: Map<String, Value>,
+    /// Where in the file they are, when not under its usual key (Claude Code's servers
+    /// for one project: `projects["/dir"].mcpServers`).
+    pub section: Option<String>,
 }
 
 impl HostFile {
@@ -162,7 +194,36 @@ impl HostFile {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let servers = parse_servers(host, &text, &path)?;
-        Ok(HostFile { host, path, text, exists, servers })
+        Ok(HostFile { host, path, text, exists, servers, section: None })
+    }
+
+    /// Claude Code's servers for the project `cwd` is in, which it keeps in the user's
+    /// file (`claude mcp add --scope local`): `projects.<dir>.mcpServers`, where `<dir>`
+    /// is the top of the git worktree holding `cwd`, else `cwd` itself. `None` when the
+    /// file has none for that project.
+    pub fn claude_project(&self, cwd: &Path) -> anyhow::Result<Option<HostFile>> {
+        if self.host != Host::Claude || self.text.trim().is_empty() {
+            return Ok(None);
+        }
+        let root = parse_jsonc(&self.text).with_context(|| format!("{} is not valid JSON", self.path.display()))?;
+        let Some(projects) = root.get("projects").and_then(Value::as_object) else { return Ok(None) };
+        let dir = claude_project_dir(cwd);
+        let same = |key: &str| Path::new(key) == dir || std::fs::canonicalize(key).is_ok_and(|k| k == dir);
+        let Some((key, project)) = projects.iter().find(|(key, _)| same(key)) else { return Ok(None) };
+        let servers = match project.get("mcpServers") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(servers)) if servers.is_empty() => return Ok(None),
+            Some(Value::Object(servers)) => servers.clone(),
+            Some(_) => bail!("{}: projects[{key:?}].mcpServers is not an object", self.path.display()),
+        };
+        Ok(Some(HostFile {
+            host: Host::Claude,
+            path: self.path.clone(),
+            text: String::new(),
+            exists: true,
+            servers,
+            section: Some(format!("projects[{key:?}]")),
+        }))
     }
 
     /// `file` with its servers parsed from its text.
@@ -452,10 +513,15 @@ pub fn to_mcpx(host: Host, entry: &Value) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// Whether the host's entry is the one `mcpx install` wrote (it runs `mcpx serve`).
+/// Whether the host's entry is the one `mcpx install` wrote: it runs `mcpx serve`, or
+/// (`--http`) it reaches an mcpx `/mcp` endpoint.
 pub fn is_mcpx_entry(host: Host, name: &str, entry: &Value) -> bool {
     if name != ENTRY {
         return false;
+    }
+    let url = ["url", "httpUrl"].iter().find_map(|k| entry.get(*k).and_then(Value::as_str));
+    if let Some(url) = url {
+        return url.ends_with("/mcp") && entry.get("command").is_none();
     }
     let argv: Vec<&str> = match host {
         Host::Opencode => entry["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect(),

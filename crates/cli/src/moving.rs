@@ -40,8 +40,21 @@ pub struct InstallArgs {
     project: bool,
     /// The session key the host's `mcpx serve` uses (`mcpx serve --session KEY`): hosts
     /// given the same key share session-scoped instances and artifacts.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http")]
     session_key: Option<String>,
+    /// Reach mcpx's HTTP endpoint (`/mcp`) instead of launching `mcpx serve`, for hosts
+    /// that take remote servers (not Claude Desktop). With `http.tokens` set, the entry
+    /// sends one of them as its bearer.
+    #[arg(long)]
+    http: bool,
+    /// With --http: the endpoint (default: the running daemon's, else
+    /// http://<http.host>:<http.port>/mcp from mcpx's config).
+    #[arg(long, requires = "http")]
+    url: Option<String>,
+    /// With --http: the name of the `http.tokens` entry the host sends (needed when there
+    /// are several).
+    #[arg(long, requires = "http", value_name = "NAME")]
+    token: Option<String>,
     /// Print the host's new config and the diff; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -104,7 +117,8 @@ struct Merge {
 
 /// Merges `file`'s servers into `servers` (mcpx's `mcpServers`).
 fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
-    let from = format!("{} ({})", file.host.name(), file.path.display());
+    let within = file.section.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
+    let from = format!("{} ({}{within})", file.host.name(), file.path.display());
     for (name, entry) in &file.servers {
         if hosts::is_mcpx_entry(file.host, name, entry) {
             continue;
@@ -203,7 +217,10 @@ pub fn import(args: ImportArgs) -> ExitCode {
                 }
                 continue;
             }
+            // Claude Code keeps a project's own servers in the user's file too.
+            let local = if project.is_none() { file.claude_project(&std::env::current_dir()?)? } else { None };
             files.push(file);
+            files.extend(local);
         }
         if files.is_empty() {
             println!("no host config found");
@@ -224,6 +241,10 @@ pub fn install(args: InstallArgs) -> ExitCode {
     report((|| {
         let project = project_dir(args.project)?;
         let host = args.host;
+        if args.http {
+            // Refused before anything is imported or written.
+            host.http_entry("", &Map::new())?;
+        }
         let file = HostFile::read(host, host.path(project.as_deref())?)?;
         let config = target_config(args.config.clone())?;
         let others: Vec<&String> =
@@ -232,23 +253,9 @@ pub fn install(args: InstallArgs) -> ExitCode {
         if !others.is_empty() && !import_files(std::slice::from_ref(&file), &config, args.dry_run)? {
             bail!("not installed: resolve the servers above first (rename one, or make them equal)");
         }
-        let exe = std::env::current_exe().context("cannot find this mcpx binary")?;
-        let exe = exe.to_str().ok_or_else(|| anyhow!("the mcpx binary's path is not UTF-8"))?;
-        let mut serve_args = vec!["serve".to_owned()];
-        if let Some(key) = &args.session_key {
-            serve_args.extend(["--session".to_owned(), key.clone()]);
-        }
-        if args.config.is_some() || config.is_file() {
-            let absolute = std::path::absolute(&config)?;
-            serve_args.extend(["--config".to_owned(), absolute.to_string_lossy().into_owned()]);
-        }
-        // The daemon this shell reaches is the one the host's mcpx serve must reach.
-        let mut env = Map::new();
-        if let Some(dir) = std::env::var_os("MCPX_STATE_DIR").filter(|v| !v.is_empty()) {
-            env.insert("MCPX_STATE_DIR".into(), json!(std::path::absolute(PathBuf::from(dir))?));
-        }
+        let entry = if args.http { http_entry(host, &args, &config)? } else { serve_entry(host, &args, &config)? };
         let mut servers = Map::new();
-        servers.insert(ENTRY.to_owned(), host.serve_entry(exe, &serve_args, &env));
+        servers.insert(ENTRY.to_owned(), entry);
         let new_text = file.with_servers(&servers)?;
         if args.dry_run {
             println!("--- {} after install ---\n{new_text}", file.path.display());
@@ -274,6 +281,87 @@ pub fn install(args: InstallArgs) -> ExitCode {
         println!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
         Ok(true)
     })())
+}
+
+/// The host's entry running this binary's `mcpx serve`, reaching the daemon of `config`.
+fn serve_entry(host: Host, args: &InstallArgs, config: &Path) -> anyhow::Result<Value> {
+    let exe = std::env::current_exe().context("cannot find this mcpx binary")?;
+    let exe = exe.to_str().ok_or_else(|| anyhow!("the mcpx binary's path is not UTF-8"))?;
+    let mut serve_args = vec!["serve".to_owned()];
+    if let Some(key) = &args.session_key {
+        serve_args.extend(["--session".to_owned(), key.clone()]);
+    }
+    if args.config.is_some() || config.is_file() {
+        let absolute = std::path::absolute(config)?;
+        serve_args.extend(["--config".to_owned(), absolute.to_string_lossy().into_owned()]);
+    }
+    // The daemon this shell reaches is the one the host's mcpx serve must reach.
+    let mut env = Map::new();
+    if let Some(dir) = std::env::var_os("MCPX_STATE_DIR").filter(|v| !v.is_empty()) {
+        env.insert("MCPX_STATE_DIR".into(), json!(std::path::absolute(PathBuf::from(dir))?));
+    }
+    Ok(host.serve_entry(exe, &serve_args, &env))
+}
+
+/// The host's entry reaching mcpx's `/mcp` over HTTP, with the bearer `http.tokens`
+/// requires.
+fn http_entry(host: Host, args: &InstallArgs, config_path: &Path) -> anyhow::Result<Value> {
+    let (text, _) = read_config(config_path)?;
+    let text = if text.trim().is_empty() { "{}".to_owned() } else { text };
+    let config = mcpx_gateway::Config::parse(&text, config_path).map_err(|e| anyhow!("{e}"))?;
+    let url = match &args.url {
+        Some(url) => url.clone(),
+        None => endpoint(&config.http, config_path)?,
+    };
+    let mut headers = Map::new();
+    let tokens = &config.http.tokens;
+    let chosen = match (&args.token, tokens.len()) {
+        (Some(name), _) => Some(tokens.get_key_value(name).ok_or_else(|| {
+            anyhow!("http.tokens has no {name:?} (it has: {})", tokens.keys().cloned().collect::<Vec<_>>().join(", "))
+        })?),
+        (None, 0) => None,
+        (None, 1) => tokens.iter().next(),
+        (None, _) => bail!(
+            "http.tokens has several tokens: name the one {} sends with --token ({})",
+            host.name(),
+            tokens.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    };
+    if let Some((name, token)) = chosen {
+        headers.insert("Authorization".into(), json!(format!("Bearer {token}")));
+        println!("{} will send the token {name:?} (http.tokens) to {url}", host.name());
+    } else if config.http.oauth.is_some() {
+        bail!(
+            "mcpx takes OAuth bearers here and has no http.tokens to give {}: install it without --http",
+            host.name()
+        );
+    }
+    host.http_entry(&url, &headers)
+}
+
+/// mcpx's `/mcp` URL: the running daemon's when it runs with this config (it may have
+/// been given another port), else from `http.host` and `http.port`.
+fn endpoint(http: &mcpx_gateway::config::HttpConfig, config: &Path) -> anyhow::Result<String> {
+    let dir = mcpx_server::state::state_dir()?;
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let config = real(config);
+    let running = mcpx_server::state::read_record(&dir).filter(|record| {
+        let alive = record["pid"].as_u64().is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        alive && config.is_some() && record["config"].as_str().is_some_and(|c| real(Path::new(c)) == config)
+    });
+    if let Some(url) = running.as_ref().and_then(|record| record["url"].as_str()) {
+        return Ok(url.to_owned());
+    }
+    if http.port == 0 {
+        bail!("http.port is 0 (any free port) and no daemon runs with this config: name the endpoint with --url");
+    }
+    let host = match http.host.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1".to_owned(),
+        "::" => "[::1]".to_owned(),
+        h if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
+        h => h.to_owned(),
+    };
+    Ok(format!("http://{host}:{}/mcp", http.port))
 }
 
 pub fn uninstall(args: UninstallArgs) -> ExitCode {
@@ -310,6 +398,7 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
                         },
                         exists: true,
                         servers: Map::new(),
+                        section: None,
                     };
                     let restored = HostFile::read_text(restored)?;
                     for (name, entry) in restored.servers {

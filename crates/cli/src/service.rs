@@ -1,6 +1,6 @@
 //! `mcpx service install|uninstall`: a systemd user unit that runs `mcpx daemon` for this
 //! user, written to `$XDG_CONFIG_HOME/systemd/user/mcpx.service` and enabled with
-//! `systemctl --user`. Where systemd does not run, it says so and writes nothing.
+//! `systemctl --user`. Where no systemd user manager runs, it says so and writes nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -56,9 +56,20 @@ fn quote(word: &str) -> String {
     }
 }
 
-/// Whether this machine booted with systemd (as `sd_booted()` tells).
-fn systemd_runs() -> bool {
-    Path::new("/run/systemd/system").is_dir()
+/// Why no systemd user manager can take the unit here, if none can: the machine did not
+/// boot with systemd (as `sd_booted()` tells), or this user's manager is not running (its
+/// private socket under `$XDG_RUNTIME_DIR`, else `/run/user/<uid>`, is missing), as in a
+/// container or a session without a login.
+fn no_user_systemd() -> Option<String> {
+    if !Path::new("/run/systemd/system").is_dir() {
+        return Some("systemd does not run here (no /run/systemd/system)".to_owned());
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{}", rustix::process::getuid().as_raw())));
+    let socket = runtime.join("systemd/private");
+    (!socket.exists()).then(|| format!("no systemd user manager runs for this user (no {})", socket.display()))
 }
 
 fn systemctl(args: &[&str]) -> anyhow::Result<()> {
@@ -69,8 +80,9 @@ fn systemctl(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-const NO_SYSTEMD: &str = "systemd does not run here (no /run/systemd/system): nothing written. Start `mcpx daemon` \
-                          from your session's start-up instead (mcpx serve and the CLI also start it on demand)";
+/// What to do instead, after why the unit cannot be installed.
+const INSTEAD: &str = "nothing written. Start `mcpx daemon` from your session's start-up instead \
+                       (mcpx serve and the CLI also start it on demand)";
 
 pub fn run(command: ServiceCommand) -> ExitCode {
     let outcome = (|| -> anyhow::Result<()> {
@@ -84,8 +96,8 @@ pub fn run(command: ServiceCommand) -> ExitCode {
                     print!("# {}\n{text}", path.display());
                     return Ok(());
                 }
-                if !systemd_runs() {
-                    bail!(NO_SYSTEMD);
+                if let Some(why) = no_user_systemd() {
+                    bail!("{why}: {INSTEAD}");
                 }
                 std::fs::create_dir_all(path.parent().expect("a parent"))?;
                 std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -94,8 +106,8 @@ pub fn run(command: ServiceCommand) -> ExitCode {
                 println!("wrote {} and started it (systemctl --user status {UNIT})", path.display());
             }
             ServiceCommand::Uninstall => {
-                if !systemd_runs() {
-                    bail!(NO_SYSTEMD);
+                if let Some(why) = no_user_systemd() {
+                    bail!("{why}: {INSTEAD}");
                 }
                 if path.exists() {
                     systemctl(&["disable", "--now", UNIT])?;

@@ -34,8 +34,6 @@ pub use crate::stdio::{PID_HEADER, STDIO_PROTOCOL};
 pub fn routes() -> Router<Arc<Front>> {
     Router::new()
         .route("/v1/status", get(status))
-        // The status page's data: the same answer, for the same caller.
-        .route("/ui/state", get(status))
         .route("/v1/tools", get(tools))
         .route("/v1/call", post(call))
         .route("/v1/exec", post(exec))
@@ -58,7 +56,7 @@ pub fn routes() -> Router<Arc<Front>> {
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
 /// pid and cwd over the socket) and the session it names. Its request carries no `_meta`.
-struct Caller(Identity);
+pub(crate) struct Caller(pub Identity);
 
 impl FromRequestParts<Arc<Front>> for Caller {
     type Rejection = Response;
@@ -105,6 +103,11 @@ fn cluster_status(
 }
 
 async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::Status> {
+    Json(status_of(&front, &caller))
+}
+
+/// The daemon's status as `caller` may see it (`/v1/status`, and the start of `/ui/state`).
+pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
     let config = front.gateway.settings().config();
     let failing = front.gateway.failing();
     let servers: Vec<v1::ServerStatus> = config
@@ -139,7 +142,7 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
         })
         .collect();
     let started = front.life.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    Json(v1::Status {
+    v1::Status {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         url: front.life.url.clone(),
@@ -151,7 +154,7 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
         instances,
         journal_dropped: front.gateway.journal().map(|j| j.dropped()),
         cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal)),
-    })
+    }
 }
 
 async fn tools(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::ToolsQuery>) -> Response {
@@ -281,27 +284,32 @@ async fn stats(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q)
     };
     match read_journal(&front, move |j| j.stats(&filter, by)).await {
         Ok((stats, dropped)) => {
-            let groups = stats
-                .into_iter()
-                .map(|s| v1::StatsGroup {
-                    key: s.key,
-                    calls: s.calls,
-                    errors: s.errors,
-                    error_rate: s.error_rate,
-                    p50_ms: s.p50_ms,
-                    p95_ms: s.p95_ms,
-                    p99_ms: s.p99_ms,
-                })
-                .collect();
+            let groups = stats.into_iter().map(stats_group).collect();
             Json(v1::Stats { by: by_name, groups, dropped }).into_response()
         }
         Err(e) => error(&e),
     }
 }
 
+pub(crate) fn stats_group(s: journal::Stat) -> v1::StatsGroup {
+    v1::StatsGroup {
+        key: s.key,
+        calls: s.calls,
+        errors: s.errors,
+        error_rate: s.error_rate,
+        p50_ms: s.p50_ms,
+        p95_ms: s.p95_ms,
+        p99_ms: s.p99_ms,
+    }
+}
+
 /// What the caller may see (its principal's records; the owner and `http.admins`,
 /// everyone's) since when.
-fn journal_filter(front: &Front, caller: &Identity, since: Option<&str>) -> Result<journal::Filter, RpcError> {
+pub(crate) fn journal_filter(
+    front: &Front,
+    caller: &Identity,
+    since: Option<&str>,
+) -> Result<journal::Filter, RpcError> {
     let admin = front.gateway.settings().config().http.admins.contains(&policy::client_key(&caller.principal));
     let mut filter = if admin { journal::Filter::default() } else { journal::Filter::visible_to(&caller.principal) };
     if let Some(since) = since {
@@ -313,7 +321,7 @@ fn journal_filter(front: &Front, caller: &Identity, since: Option<&str>) -> Resu
 }
 
 /// Runs a read of the journal off the runtime; with the count of dropped records.
-async fn read_journal<T: Send + 'static>(
+pub(crate) async fn read_journal<T: Send + 'static>(
     front: &Arc<Front>,
     read: impl FnOnce(&journal::Journal) -> Result<T, journal::StoreError> + Send + 'static,
 ) -> Result<(T, u64), RpcError> {
@@ -329,7 +337,7 @@ async fn read_journal<T: Send + 'static>(
     }
 }
 
-fn log_record(r: journal::Record) -> v1::LogRecord {
+pub(crate) fn log_record(r: journal::Record) -> v1::LogRecord {
     v1::LogRecord {
         id: r.id,
         time_ms: r.time_ms,

@@ -2,11 +2,13 @@
 //! sessions, the questions waiting for `/v1` callers, and the daemon's [`Life`] as they
 //! see it. The router holds one [`Front`]; `daemon` makes it and ends it.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpx_gateway::Gateway;
+use mcpx_gateway::{Gateway, Transport};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -65,6 +67,9 @@ pub struct Life {
     last_activity: Mutex<Instant>,
     /// Relayed stdio streams, each a task until its stream ends.
     streams: TaskTracker,
+    /// Who each open relayed stream is (the status page lists them), by a number of its own.
+    open: Arc<Mutex<HashMap<u64, OpenStream>>>,
+    next_stream: AtomicU64,
     /// Cancelled when the daemon stops: every relayed stream ends its input then.
     ending: CancellationToken,
 }
@@ -78,6 +83,8 @@ impl Life {
             stop: Notify::new(),
             last_activity: Mutex::new(Instant::now()),
             streams: TaskTracker::new(),
+            open: Arc::default(),
+            next_stream: AtomicU64::new(0),
             ending: CancellationToken::new(),
         }
     }
@@ -102,13 +109,28 @@ impl Life {
         self.stop.notified().await
     }
 
-    /// Runs a relayed stdio stream, counted as use until it ends. `serve` gets the token
-    /// that is cancelled when the daemon stops.
-    pub fn hold_stream<F>(&self, serve: impl FnOnce(CancellationToken) -> F)
+    /// Runs a relayed stdio stream for `transport`, counted as use (and listed as open)
+    /// until it ends. `serve` gets the token that is cancelled when the daemon stops.
+    pub fn hold_stream<F>(&self, transport: Transport, serve: impl FnOnce(CancellationToken) -> F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.streams.spawn(serve(self.ending.clone()));
+        let number = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let open = self.open.clone();
+        open.lock().expect("streams lock").insert(number, OpenStream { transport, opened: Instant::now() });
+        let served = serve(self.ending.clone());
+        self.streams.spawn(async move {
+            // Off the list however the task ends, finished or dropped.
+            let _listed = Unlist(open, number);
+            served.await
+        });
+    }
+
+    /// The relayed stdio streams open now, oldest first.
+    pub fn open_streams(&self) -> Vec<OpenStream> {
+        let mut open: Vec<OpenStream> = self.open.lock().expect("streams lock").values().cloned().collect();
+        open.sort_by_key(|s| s.opened);
+        open
     }
 
     /// Ends every relayed stream's input and waits, at most `grace`, for them to finish
@@ -117,6 +139,23 @@ impl Life {
         self.ending.cancel();
         self.streams.close();
         tokio::time::timeout(grace, self.streams.wait()).await.is_ok()
+    }
+}
+
+/// A relayed stdio stream: the transport it serves (the `mcpx serve` process, its cwd and
+/// session) and since when.
+#[derive(Clone, Debug)]
+pub struct OpenStream {
+    pub transport: Transport,
+    pub opened: Instant,
+}
+
+/// Takes a stream off the open list when dropped.
+struct Unlist(Arc<Mutex<HashMap<u64, OpenStream>>>, u64);
+
+impl Drop for Unlist {
+    fn drop(&mut self) {
+        self.0.lock().expect("streams lock").remove(&self.1);
     }
 }
 
@@ -129,20 +168,22 @@ mod tests {
         let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
         assert!(life.idle_for().is_some(), "nothing open: the daemon idles");
         let (started, running) = tokio::sync::oneshot::channel();
-        life.hold_stream(|end| async move {
+        life.hold_stream(Transport { pid: Some(7), ..Transport::default() }, |end| async move {
             let _ = started.send(());
             end.cancelled().await;
         });
         running.await.unwrap();
         assert_eq!(life.idle_for(), None, "a relayed stream is use");
+        assert_eq!(life.open_streams().iter().map(|s| s.transport.pid).collect::<Vec<_>>(), [Some(7)]);
         assert!(life.end_streams(Duration::from_secs(5)).await, "the stream ends when told to");
         assert!(life.idle_for().is_some());
+        assert!(life.open_streams().is_empty(), "an ended stream is no longer listed");
     }
 
     #[tokio::test]
     async fn a_stream_that_does_not_end_is_not_waited_for_past_the_grace() {
         let life = Life::new("http://127.0.0.1:1/mcp".into(), None);
-        life.hold_stream(|_| std::future::pending());
+        life.hold_stream(Transport::default(), |_| std::future::pending());
         assert!(!life.end_streams(Duration::from_millis(10)).await);
     }
 }

@@ -82,6 +82,11 @@ impl InFlight {
         self.requests.lock().expect("in-flight lock").is_empty()
     }
 
+    /// How many of the session's requests are in flight (the status page).
+    pub fn count(&self) -> usize {
+        self.requests.lock().expect("in-flight lock").len()
+    }
+
     fn done(&self, id: &Value) {
         self.requests.lock().expect("in-flight lock").remove(&id.to_string());
     }

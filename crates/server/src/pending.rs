@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use mcpx_gateway::Identity;
+use mcpx_gateway::{Identity, Principal};
 use mcpx_protocol::RpcError;
 use serde_json::{Value, json};
 
@@ -39,6 +39,10 @@ pub struct Question {
     pub id: String,
     /// `Identity::owner_key` of the caller it waits for.
     owner: String,
+    /// That caller's principal: whose status page shows the question.
+    pub principal: Principal,
+    /// That caller's session, as `SessionKey` names it (`session:<label>`), if it has one.
+    pub session: Option<String>,
     /// The session name that caller typed, if it named one: shown in the answer command.
     label: Option<String>,
     /// The `mcpx_call` arguments of the call: server, tool, arguments.
@@ -74,6 +78,8 @@ impl Pending {
         let question = Question {
             id: mcpx_gateway::context::new_call_id()[..12].to_owned(),
             owner: owner.owner_key(),
+            principal: owner.principal.clone(),
+            session: owner.session_key().map(|key| key.to_string()),
             label: owner.session_label().map(str::to_owned),
             call: call.clone(),
             input_requests: asked.get("inputRequests").cloned().unwrap_or_else(|| json!({})),
@@ -84,12 +90,21 @@ impl Pending {
         Ok(question)
     }
 
-    /// The questions waiting for `owner`.
     /// Questions waiting now, everyone's (`/metrics`).
     pub fn waiting(&self) -> usize {
         self.questions.lock().expect("pending lock").len()
     }
 
+    /// Every question waiting now, soonest to expire first: for the status page, which
+    /// shows each principal only its own.
+    pub fn all(&self) -> Vec<Question> {
+        let questions = self.questions.lock().expect("pending lock");
+        let mut all: Vec<Question> = questions.values().filter(|q| q.expires > Instant::now()).cloned().collect();
+        all.sort_by_key(|q| q.expires);
+        all
+    }
+
+    /// The questions waiting for `owner`.
     pub fn of(&self, owner: &Identity) -> Vec<Question> {
         let owner = owner.owner_key();
         let questions = self.questions.lock().expect("pending lock");

@@ -35,6 +35,11 @@ impl std::fmt::Debug for Questions {
 }
 
 impl Questions {
+    /// How many questions wait for this caller's answer (the status page).
+    pub fn count(&self) -> usize {
+        self.open.lock().expect("questions lock").len()
+    }
+
     /// Hands the caller's response to the question it answers. False when it answers
     /// nothing mcpx asked (unknown or expired id).
     pub fn answer(&self, id: &RequestId, outcome: Answer) -> bool {

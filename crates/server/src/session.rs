@@ -23,6 +23,7 @@ pub struct Session {
     /// Who opened it: only the same principal may use it.
     pub owner: Principal,
     pub negotiated: Negotiated,
+    pub opened: Instant,
 }
 
 impl Session {
@@ -94,7 +95,7 @@ impl Sessions {
         let mut open = self.open.lock().expect("sessions lock");
         let mut ended = expire(&mut open, limits.session_idle_timeout);
         let opened = make_room(&mut open, owner, limits, &mut ended).map(|()| {
-            let session = Session { id, owner: owner.clone(), negotiated };
+            let session = Session { id, owner: owner.clone(), negotiated, opened: Instant::now() };
             open.insert(session.id.clone(), (session.clone(), Instant::now()));
             session
         });
@@ -105,14 +106,23 @@ impl Sessions {
         opened
     }
 
-    /// The live session with this id, opened by `owner`, marked as used now. Another
-    /// principal presenting the id finds nothing, as if it did not exist; nor does anyone
-    /// find a session idle past `idle_timeout` (the sweeper ends it).
     /// Sessions open now (`/metrics`).
     pub fn count(&self) -> usize {
         self.open.lock().expect("sessions lock").len()
     }
 
+    /// The sessions open now with how long each went unused, oldest first (the status
+    /// page; it never shows an id, which admits requests to its session).
+    pub fn list(&self) -> Vec<(Session, Duration)> {
+        let open = self.open.lock().expect("sessions lock");
+        let mut listed: Vec<(Session, Duration)> = open.values().map(|(s, used)| (s.clone(), used.elapsed())).collect();
+        listed.sort_by_key(|(s, _)| s.opened);
+        listed
+    }
+
+    /// The live session with this id, opened by `owner`, marked as used now. Another
+    /// principal presenting the id finds nothing, as if it did not exist; nor does anyone
+    /// find a session idle past `idle_timeout` (the sweeper ends it).
     pub fn get(&self, id: &str, owner: &Principal, idle_timeout: Duration) -> Option<Session> {
         let mut open = self.open.lock().expect("sessions lock");
         let (session, used) = open.get_mut(id).filter(|(s, _)| s.owner == *owner)?;

@@ -89,7 +89,7 @@ pub async fn upgrade(
     let transport = transport(label, peer_pid, socket::cwd_of(peer_pid));
     let upgraded = hyper::upgrade::on(request);
     let stream_front = front.clone();
-    front.life.hold_stream(move |end| async move {
+    front.life.hold_stream(transport.clone(), move |end| async move {
         let io = match upgraded.await {
             Ok(upgraded) => TokioIo::new(upgraded),
             Err(e) => return tracing::warn!("stdio relay upgrade failed: {e}"),

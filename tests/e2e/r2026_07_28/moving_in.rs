@@ -160,9 +160,22 @@ impl Machine {
     /// under `key` in between, and comes back byte for byte.
     #[track_caller]
     fn round_trip(&self, host: &str, file: &Path, key: &str, extra: &[&str]) -> String {
+        self.round_trip_installing(host, file, key, extra, extra)
+    }
+
+    /// As [`Machine::round_trip`], with `install_extra` for install only.
+    #[track_caller]
+    fn round_trip_installing(
+        &self,
+        host: &str,
+        file: &Path,
+        key: &str,
+        install_extra: &[&str],
+        extra: &[&str],
+    ) -> String {
         let before = std::fs::read(file).unwrap();
         let mut args = vec!["install", host];
-        args.extend(extra);
+        args.extend(install_extra);
         self.ok(&args);
         let installed = std::fs::read_to_string(file).unwrap();
         let parsed = jsonc(&installed);
@@ -310,6 +323,165 @@ fn gemini_qwen_codex_and_opencode_remote_servers_import_as_url_servers() {
 }
 
 #[test]
+fn claude_codes_servers_for_this_project_in_the_user_file_are_imported_from_that_project_only() {
+    let machine = Machine::new();
+    let project = machine.home().join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    std::fs::create_dir_all(project.join("src/deep")).unwrap();
+    let other = machine.home().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let user = json!({
+        "mcpServers": {"everywhere": {"type": "stdio", "command": "user-mcp", "args": [], "env": {}}},
+        "projects": {
+            project.to_str().unwrap(): {
+                "allowedTools": [],
+                "mcpServers": {
+                    "local": {"type": "stdio", "command": "local-mcp", "args": ["--x"], "env": {"K": "V"}},
+                    "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"X-Key": "k"}},
+                },
+            },
+            other.to_str().unwrap(): {"mcpServers": {"elsewhere": {"type": "stdio", "command": "other-mcp"}}},
+        },
+    });
+    machine.write(".claude.json", &serde_json::to_string_pretty(&user).unwrap());
+
+    // From a directory deep in the project's git worktree: the project's and the user's.
+    let output = machine.run(&["import", "claude"], &project.join("src/deep"));
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("added local from claude") && stdout.contains("projects["), "{}", text(&output));
+    let servers = machine.config()["mcpServers"].clone();
+    assert_eq!(servers["everywhere"], json!({"command": "user-mcp"}));
+    assert_eq!(servers["local"], json!({"command": "local-mcp", "args": ["--x"], "env": {"K": "V"}}));
+    assert_eq!(servers["docs"], json!({"url": "https://docs.example/mcp", "headers": {"X-Key": "k"}}));
+    assert!(servers.get("elsewhere").is_none(), "another project's server was imported: {servers:#}");
+
+    // From the other project: its own server joins; none of the first project's is lost.
+    let output = machine.run(&["import", "claude"], &other);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(machine.config()["mcpServers"]["elsewhere"], json!({"command": "other-mcp"}));
+}
+
+/// The real Claude Code's `mcp add --scope local` writes where import reads.
+#[test]
+fn a_server_claude_code_added_for_the_project_is_imported() {
+    let daemon = Daemon::start(&node::echo_gateway_config());
+    let model = StandinModel::start(&json!({}));
+    let fakemcp = paths::fakemcp().to_str().expect("a UTF-8 path").to_owned();
+    let args = vec!["--tag".to_owned(), mcpx_e2e::tag()];
+    let home = HostHome::with_stdio_server(Host::ClaudeCode, "echo2", &fakemcp, &args, ("ECHO_NOTE", "kept"), &model);
+    let mut add = vec!["mcp", "add", "--scope", "local", "proj-echo", "-e", "NOTE=local", "--", &fakemcp];
+    add.extend(args.iter().map(String::as_str));
+    home.run(&add).assert_success("claude mcp add --scope local");
+
+    let config = daemon.config_path().to_str().expect("a UTF-8 path").to_owned();
+    let import = home.mcpx(&["import", "claude", "--config", &config], &daemon);
+    assert!(import.status.success(), "mcpx import claude: {}", text(&import));
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(
+        merged["mcpServers"]["proj-echo"],
+        json!({"command": fakemcp, "args": args, "env": {"NOTE": "local"}}),
+        "the project's server was not imported: {merged:#}"
+    );
+    assert!(merged["mcpServers"]["echo2"].is_object(), "the user's server was not imported: {merged:#}");
+}
+
+/// Every host that takes remote servers gets mcpx's URL in its own format, with the
+/// bearer `http.tokens` requires, and uninstall gives its file back byte for byte.
+#[test]
+fn install_http_writes_the_url_and_bearer_in_each_hosts_format_and_round_trips() {
+    const TOKEN: &str = "http-install-0123456789abcdef";
+    let machine = Machine::new();
+    machine.write(".config/mcpx/config.json", &json!({"http": {"port": 7751, "tokens": {"ci": TOKEN}}}).to_string());
+    let url = "http://127.0.0.1:7751/mcp";
+    let bearer = json!({"Authorization": format!("Bearer {TOKEN}")});
+    for (host, relative, key, expected) in [
+        ("claude", ".claude.json", "mcpServers", json!({"type": "http", "url": url, "headers": bearer})),
+        ("cursor", ".cursor/mcp.json", "mcpServers", json!({"url": url, "headers": bearer})),
+        ("vscode", ".config/Code/User/mcp.json", "servers", json!({"type": "http", "url": url, "headers": bearer})),
+        ("gemini", ".gemini/settings.json", "mcpServers", json!({"httpUrl": url, "headers": bearer})),
+        ("qwen", ".qwen/settings.json", "mcpServers", json!({"httpUrl": url, "headers": bearer})),
+        (
+            "opencode",
+            ".config/opencode/opencode.json",
+            "mcp",
+            json!({"type": "remote", "url": url, "enabled": true, "headers": bearer}),
+        ),
+    ] {
+        let file = machine.write(relative, &format!("{{\n  \"theme\": \"dark\",\n  \"{key}\": {{}}\n}}\n"));
+        let installed = machine.round_trip_installing(host, &file, key, &["--http"], &[]);
+        assert_eq!(jsonc(&installed)[key]["mcpx"], expected, "{host}:\n{installed}");
+    }
+
+    // Codex: a [mcp_servers.mcpx] table with url and http_headers.
+    let codex = machine.write(".codex/config.toml", "model = \"m\"\n");
+    let before = std::fs::read(&codex).unwrap();
+    machine.ok(&["install", "codex", "--http"]);
+    let installed = std::fs::read_to_string(&codex).unwrap();
+    let table = installed.split("[mcp_servers.mcpx]").nth(1).unwrap_or_else(|| panic!("no mcpx table:\n{installed}"));
+    assert!(table.contains(&format!("url = \"{url}\"")), "{installed}");
+    assert!(table.contains(&format!("http_headers = {{ Authorization = \"Bearer {TOKEN}\" }}")), "{installed}");
+    assert!(!table.contains("command"), "{installed}");
+    machine.ok(&["uninstall", "codex"]);
+    assert_eq!(std::fs::read(&codex).unwrap(), before);
+
+    // Claude Desktop's file takes stdio servers only: refused, nothing written.
+    let desktop = machine.write(".config/Claude/claude_desktop_config.json", "{\"mcpServers\": {}}\n");
+    let config_before = std::fs::read(machine.mcpx_config()).unwrap();
+    let output = machine.run(&["install", "claude-desktop", "--http"], &machine.home());
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stdio servers only"), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&desktop).unwrap(), "{\"mcpServers\": {}}\n");
+    assert_eq!(std::fs::read(machine.mcpx_config()).unwrap(), config_before);
+}
+
+#[test]
+fn install_http_with_several_tokens_needs_the_one_the_host_sends() {
+    let machine = Machine::new();
+    let tokens = json!({"a": "token-a-0123456789abcdef", "b": "token-b-0123456789abcdef"});
+    machine.write(".config/mcpx/config.json", &json!({"http": {"port": 7751, "tokens": tokens}}).to_string());
+    let claude = machine.write(".claude.json", "{}\n");
+    let output = machine.run(&["install", "claude", "--http"], &machine.home().join("project"));
+    assert!(!output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--token") && !stderr.contains("token-a-"), "{}", text(&output));
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), "{}\n", "written without a token chosen");
+    machine.ok(&["install", "claude", "--http", "--token", "b"]);
+    let installed = jsonc(&std::fs::read_to_string(&claude).unwrap());
+    assert_eq!(installed["mcpServers"]["mcpx"]["headers"]["Authorization"], "Bearer token-b-0123456789abcdef");
+}
+
+/// A real host, installed with `--http` against a daemon that requires a token: its
+/// `mcp list` shows mcpx connected (it sent the bearer to the daemon's real URL).
+#[track_caller]
+fn install_http_then_list(host: Host, name: &str) {
+    const TOKEN: &str = "real-host-0123456789abcdef";
+    let mut config = node::echo_gateway_config();
+    config["http"] = json!({"tokens": {"host": TOKEN}});
+    let daemon = Daemon::start(&config);
+    let model = StandinModel::start(&json!({}));
+    let fakemcp = paths::fakemcp().to_str().expect("a UTF-8 path").to_owned();
+    let args = vec!["--tag".to_owned(), mcpx_e2e::tag()];
+    let home = HostHome::with_stdio_server(host, "echo2", &fakemcp, &args, ("ECHO_NOTE", "kept"), &model);
+    let config = daemon.config_path().to_str().expect("a UTF-8 path").to_owned();
+    let install = home.mcpx(&["install", name, "--http", "--config", &config], &daemon);
+    assert!(install.status.success(), "mcpx install {name} --http: {}", text(&install));
+    let installed = std::fs::read_to_string(home.config_file()).unwrap();
+    assert!(installed.contains(daemon.url()) && !installed.contains("serve"), "{installed}");
+    home.assert_lists_mcpx_connected();
+}
+
+#[test]
+fn claude_code_mcp_list_shows_mcpx_connected_after_install_http() {
+    install_http_then_list(Host::ClaudeCode, "claude");
+}
+
+#[test]
+fn gemini_cli_mcp_list_shows_mcpx_connected_after_install_http() {
+    install_http_then_list(Host::GeminiCli, "gemini");
+}
+
+#[test]
 fn a_same_name_server_that_differs_is_reported_not_overwritten() {
     let machine = Machine::new();
     machine.write(
@@ -399,11 +571,87 @@ fn completions_man_page_and_service_unit_come_from_the_cli() {
     assert!(unit.contains("WantedBy=default.target"), "{unit}");
     let unit_file = machine.home().join(".config/systemd/user/mcpx.service");
     assert!(!unit_file.exists(), "--dry-run wrote the unit");
-    // Where systemd does not run (this container), install says so and writes nothing.
-    if !Path::new("/run/systemd/system").is_dir() {
-        let output = machine.run(&["service", "install"], &machine.home());
-        assert!(!output.status.success(), "{}", text(&output));
-        assert!(String::from_utf8_lossy(&output.stderr).contains("systemd does not run here"), "{}", text(&output));
-        assert!(!unit_file.exists(), "the unit was written without systemd");
+}
+
+/// Where no systemd user manager runs (this machine has no systemd; elsewhere, a runtime
+/// dir without the manager's socket stands for a session without one), `mcpx service
+/// install` and `uninstall` say why and what to do instead, and write nothing.
+#[test]
+fn service_install_without_a_systemd_user_manager_says_so_and_writes_nothing() {
+    let machine = Machine::new();
+    let runtime = machine.home().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let unit_file = machine.home().join(".config/systemd/user/mcpx.service");
+    for command in ["install", "uninstall"] {
+        let output = Command::new(paths::mcpx())
+            .args(["service", command])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", machine.home())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpx");
+        assert_eq!(output.status.code(), Some(1), "service {command}: {}", text(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let why = if Path::new("/run/systemd/system").is_dir() {
+            "no systemd user manager runs for this user"
+        } else {
+            "systemd does not run here (no /run/systemd/system)"
+        };
+        assert!(stderr.contains(why), "service {command}: {}", text(&output));
+        assert!(stderr.contains("nothing written") && stderr.contains("mcpx daemon"), "{}", text(&output));
+        assert!(!unit_file.exists(), "service {command} wrote the unit");
     }
+}
+
+/// `scripts/install` into a fresh home, given the binary this build made (`--binary`; the
+/// default path, `cargo install`, is the same but for a release build of its own): mcpx
+/// in ~/.cargo/bin, completions for three shells and the man page where each looks, told
+/// that the bin dir is not on the PATH; a second run changes nothing.
+#[test]
+fn scripts_install_puts_mcpx_its_completions_and_man_page_under_home() {
+    let machine = Machine::new();
+    let home = machine.home();
+    let run = || {
+        Command::new(paths::repo_root().join("scripts/install"))
+            .args(["--binary".as_ref(), paths::mcpx().as_os_str()])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/install")
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", text(&first));
+    let bin = home.join(".cargo/bin/mcpx");
+    let version = Command::new(&bin).arg("--version").output().expect("run the installed mcpx");
+    assert!(version.status.success() && String::from_utf8_lossy(&version.stdout).starts_with("mcpx "), "{version:?}");
+    let read = |relative: &str| {
+        std::fs::read_to_string(home.join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}\n{}", text(&first)))
+    };
+    assert!(read(".local/share/bash-completion/completions/mcpx").contains("mcpx"));
+    assert!(read(".local/share/zsh/site-functions/_mcpx").starts_with("#compdef mcpx"));
+    assert!(read(".config/fish/completions/mcpx.fish").contains("complete -c mcpx"));
+    assert!(read(".local/share/man/man1/mcpx.1").contains(".TH mcpx 1"));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains(&format!("add {} to your PATH", home.join(".cargo/bin").display())), "{stdout}");
+
+    let files = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_owned()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+                let path = entry.path();
+                if path.is_dir() { stack.push(path) } else { found.push((path.clone(), std::fs::read(&path).unwrap())) }
+            }
+        }
+        found.sort();
+        found
+    };
+    let before = files(&home);
+    let again = run();
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(files(&home), before, "a second run changed the installed files");
 }

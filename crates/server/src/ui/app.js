@@ -1,4 +1,4 @@
-// The mcpx status page: polls /ui/state and rebuilds the tables. Every string from the
+// The mcpx status page: polls /ui/state once a second and rebuilds the tables. Every string from the
 // daemon (server names, upstream error text) goes in with textContent, never as markup.
 "use strict";
 
@@ -23,8 +23,8 @@ function fill(id, rows) {
   body.replaceChildren(...rows);
 }
 
-// The journal and the logins, from the /v1 API (same origin, same admission); the page
-// still shows the status when either is unavailable.
+// The logins, from the /v1 API (same origin, same admission); the page still shows the
+// status when they are unavailable.
 async function optional(path, fallback) {
   try {
     const response = await fetch(path, { cache: "no-store" });
@@ -34,52 +34,84 @@ async function optional(path, fallback) {
   }
 }
 
-function render(state, stats, log, auth) {
+function row(cells, data) {
+  const tr = document.createElement("tr");
+  for (const [key, value] of Object.entries(data || {})) tr.dataset[key] = value;
+  for (const c of cells) Array.isArray(c) ? cell(tr, c[0], c[1]) : cell(tr, c);
+  return tr;
+}
+
+// What an upstream asks, in a line: each request's method and message.
+function asks(inputRequests) {
+  return Object.values(inputRequests || {}).map((r) => {
+    const message = r && r.params && typeof r.params.message === "string" ? ": " + r.params.message : "";
+    return (r && r.method ? r.method : "?") + message;
+  }).join("; ");
+}
+
+function bytes(n) {
+  if (n < 1024) return n + " B";
+  if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1024 / 1024).toFixed(1) + " MiB";
+}
+
+function render(state, auth) {
   const daemon = document.getElementById("daemon");
   daemon.textContent = "pid " + state.pid + " · v" + state.version + " · up " + duration(state.uptimeMs) +
-    (state.config ? " · " + state.config : "");
+    (state.config ? " · " + state.config : "") + (state.sees === "own" ? " · showing your own" : "");
+  const journal = state.journal || { rates: [], recent: [] };
   const live = new Set(state.instances.map((i) => i.server));
-  const counts = new Map(stats.groups.map((g) => [g.key, g]));
+  const counts = new Map(journal.rates.map((g) => [g.key, g]));
   const logins = new Map(auth.servers.map((a) => [a.server, a.state]));
   fill("servers", state.servers.map((s) => {
-    const row = document.createElement("tr");
-    row.dataset.server = s.name;
     let status = live.has(s.name) ? "running" : "idle";
     if (logins.get(s.name) === "needsLogin") status = "needs-login";
     if (s.failing) status = s.failing.crashLoop ? "crash-looping" : "failing";
     const count = counts.get(s.name);
-    cell(row, s.name);
-    cell(row, s.scope);
-    cell(row, status + (s.failing ? " (" + s.failing.failures + "×, retry in " + duration(s.failing.retryInMs) + ")" : ""),
-      "state-" + status);
-    cell(row, count ? String(count.calls) : "0");
-    cell(row, count ? count.errors + " (" + Math.round(count.errorRate * 100) + "%)" : "");
-    cell(row, count && count.p95Ms != null ? count.p95Ms.toFixed(1) + " ms" : "");
-    cell(row, s.failing ? s.failing.lastError : "", "error");
-    return row;
+    return row([
+      s.name,
+      s.scope,
+      [status + (s.failing ? " (" + s.failing.failures + "×, retry in " + duration(s.failing.retryInMs) + ")" : ""),
+        "state-" + status],
+      count ? String(count.calls) : "0",
+      count ? count.errors + " (" + Math.round(count.errorRate * 100) + "%)" : "",
+      count && count.p95Ms != null ? count.p95Ms.toFixed(1) + " ms" : "",
+      [s.failing ? s.failing.lastError : "", "error"],
+    ], { server: s.name });
   }));
-  fill("instances", state.instances.map((i) => {
-    const row = document.createElement("tr");
-    row.dataset.server = i.server;
-    cell(row, i.server);
-    cell(row, i.key);
-    cell(row, i.pid == null ? "" : String(i.pid));
-    cell(row, duration(i.ageMs));
-    cell(row, duration(i.idleMs));
-    cell(row, String(i.inUse));
-    return row;
-  }));
-  fill("calls", log.records.slice().reverse().map((c) => {
-    const row = document.createElement("tr");
-    cell(row, new Date(c.timeMs).toLocaleTimeString());
-    cell(row, c.server ?? "");
-    cell(row, c.method + (c.name ? " " + c.name : ""));
-    cell(row, c.session ?? c.client ?? "");
-    cell(row, c.outcome, c.outcome === "ok" ? "" : "error");
-    cell(row, c.durationMs == null ? "" : c.durationMs.toFixed(1));
-    return row;
-  }));
-  document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  fill("instances", state.instances.map((i) => row([
+    i.server, i.key, i.pid == null ? "" : String(i.pid), duration(i.ageMs), duration(i.idleMs), String(i.inUse),
+  ], { server: i.server })));
+  const sessions = state.sessions.map((s) => ({
+    transport: "http session (" + s.revision + ")", session: s.session, client: s.client, ageMs: s.ageMs,
+    idle: duration(s.idleMs), inFlight: String(s.inFlight), asked: String(s.asked), artifacts: s.artifacts,
+  })).concat(state.streams.map((s) => ({
+    transport: "stdio stream" + (s.pid == null ? "" : " (pid " + s.pid + ")") + (s.cwd ? " in " + s.cwd : ""),
+    session: s.session ?? "", client: "local", ageMs: s.ageMs, idle: "", inFlight: "", asked: "",
+    artifacts: s.artifacts,
+  })));
+  fill("sessions", sessions.map((s) => row([
+    s.transport, s.session, s.client, duration(s.ageMs), s.idle, s.inFlight, s.asked, String(s.artifacts.length),
+  ], { session: s.session })));
+  fill("questions", state.questions.map((q) => row([
+    q.id, q.server, q.tool, q.session ?? q.client, asks(q.inputRequests),
+    q.expiresInMs == null ? "" : duration(q.expiresInMs),
+  ], { question: q.id })));
+  fill("artifacts", sessions.flatMap((s) => s.artifacts.map((a) => row([
+    s.session, a.name, a.mimeType, bytes(a.size), duration(a.ageMs),
+  ], { session: s.session }))));
+  fill("calls", journal.recent.map((c) => row([
+    new Date(c.timeMs).toLocaleTimeString(),
+    c.server ?? "",
+    c.method + (c.name ? " " + c.name : ""),
+    c.session ?? c.client ?? "",
+    [c.outcome, c.outcome === "ok" ? "" : "error"],
+    c.durationMs == null ? "" : c.durationMs.toFixed(1),
+  ])));
+  const unlisted = state.sessionsOpen - state.sessions.length;
+  document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString() +
+    (unlisted > 0 ? " · " + unlisted + " more HTTP sessions open, not listed" : "") +
+    (state.journal ? "" : " · the journal is off: no calls or error rates");
 }
 
 async function poll() {
@@ -87,12 +119,7 @@ async function poll() {
     const response = await fetch("/ui/state", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
     const state = await response.json();
-    const [stats, log, auth] = await Promise.all([
-      optional("/v1/stats?by=server", { groups: [] }),
-      optional("/v1/log?limit=20", { records: [] }),
-      optional("/v1/auth", { servers: [] }),
-    ]);
-    render(state, stats, log, auth);
+    render(state, await optional("/v1/auth", { servers: [] }));
   } catch (e) {
     document.getElementById("daemon").textContent = "unreachable: " + e.message;
   }
