@@ -9,6 +9,7 @@
 //! record and counts it. Listings are not journaled: they carry no caller's data and would drown the
 //! calls in noise.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -92,7 +93,7 @@ impl Outcome {
 
 /// Who asked, as the journal keeps it: the principal (whose records these are), the
 /// client and session as mcpx prints them, the transport and the revision.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Caller {
     /// `Principal::tag`: empty for the local user.
@@ -409,8 +410,8 @@ impl Journal {
         capacity: usize,
         retention: impl Fn() -> Option<JournalConfig> + Send + 'static,
     ) -> Result<Journal, rusqlite::Error> {
-        let connection = Connection::open(path)?;
-        connection.execute_batch(SCHEMA)?;
+        let mut connection = Connection::open(path)?;
+        prepare(&mut connection)?;
         let queue =
             Arc::new(Queue { state: Mutex::default(), wake: Condvar::new(), capacity, dropped: AtomicU64::new(0) });
         let writer = queue.clone();
@@ -492,17 +493,24 @@ impl Journal {
     }
 }
 
+/// The records, and the callers they name once each: a call's row holds its caller's id,
+/// so the writer binds one integer where it bound five strings. `calls` is the view every
+/// reader queries, with one column per field of a [`Record`].
 const SCHEMA: &str = "
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = NORMAL;
-CREATE TABLE IF NOT EXISTS calls (
+CREATE TABLE IF NOT EXISTS callers (
     id INTEGER PRIMARY KEY,
-    time_ms INTEGER NOT NULL,
     principal TEXT NOT NULL,
     client TEXT,
     session TEXT,
     transport TEXT NOT NULL,
-    revision TEXT NOT NULL,
+    revision TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    time_ms INTEGER NOT NULL,
+    caller INTEGER NOT NULL,
     server TEXT,
     instance TEXT,
     method TEXT NOT NULL,
@@ -515,11 +523,47 @@ CREATE TABLE IF NOT EXISTS calls (
     bytes_out INTEGER NOT NULL,
     arguments TEXT
 );
-CREATE INDEX IF NOT EXISTS calls_by_time ON calls (time_ms);
--- Each index costs every call a B-tree insert; a caller's own records are found through
--- the time index (a query has a window) or newest first by id, so principal has none.
-DROP INDEX IF EXISTS calls_by_principal;
+-- Each index costs every call a B-tree insert: time is the one every query has.
+CREATE INDEX IF NOT EXISTS records_by_time ON records (time_ms);
 ";
+
+/// The view over [`SCHEMA`]'s tables that readers query.
+const VIEW: &str = "
+CREATE VIEW IF NOT EXISTS calls AS
+SELECT r.id, r.time_ms, c.principal, c.client, c.session, c.transport, c.revision, r.server, r.instance,
+       r.method, r.name, r.in_script, r.duration_us, r.outcome, r.code, r.bytes_in, r.bytes_out, r.arguments
+FROM records r JOIN callers c ON c.id = r.caller;
+";
+
+/// A journal written before callers had a table of their own kept everything in one
+/// table `calls`: its rows move into the two tables, in one transaction.
+const MIGRATE_ONE_TABLE: &str = "
+INSERT INTO callers (principal, client, session, transport, revision)
+    SELECT DISTINCT principal, client, session, transport, revision FROM calls;
+INSERT INTO records (id, time_ms, caller, server, instance, method, name, in_script, duration_us, outcome, code,
+                     bytes_in, bytes_out, arguments)
+    SELECT o.id, o.time_ms, c.id, o.server, o.instance, o.method, o.name, o.in_script, o.duration_us, o.outcome,
+           o.code, o.bytes_in, o.bytes_out, o.arguments
+    FROM calls o JOIN callers c ON c.principal = o.principal AND c.client IS o.client AND c.session IS o.session
+                               AND c.transport = o.transport AND c.revision = o.revision;
+DROP TABLE calls;
+";
+
+/// Creates the tables and the view in `connection`, moving an older journal's rows.
+fn prepare(connection: &mut Connection) -> Result<(), rusqlite::Error> {
+    connection.execute_batch(SCHEMA)?;
+    let one_table: bool = connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls')",
+        [],
+        |r| r.get(0),
+    )?;
+    if one_table {
+        let transaction = connection.transaction()?;
+        transaction.execute_batch(MIGRATE_ONE_TABLE)?;
+        transaction.commit()?;
+    }
+    connection.execute_batch(VIEW)
+}
 
 const COLUMNS: &str = "id, time_ms, principal, client, session, transport, revision, server, instance, method, name, \
                        in_script, duration_us, outcome, code, bytes_in, bytes_out, arguments";
@@ -553,10 +597,11 @@ fn row_record(row: &rusqlite::Row<'_>) -> Result<Record, rusqlite::Error> {
 /// The writer: waits for a record, gathers for [`GATHER`] (a flush or the close cuts that
 /// short), writes what the queue holds in transactions of at most [`BATCH`], and enforces
 /// retention now and then. Ends, after writing what is left, when the journal is dropped.
-fn write(mut connection: Connection, queue: &Queue, retention: impl Fn() -> Option<JournalConfig>) {
+fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<JournalConfig>) {
+    let mut store = Store::new(connection);
     let mut pruned = Instant::now();
     if let Some(config) = retention() {
-        prune(&connection, &config);
+        store.prune(&config);
     }
     let lock = || queue.state.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
@@ -573,7 +618,7 @@ fn write(mut connection: Connection, queue: &Queue, retention: impl Fn() -> Opti
         let closed = queued.closed;
         drop(queued);
         for batch in records.chunks(BATCH) {
-            if let Err(e) = insert(&mut connection, batch) {
+            if let Err(e) = store.insert(batch) {
                 tracing::warn!("journal: cannot write {} records: {e}", batch.len());
             }
         }
@@ -585,50 +630,112 @@ fn write(mut connection: Connection, queue: &Queue, retention: impl Fn() -> Opti
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             let Some(config) = retention() else { return };
-            prune(&connection, &config);
+            store.prune(&config);
             pruned = Instant::now();
         }
     }
 }
 
-fn insert(connection: &mut Connection, batch: &[Record]) -> Result<(), rusqlite::Error> {
-    let transaction = connection.transaction()?;
-    {
-        let mut statement = transaction.prepare_cached(&format!(
-            "INSERT INTO calls ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            &COLUMNS["id, ".len()..]
-        ))?;
-        for r in batch {
-            statement.execute(rusqlite::params![
-                r.time_ms,
-                r.caller.principal,
-                r.caller.client,
-                r.caller.session,
-                r.caller.transport,
-                r.caller.revision,
-                r.server,
-                r.instance,
-                r.method,
-                r.name,
-                r.in_script,
-                r.duration_us,
-                r.outcome.as_str(),
-                r.code,
-                r.bytes_in,
-                r.bytes_out,
-                r.arguments,
-            ])?;
+/// The writer's side of the file: its connection, and the ids of the callers it has
+/// written (the `callers` table's rows, found or added once each).
+struct Store {
+    connection: Connection,
+    callers: HashMap<Caller, i64>,
+}
+
+impl Store {
+    fn new(connection: Connection) -> Store {
+        Store { connection, callers: HashMap::new() }
+    }
+
+    /// Writes `batch` in one transaction.
+    fn insert(&mut self, batch: &[Record]) -> Result<(), rusqlite::Error> {
+        let transaction = self.connection.transaction()?;
+        {
+            let mut statement = transaction.prepare_cached(
+                "INSERT INTO records (time_ms, caller, server, instance, method, name, in_script, duration_us, \
+                 outcome, code, bytes_in, bytes_out, arguments) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            for r in batch {
+                let caller = match self.callers.get(&r.caller) {
+                    Some(id) => *id,
+                    None => {
+                        let id = caller_id(&transaction, &r.caller)?;
+                        self.callers.insert(r.caller.clone(), id);
+                        id
+                    }
+                };
+                statement.execute(rusqlite::params![
+                    r.time_ms,
+                    caller,
+                    r.server,
+                    r.instance,
+                    r.method,
+                    r.name,
+                    r.in_script,
+                    r.duration_us,
+                    r.outcome.as_str(),
+                    r.code,
+                    r.bytes_in,
+                    r.bytes_out,
+                    r.arguments,
+                ])?;
+            }
+        }
+        let written = transaction.commit();
+        if written.is_err() {
+            // Callers added in the transaction are gone with it.
+            self.callers.clear();
+        }
+        written
+    }
+
+    /// Enforces retention ([`prune`]); callers no record names any more go too, and are
+    /// forgotten here, to be added again when they call.
+    fn prune(&mut self, config: &JournalConfig) {
+        if prune(&self.connection, config) > 0 {
+            self.callers.clear();
+            if let Err(e) =
+                self.connection.execute("DELETE FROM callers WHERE id NOT IN (SELECT caller FROM records)", [])
+            {
+                tracing::warn!("journal: cannot prune callers: {e}");
+            }
         }
     }
-    transaction.commit()
+}
+
+/// The id of `caller`'s row, added if there is none.
+fn caller_id(connection: &Connection, caller: &Caller) -> Result<i64, rusqlite::Error> {
+    let params = rusqlite::params![caller.principal, caller.client, caller.session, caller.transport, caller.revision];
+    let found = connection
+        .prepare_cached(
+            "SELECT id FROM callers WHERE principal = ?1 AND client IS ?2 AND session IS ?3 AND transport = ?4 \
+             AND revision = ?5",
+        )?
+        .query_row(params, |r| r.get(0));
+    match found {
+        Err(rusqlite::Error::QueryReturnedNoRows) => {
+            connection
+                .prepare_cached(
+                    "INSERT INTO callers (principal, client, session, transport, revision) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params)?;
+            Ok(connection.last_insert_rowid())
+        }
+        found => found,
+    }
 }
 
 /// Deletes records older than `journal.maxAge`, then the oldest until the file's used
 /// pages fit `journal.maxBytes` (freed pages are reused, so the file stops growing).
-fn prune(connection: &Connection, config: &JournalConfig) {
+/// Returns how many records it deleted.
+fn prune(connection: &Connection, config: &JournalConfig) -> usize {
+    let mut deleted = 0;
     let cutoff = now_ms() - i64::try_from(config.max_age.as_millis()).unwrap_or(i64::MAX);
-    if let Err(e) = connection.execute("DELETE FROM calls WHERE time_ms < ?1", [cutoff]) {
-        tracing::warn!("journal: cannot prune old records: {e}");
+    match connection.execute("DELETE FROM records WHERE time_ms < ?1", [cutoff]) {
+        Ok(n) => deleted += n,
+        Err(e) => tracing::warn!("journal: cannot prune old records: {e}"),
     }
     let used = |c: &Connection| -> Result<u64, rusqlite::Error> {
         let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -638,14 +745,16 @@ fn prune(connection: &Connection, config: &JournalConfig) {
     };
     // A tenth of the records at a time, until the rest fit.
     while used(connection).is_ok_and(|bytes| bytes > config.max_bytes) {
-        let deleted = connection.execute(
-            "DELETE FROM calls WHERE id IN (SELECT id FROM calls ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM calls) / 10))",
+        match connection.execute(
+            "DELETE FROM records WHERE id IN \
+             (SELECT id FROM records ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM records) / 10))",
             [],
-        );
-        if !matches!(deleted, Ok(n) if n > 0) {
-            break;
+        ) {
+            Ok(n) if n > 0 => deleted += n,
+            _ => break,
         }
     }
+    deleted
 }
 
 /// Which records a reader asks for.
@@ -883,10 +992,10 @@ mod tests {
         }
     }
 
-    fn memory() -> Connection {
-        let connection = Connection::open_in_memory().unwrap();
-        connection.execute_batch(SCHEMA).unwrap();
-        connection
+    fn memory() -> Store {
+        let mut connection = Connection::open_in_memory().unwrap();
+        prepare(&mut connection).unwrap();
+        Store::new(connection)
     }
 
     fn count(connection: &Connection) -> i64 {
@@ -895,26 +1004,26 @@ mod tests {
 
     #[test]
     fn records_older_than_max_age_are_pruned_and_newer_ones_kept() {
-        let mut connection = memory();
+        let mut store = memory();
         let day = 24 * 3_600_000;
         let batch = [record(now_ms() - 3 * day, "", Outcome::Ok), record(now_ms(), "", Outcome::Ok)];
-        insert(&mut connection, &batch).unwrap();
-        prune(&connection, &JournalConfig { max_age: Duration::from_millis(2 * day as u64), ..Default::default() });
-        let left: i64 = connection.query_row("SELECT MIN(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
-        assert_eq!(count(&connection), 1);
+        store.insert(&batch).unwrap();
+        store.prune(&JournalConfig { max_age: Duration::from_millis(2 * day as u64), ..Default::default() });
+        let left: i64 = store.connection.query_row("SELECT MIN(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
+        assert_eq!(count(&store.connection), 1);
         assert!(left > now_ms() - day);
     }
 
     #[test]
     fn past_max_bytes_the_oldest_records_go_first() {
-        let mut connection = memory();
+        let mut store = memory();
         let mut batch: Vec<Record> = (0..2000).map(|i| record(now_ms() - 10_000 + i, "", Outcome::Ok)).collect();
         batch.iter_mut().for_each(|r| r.arguments = Some("x".repeat(200)));
-        insert(&mut connection, &batch).unwrap();
-        prune(&connection, &JournalConfig { max_bytes: 100 * 1024, ..Default::default() });
-        let left = count(&connection);
+        store.insert(&batch).unwrap();
+        store.prune(&JournalConfig { max_bytes: 100 * 1024, ..Default::default() });
+        let left = count(&store.connection);
         assert!(left > 0 && left < 2000, "{left} records left");
-        let newest: i64 = connection.query_row("SELECT MAX(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
+        let newest: i64 = store.connection.query_row("SELECT MAX(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
         assert_eq!(newest, batch.last().unwrap().time_ms);
     }
 
@@ -925,13 +1034,13 @@ mod tests {
         let path = dir.join("journal.sqlite");
         let _ = std::fs::remove_file(&path);
         let journal = Journal::open(&path, 16, || None).unwrap();
-        let mut connection = Connection::open(&path).unwrap();
+        let mut store = Store::new(Connection::open(&path).unwrap());
         let batch = [
             record(now_ms(), "", Outcome::Ok),
             record(now_ms(), "", Outcome::ToolError),
             record(now_ms(), "@\"ci\"", Outcome::Ok),
         ];
-        insert(&mut connection, &batch).unwrap();
+        store.insert(&batch).unwrap();
         let all = journal.stats(&Filter::default(), GroupBy::Server).unwrap();
         assert_eq!((all[0].key.as_deref(), all[0].calls, all[0].errors), (Some("alpha"), 3, 1));
         let ci = Filter::visible_to(&Principal::Token("ci".into()));
@@ -943,6 +1052,58 @@ mod tests {
         assert_eq!(read[0].outcome, Outcome::ToolError);
         drop(journal);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_caller_whose_records_were_all_pruned_is_journaled_again_when_it_calls() {
+        let mut store = memory();
+        let day = 24 * 3_600_000;
+        store.insert(&[record(now_ms() - 3 * day, "@\"ci\"", Outcome::Ok)]).unwrap();
+        store.prune(&JournalConfig { max_age: Duration::from_millis(day as u64), ..Default::default() });
+        assert_eq!(count(&store.connection), 0);
+        let callers: i64 = store.connection.query_row("SELECT COUNT(*) FROM callers", [], |r| r.get(0)).unwrap();
+        assert_eq!(callers, 0, "a caller no record names is pruned with its records");
+        store.insert(&[record(now_ms(), "@\"ci\"", Outcome::Ok)]).unwrap();
+        assert_eq!(count(&store.connection), 1, "the new record names a caller row that exists");
+    }
+
+    #[test]
+    fn a_journal_kept_in_one_table_is_moved_into_callers_and_records_whole() {
+        let dir = std::env::temp_dir().join(format!("mcpx-journal-migrate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE calls (id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, principal TEXT NOT NULL,
+                 client TEXT, session TEXT, transport TEXT NOT NULL, revision TEXT NOT NULL, server TEXT,
+                 instance TEXT, method TEXT NOT NULL, name TEXT, in_script INTEGER NOT NULL,
+                 duration_us INTEGER NOT NULL, outcome TEXT NOT NULL, code INTEGER, bytes_in INTEGER NOT NULL,
+                 bytes_out INTEGER NOT NULL, arguments TEXT);
+             CREATE INDEX calls_by_time ON calls (time_ms);
+             INSERT INTO calls VALUES (7, 1000, '', 'claude', NULL, 'socket', '2025-11-25', 'alpha',
+                 'alpha[global]', 'tools/call', 'echo', 0, 1500, 'ok', NULL, 10, 20, NULL);
+             INSERT INTO calls VALUES (9, 2000, '@\"ci\"', NULL, 'session:s1', 'http', '2026-07-28', 'beta',
+                 NULL, 'resources/read', 'file:///a', 1, 2500, 'error', -32602, 30, 0, '{\"a\":1}');",
+        )
+        .unwrap();
+        drop(old);
+        let journal = Journal::open(&path, 16, || None).unwrap();
+        let all = journal.read(&Query { filter: Filter::default(), limit: 10 }).unwrap();
+        let rows: Vec<Value> = all.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            rows[0],
+            json!({ "id": 9, "timeMs": 2000, "client": null, "session": "session:s1", "transport": "http",
+                    "revision": "2026-07-28", "server": "beta", "instance": null, "method": "resources/read",
+                    "name": "file:///a", "inScript": true, "durationUs": 2500, "outcome": "error", "code": -32602,
+                    "bytesIn": 30, "bytesOut": 0, "arguments": "{\"a\":1}" })
+        );
+        assert_eq!((rows[1]["id"].clone(), rows[1]["client"].clone()), (json!(7), json!("claude")));
+        let ci = Filter::visible_to(&Principal::Token("ci".into()));
+        assert_eq!(journal.read(&Query { filter: ci, limit: 10 }).unwrap().len(), 1);
+        drop(journal);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
