@@ -8,7 +8,7 @@
 //! [`MAX_TOOL_LABELS`] of them (then `other`); other methods' names (a resource's URI)
 //! never.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -43,7 +43,14 @@ type Durations = Family<CallLabels, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     pub requests: Family<CallLabels, Counter>,
     pub durations: Durations,
-    tools: Mutex<HashSet<(String, String)>>,
+    tools: Mutex<ToolLabels>,
+}
+
+/// The tool names used as labels so far, per server (at most [`MAX_TOOL_LABELS`]).
+#[derive(Default)]
+struct ToolLabels {
+    names: HashMap<String, HashSet<String>>,
+    count: usize,
 }
 
 impl Default for Metrics {
@@ -87,13 +94,16 @@ impl Metrics {
 
     fn tool_label(&self, server: &str, tool: &str) -> String {
         let mut tools = self.tools.lock().expect("metrics lock");
-        let pair = (server.to_owned(), tool.to_owned());
-        if tools.contains(&pair) || tools.len() < MAX_TOOL_LABELS {
-            tools.insert(pair);
-            tool.to_owned()
-        } else {
-            OTHER.to_owned()
+        // Looked up by reference: a name already labelled costs no copy.
+        if tools.names.get(server).is_some_and(|names| names.contains(tool)) {
+            return tool.to_owned();
         }
+        if tools.count >= MAX_TOOL_LABELS {
+            return OTHER.to_owned();
+        }
+        tools.count += 1;
+        tools.names.entry(server.to_owned()).or_default().insert(tool.to_owned());
+        tool.to_owned()
     }
 }
 
