@@ -274,15 +274,24 @@ impl Writer {
         }
     }
 
-    /// A nested message: written in place, then its key and length put before it (an
-    /// empty message is still written: its presence can mean something).
+    /// A nested message, written in place after its key and a one-byte length; a body of
+    /// 128 bytes or more (a span, the batch around it) moves over for the longer length.
+    /// An empty message is still written: its presence can mean something.
     fn message(&mut self, field: u32, body: impl FnOnce(&mut Writer)) {
+        encode_key(field, WireType::LengthDelimited, &mut self.0);
+        self.0.push(0);
         let start = self.0.len();
         body(self);
-        let mut header = Vec::with_capacity(6);
-        encode_key(field, WireType::LengthDelimited, &mut header);
-        encode_varint((self.0.len() - start) as u64, &mut header);
-        self.0.splice(start..start, header);
+        let len = self.0.len() - start;
+        if len < 0x80 {
+            self.0[start - 1] = len as u8;
+        } else {
+            let mut length = [0u8; 10];
+            let mut at = &mut length[..];
+            encode_varint(len as u64, &mut at);
+            let written = 10 - at.len();
+            self.0.splice(start - 1..start, length[..written].iter().copied());
+        }
     }
 }
 
