@@ -39,8 +39,8 @@ pub struct LogArgs {
 
 #[derive(clap::Args)]
 pub struct StatsArgs {
-    /// Group by server, tool, client or session.
-    #[arg(long, default_value = "server", value_parser = ["server", "tool", "client", "session"])]
+    /// Group by server, tool, client, session or instance.
+    #[arg(long, default_value = "server", value_parser = ["server", "tool", "client", "session", "instance"])]
     pub by: String,
     /// Only calls made in this last stretch of time: 10m, 1h, 7d.
     #[arg(long)]

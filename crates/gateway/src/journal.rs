@@ -826,6 +826,8 @@ pub enum GroupBy {
     Tool,
     Client,
     Session,
+    /// The instance that answered (`server[scope key]`).
+    Instance,
 }
 
 impl GroupBy {
@@ -835,6 +837,7 @@ impl GroupBy {
             "tool" => Some(GroupBy::Tool),
             "client" => Some(GroupBy::Client),
             "session" => Some(GroupBy::Session),
+            "instance" => Some(GroupBy::Instance),
             _ => None,
         }
     }
@@ -845,6 +848,7 @@ impl GroupBy {
             GroupBy::Tool => "COALESCE(server || '.', '') || COALESCE(name, '')",
             GroupBy::Client => "client",
             GroupBy::Session => "session",
+            GroupBy::Instance => "instance",
         }
     }
 }

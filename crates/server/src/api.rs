@@ -275,7 +275,7 @@ async fn log(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): 
 async fn stats(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::StatsQuery>) -> Response {
     let by_name = q.by.unwrap_or_else(|| "server".into());
     let Some(by) = journal::GroupBy::parse(&by_name) else {
-        let message = format!("\"by\" must be server, tool, client or session, not {by_name:?}");
+        let message = format!("\"by\" must be server, tool, client, session or instance, not {by_name:?}");
         return error(&RpcError::invalid_params(message));
     };
     let filter = match journal_filter(&front, &caller, q.since.as_deref()) {

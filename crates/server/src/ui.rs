@@ -121,6 +121,8 @@ struct JournalView {
     /// Calls, errors and durations per server over the last [`RATES_OVER`].
     rates: Vec<v1::StatsGroup>,
     rates_over_ms: u64,
+    /// Calls, errors and durations per instance (`server[scope key]`) over the same window.
+    instances: Vec<v1::StatsGroup>,
     /// The newest records, newest first.
     recent: Vec<v1::LogRecord>,
     dropped: u64,
@@ -211,10 +213,13 @@ async fn journal_view(front: &Arc<Front>, caller: &Identity) -> Option<JournalVi
     let recent = api::journal_filter(front, caller, None).ok()?;
     let rated = api::journal_filter(front, caller, Some(&since)).ok()?;
     let query = journal::Query { filter: recent, limit: RECENT_CALLS };
-    let read = api::read_journal(front, move |j| Ok((j.read(&query)?, j.stats(&rated, journal::GroupBy::Server)?)));
+    let read = api::read_journal(front, move |j| {
+        Ok((j.read(&query)?, j.stats(&rated, journal::GroupBy::Server)?, j.stats(&rated, journal::GroupBy::Instance)?))
+    });
     match read.await {
-        Ok(((records, rates), dropped)) => Some(JournalView {
+        Ok(((records, rates, instances), dropped)) => Some(JournalView {
             rates: rates.into_iter().map(api::stats_group).collect(),
+            instances: instances.into_iter().map(api::stats_group).collect(),
             rates_over_ms: millis(RATES_OVER),
             recent: records.into_iter().map(api::log_record).collect(),
             dropped,

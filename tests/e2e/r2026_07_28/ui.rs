@@ -101,6 +101,7 @@ fn the_page_shows_servers_follows_an_instance_and_renders_error_text_as_text() {
     // And the call, from the journal: in the recent calls, and counted on fake's row.
     page.until("document.querySelector('#calls tbody').innerText.includes('tools/call whoami')");
     page.until("document.querySelector('tr[data-server=fake] td:nth-child(4)').textContent === '1'");
+    page.until("document.querySelector('#instances tbody tr td:nth-child(7)').textContent === '1'");
 
     // The broken server fails to start; its error (naming the hostile command) is text.
     let _ = Modern::mcpx_call("broken", "anything", json!({})).send(daemon.url());
@@ -247,6 +248,10 @@ fn a_token_holder_sees_only_its_own_sessions_questions_artifacts_and_calls() {
     let recent = alice["journal"]["recent"].as_array().expect("recent calls");
     assert!(recent.iter().all(|r| r["client"] == "alice"), "alice sees another holder's calls: {alice}");
     assert_eq!(alice["streams"], json!([]), "{alice}");
+    // Calls per instance: alice's own, on the global instance both holders used.
+    let per_instance = alice["journal"]["instances"].as_array().expect("calls per instance");
+    let fake = per_instance.iter().find(|g| g["key"] == "fake[global]");
+    assert_eq!(fake.map(|g| &g["calls"]), Some(&json!(1)), "{alice}");
     let text = alice.to_string();
     for bobs in ["bob", &bob_question] {
         assert!(!text.contains(bobs), "alice's /ui/state shows {bobs:?}: {text}");
@@ -259,6 +264,14 @@ fn a_token_holder_sees_only_its_own_sessions_questions_artifacts_and_calls() {
     assert_eq!(owner["sees"], "everyone");
     assert_eq!(owner["sessions"].as_array().map(Vec::len), Some(2), "{owner}");
     assert_eq!(owner["questions"].as_array().map(Vec::len), Some(2), "{owner}");
+    let calls = |state: &Value| {
+        state["journal"]["instances"].as_array().and_then(|g| g.iter().find(|g| g["key"] == "fake[global]")).cloned()
+    };
+    let owners = poll(Duration::from_secs(30), || {
+        let owner: Value = serde_json::from_str(&daemon.home().v1("GET", "/ui/state", None).body).ok()?;
+        calls(&owner).filter(|g| g["calls"] == 2)
+    });
+    assert!(owners.is_some(), "the owner never saw both holders' calls on fake[global]");
 }
 
 #[test]

@@ -79,8 +79,10 @@ function render(state, auth) {
       [s.failing ? s.failing.lastError : "", "error"],
     ], { server: s.name });
   }));
+  const perInstance = new Map((state.journal?.instances ?? []).map((g) => [g.key, g.calls]));
   fill("instances", state.instances.map((i) => row([
     i.server, i.key, i.pid == null ? "" : String(i.pid), duration(i.ageMs), duration(i.idleMs), String(i.inUse),
+    String(perInstance.get(i.server + "[" + i.key + "]") ?? 0),
   ], { server: i.server })));
   const sessions = state.sessions.map((s) => ({
     transport: "http session (" + s.revision + ")", session: s.session, client: s.client, ageMs: s.ageMs,
