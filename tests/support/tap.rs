@@ -31,6 +31,8 @@ pub struct TappedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (`Null` when empty or not JSON).
     pub body: Value,
+    /// The body's bytes as sent.
+    pub raw_body: Vec<u8>,
 }
 
 impl TappedRequest {
@@ -223,6 +225,7 @@ fn parse_requests(mut bytes: &[u8]) -> Vec<TappedRequest> {
             path,
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            raw_body: body,
         });
         bytes = &rest[used..];
     }

@@ -5,9 +5,10 @@
 //! In order, each refusal answered at once:
 //!
 //! 0. **A node of the cluster**: a request carrying `X-Mcpx-Node` must be signed with the
-//!    cluster's key (`cluster::Link::verify`, over its body too) and is then admitted as
-//!    the principal the forwarding node resolved, with no other check (no browser can
-//!    sign); unsigned, or on a daemon in no cluster, it is refused (401).
+//!    cluster's key for this node, and taken once (`cluster::Link::verify`, over its
+//!    body too); it is then admitted as the principal the forwarding node resolved,
+//!    with no other check (no browser can sign); unsigned, replayed, or on a daemon in
+//!    no cluster, it is refused (401).
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
 //!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what

@@ -33,6 +33,7 @@ mod local_trust;
 mod metrics;
 mod moving_in;
 mod namespaces;
+mod node_trust;
 mod oauth_client;
 mod orphans;
 mod pages;
