@@ -51,6 +51,7 @@ mod scopes;
 mod secrets;
 mod serve;
 mod state_disk;
+mod status_policy;
 mod stdio_lines;
 mod tasks;
 mod traces;
