@@ -40,6 +40,8 @@ const PRINCIPAL_HEADER: &str = "x-mcpx-node-principal";
 const SIGNATURE_HEADER: &str = "x-mcpx-node-signature";
 /// 128 random bits per forwarded request: the signature is never the same twice.
 const NONCE_HEADER: &str = "x-mcpx-node-nonce";
+/// The SHA-256 of the body, hex: signed with the head, checked once the body is read.
+const BODY_HEADER: &str = "x-mcpx-node-body";
 
 /// How far a forwarded request's time may be from this node's clock. Nodes keep their
 /// clocks in step (NTP); a captured request can be replayed within this window only.
@@ -65,6 +67,16 @@ const FORWARDED_HEADERS: [&str; 10] = [
 
 /// The owner's response headers the caller gets back.
 const RETURNED_HEADERS: [&str; 4] = ["content-type", "mcp-session-id", "x-accel-buffering", "cache-control"];
+
+/// A request whose head another node of the cluster signed, its body not read yet.
+pub struct Vouched {
+    forwarded: Forwarded,
+    principal: Principal,
+    /// The SHA-256 of the body signed, hex.
+    body: String,
+    nonce: String,
+    forget_at: u64,
+}
 
 /// A request admission found signed by another node of the cluster.
 #[derive(Clone, Debug)]
@@ -186,17 +198,17 @@ impl Link {
     }
 
     /// The signature of a request from node `from` to node `to`: over the node headers
-    /// (`signed`: time, nonce, principal), the method and target, every header the
-    /// owner reads (those forwarded, in a fixed order) and a digest of the body.
+    /// (`signed`: time, nonce, principal, the body's digest), the method and target, and
+    /// every header the owner reads (those forwarded, in a fixed order). The body is in
+    /// it through its digest, so that a head can be checked before its body is read.
     fn signature(
         &self,
         from: &str,
         to: &str,
-        signed: [&str; 3],
+        signed: [&str; 4],
         method: &str,
         target: &str,
         headers: &HeaderMap,
-        body: &[u8],
     ) -> String {
         let mut mac = HmacSha256::new_from_slice(&self.auth_key).expect("any key length");
         for part in [from, to].into_iter().chain(signed).chain([method, target]) {
@@ -214,24 +226,18 @@ impl Link {
                 mac.update(b"\n");
             }
         }
-        mac.update(&Sha256::digest(body));
         hex(&mac.finalize().into_bytes())
     }
 
-    /// Checks a request carrying the node headers: the node that sent it and the
-    /// principal it vouches for, or why it is refused.
-    pub fn verify(
-        &self,
-        method: &Method,
-        target: &str,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<(Forwarded, Principal), String> {
+    /// Checks the head of a request carrying the node headers, before its body is read:
+    /// the node that sent it, the principal it vouches for and the body it signed, or
+    /// why it is refused. [`Link::accept`] then checks the body.
+    pub fn verify(&self, method: &Method, target: &str, headers: &HeaderMap) -> Result<Vouched, String> {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let (node, time, nonce, principal) =
-            (text(NODE_HEADER), text(TIME_HEADER), text(NONCE_HEADER), text(PRINCIPAL_HEADER));
+        let (node, time, nonce, principal, body) =
+            (text(NODE_HEADER), text(TIME_HEADER), text(NONCE_HEADER), text(PRINCIPAL_HEADER), text(BODY_HEADER));
         let expected =
-            self.signature(node, &self.node, [time, nonce, principal], method.as_str(), target, headers, body);
+            self.signature(node, &self.node, [time, nonce, principal, body], method.as_str(), target, headers);
         if !constant_eq(expected.as_bytes(), text(SIGNATURE_HEADER).as_bytes()) {
             return Err("the node-to-node signature does not match (or the request was signed for another node)".into());
         }
@@ -243,16 +249,30 @@ impl Link {
         if nonce.is_empty() {
             return Err("the node-to-node request has no nonce".into());
         }
-        let forget_at = sent.saturating_add(SIGNATURE_WINDOW.as_secs());
-        if !self.seen.lock().expect("nonces lock").first(nonce, now, forget_at) {
-            return Err("the node-to-node request was accepted once already: a replay".into());
-        }
         let principal = URL_SAFE_NO_PAD
             .decode(principal)
             .ok()
             .and_then(|json| serde_json::from_slice::<Principal>(&json).ok())
             .ok_or_else(|| "the forwarded principal is unreadable".to_owned())?;
-        Ok((Forwarded { from: node.to_owned() }, principal))
+        Ok(Vouched {
+            forwarded: Forwarded { from: node.to_owned() },
+            principal,
+            body: body.to_owned(),
+            nonce: nonce.to_owned(),
+            forget_at: sent.saturating_add(SIGNATURE_WINDOW.as_secs()),
+        })
+    }
+
+    /// Takes a request whose head [`Link::verify`] found signed, once its body is read:
+    /// the body must be the one signed, and the request never taken before.
+    pub fn accept(&self, vouched: Vouched, body: &[u8]) -> Result<(Forwarded, Principal), String> {
+        if hex(&Sha256::digest(body)) != vouched.body {
+            return Err("the body is not the one the node signed".into());
+        }
+        if !self.seen.lock().expect("nonces lock").first(&vouched.nonce, unix_now(), vouched.forget_at) {
+            return Err("the node-to-node request was accepted once already: a replay".into());
+        }
+        Ok((vouched.forwarded, vouched.principal))
     }
 
     /// Sends the caller's request, as it came, to `node` for `principal`, and streams
@@ -278,8 +298,9 @@ impl Link {
         if !sent.contains_key(header::ACCEPT) {
             sent.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
         }
-        let signed = [time.as_str(), nonce.as_str(), principal.as_str()];
-        let signature = self.signature(&self.node, &node.id, signed, method.as_str(), target, &sent, &body);
+        let digest = hex(&Sha256::digest(&body));
+        let signed = [time.as_str(), nonce.as_str(), principal.as_str(), digest.as_str()];
+        let signature = self.signature(&self.node, &node.id, signed, method.as_str(), target, &sent);
         let request = self
             .client
             .request(method, format!("{}{target}", node.url.trim_end_matches('/')))
@@ -287,6 +308,7 @@ impl Link {
             .header(NODE_HEADER, &self.node)
             .header(TIME_HEADER, time)
             .header(NONCE_HEADER, nonce)
+            .header(BODY_HEADER, digest)
             .header(PRINCIPAL_HEADER, principal)
             .header(SIGNATURE_HEADER, signature)
             .body(body);
@@ -393,39 +415,43 @@ mod tests {
         let a = link("0123456789abcdef0123456789abcdef");
         let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("alice".into())).unwrap());
         let time = unix_now().to_string();
-        let signed = |to: &str, nonce: &str, body: &[u8]| {
+        let digest = hex(&Sha256::digest(b"{}"));
+        let signed = |to: &str, nonce: &str| {
             let mut headers = HeaderMap::new();
             headers.insert("mcp-param-repo", HeaderValue::from_static("alpha"));
-            let sig = a.signature("node-b", to, [&time, nonce, &principal], "POST", "/mcp", &headers, body);
+            let sig = a.signature("node-b", to, [&time, nonce, &principal, &digest], "POST", "/mcp", &headers);
             headers.insert(NODE_HEADER, HeaderValue::from_static("node-b"));
             headers.insert(TIME_HEADER, HeaderValue::from_str(&time).unwrap());
             headers.insert(NONCE_HEADER, HeaderValue::from_str(nonce).unwrap());
             headers.insert(PRINCIPAL_HEADER, HeaderValue::from_str(&principal).unwrap());
+            headers.insert(BODY_HEADER, HeaderValue::from_str(&digest).unwrap());
             headers.insert(SIGNATURE_HEADER, HeaderValue::from_str(&sig).unwrap());
             headers
         };
-        let headers = signed("node-a", "n1", b"{}");
-        assert!(a.verify(&Method::POST, "/mcp", &headers, b"{\"x\":1}").is_err(), "another body");
-        assert!(a.verify(&Method::POST, "/v1/call", &headers, b"{}").is_err(), "another target");
-        assert!(a.verify(&Method::DELETE, "/mcp", &headers, b"{}").is_err(), "another method");
+        let take = |method: Method, target: &str, headers: &HeaderMap, body: &[u8]| {
+            a.verify(&method, target, headers).and_then(|vouched| a.accept(vouched, body))
+        };
+        let headers = signed("node-a", "n1");
+        assert!(take(Method::POST, "/mcp", &headers, b"{\"x\":1}").is_err(), "another body");
+        assert!(take(Method::POST, "/v1/call", &headers, b"{}").is_err(), "another target");
+        assert!(take(Method::DELETE, "/mcp", &headers, b"{}").is_err(), "another method");
         let mut swapped = headers.clone();
         let bob = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("bob".into())).unwrap());
         swapped.insert(PRINCIPAL_HEADER, HeaderValue::from_str(&bob).unwrap());
-        assert!(a.verify(&Method::POST, "/mcp", &swapped, b"{}").is_err(), "another principal");
+        assert!(take(Method::POST, "/mcp", &swapped, b"{}").is_err(), "another principal");
         let mut added = headers.clone();
         added.insert("mcp-session-id", HeaderValue::from_static("someone-elses"));
-        assert!(a.verify(&Method::POST, "/mcp", &added, b"{}").is_err(), "a header added");
+        assert!(take(Method::POST, "/mcp", &added, b"{}").is_err(), "a header added");
         let mut changed = headers.clone();
         changed.insert("mcp-param-repo", HeaderValue::from_static("beta"));
-        assert!(a.verify(&Method::POST, "/mcp", &changed, b"{}").is_err(), "a header changed");
+        assert!(take(Method::POST, "/mcp", &changed, b"{}").is_err(), "a header changed");
         let other = link("another secret, another cluster..");
-        assert!(other.verify(&Method::POST, "/mcp", &headers, b"{}").is_err(), "another cluster");
-        let (from, who) = a.verify(&Method::POST, "/mcp", &headers, b"{}").unwrap();
+        assert!(other.verify(&Method::POST, "/mcp", &headers).is_err(), "another cluster");
+        let (from, who) = take(Method::POST, "/mcp", &headers, b"{}").unwrap();
         assert_eq!((from.from.as_str(), who), ("node-b", Principal::Token("alice".into())));
-        assert!(a.verify(&Method::POST, "/mcp", &headers, b"{}").is_err(), "the same request again");
-        let for_c = signed("node-c", "n2", b"{}");
-        assert!(a.verify(&Method::POST, "/mcp", &for_c, b"{}").is_err(), "signed for another node");
-        assert!(a.verify(&Method::POST, "/mcp", &signed("node-a", "", b"{}"), b"{}").is_err(), "no nonce");
+        assert!(take(Method::POST, "/mcp", &headers, b"{}").is_err(), "the same request again");
+        assert!(take(Method::POST, "/mcp", &signed("node-c", "n2"), b"{}").is_err(), "signed for another node");
+        assert!(take(Method::POST, "/mcp", &signed("node-a", ""), b"{}").is_err(), "no nonce");
     }
 
     #[test]

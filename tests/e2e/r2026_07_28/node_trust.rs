@@ -2,7 +2,10 @@
 //! a signed request seen once on the wire must not be usable again, on its own node or
 //! on another.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::Command;
+use std::time::Duration;
 
 use mcpx_e2e::client::http;
 use mcpx_e2e::cluster::Cluster;
@@ -74,4 +77,60 @@ fn a_captured_node_request_is_refused_when_replayed_or_sent_to_another_node() {
         assert_eq!(again.status, 401, "a captured node request replayed to {node} was taken:\n{}", again.body);
         assert!(!again.body.contains("\"instance\""), "no upstream answered it: {}", again.body);
     }
+}
+
+/// The head of a request declaring a body it never sends, and the status line the node
+/// answers with, if it answers within `within`.
+fn head_only(url: &str, headers: &[(&str, &str)], within: Duration) -> Option<String> {
+    let authority = url.trim_start_matches("http://").split('/').next().expect("host:port");
+    let mut stream = TcpStream::connect(authority).expect("connect to the node");
+    stream.set_read_timeout(Some(within)).expect("a read timeout");
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: 4000000\r\n"
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("send the head");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    text.split("\r\n").next().filter(|line| !line.is_empty()).map(str::to_owned)
+}
+
+/// Someone with no token who claims to be a node is refused from the head of its
+/// request, as a caller without a token is: the node neither waits for nor keeps the
+/// body (up to `http.maxBodyBytes`, for up to `http.bodyReadTimeout`) of a request it
+/// cannot yet tell is signed.
+#[test]
+fn a_request_claiming_to_be_a_node_is_refused_before_its_body_is_read() {
+    let tokens = json!({"http": {"tokens": {"alice": "alice-token-0123456789"}}});
+    let cluster = Cluster::start(json!({"notes": fakemcp("session", &tag(), &[])}), "60s", tokens);
+    let url = cluster.nodes[0].url();
+    let within = Duration::from_secs(10);
+    let caller = head_only(url, &[], within);
+    assert!(caller.as_deref().is_some_and(|l| l.contains(" 401 ")), "a caller without a token: {caller:?}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string();
+    let node = head_only(
+        url,
+        &[
+            ("X-Mcpx-Node", "n2"),
+            ("X-Mcpx-Node-Time", &now),
+            ("X-Mcpx-Node-Nonce", "00112233445566778899aabbccddeeff"),
+            ("X-Mcpx-Node-Principal", "eyJUb2tlbiI6ImFsaWNlIn0"),
+            ("X-Mcpx-Node-Signature", &"0".repeat(64)),
+        ],
+        within,
+    );
+    assert!(
+        node.as_deref().is_some_and(|l| l.contains(" 401 ")),
+        "an unsigned node request was not refused from its head within {within:?}: {node:?}"
+    );
 }
