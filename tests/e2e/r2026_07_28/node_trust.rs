@@ -41,35 +41,31 @@ fn replay(request: &TappedRequest, url: &str) -> Reply {
     Reply { status, headers, body: answer.text().unwrap_or_default(), frames: Vec::new() }
 }
 
-/// Alice's call, forwarded by n2 to the owner n1 over a wire someone records (here: n1's
-/// lease names a recording relay in front of n1). Replaying the recorded request, to n1
-/// within the signature's time window or to n3, is refused: a node accepts each signed
-/// request once, and only the node it was signed for.
+fn alice(url: &str) -> Reply {
+    Modern::mcpx_call("notes", "whoami", json!({})).session("work").header("Authorization", ALICE).send(url)
+}
+
+fn alices_cluster(announce: [Option<String>; 3]) -> Cluster {
+    let tokens = json!({"http": {"tokens": {"alice": "alice-token-0123456789"}}});
+    Cluster::start_announcing(json!({"notes": fakemcp("session", &tag(), &[])}), "60s", tokens, announce)
+}
+
+/// Alice's call, forwarded by n2 to the owner n1 over a wire someone records (n1 is
+/// reached through a recording relay). Replaying the recorded request, to n1 within the
+/// signature's time window or to n3, is refused: a node accepts each signed request
+/// once, and only the node it was signed for.
 #[test]
 fn a_captured_node_request_is_refused_when_replayed_or_sent_to_another_node() {
-    let tag = tag();
-    let tokens = json!({"http": {"tokens": {"alice": "alice-token-0123456789"}}});
-    let cluster = Cluster::start(json!({"notes": fakemcp("session", &tag, &[])}), "60s", tokens);
-    let alice = |url: &str| {
-        Modern::mcpx_call("notes", "whoami", json!({})).session("work").header("Authorization", ALICE).send(url)
-    };
+    let mut wire = HttpTap::start_unbound();
+    let cluster = alices_cluster([Some(wire.base()), None, None]);
+    wire.relay_to(cluster.nodes[0].url());
     Whoami::of(&alice(cluster.nodes[0].url()));
-    let leases = redis(&cluster, &["--scan", "--pattern", "mcpx:lease:*"]);
-    let lease = leases.lines().next().unwrap_or_else(|| panic!("n1 holds a lease: {leases:?}"));
-    let value = redis(&cluster, &["GET", lease]);
-    let (fence_and_node, _url) = value.rsplit_once(' ').unwrap_or_else(|| panic!("a lease value: {value:?}"));
-    let tap = HttpTap::start(cluster.nodes[0].url());
-    let through = tap.url().trim_end_matches("/mcp").to_owned();
-    redis(&cluster, &["SET", lease, &format!("{fence_and_node} {through}"), "KEEPTTL"]);
-
-    let forwarded = alice(cluster.nodes[1].url());
-    Whoami::of(&forwarded);
-    redis(&cluster, &["SET", lease, &value, "KEEPTTL"]);
-    let captured = tap
+    Whoami::of(&alice(cluster.nodes[1].url()));
+    let captured = wire
         .requests()
         .into_iter()
         .find(|r| r.header("x-mcpx-node").is_some())
-        .unwrap_or_else(|| panic!("n2 forwarded through the relay:\n{}", tap.transcript()));
+        .unwrap_or_else(|| panic!("n2 forwarded to n1 through the relay:\n{}", wire.transcript()));
     assert_eq!(captured.header("authorization"), None, "the caller's token stays on n2: {captured:?}");
 
     for (node, url) in [("n1, again", cluster.nodes[0].url()), ("n3", cluster.nodes[2].url())] {
@@ -77,6 +73,29 @@ fn a_captured_node_request_is_refused_when_replayed_or_sent_to_another_node() {
         assert_eq!(again.status, 401, "a captured node request replayed to {node} was taken:\n{}", again.body);
         assert!(!again.body.contains("\"instance\""), "no upstream answered it: {}", again.body);
     }
+}
+
+/// Someone who can write to the cluster's Redis but does not know `cluster.secret`
+/// rewrites the lease of alice's instance to name a URL of theirs. No node sends
+/// anything there (alice's principal, her arguments, or a request to an internal
+/// address): the lease is refused, naming what is wrong, and alice's call fails.
+#[test]
+fn a_lease_naming_a_url_no_node_wrote_is_never_followed() {
+    let cluster = alices_cluster([None, None, None]);
+    Whoami::of(&alice(cluster.nodes[0].url()));
+    let leases = redis(&cluster, &["--scan", "--pattern", "mcpx:lease:*"]);
+    let lease = leases.lines().next().unwrap_or_else(|| panic!("n1 holds a lease: {leases:?}"));
+    let value = redis(&cluster, &["GET", lease]);
+    // Only the URL changes: the fence, the node and whatever else the value holds stay.
+    let elsewhere = HttpTap::start(cluster.nodes[0].url());
+    let mut fields: Vec<String> = value.split(' ').map(str::to_owned).collect();
+    assert!(fields.len() >= 3 && fields[2].starts_with("http://"), "a lease's third field is its URL: {value:?}");
+    fields[2] = elsewhere.base();
+    redis(&cluster, &["SET", lease, &fields.join(" "), "KEEPTTL"]);
+
+    let refused = alice(cluster.nodes[1].url());
+    assert!(elsewhere.requests().is_empty(), "a node followed a forged lease:\n{}", elsewhere.transcript());
+    assert!(refused.body.contains("no node of this cluster wrote it"), "{refused}");
 }
 
 /// The head of a request declaring a body it never sends, and the status line the node
@@ -111,8 +130,7 @@ fn head_only(url: &str, headers: &[(&str, &str)], within: Duration) -> Option<St
 /// cannot yet tell is signed.
 #[test]
 fn a_request_claiming_to_be_a_node_is_refused_before_its_body_is_read() {
-    let tokens = json!({"http": {"tokens": {"alice": "alice-token-0123456789"}}});
-    let cluster = Cluster::start(json!({"notes": fakemcp("session", &tag(), &[])}), "60s", tokens);
+    let cluster = alices_cluster([None, None, None]);
     let url = cluster.nodes[0].url();
     let within = Duration::from_secs(10);
     let caller = head_only(url, &[], within);
