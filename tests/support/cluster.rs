@@ -187,6 +187,13 @@ impl Cluster {
     /// `extra` top-level config (tokens, say).
     #[track_caller]
     pub fn start(servers: Value, ttl: &str, extra: Value) -> Cluster {
+        Cluster::start_announcing(servers, ttl, extra, [None, None, None])
+    }
+
+    /// As [`Cluster::start`], each node telling the others the base URL `announce` gives
+    /// it (`cluster.url`) instead of the address it listens on: a relay in front of it.
+    #[track_caller]
+    pub fn start_announcing(servers: Value, ttl: &str, extra: Value, announce: [Option<String>; 3]) -> Cluster {
         let redis = Redis::start();
         let nodes: Vec<Daemon> = (1..=3)
             .map(|i| {
@@ -194,6 +201,9 @@ impl Cluster {
                     "mcpServers": servers,
                     "cluster": {"redis": redis.url(), "secret": SECRET, "nodeId": format!("n{i}"), "leaseTtl": ttl},
                 });
+                if let Some(url) = &announce[i - 1] {
+                    config["cluster"]["url"] = json!(url);
+                }
                 if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
                     config.extend(extra.clone());
                 }

@@ -31,6 +31,8 @@ pub struct TappedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (`Null` when empty or not JSON).
     pub body: Value,
+    /// The body's bytes as sent.
+    pub raw_body: Vec<u8>,
 }
 
 impl TappedRequest {
@@ -65,6 +67,8 @@ type Connections = Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>;
 pub struct HttpTap {
     port: u16,
     path: String,
+    /// The `host:port` relayed to; empty until known ([`HttpTap::start_unbound`]).
+    target: Arc<Mutex<String>>,
     sent: Connections,
     /// What the target answered on each connection (same order as `sent`).
     received: Connections,
@@ -76,16 +80,23 @@ impl HttpTap {
     /// Starts relaying to the host and port of `url` (`http://127.0.0.1:P/mcp`).
     #[track_caller]
     pub fn start(url: &str) -> HttpTap {
-        let rest =
-            url.strip_prefix("http://").unwrap_or_else(|| panic!("HttpTap relays plain http:// only, not {url}"));
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let target = authority.to_owned();
+        let mut tap = HttpTap::start_unbound();
+        tap.relay_to(url);
+        tap
+    }
+
+    /// A tap whose target is not known yet: its port is, so that something can be told
+    /// to reach it before the target exists. Connections before [`HttpTap::relay_to`] are
+    /// closed unanswered.
+    pub fn start_unbound() -> HttpTap {
+        let target = Arc::new(Mutex::new(String::new()));
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the tap's port");
         let port = listener.local_addr().expect("the tap's address").port();
         let sent: Connections = Arc::default();
         let received: Connections = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = {
+            let target = Arc::clone(&target);
             let sent = Arc::clone(&sent);
             let received = Arc::clone(&received);
             let stop = Arc::clone(&stop);
@@ -95,6 +106,7 @@ impl HttpTap {
                         break;
                     }
                     let Ok(client) = client else { continue };
+                    let target = target.lock().unwrap().clone();
                     let Ok(server) = TcpStream::connect(&target) else {
                         // Nothing to relay to: the client sees the connection close.
                         continue;
@@ -110,7 +122,22 @@ impl HttpTap {
                 }
             })
         };
-        HttpTap { port, path: format!("/{path}"), sent, received, stop, acceptor: Some(acceptor) }
+        HttpTap { port, path: "/".to_owned(), target, sent, received, stop, acceptor: Some(acceptor) }
+    }
+
+    /// Relays from now on to the host and port of `url`; [`HttpTap::url`] takes its path.
+    #[track_caller]
+    pub fn relay_to(&mut self, url: &str) {
+        let rest =
+            url.strip_prefix("http://").unwrap_or_else(|| panic!("HttpTap relays plain http:// only, not {url}"));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        *self.target.lock().unwrap() = authority.to_owned();
+        self.path = format!("/{path}");
+    }
+
+    /// The tap's base URL, `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// The relayed endpoint: the target's path on the tap's port.
@@ -223,6 +250,7 @@ fn parse_requests(mut bytes: &[u8]) -> Vec<TappedRequest> {
             path,
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            raw_body: body,
         });
         bytes = &rest[used..];
     }

@@ -2,7 +2,10 @@
 //!
 //! With `cluster` configured, a key that must live in one place (see [`Cluster::clusters`])
 //! is served only by the node holding its lease. A lease is one Redis string,
-//! `"<fence> <node> <url>"`, set with a ttl (`cluster.leaseTtl`) by a script that also
+//! `"<fence> <node> <url> <tag>"` (the tag: an HMAC of the node and URL under a key
+//! from `cluster.secret`, so that only a node can name where requests go; a lease
+//! without a valid tag is refused, never followed), set with a ttl (`cluster.leaseTtl`)
+//! by a script that also
 //! increments the key's fencing counter, so no two leases of a key ever carry the same
 //! number. The owner renews each lease every third of the ttl by compare-and-renew (only
 //! the exact value it wrote), releases it by compare-and-delete once its instance is gone,
@@ -16,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+use hmac::{Hmac, Mac};
 use redis::aio::ConnectionManager;
 use sha2::{Digest, Sha256};
 
@@ -83,11 +87,14 @@ pub struct ClusterStatus {
     pub redis_error: Option<String>,
 }
 
+type HmacSha256 = Hmac<Sha256>;
+
 /// Most recovered keys kept for the status.
 const RECOVERED_KEPT: usize = 100;
 
 /// Takes a free lease (or one this node's previous life left), and notes the node
-/// that held the key before. KEYS: lease, fence, last owner. ARGV: node, url, ttl ms.
+/// that held the key before. KEYS: lease, fence, last owner. ARGV: node, url, ttl ms,
+/// the tag of the node and url.
 const CLAIM: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -95,7 +102,7 @@ if current then
   if node ~= ARGV[1] then return {0, current, ''} end
 end
 local fence = redis.call('INCR', KEYS[2])
-local value = fence .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]
+local value = fence .. ' ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4]
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
 local previous = redis.call('GET', KEYS[3]) or ''
 redis.call('SET', KEYS[3], ARGV[1])
@@ -154,7 +161,7 @@ impl Joining {
         };
         let url = url.trim_end_matches('/').to_owned();
         let config = ClusterConfig { redis, ..config.clone() };
-        let cluster = Cluster::new(&config, node.clone(), url.clone()).map_err(|e| e.to_string())?;
+        let cluster = Cluster::new(&config, node.clone(), url.clone(), &secret).map_err(|e| e.to_string())?;
         Ok(Joining { node, url, secret, cluster })
     }
 }
@@ -166,6 +173,9 @@ pub struct Cluster {
     global: GlobalPlacement,
     timeout: Duration,
     redis: ConnectionManager,
+    /// Tags the node and URL a lease names, so that a lease no node wrote (someone else
+    /// who can write to Redis) never sends a request anywhere.
+    tag_key: [u8; 32],
     /// Leases held, by their Redis key.
     held: Mutex<HashMap<String, Held>>,
     /// One claim at a time on this node: two first callers of one key must not both
@@ -183,9 +193,10 @@ struct Scripts {
 }
 
 impl Cluster {
-    /// A node of the cluster `config` describes, reached by others at `url` (base URL).
-    /// Connects lazily: a Redis that is down does not stop the daemon from starting.
-    pub fn new(config: &ClusterConfig, node: String, url: String) -> Result<Cluster, ClusterError> {
+    /// A node of the cluster `config` describes, reached by others at `url` (base URL),
+    /// sharing `secret` with them. Connects lazily: a Redis that is down does not stop
+    /// the daemon from starting.
+    pub fn new(config: &ClusterConfig, node: String, url: String, secret: &str) -> Result<Cluster, ClusterError> {
         let client = redis::Client::open(config.redis.as_str()).map_err(|e| ClusterError::Protocol(e.to_string()))?;
         let manager = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.redis_timeout))
@@ -201,6 +212,11 @@ impl Cluster {
             global: config.global,
             timeout: config.redis_timeout,
             redis,
+            tag_key: {
+                let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("any key length");
+                mac.update(b"mcpx lease values");
+                mac.finalize().into_bytes().into()
+            },
             held: Mutex::default(),
             claiming: tokio::sync::Mutex::new(()),
             recovered: Mutex::default(),
@@ -247,10 +263,17 @@ impl Cluster {
             .key(format!("mcpx:last:{}", &lease[11..]))
             .arg(&self.node)
             .arg(&self.url)
-            .arg(self.ttl.as_millis() as u64);
+            .arg(self.ttl.as_millis() as u64)
+            .arg(self.tag(&self.node, &self.url));
         let mut redis = self.redis.clone();
         let (won, value, previous): (i64, String, String) = self.timed(invocation.invoke_async(&mut redis)).await?;
-        let (fence, node, url) = parse_lease(&value).ok_or_else(|| ClusterError::Protocol(value.clone()))?;
+        let (fence, node, url, tag) = parse_lease(&value).ok_or_else(|| ClusterError::Protocol(value.clone()))?;
+        if !constant_eq(self.tag(node, url).as_bytes(), tag.as_bytes()) {
+            tracing::error!(instance = %key, node, url, "a lease in Redis was not written by a node of this cluster");
+            return Err(ClusterError::Protocol(format!(
+                "the lease of this instance names node {node:?} at {url:?}, but no node of this cluster wrote it (its tag does not match cluster.secret): nothing is sent there"
+            )));
+        }
         if won == 0 {
             return Ok(Claim::Elsewhere(Node { id: node.to_owned(), url: url.to_owned() }));
         }
@@ -271,6 +294,15 @@ impl Cluster {
         let held = Held { key: key.clone(), value, fence, absent: 0 };
         self.held.lock().expect("cluster lock").insert(lease, held);
         Ok(Claim::Mine)
+    }
+
+    /// The tag of a lease naming `node` at `url`, hex.
+    fn tag(&self, node: &str, url: &str) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.tag_key).expect("any key length");
+        mac.update(node.as_bytes());
+        mac.update(b"\n");
+        mac.update(url.as_bytes());
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     fn holds(&self, lease: &str) -> bool {
@@ -406,11 +438,18 @@ fn lease_key(key: &InstanceKey) -> String {
     out
 }
 
-/// `"<fence> <node> <url>"`.
-fn parse_lease(value: &str) -> Option<(u64, &str, &str)> {
-    let mut parts = value.splitn(3, ' ');
+/// `"<fence> <node> <url> <tag>"`.
+fn parse_lease(value: &str) -> Option<(u64, &str, &str, &str)> {
+    let (rest, tag) = value.rsplit_once(' ')?;
+    let mut parts = rest.splitn(3, ' ');
     let fence = parts.next()?.parse().ok()?;
-    Some((fence, parts.next()?, parts.next()?))
+    Some((fence, parts.next()?, parts.next()?, tag))
+}
+
+/// Equality that takes as long whichever byte differs.
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -420,8 +459,12 @@ mod tests {
 
     #[test]
     fn a_lease_names_its_fence_node_and_url_and_keys_stay_out_of_redis_key_names() {
-        assert_eq!(parse_lease("7 node-a http://10.0.0.5:7750"), Some((7, "node-a", "http://10.0.0.5:7750")));
-        assert_eq!(parse_lease("x node-a url"), None);
+        assert_eq!(
+            parse_lease("7 node-a http://10.0.0.5:7750 0a1b"),
+            Some((7, "node-a", "http://10.0.0.5:7750", "0a1b"))
+        );
+        assert_eq!(parse_lease("x node-a url tag"), None);
+        assert_eq!(parse_lease("7 node-a http://10.0.0.5:7750"), None, "no tag");
         let key = InstanceKey {
             server: "git".into(),
             owner: Owner::Session(SessionKey {

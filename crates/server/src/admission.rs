@@ -5,9 +5,10 @@
 //! In order, each refusal answered at once:
 //!
 //! 0. **A node of the cluster**: a request carrying `X-Mcpx-Node` must be signed with the
-//!    cluster's key (`cluster::Link::verify`, over its body too) and is then admitted as
-//!    the principal the forwarding node resolved, with no other check (no browser can
-//!    sign); unsigned, or on a daemon in no cluster, it is refused (401).
+//!    cluster's key for this node, and taken once (`cluster::Link::verify`, over its
+//!    body too); it is then admitted as the principal the forwarding node resolved,
+//!    with no other check (no browser can sign); unsigned, replayed, or on a daemon in
+//!    no cluster, it is refused (401).
 //! 1. **Origin** (any listener): a present `Origin` must be a loopback origin or one of
 //!    `http.allowedHosts` (403). A page on another site is refused before it can act.
 //!    So is a request the browser marks `Sec-Fetch-Site: cross-site`: it covers what
@@ -29,7 +30,8 @@
 //!    `Content-Type: application/json` (415), body or not, so no CORS "simple request"
 //!    (a form, `text/plain`, no preflight) can drive a state-changing route.
 //!
-//! It never reads the body (but a node's, to check its signature) and never resolves an identity: handlers do that after it,
+//! It never reads the body (but a signed node request's, to check it against its
+//! signature) and never resolves an identity: handlers do that after it,
 //! from the [`Admitted`] transport it leaves in the request's extensions (the peer's pid
 //! and cwd over the socket, the token's principal over TCP). A caller's token goes no
 //! further than this step: only the principal it names does.
@@ -96,9 +98,11 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
 }
 
 /// A request that says it comes from another node of the cluster: admitted only under a
-/// valid signature (checked over its body too), as the principal that node vouches for.
-/// Anything else carrying the node headers is refused (401), whoever sent it: a caller
-/// cannot pass for a node. A signed request needs no browser checks: no page can sign.
+/// valid signature, as the principal that node vouches for. The head's signature is
+/// checked before the body is read (a body is read only for a request a node signed),
+/// then the body against the digest signed. Anything else carrying the node headers is
+/// refused (401), whoever sent it: a caller cannot pass for a node. A signed request
+/// needs no browser checks: no page can sign.
 async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let Some(link) = &front.cluster else {
@@ -108,18 +112,24 @@ async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
             "node-to-node requests are refused: this daemon is in no cluster",
         );
     };
-    let limit = front.gateway.settings().config().http.max_body_bytes;
     let (parts, body) = request.into_parts();
+    let target = parts.uri.path_and_query().map_or(path.as_str(), |t| t.as_str());
+    let refused = |why: String| {
+        tracing::warn!("refused a request carrying node-to-node headers: {why}");
+        refuse(&path, StatusCode::UNAUTHORIZED, &format!("not a node of this cluster: {why}"))
+    };
+    // The head first: a body is read only for a request another node signed.
+    let vouched = match link.verify(&parts.method, target, &parts.headers) {
+        Ok(vouched) => vouched,
+        Err(why) => return refused(why),
+    };
+    let limit = front.gateway.settings().config().http.max_body_bytes;
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
         return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes");
     };
-    let target = parts.uri.path_and_query().map_or(path.as_str(), |t| t.as_str());
-    let (forwarded, principal) = match link.verify(&parts.method, target, &parts.headers, &body) {
-        Ok(verified) => verified,
-        Err(why) => {
-            tracing::warn!("refused a request carrying node-to-node headers: {why}");
-            return refuse(&path, StatusCode::UNAUTHORIZED, &format!("not a node of this cluster: {why}"));
-        }
+    let (forwarded, principal) = match link.accept(vouched, &body) {
+        Ok(accepted) => accepted,
+        Err(why) => return refused(why),
     };
     let mut request = Request::from_parts(parts, axum::body::Body::from(body));
     request.extensions_mut().insert(Admitted(Transport { principal, ..Transport::default() }));

@@ -76,6 +76,7 @@ impl FromRequestParts<Arc<Front>> for Caller {
 fn cluster_status(
     status: mcpx_gateway::cluster::ClusterStatus,
     principal: &mcpx_gateway::Principal,
+    sees: impl Fn(&str) -> bool,
 ) -> v1::ClusterStatus {
     v1::ClusterStatus {
         node: status.node,
@@ -84,13 +85,13 @@ fn cluster_status(
         leases: status
             .leases
             .into_iter()
-            .filter(|(key, _)| key.owner.is_visible_to(principal))
+            .filter(|(key, _)| sees(&key.server) && key.owner.is_visible_to(principal))
             .map(|(key, fence)| v1::LeaseStatus { server: key.server, key: key.owner.to_string(), fence })
             .collect(),
         recovered: status
             .recovered
             .into_iter()
-            .filter(|r| r.key.owner.is_visible_to(principal))
+            .filter(|r| sees(&r.key.server) && r.key.owner.is_visible_to(principal))
             .map(|r| v1::RecoveredStatus {
                 server: r.key.server,
                 key: r.key.owner.to_string(),
@@ -107,12 +108,17 @@ async fn status(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json
 }
 
 /// The daemon's status as `caller` may see it (`/v1/status`, and the start of `/ui/state`).
+/// A server the caller's `clients` entry leaves out is absent, as from every listing:
+/// its name, failures, instances and leases. The daemon's owner sees every server.
 pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
     let config = front.gateway.settings().config();
+    let access = policy::Access::of(&config, caller);
+    let sees = |server: &str| matches!(caller.principal, mcpx_gateway::Principal::Local) || access.server(server);
     let failing = front.gateway.failing();
     let servers: Vec<v1::ServerStatus> = config
         .mcp_servers
         .iter()
+        .filter(|(name, _)| sees(name))
         .map(|(name, s)| v1::ServerStatus {
             name: name.clone(),
             scope: s.scope.as_str().to_owned(),
@@ -131,7 +137,7 @@ pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
         .instances()
         .into_iter()
         // A token holder sees the shared instances and its own, not other holders' sessions.
-        .filter(|i| i.key.owner.is_visible_to(&caller.principal))
+        .filter(|i| sees(&i.key.server) && i.key.owner.is_visible_to(&caller.principal))
         .map(|i| v1::InstanceStatus {
             server: i.key.server.clone(),
             key: i.key.owner.to_string(),
@@ -153,7 +159,7 @@ pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
         servers,
         instances,
         journal_dropped: front.gateway.journal().map(|j| j.dropped()),
-        cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal)),
+        cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal, sees)),
     }
 }
 

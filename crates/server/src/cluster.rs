@@ -3,17 +3,24 @@
 //! and legacy session ids that say (opaquely) which node holds the session.
 //!
 //! Trust: a forwarded request carries the caller's principal as the first node resolved
-//! it, under an HMAC made with a key derived from `cluster.secret` over the node, the
-//! time, the method, the path, the principal, the session id and a digest of the body.
-//! Admission checks it before anything else; a request that carries the node headers
-//! without a valid signature is refused, so a caller's own headers are never taken for
-//! a node's. What this must never do: forward the caller's credentials (only the
-//! principal they proved goes on), or forward a request that was itself forwarded.
+//! it, under an HMAC made with a key derived from `cluster.secret` over the sending node,
+//! the node it is for, the time, a random nonce, the method, the path, the principal,
+//! every header the owner reads and a digest of the body. Admission checks it before
+//! anything else; a request that carries the node headers without a valid signature is
+//! refused, so a caller's own headers are never taken for a node's. A node takes each
+//! signed request once (it remembers the nonces it accepted for as long as their time
+//! is in the window) and only when signed for itself: a request seen on the wire
+//! between two nodes cannot be sent again, to its node or to another. What this must
+//! never do: forward the caller's credentials (only the principal they proved goes on),
+//! or forward a request that was itself forwarded.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -31,6 +38,10 @@ pub const NODE_HEADER: &str = "x-mcpx-node";
 const TIME_HEADER: &str = "x-mcpx-node-time";
 const PRINCIPAL_HEADER: &str = "x-mcpx-node-principal";
 const SIGNATURE_HEADER: &str = "x-mcpx-node-signature";
+/// 128 random bits per forwarded request: the signature is never the same twice.
+const NONCE_HEADER: &str = "x-mcpx-node-nonce";
+/// The SHA-256 of the body, hex: signed with the head, checked once the body is read.
+const BODY_HEADER: &str = "x-mcpx-node-body";
 
 /// How far a forwarded request's time may be from this node's clock. Nodes keep their
 /// clocks in step (NTP); a captured request can be replayed within this window only.
@@ -57,6 +68,16 @@ const FORWARDED_HEADERS: [&str; 10] = [
 /// The owner's response headers the caller gets back.
 const RETURNED_HEADERS: [&str; 4] = ["content-type", "mcp-session-id", "x-accel-buffering", "cache-control"];
 
+/// A request whose head another node of the cluster signed, its body not read yet.
+pub struct Vouched {
+    forwarded: Forwarded,
+    principal: Principal,
+    /// The SHA-256 of the body signed, hex.
+    body: String,
+    nonce: String,
+    forget_at: u64,
+}
+
 /// A request admission found signed by another node of the cluster.
 #[derive(Clone, Debug)]
 pub struct Forwarded {
@@ -73,6 +94,34 @@ pub struct Link {
     seal_key: [u8; 32],
     mac_key: [u8; 32],
     client: reqwest::Client,
+    /// The nonces of the signed requests accepted whose time is still in the window.
+    seen: Mutex<Seen>,
+}
+
+/// Accepted nonces, each until its request's time leaves [`SIGNATURE_WINDOW`]. Only
+/// validly signed requests are remembered, so it holds at most what the other nodes
+/// forwarded here in two windows.
+#[derive(Default)]
+struct Seen {
+    nonces: HashSet<String>,
+    /// In the order accepted, with when each may be forgotten (unix seconds).
+    expiring: VecDeque<(u64, String)>,
+}
+
+impl Seen {
+    /// Whether `nonce` is new (it is remembered until `forget_at`).
+    fn first(&mut self, nonce: &str, now: u64, forget_at: u64) -> bool {
+        while self.expiring.front().is_some_and(|(at, _)| *at < now) {
+            if let Some((_, old)) = self.expiring.pop_front() {
+                self.nonces.remove(&old);
+            }
+        }
+        if !self.nonces.insert(nonce.to_owned()) {
+            return false;
+        }
+        self.expiring.push_back((forget_at, nonce.to_owned()));
+        true
+    }
 }
 
 impl Link {
@@ -91,6 +140,7 @@ impl Link {
             seal_key: derive(secret, "mcpx session id sealing"),
             mac_key: derive(secret, "mcpx session id integrity"),
             client,
+            seen: Mutex::default(),
         }
     }
 
@@ -147,53 +197,82 @@ impl Link {
         full[..16].try_into().expect("16 of 32 bytes")
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The signature of a request from node `from` to node `to`: over the node headers
+    /// (`signed`: time, nonce, principal, the body's digest), the method and target, and
+    /// every header the owner reads (those forwarded, in a fixed order). The body is in
+    /// it through its digest, so that a head can be checked before its body is read.
     fn signature(
         &self,
-        node: &str,
-        time: &str,
+        from: &str,
+        to: &str,
+        signed: [&str; 4],
         method: &str,
         target: &str,
-        principal: &str,
-        session: &str,
-        body: &[u8],
+        headers: &HeaderMap,
     ) -> String {
         let mut mac = HmacSha256::new_from_slice(&self.auth_key).expect("any key length");
-        for part in [node, time, method, target, principal, session] {
+        for part in [from, to].into_iter().chain(signed).chain([method, target]) {
             mac.update(part.as_bytes());
             mac.update(b"\n");
         }
-        mac.update(&Sha256::digest(body));
+        let mut names: Vec<&str> = headers.keys().map(HeaderName::as_str).filter(|n| is_forwarded(n)).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            for value in headers.get_all(name) {
+                mac.update(name.as_bytes());
+                mac.update(b":");
+                mac.update(value.as_bytes());
+                mac.update(b"\n");
+            }
+        }
         hex(&mac.finalize().into_bytes())
     }
 
-    /// Checks a request carrying the node headers: the node that sent it and the
-    /// principal it vouches for, or why it is refused.
-    pub fn verify(
-        &self,
-        method: &Method,
-        target: &str,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<(Forwarded, Principal), String> {
+    /// Checks the head of a request carrying the node headers, before its body is read:
+    /// the node that sent it, the principal it vouches for and the body it signed, or
+    /// why it is refused. [`Link::accept`] then checks the body.
+    pub fn verify(&self, method: &Method, target: &str, headers: &HeaderMap) -> Result<Vouched, String> {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let (node, time, principal) = (text(NODE_HEADER), text(TIME_HEADER), text(PRINCIPAL_HEADER));
-        let session = text("mcp-session-id");
-        let expected = self.signature(node, time, method.as_str(), target, principal, session, body);
+        let (node, time, nonce, principal, body) =
+            (text(NODE_HEADER), text(TIME_HEADER), text(NONCE_HEADER), text(PRINCIPAL_HEADER), text(BODY_HEADER));
+        let expected =
+            self.signature(node, &self.node, [time, nonce, principal, body], method.as_str(), target, headers);
         if !constant_eq(expected.as_bytes(), text(SIGNATURE_HEADER).as_bytes()) {
-            return Err("the node-to-node signature does not match".into());
+            return Err("the node-to-node signature does not match (or the request was signed for another node)".into());
         }
         let sent = time.parse::<u64>().map_err(|_| "the node-to-node time is not a number".to_owned())?;
         let now = unix_now();
         if now.abs_diff(sent) > SIGNATURE_WINDOW.as_secs() {
             return Err(format!("the node-to-node request is {}s from this node's clock", now.abs_diff(sent)));
         }
+        if nonce.is_empty() {
+            return Err("the node-to-node request has no nonce".into());
+        }
         let principal = URL_SAFE_NO_PAD
             .decode(principal)
             .ok()
             .and_then(|json| serde_json::from_slice::<Principal>(&json).ok())
             .ok_or_else(|| "the forwarded principal is unreadable".to_owned())?;
-        Ok((Forwarded { from: node.to_owned() }, principal))
+        Ok(Vouched {
+            forwarded: Forwarded { from: node.to_owned() },
+            principal,
+            body: body.to_owned(),
+            nonce: nonce.to_owned(),
+            forget_at: sent.saturating_add(SIGNATURE_WINDOW.as_secs()),
+        })
+    }
+
+    /// Takes a request whose head [`Link::verify`] found signed, once its body is read:
+    /// the body must be the one signed, and the request never taken before.
+    pub fn accept(&self, vouched: Vouched, body: &[u8]) -> Result<(Forwarded, Principal), String> {
+        if hex(&Sha256::digest(body)) != vouched.body {
+            return Err("the body is not the one the node signed".into());
+        }
+        if !self.seen.lock().expect("nonces lock").first(&vouched.nonce, unix_now(), vouched.forget_at) {
+            return Err("the node-to-node request was accepted once already: a replay".into());
+        }
+        Ok((vouched.forwarded, vouched.principal))
     }
 
     /// Sends the caller's request, as it came, to `node` for `principal`, and streams
@@ -209,18 +288,27 @@ impl Link {
     ) -> Response {
         let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(principal).expect("a principal serializes"));
         let time = unix_now().to_string();
-        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let signature = self.signature(&self.node, &time, method.as_str(), target, &principal, session, &body);
-        let mut request = self.client.request(method, format!("{}{target}", node.url.trim_end_matches('/')));
-        for (name, value) in headers {
-            let keep = FORWARDED_HEADERS.contains(&name.as_str()) || name.as_str().starts_with("mcp-param-");
-            if keep {
-                request = request.header(name, value);
-            }
+        let nonce = new_nonce();
+        let mut sent: HeaderMap = headers
+            .iter()
+            .filter(|(name, _)| is_forwarded(name.as_str()))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        // What the HTTP client would add itself, added here so that it is signed too.
+        if !sent.contains_key(header::ACCEPT) {
+            sent.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
         }
-        request = request
+        let digest = hex(&Sha256::digest(&body));
+        let signed = [time.as_str(), nonce.as_str(), principal.as_str(), digest.as_str()];
+        let signature = self.signature(&self.node, &node.id, signed, method.as_str(), target, &sent);
+        let request = self
+            .client
+            .request(method, format!("{}{target}", node.url.trim_end_matches('/')))
+            .headers(sent)
             .header(NODE_HEADER, &self.node)
             .header(TIME_HEADER, time)
+            .header(NONCE_HEADER, nonce)
+            .header(BODY_HEADER, digest)
             .header(PRINCIPAL_HEADER, principal)
             .header(SIGNATURE_HEADER, signature)
             .body(body);
@@ -248,6 +336,17 @@ impl Link {
             reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
         })
     }
+}
+
+/// Whether a caller's header goes on with a forwarded request (and is signed).
+fn is_forwarded(name: &str) -> bool {
+    FORWARDED_HEADERS.contains(&name) || name.starts_with("mcp-param-")
+}
+
+fn new_nonce() -> String {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).expect("the OS random source is available");
+    hex(&nonce)
 }
 
 /// A 32-byte key for one purpose, from the shared secret.
@@ -312,30 +411,56 @@ mod tests {
     }
 
     #[test]
-    fn a_signature_covers_the_principal_the_target_and_the_body() {
+    fn a_signature_covers_the_principal_the_target_the_headers_and_the_body_and_is_taken_once() {
         let a = link("0123456789abcdef0123456789abcdef");
         let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("alice".into())).unwrap());
         let time = unix_now().to_string();
-        let signed = |target: &str, principal: &str, body: &[u8]| {
+        let digest = hex(&Sha256::digest(b"{}"));
+        let signed = |to: &str, nonce: &str| {
             let mut headers = HeaderMap::new();
-            headers.insert(NODE_HEADER, HeaderValue::from_static("node-a"));
+            headers.insert("mcp-param-repo", HeaderValue::from_static("alpha"));
+            let sig = a.signature("node-b", to, [&time, nonce, &principal, &digest], "POST", "/mcp", &headers);
+            headers.insert(NODE_HEADER, HeaderValue::from_static("node-b"));
             headers.insert(TIME_HEADER, HeaderValue::from_str(&time).unwrap());
-            headers.insert(PRINCIPAL_HEADER, HeaderValue::from_str(principal).unwrap());
-            let sig = a.signature("node-a", &time, "POST", target, principal, "", body);
+            headers.insert(NONCE_HEADER, HeaderValue::from_str(nonce).unwrap());
+            headers.insert(PRINCIPAL_HEADER, HeaderValue::from_str(&principal).unwrap());
+            headers.insert(BODY_HEADER, HeaderValue::from_str(&digest).unwrap());
             headers.insert(SIGNATURE_HEADER, HeaderValue::from_str(&sig).unwrap());
             headers
         };
-        let headers = signed("/mcp", &principal, b"{}");
-        let (from, who) = a.verify(&Method::POST, "/mcp", &headers, b"{}").unwrap();
-        assert_eq!((from.from.as_str(), who), ("node-a", Principal::Token("alice".into())));
-        assert!(a.verify(&Method::POST, "/mcp", &headers, b"{\"x\":1}").is_err(), "another body");
-        assert!(a.verify(&Method::POST, "/v1/call", &headers, b"{}").is_err(), "another target");
-        assert!(a.verify(&Method::DELETE, "/mcp", &headers, b"{}").is_err(), "another method");
+        let take = |method: Method, target: &str, headers: &HeaderMap, body: &[u8]| {
+            a.verify(&method, target, headers).and_then(|vouched| a.accept(vouched, body))
+        };
+        let headers = signed("node-a", "n1");
+        assert!(take(Method::POST, "/mcp", &headers, b"{\"x\":1}").is_err(), "another body");
+        assert!(take(Method::POST, "/v1/call", &headers, b"{}").is_err(), "another target");
+        assert!(take(Method::DELETE, "/mcp", &headers, b"{}").is_err(), "another method");
         let mut swapped = headers.clone();
         let bob = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&Principal::Token("bob".into())).unwrap());
         swapped.insert(PRINCIPAL_HEADER, HeaderValue::from_str(&bob).unwrap());
-        assert!(a.verify(&Method::POST, "/mcp", &swapped, b"{}").is_err(), "another principal");
+        assert!(take(Method::POST, "/mcp", &swapped, b"{}").is_err(), "another principal");
+        let mut added = headers.clone();
+        added.insert("mcp-session-id", HeaderValue::from_static("someone-elses"));
+        assert!(take(Method::POST, "/mcp", &added, b"{}").is_err(), "a header added");
+        let mut changed = headers.clone();
+        changed.insert("mcp-param-repo", HeaderValue::from_static("beta"));
+        assert!(take(Method::POST, "/mcp", &changed, b"{}").is_err(), "a header changed");
         let other = link("another secret, another cluster..");
-        assert!(other.verify(&Method::POST, "/mcp", &headers, b"{}").is_err(), "another cluster");
+        assert!(other.verify(&Method::POST, "/mcp", &headers).is_err(), "another cluster");
+        let (from, who) = take(Method::POST, "/mcp", &headers, b"{}").unwrap();
+        assert_eq!((from.from.as_str(), who), ("node-b", Principal::Token("alice".into())));
+        assert!(take(Method::POST, "/mcp", &headers, b"{}").is_err(), "the same request again");
+        assert!(take(Method::POST, "/mcp", &signed("node-c", "n2"), b"{}").is_err(), "signed for another node");
+        assert!(take(Method::POST, "/mcp", &signed("node-a", ""), b"{}").is_err(), "no nonce");
+    }
+
+    #[test]
+    fn a_nonce_is_forgotten_only_after_its_window() {
+        let mut seen = Seen::default();
+        assert!(seen.first("a", 100, 160));
+        assert!(!seen.first("a", 159, 219), "within the window");
+        assert!(seen.first("b", 161, 221));
+        assert!(seen.first("a", 161, 221), "forgotten once its time left the window");
+        assert_eq!(seen.nonces.len(), 2);
     }
 }
