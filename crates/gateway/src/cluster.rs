@@ -153,7 +153,7 @@ impl Joining {
             None => listening.to_owned(),
         };
         let url = url.trim_end_matches('/').to_owned();
-        let config = ClusterConfig { redis, ..config.clone() };
+        let config = ClusterConfig { redis, secret: secret.clone(), ..config.clone() };
         let cluster = Cluster::new(&config, node.clone(), url.clone()).map_err(|e| e.to_string())?;
         Ok(Joining { node, url, secret, cluster })
     }
@@ -174,6 +174,8 @@ pub struct Cluster {
     recovered: Mutex<VecDeque<Recovered>>,
     redis_error: Mutex<Option<String>>,
     scripts: Scripts,
+    /// Seals what any node must be able to open (`requestState`, task ids): from the secret.
+    state_key: [u8; 32],
 }
 
 struct Scripts {
@@ -210,11 +212,22 @@ impl Cluster {
                 renew: redis::Script::new(RENEW),
                 release: redis::Script::new(RELEASE),
             },
+            state_key: derive(&config.secret, "mcpx request state sealing"),
         })
     }
 
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// This node as the others reach it.
+    pub fn me(&self) -> Node {
+        Node { id: self.node.clone(), url: self.url.clone() }
+    }
+
+    /// The key every node of the cluster seals `requestState`s and task ids with.
+    pub(crate) fn state_key(&self) -> [u8; 32] {
+        self.state_key
     }
 
     /// Whether `key` has one owner in the cluster. A process on this machine (`pid`), one
@@ -404,6 +417,14 @@ fn lease_key(key: &InstanceKey) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
+}
+
+/// A 32-byte key for one purpose, from the cluster's secret.
+fn derive(secret: &str, purpose: &str) -> [u8; 32] {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().into()
 }
 
 /// `"<fence> <node> <url>"`.

@@ -338,6 +338,7 @@ impl Gateway {
     /// goes through this node's lister), and its leases are kept until it stops.
     pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
         let cluster = Arc::new(cluster);
+        self.asks.join_cluster(cluster.state_key(), cluster.me());
         if self.instances.cluster.set(cluster.clone()).is_ok() {
             tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
         }
