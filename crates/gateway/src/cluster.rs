@@ -165,7 +165,7 @@ pub struct Cluster {
     ttl: Duration,
     global: GlobalPlacement,
     timeout: Duration,
-    redis: ConnectionManager,
+    pub(crate) redis: ConnectionManager,
     /// Leases held, by their Redis key.
     held: Mutex<HashMap<String, Held>>,
     /// One claim at a time on this node: two first callers of one key must not both
@@ -291,7 +291,10 @@ impl Cluster {
     }
 
     /// Runs one Redis command within `cluster.redisTimeout`, noting whether Redis answered.
-    async fn timed<T>(&self, command: impl Future<Output = redis::RedisResult<T>>) -> Result<T, ClusterError> {
+    pub(crate) async fn timed<T>(
+        &self,
+        command: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, ClusterError> {
         let outcome = match tokio::time::timeout(self.timeout, command).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e))

@@ -38,6 +38,7 @@ mod roots;
 pub mod scope;
 mod search;
 pub mod settings;
+mod shared;
 mod tasks;
 pub mod tools;
 pub mod traces;

@@ -117,3 +117,79 @@ fn a_request_state_from_another_cluster_or_altered_is_refused_by_every_node() {
         }
     }
 }
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+fn tokens() -> Value {
+    json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}})
+}
+
+/// A `/v1` request to `node` as the holder of `token`, in session `session`: status and JSON body.
+fn v1(node: &Daemon, method: &str, path: &str, token: &str, session: &str, body: Option<Value>) -> (u16, Value) {
+    let url = format!("{}{path}", mcpx_e2e::client::base_url(node.url()));
+    let mut request = mcpx_e2e::client::http()
+        .request(method.parse().unwrap(), &url)
+        .header("Authorization", format!("Bearer {token}"))
+        .header("X-Mcpx-Session", session);
+    if let Some(body) = body {
+        request = request.header("Content-Type", "application/json").body(body.to_string());
+    }
+    let response = request.send().unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = response.status().as_u16();
+    let text = response.text().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// The ids of the questions `token`'s session `session` sees through `node`.
+fn listed(node: &Daemon, token: &str, session: &str) -> Vec<String> {
+    let (status, body) = v1(node, "GET", "/v1/ask", token, session, None);
+    assert_eq!(status, 200, "{body}");
+    body["questions"].as_array().expect("questions").iter().map(|q| q["id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_v1_question_asked_on_one_node_is_seen_and_answered_through_another_by_its_caller_only() {
+    let tag = tag();
+    let cluster = Cluster::start(askers(&tag), "3s", tokens());
+    let nodes = &cluster.nodes;
+    for (server, tool, args, answer, expected) in cases() {
+        let session = format!("s-{server}");
+        let asked = json!({"server": server, "tool": tool, "arguments": args});
+        let (status, body) = v1(&nodes[0], "POST", "/v1/call", ALICE, &session, Some(asked));
+        assert_eq!(status, 202, "{body}");
+        let id = body["question"]["id"].as_str().expect("a question id").to_owned();
+        let key = body["question"]["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).unwrap();
+        let answering = json!({"id": id, "responses": {key: answer}});
+
+        // Another token's holder, even naming the same session, finds nothing through any node.
+        for node in nodes {
+            assert!(listed(node, BOB, &session).is_empty(), "{server}: bob sees alice's question");
+            let (status, body) = v1(node, "POST", "/v1/ask/answer", BOB, &session, Some(answering.clone()));
+            assert_eq!(status, 400, "{server}: bob answers alice's question through {}: {body}", node.url());
+            let (status, _) = v1(node, "POST", "/v1/ask/abandon", BOB, &session, Some(json!({"id": id})));
+            assert_eq!(status, 400, "{server}: bob abandons alice's question");
+            assert!(listed(node, ALICE, "another").is_empty(), "another session of alice's sees it");
+        }
+        // Alice sees it through every node, and answers through one that does not hold it.
+        for node in nodes {
+            assert_eq!(listed(node, ALICE, &session), [id.clone()], "{server} through {}", node.url());
+        }
+        let (status, body) = v1(&nodes[1], "POST", "/v1/ask/answer", ALICE, &session, Some(answering.clone()));
+        assert_eq!(status, 200, "{server}: answered through node 1: {body}");
+        assert!(body.to_string().contains(expected), "{server}: {body}");
+        for node in nodes {
+            assert!(listed(node, ALICE, &session).is_empty(), "{server}: answered, yet listed");
+        }
+        let (status, _) = v1(&nodes[0], "POST", "/v1/ask/answer", ALICE, &session, Some(answering));
+        assert_eq!(status, 400, "{server}: answered twice");
+    }
+    // Asked through node 2, abandoned through node 0.
+    let asked = json!({"server": "new", "tool": "test_input_required_result_elicitation", "arguments": {}});
+    let (status, body) = v1(&nodes[2], "POST", "/v1/call", ALICE, "later", Some(asked));
+    assert_eq!(status, 202, "{body}");
+    let id = body["question"]["id"].as_str().unwrap().to_owned();
+    let (status, body) = v1(&nodes[0], "POST", "/v1/ask/abandon", ALICE, "later", Some(json!({"id": id})));
+    assert_eq!(status, 200, "{body}");
+    assert!(listed(&nodes[1], ALICE, "later").is_empty());
+}
