@@ -193,3 +193,69 @@ fn a_v1_question_asked_on_one_node_is_seen_and_answered_through_another_by_its_c
     assert_eq!(status, 200, "{body}");
     assert!(listed(&nodes[1], ALICE, "later").is_empty());
 }
+
+/// A script run by `mcpx_exec` as `token`'s holder in session `session`, through `node`:
+/// `{uri}` of the artifact it keeps (`name`, `size` bytes of the name's first letter), or
+/// `{error}`.
+fn keep(node: &Daemon, token: &str, session: &str, name: &str, size: usize) -> Value {
+    let script = format!(
+        "try {{ return {{ uri: await artifact({name:?}, {:?}) }}; }} catch (e) {{ return {{ error: e.message }}; }}",
+        name[..1].repeat(size)
+    );
+    let reply = Modern::tools_call("mcpx_exec", json!({ "script": script }))
+        .session(session)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send(node.url());
+    reply.structured().clone()
+}
+
+fn read(node: &Daemon, token: &str, session: &str, uri: &str) -> mcpx_e2e::client::Reply {
+    Modern::new("resources/read", json!({ "uri": uri }))
+        .session(session)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send(node.url())
+}
+
+#[test]
+fn an_artifact_kept_through_one_node_is_read_through_another_by_its_session_only_within_one_quota() {
+    let tag = tag();
+    let mut extra = tokens();
+    extra["artifacts"] = json!({"quotaBytes": 2048});
+    let cluster = Cluster::start(askers(&tag), "3s", extra);
+    let nodes = &cluster.nodes;
+    let kept = keep(&nodes[0], ALICE, "work", "a.txt", 1000);
+    let uri = kept["uri"].as_str().unwrap_or_else(|| panic!("kept: {kept}")).to_owned();
+    let id = uri.trim_start_matches("mcpx://artifacts/").to_owned();
+
+    for node in nodes {
+        let mine = read(node, ALICE, "work", &uri);
+        assert_eq!(mine.result()["contents"][0]["text"], "a".repeat(1000), "read through {}", node.url());
+        let (status, body) = v1(node, "GET", "/v1/artifacts", ALICE, "work", None);
+        assert_eq!((status, body["artifacts"][0]["uri"].as_str()), (200, Some(uri.as_str())), "{body}");
+        let (status, body) = v1(node, "GET", &format!("/v1/artifacts/{id}"), ALICE, "work", None);
+        assert_eq!((status, body), (200, Value::String("a".repeat(1000))));
+        // Another token's holder naming the same session, and another session of alice's,
+        // find nothing through any node.
+        for (token, session) in [(BOB, "work"), (ALICE, "play")] {
+            read(node, token, session, &uri).assert_error(200, -32602);
+            let (status, body) = v1(node, "GET", "/v1/artifacts", token, session, None);
+            assert_eq!((status, &body["artifacts"]), (200, &json!([])), "{body}");
+            assert_eq!(v1(node, "GET", &format!("/v1/artifacts/{id}"), token, session, None).0, 404);
+            assert_eq!(v1(node, "DELETE", &format!("/v1/artifacts/{id}"), token, session, Some(json!({}))).0, 404);
+        }
+    }
+    // The quota is the session's across the cluster: what node 0 keeps counts on node 1.
+    let refused = keep(&nodes[1], ALICE, "work", "b.txt", 1000);
+    let error = refused["error"].as_str().unwrap_or_else(|| panic!("kept past the quota: {refused}"));
+    assert!(error.contains("artifacts.quotaBytes"), "{error}");
+    let small = keep(&nodes[1], ALICE, "work", "c.txt", 100);
+    assert!(small["uri"].is_string(), "{small}");
+    // Bob's session of the same name has a quota of its own.
+    assert!(keep(&nodes[2], BOB, "work", "b.txt", 1000)["uri"].is_string());
+    // Deleted through one node, gone through all.
+    assert_eq!(v1(&nodes[2], "DELETE", &format!("/v1/artifacts/{id}"), ALICE, "work", Some(json!({}))).0, 204);
+    for node in nodes {
+        read(node, ALICE, "work", &uri).assert_error(200, -32602);
+    }
+    assert!(keep(&nodes[0], ALICE, "work", "b.txt", 1000)["uri"].is_string(), "room again after the delete");
+}
