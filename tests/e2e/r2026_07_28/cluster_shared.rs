@@ -173,7 +173,7 @@ fn a_v1_question_asked_on_one_node_is_seen_and_answered_through_another_by_its_c
         }
         // Alice sees it through every node, and answers through one that does not hold it.
         for node in nodes {
-            assert_eq!(listed(node, ALICE, &session), [id.clone()], "{server} through {}", node.url());
+            assert_eq!(listed(node, ALICE, &session), std::slice::from_ref(&id), "{server} through {}", node.url());
         }
         let (status, body) = v1(&nodes[1], "POST", "/v1/ask/answer", ALICE, &session, Some(answering.clone()));
         assert_eq!(status, 200, "{server}: answered through node 1: {body}");
