@@ -228,7 +228,10 @@ impl Onward {
         caller: &Identity,
         params: &Value,
     ) -> Result<Option<mcpx_gateway::cluster::Node>, RpcError> {
-        if self.forwarded || front.cluster.is_none() {
+        // What the socket told this node about a local caller (its pid and cwd) cannot
+        // travel with the request: such a caller is answered here.
+        let local = caller.pid.is_some() || caller.cwd.is_some();
+        if self.forwarded || local || front.cluster.is_none() {
             return Ok(None);
         }
         let ctx = CallContext::new(caller.clone(), Revision::LATEST_MODERN, Value::Null);
