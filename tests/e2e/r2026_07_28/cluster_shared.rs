@@ -259,3 +259,24 @@ fn an_artifact_kept_through_one_node_is_read_through_another_by_its_session_only
     }
     assert!(keep(&nodes[0], ALICE, "work", "b.txt", 1000)["uri"].is_string(), "room again after the delete");
 }
+
+#[test]
+fn the_pending_questions_limit_counts_every_nodes_questions() {
+    let tag = tag();
+    let mut extra = tokens();
+    extra["limits"] = json!({"pendingQuestions": 1});
+    let cluster = Cluster::start(askers(&tag), "3s", extra);
+    let asked = json!({"server": "new", "tool": "test_input_required_result_elicitation", "arguments": {}});
+    let (status, body) = v1(&cluster.nodes[0], "POST", "/v1/call", ALICE, "one", Some(asked.clone()));
+    assert_eq!(status, 202, "{body}");
+    let first = body["question"]["id"].as_str().unwrap().to_owned();
+    // Another caller, another node: the cluster keeps one question already.
+    let (status, body) = v1(&cluster.nodes[1], "POST", "/v1/call", BOB, "two", Some(asked.clone()));
+    assert_eq!(status, 502, "{body}");
+    assert!(body.to_string().contains("limits.pendingQuestions"), "{body}");
+    // Abandoned through a third node, it frees the room.
+    let (status, _) = v1(&cluster.nodes[2], "POST", "/v1/ask/abandon", ALICE, "one", Some(json!({"id": first})));
+    assert_eq!(status, 200);
+    let (status, body) = v1(&cluster.nodes[1], "POST", "/v1/call", BOB, "two", Some(asked));
+    assert_eq!(status, 202, "{body}");
+}
