@@ -25,9 +25,11 @@ for i in 1 2 3; do
  "pool": {"maxInstancesPerServer": 256},
  "cluster": {"redis": "redis://127.0.0.1:$RP", "secret": "a benchmark cluster's secret, 32+ chars", "nodeId": "n$i"}}
 JSON
-    MCPX_STATE_DIR="$WORK/n$i/state" MCPX_LOG=warn "$BIN/mcpx" daemon --config "$WORK/n$i/config.json" --port "$p" 2>"$WORK/n$i/log" & PIDS+=($!)
+    MCPX_STATE_DIR="$WORK/n$i/state" MCPX_LOG=warn "$BIN/mcpx" daemon --config "$WORK/n$i/config.json" --port "$p" >"$WORK/n$i/log" 2>&1 & PIDS+=($!)
     wait_port "$p"; NODES+=("127.0.0.1:$p")
 done
+# Starts an nginx in front of the servers given and sets NGINX_PORT. Not a $(...): its
+# subshell would keep the PID to itself and wait for nginx, which holds its stdout.
 nginx_for() { # name, servers...
     local name=$1; shift; local np; np=$(port); mkdir -p "$WORK/$name"
     { echo "user root; worker_processes 2; pid $WORK/$name/nginx.pid; error_log $WORK/$name/error.log warn;"
@@ -38,11 +40,11 @@ nginx_for() { # name, servers...
       echo "} server { listen 127.0.0.1:$np; location / { proxy_pass http://mcpx; proxy_http_version 1.1;"
       echo 'proxy_set_header Connection ""; proxy_set_header Host $http_host; proxy_buffering off; } } }'
     } > "$WORK/$name/nginx.conf"
-    nginx -c "$WORK/$name/nginx.conf" -p "$WORK/$name" -g 'daemon off;' & PIDS+=($!)
-    wait_port "$np"; echo "$np"
+    nginx -c "$WORK/$name/nginx.conf" -p "$WORK/$name" -g 'daemon off;' >"$WORK/$name/stdout" 2>&1 & PIDS+=($!)
+    wait_port "$np"; NGINX_PORT=$np
 }
-N3=$(nginx_for three "${NODES[@]}")
-N1=$(nginx_for one "${NODES[0]}")
+nginx_for three "${NODES[@]}"; N3=$NGINX_PORT
+nginx_for one "${NODES[0]}"; N1=$NGINX_PORT
 
 # One tools/call of fakemcp's echo in a named session; LABELS sessions, picked at random.
 cat > "$WORK/call.lua" <<'LUA'
@@ -53,7 +55,7 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
 wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "bWNweF9jYWxs"
+wrk.headers["Mcp-Name"] = "mcpx_call"
 request = function()
   local label = labels == 1 and "bench" or (prefix .. math.random(labels))
   return wrk.format(nil, "/mcp", nil, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcpx_call","arguments":{"server":"notes","tool":"echo","arguments":{"message":"hi"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"0"},"dev.mcpx/session":"' .. label .. '"}}}')

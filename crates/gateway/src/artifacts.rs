@@ -7,6 +7,10 @@
 //! session's artifacts never count against, or show up for, another session. Blocking
 //! file I/O: call from a blocking thread.
 //!
+//! In a cluster they are kept in its Redis instead (`shared`), under a digest of the
+//! session: kept through one node, listed and read through any, and the quota counts the
+//! session's artifacts on every node.
+//!
 //! An id comes from callers (a URI, `/v1/artifacts/{id}`): the store checks it on every
 //! operation and never makes a path of it, and it reaches files only relative to folders
 //! it opened itself without following links, so no id and no planted link can reach a
@@ -29,6 +33,7 @@ use sha2::{Digest, Sha256};
 use crate::error::Error;
 
 use crate::config::ArtifactConfig;
+use crate::shared::Kept;
 use crate::{Gateway, Identity};
 
 /// Where every artifact URI starts.
@@ -102,22 +107,13 @@ impl Store {
         data: &[u8],
         limits: &ArtifactConfig,
     ) -> Result<Artifact, String> {
-        let digest = Sha256::digest(data);
-        let id: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        // Whole seconds, as the record keeps them.
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(now);
-        let artifact =
-            Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created };
+        let artifact = Artifact::new(name, mime_type, data);
         let record = artifact.record().to_string();
         let needs = artifact.size + record.len() as u64;
         let kept: Vec<Artifact> = self.list(session, limits.max_age);
         let used: u64 = kept.iter().filter(|a| a.id != artifact.id).map(Artifact::footprint).sum();
         if used + needs > limits.quota_bytes {
-            return Err(format!(
-                "artifact {name:?} ({needs} bytes with its name and media type) would take this session past its quota: {used} of {} bytes are in use (setting artifacts.quotaBytes)",
-                limits.quota_bytes
-            ));
+            return Err(over_quota(name, needs, used, limits.quota_bytes));
         }
         let shown = self.root.join(session_folder(session));
         let dir = Dir::root(&self.root, true)
@@ -192,10 +188,26 @@ impl Store {
 }
 
 impl Artifact {
+    /// A new artifact of `data`: its id is a digest of the bytes, its time now.
+    fn new(name: &str, mime_type: &str, data: &[u8]) -> Artifact {
+        let digest = Sha256::digest(data);
+        let id: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        // Whole seconds, as the record keeps them.
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(now);
+        Artifact { id, name: name.to_owned(), mime_type: mime_type.to_owned(), size: data.len() as u64, created }
+    }
+
     /// The bytes the artifact keeps on disk, as the quota counts them.
     fn footprint(&self) -> u64 {
         self.size + self.record().to_string().len() as u64
     }
+}
+
+fn over_quota(name: &str, needs: u64, used: u64, quota: u64) -> String {
+    format!(
+        "artifact {name:?} ({needs} bytes with its name and media type) would take this session past its quota: {used} of {quota} bytes are in use (setting artifacts.quotaBytes)"
+    )
 }
 
 /// The record of artifact `id` in `dir`, if `id` is one of ours and the record is sound.
@@ -334,7 +346,7 @@ impl Gateway {
     }
 
     pub(crate) fn keeps_artifacts(&self) -> bool {
-        self.artifacts.get().is_some()
+        self.artifacts.get().is_some() || self.instances.cluster.get().is_some()
     }
 
     /// Stores an artifact for the caller's session.
@@ -345,34 +357,83 @@ impl Gateway {
         mime_type: &str,
         data: Vec<u8>,
     ) -> Result<Artifact, Error> {
-        let (store, session) = self.artifact_store(identity)?;
         let limits = self.settings.config().artifacts.clone();
+        if let Some(cluster) = self.instances.cluster.get() {
+            let session = artifact_session(identity)?;
+            let artifact = Artifact::new(name, mime_type, &data);
+            let (record, needs) = (artifact.record().to_string(), artifact.footprint());
+            let kept = cluster
+                .put_artifact(&session, &artifact.id, &record, &data, needs, limits.quota_bytes, limits.max_age)
+                .await
+                .map_err(|e| Error::internal(e.to_string()))?;
+            return match kept {
+                Kept::Yes => Ok(artifact),
+                Kept::OverQuota(used) => Err(Error::params(over_quota(name, needs, used, limits.quota_bytes))),
+            };
+        }
+        let (store, session) = self.artifact_store(identity)?;
         let (name, mime_type) = (name.to_owned(), mime_type.to_owned());
         blocking(move || store.put(&session, &name, &mime_type, &data, &limits)).await?.map_err(Error::params)
     }
 
-    /// The caller's artifacts; none for a caller with no session.
+    /// The caller's artifacts, oldest first; none for a caller with no session.
     pub async fn artifacts_of(&self, identity: &Identity) -> Vec<Artifact> {
-        let Ok((store, session)) = self.artifact_store(identity) else { return Vec::new() };
         let max_age = self.settings.config().artifacts.max_age;
+        if let Some(cluster) = self.instances.cluster.get() {
+            let Ok(session) = artifact_session(identity) else { return Vec::new() };
+            let records = match cluster.artifact_records(&session).await {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::warn!("cannot list the session's artifacts: {e}");
+                    return Vec::new();
+                }
+            };
+            let mut found: Vec<Artifact> = records
+                .iter()
+                .filter(|(id, _)| is_id(id))
+                .filter_map(|(id, record)| Artifact::from_record(id, &serde_json::from_str(record).ok()?))
+                .filter(|a| !a.expired(max_age))
+                .collect();
+            found.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
+            return found;
+        }
+        let Ok((store, session)) = self.artifact_store(identity) else { return Vec::new() };
         blocking(move || store.list(&session, max_age)).await.unwrap_or_default()
     }
 
     /// One of the caller's artifacts with its bytes; `None` when the caller has none by that id.
     pub async fn artifact(&self, identity: &Identity, id: &str) -> Option<(Artifact, Vec<u8>)> {
+        let max_age = self.settings.config().artifacts.max_age;
+        if let Some(cluster) = self.instances.cluster.get() {
+            let session = artifact_session(identity).ok().filter(|_| is_id(id))?;
+            let (record, data) = match cluster.artifact(&session, id).await {
+                Ok(found) => found?,
+                Err(e) => {
+                    tracing::warn!("cannot read an artifact: {e}");
+                    return None;
+                }
+            };
+            let artifact = Artifact::from_record(id, &serde_json::from_str(&record).ok()?)?;
+            return (!artifact.expired(max_age)).then_some((artifact, data));
+        }
         let (store, session) = self.artifact_store(identity).ok()?;
-        let (max_age, id) = (self.settings.config().artifacts.max_age, id.to_owned());
+        let id = id.to_owned();
         blocking(move || store.get(&session, &id, max_age)).await.ok().flatten()
     }
 
     /// Deletes one of the caller's artifacts; false when it had none by that id.
     pub async fn remove_artifact(&self, identity: &Identity, id: &str) -> bool {
+        if let Some(cluster) = self.instances.cluster.get() {
+            let Some(session) = artifact_session(identity).ok().filter(|_| is_id(id)) else { return false };
+            return cluster.remove_artifact(&session, id).await.unwrap_or(false);
+        }
         let Ok((store, session)) = self.artifact_store(identity) else { return false };
         let id = id.to_owned();
         blocking(move || store.remove(&session, &id)).await.unwrap_or(false)
     }
 
-    /// Deletes expired artifacts (the reaper calls this now and then).
+    /// Deletes expired artifacts (the reaper calls this now and then). In a cluster Redis
+    /// expires them.
     pub(crate) fn sweep_artifacts(&self) {
         if let Some(store) = self.artifacts.get().cloned() {
             let max_age = self.settings.config().artifacts.max_age;
@@ -386,13 +447,17 @@ impl Gateway {
             .get()
             .cloned()
             .ok_or_else(|| Error::internal("this mcpx keeps no artifacts (it has no state dir)"))?;
-        let session = identity.session_key().map(|key| key.to_string()).ok_or_else(|| {
-            Error::params(
-                "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
-            )
-        })?;
-        Ok((store, session))
+        Ok((store, artifact_session(identity)?))
     }
+}
+
+/// The session whose artifacts a caller's are.
+fn artifact_session(identity: &Identity) -> Result<String, Error> {
+    identity.session_key().map(|key| key.to_string()).ok_or_else(|| {
+        Error::params(
+            "artifacts belong to a session and this caller has none: name one in _meta (see transport.sessionMetaKeys) or use a stdio or legacy HTTP session",
+        )
+    })
 }
 
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {

@@ -2,7 +2,8 @@
 //! round trip, relayed between a stateless caller and a stateless upstream.
 //!
 //! The caller never sees the upstream's `requestState`. mcpx hands it a state of its own,
-//! integrity-protected (HMAC-SHA256 with a key that never leaves the daemon), that binds
+//! integrity-protected (HMAC-SHA256 with a key that never leaves the daemon; in a cluster,
+//! a key every node derives from `cluster.secret`, so any node can open it), that binds
 //! the server and instance the question came from, the caller's session, an expiry and a
 //! digest of the original request, and carries the upstream's state inside. On the retry
 //! mcpx checks all of it: a state that was tampered with, has expired, comes from another
@@ -22,6 +23,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::cluster::Node;
 use crate::context::CallContext;
 use crate::scope::{InstanceKey, Owner};
 
@@ -50,7 +52,11 @@ pub fn is_input_required(result: &Value) -> bool {
 const RETRY_FIELDS: [&str; 3] = ["_meta", "inputResponses", "requestState"];
 
 pub struct Asks {
+    /// This daemon's own key, random at each start.
     key: [u8; 32],
+    /// In a cluster: the key every node shares, and this node (named in what it seals, so
+    /// a retry that needs what only this node holds comes back here).
+    cluster: std::sync::OnceLock<([u8; 32], Node)>,
 }
 
 /// Where a retry goes, from the state mcpx gave the caller.
@@ -61,6 +67,8 @@ pub struct Resume {
     pub upstream_state: Option<Value>,
     /// The call id of the first round: every round of one logical call carries it.
     pub call_id: String,
+    /// The cluster node that sealed the state; `None` outside a cluster.
+    pub node: Option<Node>,
 }
 
 /// Who put a question to the caller: an instance of a server, or mcpx itself on the
@@ -85,11 +93,24 @@ impl Default for Asks {
     fn default() -> Self {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).expect("the OS random source is available");
-        Asks { key }
+        Asks { key, cluster: std::sync::OnceLock::new() }
     }
 }
 
 impl Asks {
+    /// Seals and opens with `key`, shared by every node of this node's cluster, from now on.
+    pub fn join_cluster(&self, key: [u8; 32], node: Node) {
+        let _ = self.cluster.set((key, node));
+    }
+
+    fn key(&self) -> &[u8; 32] {
+        self.cluster.get().map_or(&self.key, |(key, _)| key)
+    }
+
+    fn node(&self) -> Option<Value> {
+        self.cluster.get().map(|(_, node)| json!({ "id": node.id, "url": node.url }))
+    }
+
     /// The state the caller gets for a question from `asker` about `params`.
     pub fn seal(
         &self,
@@ -109,6 +130,7 @@ impl Asks {
             "request": digest(method, params),
             "call": ctx.call_id,
             "state": upstream_state,
+            "node": self.node(),
         });
         let body = B64.encode(payload.to_string());
         let tag = B64.encode(self.mac(body.as_bytes()));
@@ -124,10 +146,27 @@ impl Asks {
         method: &str,
         params: &Value,
     ) -> Result<Resume, Error> {
+        self.checked(state, server, ctx, Some((method, params)))
+    }
+
+    /// Where a retry to `server` carrying `state` goes on, for a node deciding which node
+    /// answers it: every check but the request's (the request as the caller sent it is not
+    /// yet the one sent upstream). The node that answers opens it fully.
+    pub fn route(&self, state: &str, server: &str, ctx: &CallContext) -> Option<Resume> {
+        self.checked(state, server, ctx, None).ok()
+    }
+
+    fn checked(
+        &self,
+        state: &str,
+        server: &str,
+        ctx: &CallContext,
+        request: Option<(&str, &Value)>,
+    ) -> Result<Resume, Error> {
         let refuse = |why: &str| Error::params(format!("requestState refused: {why}"));
         let (body, tag) = state.split_once('.').ok_or_else(|| refuse("not a state mcpx issued"))?;
         let tag = B64.decode(tag).map_err(|_| refuse("not a state mcpx issued"))?;
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
         mac.update(body.as_bytes());
         mac.verify_slice(&tag).map_err(|_| refuse("it was altered"))?;
         let payload: Value = B64
@@ -144,14 +183,18 @@ impl Asks {
         if payload["owner"] != ctx.identity.owner_key() {
             return Err(refuse("it belongs to another session"));
         }
-        if payload["request"] != digest(method, params) {
+        if request.is_some_and(|(method, params)| payload["request"] != digest(method, params)) {
             return Err(refuse("it belongs to another request"));
         }
         let instance =
             serde_json::from_value(payload["instance"].clone()).map_err(|_| refuse("not a state mcpx issued"))?;
         let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
         let call_id = payload["call"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
-        Ok(Resume { instance, upstream_state, call_id })
+        let node = match (&payload["node"]["id"], &payload["node"]["url"]) {
+            (Value::String(id), Value::String(url)) => Some(Node { id: id.clone(), url: url.clone() }),
+            _ => None,
+        };
+        Ok(Resume { instance, upstream_state, call_id, node })
     }
 
     /// The task id a caller gets for a task `instance` of `server` runs for it, good until
@@ -180,7 +223,7 @@ impl Asks {
     pub fn open_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner)> {
         let (body, tag) = id.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
         mac.update(body.as_bytes());
         mac.verify_slice(&tag).ok()?;
         let payload: Value = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
@@ -193,7 +236,7 @@ impl Asks {
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
         mac.update(data);
         mac.finalize().into_bytes().to_vec()
     }
@@ -256,7 +299,8 @@ mod tests {
         );
         let retry = json!({"arguments": {"y": 2, "x": 1}, "name": "t", "inputResponses": {}, "requestState": state});
         let resume = asks.open(&state, "s", &ctx(Some("a")), "tools/call", &retry).unwrap();
-        let expected = Resume { instance: Some(asker()), upstream_state: Some(json!("up")), call_id: first.call_id };
+        let expected =
+            Resume { instance: Some(asker()), upstream_state: Some(json!("up")), call_id: first.call_id, node: None };
         assert_eq!(resume, expected);
     }
 
@@ -303,6 +347,33 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert!(open(&expired, Some("a"), "tools/call", &params).is_err());
         assert!(Asks::default().open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+    }
+
+    #[test]
+    fn in_a_cluster_every_node_opens_a_state_naming_its_sealer_and_another_cluster_none() {
+        let node = |id: &str| Node { id: id.into(), url: format!("http://{id}") };
+        let (a, b, foreign) = (Asks::default(), Asks::default(), Asks::default());
+        a.join_cluster([7; 32], node("a"));
+        b.join_cluster([7; 32], node("b"));
+        foreign.join_cluster([8; 32], node("a"));
+        let params = json!({"name": "t", "arguments": {}});
+        let instance = asker();
+        let state = a.seal(
+            Asker::instance(&InstanceKey { server: "s".into(), owner: instance.clone() }),
+            &ctx(Some("a")),
+            "tools/call",
+            &params,
+            None,
+            HOUR,
+        );
+        let resume = b.open(&state, "s", &ctx(Some("a")), "tools/call", &params).unwrap();
+        assert_eq!((resume.instance, resume.node), (Some(instance), Some(node("a"))));
+        assert!(foreign.open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
+        assert!(foreign.route(&state, "s", &ctx(Some("a"))).is_none());
+        // Routing skips only the request's check: never the session's or the server's.
+        assert!(b.route(&state, "s", &ctx(Some("a"))).is_some());
+        assert!(b.route(&state, "s", &ctx(Some("b"))).is_none());
+        assert!(b.route(&state, "other", &ctx(Some("a"))).is_none());
     }
 
     #[test]

@@ -160,8 +160,8 @@ impl Joining {
             None => listening.to_owned(),
         };
         let url = url.trim_end_matches('/').to_owned();
-        let config = ClusterConfig { redis, ..config.clone() };
-        let cluster = Cluster::new(&config, node.clone(), url.clone(), &secret).map_err(|e| e.to_string())?;
+        let config = ClusterConfig { redis, secret: secret.clone(), ..config.clone() };
+        let cluster = Cluster::new(&config, node.clone(), url.clone()).map_err(|e| e.to_string())?;
         Ok(Joining { node, url, secret, cluster })
     }
 }
@@ -172,7 +172,7 @@ pub struct Cluster {
     ttl: Duration,
     global: GlobalPlacement,
     timeout: Duration,
-    redis: ConnectionManager,
+    pub(crate) redis: ConnectionManager,
     /// Tags the node and URL a lease names, so that a lease no node wrote (someone else
     /// who can write to Redis) never sends a request anywhere.
     tag_key: [u8; 32],
@@ -184,6 +184,8 @@ pub struct Cluster {
     recovered: Mutex<VecDeque<Recovered>>,
     redis_error: Mutex<Option<String>>,
     scripts: Scripts,
+    /// Seals what any node must be able to open (`requestState`, task ids): from the secret.
+    state_key: [u8; 32],
 }
 
 struct Scripts {
@@ -196,7 +198,7 @@ impl Cluster {
     /// A node of the cluster `config` describes, reached by others at `url` (base URL),
     /// sharing `secret` with them. Connects lazily: a Redis that is down does not stop
     /// the daemon from starting.
-    pub fn new(config: &ClusterConfig, node: String, url: String, secret: &str) -> Result<Cluster, ClusterError> {
+    pub fn new(config: &ClusterConfig, node: String, url: String) -> Result<Cluster, ClusterError> {
         let client = redis::Client::open(config.redis.as_str()).map_err(|e| ClusterError::Protocol(e.to_string()))?;
         let manager = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.redis_timeout))
@@ -212,11 +214,7 @@ impl Cluster {
             global: config.global,
             timeout: config.redis_timeout,
             redis,
-            tag_key: {
-                let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("any key length");
-                mac.update(b"mcpx lease values");
-                mac.finalize().into_bytes().into()
-            },
+            tag_key: derive(&config.secret, "mcpx lease values"),
             held: Mutex::default(),
             claiming: tokio::sync::Mutex::new(()),
             recovered: Mutex::default(),
@@ -226,11 +224,22 @@ impl Cluster {
                 renew: redis::Script::new(RENEW),
                 release: redis::Script::new(RELEASE),
             },
+            state_key: derive(&config.secret, "mcpx request state sealing"),
         })
     }
 
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// This node as the others reach it.
+    pub fn me(&self) -> Node {
+        Node { id: self.node.clone(), url: self.url.clone() }
+    }
+
+    /// The key every node of the cluster seals `requestState`s and task ids with.
+    pub(crate) fn state_key(&self) -> [u8; 32] {
+        self.state_key
     }
 
     /// Whether `key` has one owner in the cluster. A process on this machine (`pid`), one
@@ -310,7 +319,10 @@ impl Cluster {
     }
 
     /// Runs one Redis command within `cluster.redisTimeout`, noting whether Redis answered.
-    async fn timed<T>(&self, command: impl Future<Output = redis::RedisResult<T>>) -> Result<T, ClusterError> {
+    pub(crate) async fn timed<T>(
+        &self,
+        command: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, ClusterError> {
         let outcome = match tokio::time::timeout(self.timeout, command).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e))
@@ -436,6 +448,13 @@ fn lease_key(key: &InstanceKey) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
+}
+
+/// A 32-byte key for one purpose, from the cluster's secret.
+fn derive(secret: &str, purpose: &str) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().into()
 }
 
 /// `"<fence> <node> <url> <tag>"`.

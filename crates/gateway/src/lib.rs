@@ -38,6 +38,7 @@ mod roots;
 pub mod scope;
 mod search;
 pub mod settings;
+mod shared;
 mod tasks;
 pub mod tools;
 pub mod traces;
@@ -338,6 +339,7 @@ impl Gateway {
     /// goes through this node's lister), and its leases are kept until it stops.
     pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
         let cluster = Arc::new(cluster);
+        self.asks.join_cluster(cluster.state_key(), cluster.me());
         if self.instances.cluster.set(cluster.clone()).is_ok() {
             tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
         }

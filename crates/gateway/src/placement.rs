@@ -5,27 +5,53 @@
 //! a request is for is found as the request's own route would find it (a tool's, a
 //! prompt's or a resource's owner; `mcpx_call`'s `server`); the key from the caller's
 //! identity and the server's scope, as `scope` gives it. Requests that reach several
-//! servers (listings, `mcpx_search`, `mcpx_exec`) and retries that carry mcpx's
-//! `requestState` are answered where they arrive.
+//! servers (listings, `mcpx_search`, `mcpx_exec`) are answered where they arrive.
+//!
+//! A retry that carries mcpx's `requestState` (sealed with the cluster's key, so any node
+//! opens it) goes where its first round left what it needs: to the owner of the instance
+//! that asked, or, for a call held open or a login waited for (in one node's memory), to
+//! the node that sealed the state. A state this node cannot open is refused where it lands.
 
 use serde_json::Value;
 
+use crate::asking::LOGIN_KEY;
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::tools::CALL;
-use crate::{CallContext, Gateway};
+use crate::{CallContext, Gateway, ask, held, roots};
 
 impl Gateway {
     /// The node that should answer this request, when it is another node of this
     /// node's cluster; `None` without a cluster, or when this node answers (it takes
     /// the key's lease if it was free). An error when the cluster's Redis cannot say.
     pub async fn placement(&self, ctx: &CallContext, method: &str, params: &Value) -> Result<Option<Node>, Error> {
-        if self.instances.cluster.get().is_none() || params.get("requestState").is_some() {
-            return Ok(None);
-        }
+        let Some(cluster) = self.instances.cluster.get() else { return Ok(None) };
         let Some(server) = self.server_of(ctx, method, params).await else { return Ok(None) };
         let config = self.settings.config();
-        self.instances.owner_elsewhere(&config, ctx, &server, None).await
+        let Some(state) = params.get("requestState") else {
+            return self.instances.owner_elsewhere(&config, ctx, &server, None).await;
+        };
+        let state = state.as_str().filter(|_| ask::METHODS.contains(&method));
+        let Some(resume) = state.and_then(|state| self.asks.route(state, &server, ctx)) else {
+            return Ok(None);
+        };
+        let marker = |key: &str| resume.upstream_state.as_ref().is_some_and(|s| s.get(key).is_some());
+        if marker(held::HELD_KEY) || marker(LOGIN_KEY) {
+            return Ok(resume.node.filter(|node| node.id != cluster.node()));
+        }
+        if marker(roots::KEY) {
+            // A fresh call, in the directory the caller's answer names.
+            let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
+            let mut rooted = ctx.clone();
+            if let Some(cwd) = roots::first_dir(&answer) {
+                rooted.identity.cwd = Some(cwd);
+            }
+            return self.instances.owner_elsewhere(&config, &rooted, &server, None).await;
+        }
+        match resume.instance {
+            Some(owner) => self.instances.owner_elsewhere(&config, ctx, &server, Some(owner)).await,
+            None => Ok(None),
+        }
     }
 
     /// The one upstream server a request is for, if it is for one.

@@ -200,9 +200,66 @@ fn tool_list(mut found: Value) -> v1::ToolList {
 async fn call(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,
+    onward: Onward,
     v1::Body(call): v1::Body<v1::CallRequest>,
 ) -> Response {
-    continue_call(&front, &caller, json!(call), None).await
+    let call = json!(call);
+    let params = call_params(&call, None);
+    match onward.elsewhere(&front, &caller, &params).await {
+        Ok(Some(node)) => onward.forward(&front, &node, &caller, "/v1/call", &call).await,
+        Ok(None) => continue_call(&front, &caller, call, None).await,
+        Err(e) => error(&e),
+    }
+}
+
+/// A `/v1` request as it came, and whether it may go on to another node of the cluster:
+/// a tool call whose instance another node owns (or whose first round another node
+/// holds) is sent there whole, as `/mcp` requests are. A forwarded one goes no further.
+struct Onward {
+    headers: axum::http::HeaderMap,
+    forwarded: bool,
+}
+
+impl FromRequestParts<Arc<Front>> for Onward {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _front: &Arc<Front>) -> Result<Onward, Response> {
+        let forwarded = parts.extensions.get::<crate::cluster::Forwarded>().is_some();
+        Ok(Onward { headers: parts.headers.clone(), forwarded })
+    }
+}
+
+impl Onward {
+    /// The other node that answers the tool call `params` for `caller`, if one does.
+    async fn elsewhere(
+        &self,
+        front: &Front,
+        caller: &Identity,
+        params: &Value,
+    ) -> Result<Option<mcpx_gateway::cluster::Node>, RpcError> {
+        // What the socket told this node about a local caller (its pid and cwd) cannot
+        // travel with the request: such a caller is answered here.
+        let local = caller.pid.is_some() || caller.cwd.is_some();
+        if self.forwarded || local || front.cluster.is_none() {
+            return Ok(None);
+        }
+        let ctx = CallContext::new(caller.clone(), Revision::LATEST_MODERN, Value::Null);
+        front.gateway.placement(&ctx, "tools/call", params).await.map_err(RpcError::from)
+    }
+
+    /// Sends the request (`body` at `target`) to `node` for `caller`, and relays its answer.
+    async fn forward(
+        &self,
+        front: &Front,
+        node: &mcpx_gateway::cluster::Node,
+        caller: &Identity,
+        target: &str,
+        body: &Value,
+    ) -> Response {
+        let link = front.cluster.as_ref().expect("only a node of a cluster forwards");
+        let body = axum::body::Bytes::from(body.to_string());
+        link.forward(node, axum::http::Method::POST, target, &self.headers, &caller.principal, body).await
+    }
 }
 
 /// Runs an `mcpx_exec` script (`{script, timeoutMs?}`) for a `/v1` caller: its tool result.
@@ -383,16 +440,15 @@ async fn run_call(
     call: Value,
     answers: Option<(Value, Value)>,
 ) -> (StatusCode, Value) {
-    let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
-    if let Some((responses, state)) = answers {
-        params["inputResponses"] = responses;
-        params["requestState"] = state;
-    }
+    let params = call_params(&call, answers);
     match call_tool(&front.gateway, caller, params).await {
         Ok(result) if result["resultType"] == "input_required" => {
-            let config = front.gateway.settings().config();
-            let lifetime = config.timeouts.input_required;
-            match front.pending.store(caller, &call, &result, lifetime, config.limits.pending_questions) {
+            let (lifetime, max) = {
+                let config = front.gateway.settings().config();
+                (config.timeouts.input_required, config.limits.pending_questions)
+            };
+            let cluster = front.gateway.cluster();
+            match front.pending.store(cluster, caller, &call, &result, lifetime, max).await {
                 Ok(question) => (StatusCode::ACCEPTED, json!(v1::Waiting::on(question.view()))),
                 Err(e) => error_parts(&e),
             }
@@ -403,6 +459,16 @@ async fn run_call(
         }
         Err(e) => error_parts(&e),
     }
+}
+
+/// The `mcpx_call` params of a `/v1` call, with a retry's answers and state.
+fn call_params(call: &Value, answers: Option<(Value, Value)>) -> Value {
+    let mut params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
+    if let Some((responses, state)) = answers {
+        params["inputResponses"] = responses;
+        params["requestState"] = state;
+    }
+    params
 }
 
 /// Starts a call in the background (`{server, tool, arguments}`), for a caller that polls
@@ -451,7 +517,10 @@ async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query
 
 /// The questions waiting for this caller (`?id=` for one).
 async fn ask_list(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::AskQuery>) -> Response {
-    let mine = front.pending.of(&caller);
+    let mine = match front.pending.of(front.gateway.cluster(), &caller).await {
+        Ok(mine) => mine,
+        Err(e) => return error(&e),
+    };
     match q.id {
         Some(id) => match mine.iter().find(|question| question.id == id) {
             Some(question) => Json(question.view()).into_response(),
@@ -462,13 +531,35 @@ async fn ask_list(State(front): State<Arc<Front>>, Caller(caller): Caller, Query
 }
 
 /// Answers a waiting question (`{id, responses: {key: answer}}`) and carries the call on.
+/// In a cluster, the answer goes on at the node the call's retry belongs to (the owner of
+/// the instance that asked, or the node holding the call), which takes the question.
 async fn ask_answer(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,
+    onward: Onward,
     v1::Body(answer): v1::Body<v1::AnswerRequest>,
 ) -> Response {
-    let Some(question) = front.pending.take(&answer.id, &caller) else {
-        return error(&no_such_question(&answer.id));
+    let cluster = front.gateway.cluster();
+    if cluster.is_some() && !onward.forwarded {
+        let mine = match front.pending.of(cluster, &caller).await {
+            Ok(mine) => mine,
+            Err(e) => return error(&e),
+        };
+        let Some(question) = mine.into_iter().find(|q| q.id == answer.id) else {
+            return error(&no_such_question(&answer.id));
+        };
+        let responses = Value::Object(answer.responses.clone());
+        let params = call_params(&question.call, Some((responses, question.request_state)));
+        match onward.elsewhere(&front, &caller, &params).await {
+            Ok(Some(node)) => return onward.forward(&front, &node, &caller, "/v1/ask/answer", &json!(answer)).await,
+            Ok(None) => {}
+            Err(e) => return error(&e),
+        }
+    }
+    let question = match front.pending.take(cluster, &answer.id, &caller).await {
+        Ok(Some(question)) => question,
+        Ok(None) => return error(&no_such_question(&answer.id)),
+        Err(e) => return error(&e),
     };
     continue_call(&front, &caller, question.call, Some((answer.responses.into(), question.request_state))).await
 }
@@ -479,9 +570,10 @@ async fn ask_abandon(
     Caller(caller): Caller,
     v1::Body(abandon): v1::Body<v1::AbandonRequest>,
 ) -> Response {
-    match front.pending.take(&abandon.id, &caller) {
-        Some(_) => Json(v1::Abandoned { abandoned: abandon.id }).into_response(),
-        None => error(&no_such_question(&abandon.id)),
+    match front.pending.take(front.gateway.cluster(), &abandon.id, &caller).await {
+        Ok(Some(_)) => Json(v1::Abandoned { abandoned: abandon.id }).into_response(),
+        Ok(None) => error(&no_such_question(&abandon.id)),
+        Err(e) => error(&e),
     }
 }
 

@@ -31,7 +31,8 @@ struct InstanceLabels {
 
 pub async fn render(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-    match openmetrics(&front) {
+    let waiting = front.pending.waiting(front.gateway.cluster()).await;
+    match openmetrics(&front, waiting) {
         Ok(text) if prefers_openmetrics(accept) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
         Ok(text) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], prometheus_text(&text)).into_response(),
         Err(e) => {
@@ -82,7 +83,8 @@ fn prometheus_text(openmetrics: &str) -> String {
     text
 }
 
-fn openmetrics(front: &Front) -> Result<String, std::fmt::Error> {
+/// `waiting`: the questions waiting for `/v1` callers (the whole cluster's, in one).
+fn openmetrics(front: &Front, waiting: usize) -> Result<String, std::fmt::Error> {
     let gateway = &front.gateway;
     let mut registry = Registry::with_prefix("mcpx");
     let calls = gateway.metrics();
@@ -128,7 +130,7 @@ fn openmetrics(front: &Front) -> Result<String, std::fmt::Error> {
         gauge
     };
     registry.register("legacy_sessions", "Handshake-era HTTP sessions open", level(front.sessions.count()));
-    registry.register("pending_questions", "Questions waiting for /v1 callers", level(front.pending.waiting()));
+    registry.register("pending_questions", "Questions waiting for /v1 callers", level(waiting));
     registry.register("scripts_running", "mcpx_exec scripts running", level(gateway.scripts_running()));
     let dropped = Counter::<u64>::default();
     dropped.inc_by(gateway.journal().map_or(0, |j| j.dropped()));

@@ -10,10 +10,12 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use mcpx_gateway::cluster::Cluster;
 use mcpx_gateway::{Identity, Principal};
 use mcpx_protocol::RpcError;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub struct Pending {
@@ -34,7 +36,8 @@ struct Begun {
 }
 
 /// One waiting call: where it was going, what it asks, and how to carry it on.
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Question {
     pub id: String,
     /// `Identity::owner_key` of the caller it waits for.
@@ -49,7 +52,8 @@ pub struct Question {
     pub call: Value,
     pub input_requests: Value,
     pub request_state: Value,
-    expires: Instant,
+    /// When it expires, in ms since the epoch.
+    expires: u64,
 }
 
 impl Default for Pending {
@@ -59,22 +63,22 @@ impl Default for Pending {
 }
 
 impl Pending {
-    /// Keeps the questions of an `input_required` answer to `call`, for `owner`.
-    pub fn store(
+    /// Keeps the questions of an `input_required` answer to `call`, for `owner`: in the
+    /// cluster's Redis when there is one.
+    pub async fn store(
         &self,
+        cluster: Option<&Cluster>,
         owner: &Identity,
         call: &Value,
         asked: &Value,
         lifetime: Duration,
         max: usize,
     ) -> Result<Question, RpcError> {
-        let mut questions = self.questions.lock().expect("pending lock");
-        questions.retain(|_, q| q.expires > Instant::now());
-        if questions.len() >= max {
-            return Err(RpcError::internal(format!(
+        let full = || {
+            RpcError::internal(format!(
                 "{max} questions are already waiting for answers (limits.pendingQuestions); answer or abandon some"
-            )));
-        }
+            ))
+        };
         let question = Question {
             id: mcpx_gateway::context::new_call_id()[..12].to_owned(),
             owner: owner.owner_key(),
@@ -84,42 +88,76 @@ impl Pending {
             call: call.clone(),
             input_requests: asked.get("inputRequests").cloned().unwrap_or_else(|| json!({})),
             request_state: asked.get("requestState").cloned().unwrap_or(Value::Null),
-            expires: Instant::now() + lifetime,
+            expires: now_ms() + lifetime.as_millis() as u64,
         };
+        if let Some(cluster) = cluster {
+            let record = serde_json::to_string(&question).expect("a question serializes");
+            return match cluster.put_question(&question.owner, &question.id, &record, lifetime, max).await {
+                Ok(true) => Ok(question),
+                Ok(false) => Err(full()),
+                Err(e) => Err(RpcError::internal(e.to_string())),
+            };
+        }
+        let mut questions = self.questions.lock().expect("pending lock");
+        questions.retain(|_, q| q.expires > now_ms());
+        if questions.len() >= max {
+            return Err(full());
+        }
         questions.insert(question.id.clone(), question.clone());
         Ok(question)
     }
 
-    /// Questions waiting now, everyone's (`/metrics`).
-    pub fn waiting(&self) -> usize {
-        self.questions.lock().expect("pending lock").len()
+    /// Questions waiting now, everyone's (`/metrics`): the whole cluster's in a cluster.
+    pub async fn waiting(&self, cluster: Option<&Cluster>) -> usize {
+        match cluster {
+            Some(cluster) => cluster.questions_waiting().await.unwrap_or_default(),
+            None => self.questions.lock().expect("pending lock").values().filter(|q| q.expires > now_ms()).count(),
+        }
     }
 
-    /// Every question waiting now, soonest to expire first: for the status page, which
-    /// shows each principal only its own.
+    /// Every question waiting on this node, soonest to expire first: for the status page,
+    /// which shows each principal only its own (in a cluster, the questions other nodes
+    /// asked are on their pages).
     pub fn all(&self) -> Vec<Question> {
         let questions = self.questions.lock().expect("pending lock");
-        let mut all: Vec<Question> = questions.values().filter(|q| q.expires > Instant::now()).cloned().collect();
+        let mut all: Vec<Question> = questions.values().filter(|q| q.expires > now_ms()).cloned().collect();
         all.sort_by_key(|q| q.expires);
         all
     }
 
-    /// The questions waiting for `owner`.
-    pub fn of(&self, owner: &Identity) -> Vec<Question> {
+    /// The questions waiting for `owner`, soonest to expire first.
+    pub async fn of(&self, cluster: Option<&Cluster>, owner: &Identity) -> Result<Vec<Question>, RpcError> {
         let owner = owner.owner_key();
-        let questions = self.questions.lock().expect("pending lock");
-        let mut mine: Vec<Question> =
-            questions.values().filter(|q| q.owner == owner && q.expires > Instant::now()).cloned().collect();
+        let mut mine: Vec<Question> = match cluster {
+            Some(cluster) => {
+                let records = cluster.questions_of(&owner).await.map_err(|e| RpcError::internal(e.to_string()))?;
+                records.iter().filter_map(|r| serde_json::from_str::<Question>(r).ok()).collect()
+            }
+            None => self.questions.lock().expect("pending lock").values().cloned().collect(),
+        };
+        mine.retain(|q| q.owner == owner && q.expires > now_ms());
         mine.sort_by_key(|q| q.expires);
-        mine
+        Ok(mine)
     }
 
     /// Takes question `id` of `owner` out, to answer or abandon it.
-    pub fn take(&self, id: &str, owner: &Identity) -> Option<Question> {
+    pub async fn take(
+        &self,
+        cluster: Option<&Cluster>,
+        id: &str,
+        owner: &Identity,
+    ) -> Result<Option<Question>, RpcError> {
         let owner = owner.owner_key();
+        let mine = |q: &Question| q.owner == owner && q.expires > now_ms();
+        if let Some(cluster) = cluster {
+            let record = cluster.take_question(&owner, id).await.map_err(|e| RpcError::internal(e.to_string()))?;
+            return Ok(record
+                .and_then(|r| serde_json::from_str::<Question>(&r).ok())
+                .filter(|q| q.id == id && mine(q)));
+        }
         let mut questions = self.questions.lock().expect("pending lock");
-        let mine = questions.get(id).is_some_and(|q| q.owner == owner && q.expires > Instant::now());
-        if mine { questions.remove(id) } else { None }
+        let found = questions.get(id).is_some_and(mine);
+        Ok(if found { questions.remove(id) } else { None })
     }
 }
 
@@ -166,8 +204,12 @@ impl Question {
             server: self.call["server"].as_str().unwrap_or_default().to_owned(),
             tool: self.call["tool"].as_str().unwrap_or_default().to_owned(),
             input_requests: self.input_requests.as_object().cloned().unwrap_or_default(),
-            expires_in_ms: Some(self.expires.saturating_duration_since(Instant::now()).as_millis() as u64),
+            expires_in_ms: Some(self.expires.saturating_sub(now_ms())),
             answer: format!("mcpx ask answer{session} {} '<json answers by key>'", self.id),
         }
     }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or_default()
 }

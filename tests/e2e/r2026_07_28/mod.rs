@@ -9,6 +9,7 @@ mod capabilities;
 mod clashes;
 mod cli;
 mod cluster;
+mod cluster_shared;
 mod config_watch;
 mod eras;
 mod exec;
