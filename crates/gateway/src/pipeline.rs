@@ -28,7 +28,7 @@
 //! receives in `_meta` (`traces`).
 
 use mcpx_protocol::Era;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
@@ -91,6 +91,9 @@ impl Gateway {
             "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
             m if tasks::METHODS.contains(&m) && ctx.revision.era() == Era::Modern => {
                 self.task_request(ctx, method, params).await
+            }
+            m if tasks::LEGACY_METHODS.contains(&m) && ctx.revision.era() == Era::Legacy => {
+                self.legacy_task_request(ctx, method, params).await
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 self.subscribe(ctx, method, params).await.map(Answer::uncached)
@@ -184,9 +187,28 @@ impl Gateway {
         params: Value,
         original: Option<Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
+        let call = method == "tools/call";
         match ctx.revision.era() {
+            Era::Modern if call && self.runs_slow_calls(ctx, &lease).is_some() => {
+                let after = self.runs_slow_calls(ctx, &lease).unwrap_or_default();
+                self.call_or_task(ctx, lease, params, original, after).await
+            }
             Era::Modern => Stateless.send(self, ctx, lease, method, params, original).await,
+            Era::Legacy if call && params.get("task").is_some_and(Value::is_object) => {
+                self.legacy_task_call(ctx, lease, params, original).await
+            }
             Era::Legacy => OnSession.send(self, ctx, lease, method, params, original).await,
         }
+    }
+
+    /// `tasks.after`, when a 2026 caller's call to this instance becomes a task mcpx runs
+    /// once it has not been answered by then: the caller declared the tasks extension, and
+    /// the upstream does not run tasks of its own.
+    fn runs_slow_calls(&self, ctx: &CallContext, lease: &Lease) -> Option<std::time::Duration> {
+        let after = self.settings.config().tasks.after;
+        let facts = lease.upstream().facts();
+        let own_tasks = facts.era == Era::Modern
+            && facts.capabilities.pointer("/extensions").is_some_and(|e| mcpx_protocol::meta::declares_tasks(&json!({ "extensions": e })));
+        (!after.is_zero() && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks).then_some(after)
     }
 }
