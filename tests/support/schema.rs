@@ -180,7 +180,9 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
         let def = match frame["result"]["resultType"].as_str() {
             Some("input_required") => Some("InputRequiredResult"),
             Some("task") => Some("Result"),
-            _ if revision == LEGACY => method.and_then(|m| legacy_task_def(m, &frame["result"]).or_else(|| result_def(m))),
+            _ if revision == LEGACY => {
+                method.and_then(|m| legacy_task_def(m, &frame["result"]).or_else(|| result_def(m)))
+            }
             _ => method.and_then(result_def),
         };
         if let Some(def) = def.filter(|def| spec.has(def)) {

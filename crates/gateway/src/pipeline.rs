@@ -208,7 +208,11 @@ impl Gateway {
         let after = self.settings.config().tasks.after;
         let facts = lease.upstream().facts();
         let own_tasks = facts.era == Era::Modern
-            && facts.capabilities.pointer("/extensions").is_some_and(|e| mcpx_protocol::meta::declares_tasks(&json!({ "extensions": e })));
-        (!after.is_zero() && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks).then_some(after)
+            && facts
+                .capabilities
+                .pointer("/extensions")
+                .is_some_and(|e| mcpx_protocol::meta::declares_tasks(&json!({ "extensions": e })));
+        (!after.is_zero() && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks)
+            .then_some(after)
     }
 }

@@ -31,7 +31,12 @@ fn daemon_with(extra: Value) -> Daemon {
 
 /// Calls fx's `tool` as `session`, and returns the task it answered with.
 fn start(daemon: &Daemon, session: &str, tool: &str, arguments: Value) -> Value {
-    let created = with_tasks(Modern::mcpx_call("fx", tool, arguments)).session(session).send(daemon.url());
+    start_on(daemon, session, "fx", tool, arguments)
+}
+
+/// Calls `server`'s `tool` as `session`, and returns the task it answered with.
+fn start_on(daemon: &Daemon, session: &str, server: &str, tool: &str, arguments: Value) -> Value {
+    let created = with_tasks(Modern::mcpx_call(server, tool, arguments)).session(session).send(daemon.url());
     let task = created.result().clone();
     assert_eq!(task["resultType"], "task", "{created}");
     for field in ["taskId", "status", "createdAt", "lastUpdatedAt"] {
@@ -221,4 +226,77 @@ fn one_client_cannot_take_every_task_slot_from_another() {
     assert_eq!(error["data"]["limit"], 1, "{refused}");
     let other = slow(bob, "b1");
     assert_eq!(other.result()["resultType"], "task", "another client still gets a task: {other}");
+}
+
+#[test]
+fn the_instance_of_an_ended_task_is_released_without_anyone_polling() {
+    // Without a watcher, the hold would last until someone polls or the ttl (1h) passes.
+    let t = tag();
+    let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance"]))]);
+    let mut cfg = cfg;
+    cfg["pool"] = json!({"idleTimeout": "1s"});
+    let daemon = Daemon::start(&cfg);
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 1}));
+    assert_eq!(task["status"], "working", "{task}");
+    let stopped = mcpx_e2e::process::poll(PATIENCE, || mcpx_e2e::process::processes_with(&t).is_empty().then_some(()));
+    assert!(stopped.is_some(), "the instance outlived its task: {:?}", mcpx_e2e::process::processes_with(&t));
+    // Its end was kept: the caller still reads the result, though the instance is gone.
+    let id = task["taskId"].as_str().unwrap();
+    let done = get(&daemon, "a", id);
+    assert_eq!(done.result()["status"], "completed", "{done}");
+    assert_eq!(done.result()["result"]["content"][0]["text"], "compute: computed after 1s", "{done}");
+}
+
+/// A daemon where mcpx runs a call still unanswered after `after` as a task, with `plain`,
+/// a fakemcp that knows nothing of tasks.
+fn running_slow_calls(t: &str, after: &str) -> Daemon {
+    let mut cfg = config(&[("plain", fakemcp("global", t, &[]))]);
+    cfg["tasks"] = json!({"after": after});
+    Daemon::start(&cfg)
+}
+
+#[test]
+fn a_call_slower_than_tasks_after_becomes_a_task_mcpx_runs() {
+    let t = tag();
+    let daemon = running_slow_calls(&t, "300ms");
+    // Quick: answered as usual.
+    let quick = with_tasks(Modern::mcpx_call("plain", "slow", json!({"ms": 10}))).session("a").send(daemon.url());
+    assert_eq!(quick.result()["resultType"], "complete", "{quick}");
+    // Slow: a task at once, which ends with the call's result.
+    let asked = Instant::now();
+    let task = start_on(&daemon, "a", "plain", "slow", json!({"ms": 1500}));
+    assert!(asked.elapsed() < Duration::from_millis(1400), "the caller waited for the call");
+    let task = poll_until(&daemon, "a", task["taskId"].as_str().unwrap(), ended);
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["structuredContent"]["sleptMs"], 1500, "{task}");
+    // A caller that did not declare the extension waits for its answer, however slow.
+    let plain = Modern::mcpx_call("plain", "slow", json!({"ms": 600})).session("a").send(daemon.url());
+    assert_eq!(plain.result()["resultType"], "complete", "{plain}");
+}
+
+#[test]
+fn cancelling_a_task_mcpx_runs_cancels_the_call_upstream() {
+    let t = tag();
+    let daemon = running_slow_calls(&t, "200ms");
+    let task = start_on(&daemon, "a", "plain", "slow", json!({"ms": 600_000}));
+    let id = task["taskId"].as_str().unwrap();
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+    // Another caller cannot cancel it.
+    task_request(&daemon, "b", "tasks/cancel", json!({"taskId": id})).assert_error(200, -32602);
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+    let ack = task_request(&daemon, "a", "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    assert_eq!(get(&daemon, "a", id).result()["status"], "cancelled");
+    // The call was stopped (its upstream request cancelled): the instance has none in flight.
+    let idle = mcpx_e2e::process::poll(PATIENCE, || {
+        let status = mcpx_e2e::client::plain(
+            "GET",
+            &format!("{}/v1/status", mcpx_e2e::client::base_url(daemon.url())),
+            &[],
+            None,
+        );
+        let instances = status.json()["instances"].clone();
+        instances.as_array().into_iter().flatten().all(|i| i["inUse"] == 0).then_some(())
+    });
+    assert!(idle.is_some(), "the upstream call went on after the task was cancelled");
 }
