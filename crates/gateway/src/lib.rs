@@ -35,6 +35,7 @@ mod roots;
 pub mod scope;
 mod search;
 pub mod settings;
+mod task_runner;
 mod tasks;
 pub mod tools;
 pub mod traces;

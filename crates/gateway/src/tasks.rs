@@ -66,7 +66,7 @@ pub fn legacy_capability() -> Value {
 }
 
 /// Whether a handshake-era upstream runs task-augmented tool calls itself.
-fn upstream_runs_tasks(lease: &Lease) -> bool {
+pub(crate) fn upstream_runs_tasks(lease: &Lease) -> bool {
     let facts = lease.upstream().facts();
     facts.era == Era::Legacy && facts.capabilities.pointer("/tasks/requests/tools/call").is_some_and(Value::is_object)
 }
@@ -363,7 +363,8 @@ fn ran(outcome: Result<Value, Error>, created: &str) -> Value {
 impl Gateway {
     /// Tracks a new task for the caller and hands out its id, unless a limit refuses it
     /// (then the entry, with its lease, comes back in the error).
-    fn track(&self, ctx: &CallContext, task: New) -> Result<String, (Error, Option<Lease>, Runner)> {
+    #[allow(clippy::result_large_err)]
+    fn track(&self, ctx: &CallContext, task: New) -> Result<String, (Error, Option<Lease>)> {
         let config = self.settings.config();
         let id = self.asks.seal_task(&task.key.server, &task.key.owner, ctx, now_ms().saturating_add(task.ttl_ms));
         let seq = self.task_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -385,13 +386,13 @@ impl Gateway {
             let (entry, setting, limit) = *refused;
             let who = if setting == "tasks.max" { "mcpx tracks" } else { "this client holds" };
             let message = format!("{who} {setting} ({limit}) tasks already; try again later");
-            return Err((Error::Limit { message, setting, limit }, entry.lease, entry.runner));
+            return Err((Error::Limit { message, setting, limit }, entry.lease));
         }
         Ok(id)
     }
 
     /// The longest ttl a task may have: `tasks.maxTtl`, and what the caller asked for.
-    fn ttl_cap(&self, asked: Option<u64>) -> u64 {
+    pub(crate) fn ttl_cap(&self, asked: Option<u64>) -> u64 {
         let cap = u64::try_from(self.settings.config().tasks.max_ttl.as_millis()).unwrap_or(u64::MAX);
         asked.map_or(cap, |a| a.min(cap))
     }
@@ -427,7 +428,7 @@ impl Gateway {
         let new = New { key: lease.key().clone(), runner, ttl_ms, state: state.clone(), lease: Some(lease) };
         let id = match self.track(ctx, new) {
             Ok(id) => id,
-            Err((e, lease, _)) => {
+            Err((e, lease)) => {
                 // Nobody could ever reach it: cancel it rather than leave it running.
                 let capabilities = ctx.client_capabilities.clone();
                 tokio::spawn(async move {
@@ -454,7 +455,13 @@ impl Gateway {
 
     /// Runs a call as a task of mcpx's own: `call` goes on under its own lease while the
     /// caller polls, and is aborted (its upstream request cancelled) by `tasks/cancel`.
-    fn run_task<F>(&self, ctx: &CallContext, key: InstanceKey, asked_ttl: Option<u64>, call: F) -> Result<Value, Error>
+    pub(crate) fn run_task<F>(
+        &self,
+        ctx: &CallContext,
+        key: InstanceKey,
+        asked_ttl: Option<u64>,
+        call: F,
+    ) -> Result<Value, Error>
     where
         F: Future<Output = Result<Value, Error>> + Send + 'static,
     {
@@ -481,7 +488,7 @@ impl Gateway {
                 let _ = start.send(id.clone());
                 Ok(self.created(ctx, &id, ttl_ms, &state))
             }
-            Err((e, _, _)) => {
+            Err((e, _)) => {
                 running.abort();
                 Err(e)
             }
@@ -516,82 +523,6 @@ impl Gateway {
     /// This gateway, for work that outlives the request (a call mcpx runs as a task).
     pub(crate) fn shared(&self) -> Result<Arc<Gateway>, Error> {
         self.me.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| Error::internal("the gateway is shutting down"))
-    }
-}
-
-/// Aborts a spawned call when dropped: a task mcpx runs is cancelled by aborting it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl Gateway {
-    /// A 2025-11-25 caller's task-augmented `tools/call` (`params.task`, its ttl asked for
-    /// there), on `lease`'s instance: relayed to a handshake-era upstream that runs tasks
-    /// (`OnSession` adopts the task it answers), else run by mcpx as a task of its own,
-    /// the upstream seeing a plain call.
-    pub(crate) async fn legacy_task_call(
-        &self,
-        ctx: &CallContext,
-        lease: Lease,
-        mut params: Value,
-        original: Option<Value>,
-    ) -> Result<Value, (Error, Option<Lease>)> {
-        use crate::asking::{Caller as _, OnSession};
-        let asked = params.pointer("/task/ttl").and_then(Value::as_u64);
-        if upstream_runs_tasks(&lease) {
-            params["task"] = json!({ "ttl": self.ttl_cap(asked) });
-            return OnSession.send(self, ctx, lease, "tools/call", params, original).await;
-        }
-        params.as_object_mut().map(|p| p.remove("task"));
-        let gateway = match self.shared() {
-            Ok(gateway) => gateway,
-            Err(e) => return Err((e, Some(lease))),
-        };
-        let key = lease.key().clone();
-        // Nobody hears the call's progress, and nobody can answer its questions, once
-        // its request has been answered with the task.
-        let quiet = ctx.clone().with_listener(None);
-        let call = async move {
-            OnSession.send(&gateway, &quiet, lease, "tools/call", params, original).await.map_err(|(e, _)| e)
-        };
-        self.run_task(ctx, key, asked, call).map_err(|e| (e, None))
-    }
-
-    /// A 2026 caller's `tools/call` under `tasks.after`: answered as usual when the
-    /// upstream answers within `after`, else turned into a task mcpx runs, the call going
-    /// on under its lease. An upstream that runs tasks itself is left to do so.
-    pub(crate) async fn call_or_task(
-        &self,
-        ctx: &CallContext,
-        lease: Lease,
-        params: Value,
-        original: Option<Value>,
-        after: Duration,
-    ) -> Result<Value, (Error, Option<Lease>)> {
-        use crate::asking::{Caller as _, Stateless};
-        let gateway = match self.shared() {
-            Ok(gateway) => gateway,
-            Err(e) => return Err((e, Some(lease))),
-        };
-        let key = lease.key().clone();
-        let call_ctx = ctx.clone();
-        let mut call = AbortOnDrop(tokio::spawn(async move {
-            Stateless.send(&gateway, &call_ctx, lease, "tools/call", params, original).await.map_err(|(e, _)| e)
-        }));
-        let joined = |j: Result<Result<Value, Error>, tokio::task::JoinError>| {
-            j.unwrap_or_else(|e| Err(Error::internal(format!("the call ended unexpectedly: {e}"))))
-        };
-        match tokio::time::timeout(after, &mut call.0).await {
-            Ok(done) => joined(done).map_err(|e| (e, None)),
-            Err(_) => {
-                let running = async move { joined((&mut call.0).await) };
-                self.run_task(ctx, key, None, running).map_err(|e| (e, None))
-            }
-        }
     }
 }
 
