@@ -205,14 +205,11 @@ impl Gateway {
     /// once it has not been answered by then: the caller declared the tasks extension, and
     /// the upstream does not run tasks of its own.
     fn runs_slow_calls(&self, ctx: &CallContext, lease: &Lease) -> Option<std::time::Duration> {
-        let after = self.settings.config().tasks.after;
+        let after = if ctx.as_task { std::time::Duration::ZERO } else { self.settings.config().tasks.after };
         let facts = lease.upstream().facts();
-        let own_tasks = facts.era == Era::Modern
-            && facts
-                .capabilities
-                .pointer("/extensions")
-                .is_some_and(|e| mcpx_protocol::meta::declares_tasks(&json!({ "extensions": e })));
-        (!after.is_zero() && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks)
-            .then_some(after)
+        let extensions = json!({ "extensions": facts.capabilities.get("extensions") });
+        let own_tasks = facts.era == Era::Modern && mcpx_protocol::meta::declares_tasks(&extensions);
+        let wanted = ctx.as_task || !after.is_zero();
+        (wanted && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks).then_some(after)
     }
 }

@@ -215,13 +215,13 @@ impl Tasks {
         Some(entry.state.clone())
     }
 
-    /// The tasks handed to `owner` in the handshake era, oldest first.
-    fn of_owner(&self, owner: &str) -> Vec<(String, u64, Value)> {
+    /// The tasks handed to `owner` (in `era`, or in either), oldest first.
+    fn of_owner(&self, owner: &str, era: Option<Era>) -> Vec<(String, u64, Value)> {
         let now = Instant::now();
         let tasks = self.lock();
         let mut mine: Vec<(u64, String, u64, Value)> = tasks
             .iter()
-            .filter(|(_, e)| e.owner == owner && e.era == Era::Legacy && e.expires > now)
+            .filter(|(_, e)| e.owner == owner && era.is_none_or(|era| e.era == era) && e.expires > now)
             .map(|(id, e)| (e.seq, id.clone(), e.ttl_ms, e.state.clone()))
             .collect();
         mine.sort_by_key(|m| m.0);
@@ -678,7 +678,7 @@ impl Gateway {
         if method == "tasks/list" {
             let tasks: Vec<Value> = self
                 .tasks
-                .of_owner(&ctx.identity.owner_key())
+                .of_owner(&ctx.identity.owner_key(), Some(Era::Legacy))
                 .iter()
                 .map(|(id, ttl, state)| render_legacy(id, *ttl, state))
                 .collect();
@@ -745,4 +745,48 @@ fn renaming(ask: mcpx_upstream::Ask, id: String) -> mcpx_upstream::Ask {
         }
         ask(method, params)
     })
+}
+
+/// The tasks of a `/v1` caller (the CLI's `mcpx task`), in the 2026 shape: the same ids,
+/// the same binding to the caller's identity, the same answer for another's task as for
+/// none.
+impl Gateway {
+    /// Runs an `mcpx_call` (its params) as a task for a `/v1` caller: the task, or the
+    /// call's answer when it came at once (a refusal, a question, a quick error).
+    pub async fn start_task(&self, ctx: &CallContext, params: Value) -> Result<Value, Error> {
+        let ctx = CallContext { as_task: true, ..ctx.clone() };
+        Ok(self.handle(&ctx, "tools/call", params).await?.result)
+    }
+
+    /// Every task the caller holds, oldest first, as it was last seen.
+    pub fn tasks_of(&self, ctx: &CallContext) -> Vec<Value> {
+        let mine = self.tasks.of_owner(&ctx.identity.owner_key(), None);
+        mine.iter().map(|(id, ttl, state)| render_modern(id, *ttl, state)).collect()
+    }
+
+    /// The caller's task `id` as it is now, after waiting up to `wait` for it to end.
+    pub async fn task_now(&self, ctx: &CallContext, id: &str, wait: Duration) -> Result<Value, Error> {
+        let (id, mut found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        if !wait.is_zero() && !found.is_ended() {
+            let mut ended = found.ended.clone();
+            let _ = tokio::time::timeout(wait, ended.wait_for(|e| *e)).await;
+            found = self.tasks.find_for(&id, &found).unwrap_or(found);
+        }
+        let state = self.current(&id, &found).await?;
+        Ok(render_modern(&id, found.ttl_ms, &state))
+    }
+
+    /// Cancels the caller's task `id` (nothing happens to one that ended) and returns it.
+    pub async fn cancel_task(&self, ctx: &CallContext, id: &str) -> Result<Value, Error> {
+        let (id, found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        let state = if found.is_ended() { found.state.clone() } else { self.cancel(&id, &found).await? };
+        Ok(render_modern(&id, found.ttl_ms, &state))
+    }
+}
+
+impl Tasks {
+    /// `found` again, as the task is now.
+    fn find_for(&self, id: &str, found: &Found) -> Option<Found> {
+        self.find(id, &found.key.server, &found.key.owner)
+    }
 }
