@@ -300,3 +300,90 @@ fn cancelling_a_task_mcpx_runs_cancels_the_call_upstream() {
     });
     assert!(idle.is_some(), "the upstream call went on after the task was cancelled");
 }
+
+/// A daemon with `plain`, a fakemcp that knows nothing of tasks, reached through the CLI.
+fn cli_daemon(t: &str) -> Daemon {
+    Daemon::start(&config(&[("plain", fakemcp("global", t, &[]))]))
+}
+
+#[test]
+fn mcpx_call_task_prints_an_id_that_mcpx_task_follows_in_the_same_session_only() {
+    let t = tag();
+    let daemon = cli_daemon(&t);
+    let home = daemon.home();
+    let started = home.cli(&["call", "--task", "--session", "a", "plain.slow", r#"{"ms": 800}"#]);
+    started.assert_code(0);
+    let id = started.stdout.trim().to_owned();
+    assert!(!id.is_empty() && !id.contains(char::is_whitespace), "{started:?}");
+
+    let listed = home.cli(&["task", "ls", "--session", "a"]);
+    listed.assert_code(0);
+    assert!(listed.stdout.contains(&id), "{listed:?}");
+    // Another session sees nothing, and cannot read, wait for or cancel it.
+    let other = home.cli(&["task", "ls", "--json", "--session", "b"]);
+    assert_eq!(serde_json::from_str::<Value>(&other.stdout).unwrap()["tasks"], json!([]), "{other:?}");
+    for verb in ["get", "wait", "cancel"] {
+        let refused = home.cli(&["task", verb, "--session", "b", &id]);
+        refused.assert_code(1);
+        assert!(refused.stderr.contains("no task"), "{refused:?}");
+    }
+
+    let waited = home.cli(&["task", "wait", "--session", "a", &id]);
+    waited.assert_code(0);
+    assert!(waited.stdout.contains("sleptMs"), "{waited:?}");
+    let got = home.cli(&["task", "get", "--json", "--session", "a", &id]);
+    let task: Value = serde_json::from_str(&got.stdout).unwrap();
+    assert_eq!(task["status"], "completed", "{got:?}");
+    assert_eq!(task["result"]["structuredContent"]["sleptMs"], 800, "{got:?}");
+}
+
+#[test]
+fn mcpx_task_cancel_stops_the_call_and_wait_reports_it() {
+    let t = tag();
+    let daemon = cli_daemon(&t);
+    let home = daemon.home();
+    let started = home.cli(&["call", "--task", "--session", "a", "plain.slow", r#"{"ms": 600000}"#]);
+    started.assert_code(0);
+    let id = started.stdout.trim().to_owned();
+    let timed_out = home.cli(&["task", "wait", "--timeout", "1", "--session", "a", &id]);
+    timed_out.assert_code(124);
+    let cancelled = home.cli(&["task", "cancel", "--session", "a", &id]);
+    cancelled.assert_code(0);
+    assert_eq!(cancelled.stdout.trim(), "cancelled", "{cancelled:?}");
+    home.cli(&["task", "wait", "--session", "a", &id]).assert_code(1);
+}
+
+#[test]
+fn over_v1_a_token_holder_reaches_its_own_tasks_and_another_s_are_not_found() {
+    let alice = "Bearer alice-token-0123456789abcdef";
+    let bob = "Bearer bob-token-0123456789abcdef0";
+    let t = tag();
+    let mut cfg = config(&[("plain", fakemcp("global", &t, &[]))]);
+    cfg["http"] = json!({"tokens": {"alice": &alice[7..], "bob": &bob[7..]}});
+    let daemon = Daemon::start(&cfg);
+    let base = mcpx_e2e::client::base_url(daemon.url()).to_owned();
+    let v1 = |method: &str, path: &str, who: &str, body: Option<&str>| {
+        let headers = [("Authorization", who), ("Content-Type", "application/json")];
+        mcpx_e2e::client::plain(method, &format!("{base}{path}"), &headers, body)
+    };
+    let started =
+        v1("POST", "/v1/tasks", alice, Some(r#"{"server": "plain", "tool": "slow", "arguments": {"ms": 600000}}"#));
+    assert_eq!(started.status, 202, "{started}");
+    let id = started.json()["taskId"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tasks/{id}");
+
+    let unknown = v1("GET", &format!("{path}x"), bob, None);
+    assert_eq!(unknown.status, 404, "{unknown}");
+    let foreign = v1("GET", &path, bob, None);
+    assert_eq!(foreign.status, 404, "{foreign}");
+    let cancel = v1("POST", &format!("{path}/cancel"), bob, None);
+    assert_eq!(cancel.status, 404, "{cancel}");
+    assert_eq!(v1("GET", "/v1/tasks", bob, None).json()["tasks"], json!([]));
+
+    let mine = v1("GET", &path, alice, None);
+    assert_eq!(mine.json()["status"], "working", "{mine}");
+    let listed = v1("GET", "/v1/tasks", alice, None);
+    assert_eq!(listed.json()["tasks"][0]["taskId"], id.as_str(), "{listed}");
+    let cancelled = v1("POST", &format!("{path}/cancel"), alice, None);
+    assert_eq!(cancelled.json()["status"], "cancelled", "{cancelled}");
+}
