@@ -28,7 +28,7 @@
 //! receives in `_meta` (`traces`).
 
 use mcpx_protocol::Era;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
@@ -188,7 +188,15 @@ impl Gateway {
         original: Option<Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let call = method == "tools/call";
+        let tasks_declared = mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities);
         match ctx.revision.era() {
+            Era::Modern if call && tasks_declared && tasks::upstream_runs_tasks(&lease) => {
+                let next = async |lease, params| match self.runs_slow_calls(ctx, &lease) {
+                    Some(after) => self.call_or_task(ctx, lease, params, original, after).await,
+                    None => Stateless.send(self, ctx, lease, method, params, original).await,
+                };
+                self.call_legacy_task_tool(ctx, lease, params, next).await
+            }
             Era::Modern if call && self.runs_slow_calls(ctx, &lease).is_some() => {
                 let after = self.runs_slow_calls(ctx, &lease).unwrap_or_default();
                 self.call_or_task(ctx, lease, params, original, after).await
@@ -206,10 +214,8 @@ impl Gateway {
     /// the upstream does not run tasks of its own.
     fn runs_slow_calls(&self, ctx: &CallContext, lease: &Lease) -> Option<std::time::Duration> {
         let after = if ctx.as_task { std::time::Duration::ZERO } else { self.settings.config().tasks.after };
-        let facts = lease.upstream().facts();
-        let extensions = json!({ "extensions": facts.capabilities.get("extensions") });
-        let own_tasks = facts.era == Era::Modern && mcpx_protocol::meta::declares_tasks(&extensions);
         let wanted = ctx.as_task || !after.is_zero();
-        (wanted && mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) && !own_tasks).then_some(after)
+        let declared = mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities);
+        (wanted && declared && !tasks::upstream_has_extension(lease)).then_some(after)
     }
 }

@@ -71,6 +71,13 @@ pub(crate) fn upstream_runs_tasks(lease: &Lease) -> bool {
     facts.era == Era::Legacy && facts.capabilities.pointer("/tasks/requests/tools/call").is_some_and(Value::is_object)
 }
 
+/// Whether a 2026 upstream runs tasks (declares the tasks extension).
+pub(crate) fn upstream_has_extension(lease: &Lease) -> bool {
+    let facts = lease.upstream().facts();
+    let extensions = json!({ "extensions": facts.capabilities.get("extensions") });
+    facts.era == Era::Modern && meta::declares_tasks(&extensions)
+}
+
 fn terminal(state: &Value) -> bool {
     state.get("status").and_then(Value::as_str).is_some_and(|s| TERMINAL.contains(&s))
 }
@@ -725,9 +732,58 @@ impl Gateway {
                 self.current(id, &found).await?;
             }
         }
+        if let Runner::Upstream { upstream, id: upstream_id } = found.runner.clone()
+            && upstream.facts().era == Era::Modern
+        {
+            self.follow_modern_task(ctx, id, &mut found, &upstream, &upstream_id).await?;
+        }
         let _ = found.ended.wait_for(|ended| *ended).await;
         let state = self.tasks.find_state(id).ok_or_else(|| Error::params(format!("tasks/result: no task {id:?}")))?;
         payload(id, &state)
+    }
+}
+
+impl Gateway {
+    /// Follows a 2026 upstream's task for a 2025-11-25 caller's `tasks/result` until it
+    /// ends: the questions it asks (`input_required`) are put to the caller on its session,
+    /// naming mcpx's task, and the answers sent upstream with `tasks/update`.
+    async fn follow_modern_task(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        found: &mut Found,
+        upstream: &mcpx_upstream::Upstream,
+        upstream_id: &str,
+    ) -> Result<(), Error> {
+        let ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
+        loop {
+            let state = self.current(id, found).await?;
+            if terminal(&state) {
+                return Ok(());
+            }
+            let asking = state.get("inputRequests").and_then(Value::as_object).filter(|r| !r.is_empty());
+            if state["status"] == "input_required"
+                && let (Some(ask), Some(requests)) = (&ask, asking)
+            {
+                let mut answers = Map::new();
+                for (key, question) in requests {
+                    let method = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let mut params = question.get("params").cloned().unwrap_or_else(|| json!({}));
+                    if let Some(p) = params.as_object_mut() {
+                        p.insert("_meta".into(), json!({ RELATED_TASK: { "taskId": id } }));
+                    }
+                    answers.insert(key.clone(), ask(method, params).await.map_err(Error::Relayed)?);
+                }
+                let update = json!({ "taskId": upstream_id, "inputResponses": answers });
+                upstream.request("tasks/update", update, &found.capabilities).await.map_err(Error::from)?;
+                continue;
+            }
+            let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
+            tokio::select! {
+                _ = found.ended.changed() => {}
+                () = tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)) => {}
+            }
+        }
     }
 }
 

@@ -217,3 +217,59 @@ fn mcpx_runs_a_task_itself_for_an_upstream_without_tasks() {
     assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
     assert_eq!(get(&session, id).result()["status"], "cancelled");
 }
+
+/// A daemon with `fx`, a 2026-only upstream that runs tasks (the tasks extension).
+fn daemon_with_modern_upstream(t: &str) -> Daemon {
+    Daemon::start(&config(&[("fx", fakemcp("global", t, &["--fixture", "conformance", "--era", "modern"]))]))
+}
+
+#[test]
+fn a_session_gets_a_2026_upstreams_task_in_its_own_eras_shapes() {
+    let t = tag();
+    let daemon = daemon_with_modern_upstream(&t);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 0.3, "label": "sum"}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    assert!(!id.starts_with("task-"), "{task}");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "sum: computed after 0.3s", "{result}");
+    assert_eq!(poll_until(&session, id, ended)["status"], "completed");
+
+    let crashing = start(&session, "fx", "crash_job", json!({}), 60_000);
+    let id = crashing["taskId"].as_str().unwrap();
+    let done = poll_until(&session, id, ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32603);
+}
+
+/// Calls `fx`'s `confirm_delete` as a task on `serve`, waits for its result, answers the
+/// question mcpx puts to the caller meanwhile, and returns the result.
+fn confirmed_through_the_question_relay(serve: &mut super::questions::ServeStdio) -> Value {
+    serve.initialize(json!({"elicitation": {}}));
+    serve.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "confirm_delete", "arguments": {"filename": "plans.txt"}},
+        "task": {"ttl": 60_000}}}));
+    let created = serve.read();
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    serve.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": id}}));
+    let question = serve.read();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    // The question names mcpx's task, never the upstream's.
+    assert_eq!(question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{question}");
+    let answer = json!({"action": "accept", "content": {"confirm": true}});
+    serve.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": answer}));
+    let result = serve.read();
+    assert_eq!(result["id"], 3, "{result}");
+    result["result"].clone()
+}
+
+#[test]
+fn a_question_a_task_asks_reaches_the_session_whichever_era_the_upstream_speaks() {
+    for era in ["legacy", "modern"] {
+        let t = tag();
+        let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", era]))]);
+        let mut serve = super::questions::ServeStdio::start(&cfg);
+        let result = confirmed_through_the_question_relay(&mut serve);
+        assert_eq!(result["content"][0]["text"], "Deleted plans.txt", "{era}: {result}");
+    }
+}

@@ -387,3 +387,24 @@ fn over_v1_a_token_holder_reaches_its_own_tasks_and_another_s_are_not_found() {
     let cancelled = v1("POST", &format!("{path}/cancel"), alice, None);
     assert_eq!(cancelled.json()["status"], "cancelled", "{cancelled}");
 }
+
+#[test]
+fn a_2026_caller_gets_a_handshake_era_upstreams_task_in_its_own_eras_shapes() {
+    let t = tag();
+    let daemon =
+        Daemon::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 0.3, "label": "sum"}));
+    let id = task["taskId"].as_str().unwrap();
+    assert!(!id.starts_with("task-"), "{task}");
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "sum: computed after 0.3s", "{done}");
+    // A tool that runs only as a task, and whose instance exits under it.
+    let task = start(&daemon, "a", "crash_job", json!({}));
+    let done = poll_until(&daemon, "a", task["taskId"].as_str().unwrap(), ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["error"]["message"].as_str().unwrap_or_default().contains("exited while running this task"), "{done}");
+    // Without the extension declared, a tool that may run either way answers at once.
+    let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
+    assert_eq!(plain.result()["resultType"], "complete", "{plain}");
+}
