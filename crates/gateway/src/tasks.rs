@@ -90,6 +90,9 @@ fn now_rfc3339() -> String {
 #[derive(Clone, Default)]
 pub(crate) struct Tasks {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
+    /// The change streams of handshake-era sessions, by owner: each hears
+    /// `notifications/tasks/status` when one of its tasks changes status.
+    streams: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
 }
 
 /// Who runs a task.
@@ -197,14 +200,46 @@ impl Tasks {
         })
     }
 
+    /// Tells the change stream `tx` of `owner`'s handshake-era session of its tasks'
+    /// status changes from now on, until it closes.
+    pub(crate) fn tell(&self, owner: String, tx: tokio::sync::mpsc::Sender<Value>) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.retain(|_, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty()
+        });
+        streams.entry(owner).or_default().push(tx);
+    }
+
+    /// `notifications/tasks/status` for `owner`'s open change streams; one that is not
+    /// read is not waited for (past `limits.maxBufferedNotifications` it is dropped).
+    fn announce(&self, owner: &str, task: Value) {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let note = json!({ "jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task });
+        for tx in streams.get(owner).into_iter().flatten() {
+            let _ = tx.try_send(note.clone());
+        }
+    }
+
     /// Records what the task `id` looks like now; once it ended, that is final, its
-    /// instance is released and whoever waits for it is woken. Returns the state kept.
-    fn update(&self, id: &str, mut state: Value) -> Option<Value> {
+    /// instance is released and whoever waits for it is woken. A handshake-era caller's
+    /// session hears of a new status. Returns the state kept.
+    fn update(&self, id: &str, state: Value) -> Option<Value> {
+        let (kept, announce) = self.record(id, state)?;
+        if let Some((owner, task)) = announce {
+            self.announce(&owner, task);
+        }
+        Some(kept)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value)>)> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(id)?;
         if *entry.ended.borrow() {
-            return Some(entry.state.clone());
+            return Some((entry.state.clone(), None));
         }
+        let changed = entry.state.get("status") != state.get("status");
         if let Some(s) = state.as_object_mut() {
             for field in ["createdAt", "pollIntervalMs"] {
                 if !s.contains_key(field)
@@ -219,7 +254,9 @@ impl Tasks {
             entry.lease = None;
             entry.ended.send_replace(true);
         }
-        Some(entry.state.clone())
+        let announce = (changed && entry.era == Era::Legacy)
+            .then(|| (entry.owner.clone(), render_legacy(id, entry.ttl_ms, &entry.state)));
+        Some((entry.state.clone(), announce))
     }
 
     /// The tasks handed to `owner` (in `era`, or in either), oldest first.

@@ -242,6 +242,17 @@ fn a_session_gets_a_2026_upstreams_task_in_its_own_eras_shapes() {
     session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32603);
 }
 
+/// The next frame on `serve` that is not a task's status notification (which the session
+/// hears whenever one of its tasks changes status).
+fn next_answer_or_question(serve: &mut super::questions::ServeStdio) -> Value {
+    loop {
+        let frame = serve.read();
+        if frame["method"] != "notifications/tasks/status" {
+            return frame;
+        }
+    }
+}
+
 /// Calls `fx`'s `confirm_delete` as a task on `serve`, waits for its result, answers the
 /// question mcpx puts to the caller meanwhile, and returns the result.
 fn confirmed_through_the_question_relay(serve: &mut super::questions::ServeStdio) -> Value {
@@ -249,16 +260,16 @@ fn confirmed_through_the_question_relay(serve: &mut super::questions::ServeStdio
     serve.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
         "arguments": {"server": "fx", "tool": "confirm_delete", "arguments": {"filename": "plans.txt"}},
         "task": {"ttl": 60_000}}}));
-    let created = serve.read();
+    let created = next_answer_or_question(serve);
     let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
     serve.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": id}}));
-    let question = serve.read();
+    let question = next_answer_or_question(serve);
     assert_eq!(question["method"], "elicitation/create", "{question}");
     // The question names mcpx's task, never the upstream's.
     assert_eq!(question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{question}");
     let answer = json!({"action": "accept", "content": {"confirm": true}});
     serve.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": answer}));
-    let result = serve.read();
+    let result = next_answer_or_question(serve);
     assert_eq!(result["id"], 3, "{result}");
     result["result"].clone()
 }
@@ -271,5 +282,28 @@ fn a_question_a_task_asks_reaches_the_session_whichever_era_the_upstream_speaks(
         let mut serve = super::questions::ServeStdio::start(&cfg);
         let result = confirmed_through_the_question_relay(&mut serve);
         assert_eq!(result["content"][0]["text"], "Deleted plans.txt", "{era}: {result}");
+    }
+}
+
+#[test]
+fn a_session_hears_its_tasks_change_status() {
+    let t = tag();
+    let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
+    let mut serve = super::questions::ServeStdio::start(&cfg);
+    serve.initialize(json!({}));
+    serve.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "slow_compute", "arguments": {"seconds": 0.3}}, "task": {"ttl": 60_000}}}));
+    let created = serve.read();
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    // Nobody polls: the session is told when the task ends.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let frame = serve.read();
+        if frame["method"] == "notifications/tasks/status" {
+            assert_eq!(frame["params"]["taskId"], id, "{frame}");
+            assert_eq!(frame["params"]["status"], "completed", "{frame}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no status notification came");
     }
 }
