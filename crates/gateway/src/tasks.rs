@@ -794,6 +794,10 @@ impl Gateway {
     ) -> Result<(), Error> {
         let ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
         loop {
+            // Gone (its ttl passed): nothing more to follow.
+            if self.tasks.find_state(id).is_none() {
+                return Ok(());
+            }
             let state = self.current(id, found).await?;
             if terminal(&state) {
                 return Ok(());
