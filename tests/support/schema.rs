@@ -126,6 +126,19 @@ pub fn result_def(method: &str) -> Option<&'static str> {
     })
 }
 
+/// The 2025-11-25 definition of a task method's answer (a task-augmented `tools/call`
+/// answers a `CreateTaskResult`; `tasks/result` the tool call's own result).
+fn legacy_task_def(method: &str, result: &Value) -> Option<&'static str> {
+    Some(match method {
+        "tools/call" if result.get("task").is_some() => "CreateTaskResult",
+        "tasks/get" => "GetTaskResult",
+        "tasks/cancel" => "CancelTaskResult",
+        "tasks/list" => "ListTasksResult",
+        "tasks/result" => "CallToolResult",
+        _ => return None,
+    })
+}
+
 /// The 2026-07-28 definition of a standard error, by code: whole frames for the MCP codes
 /// (which constrain `data`), the `error` object for the JSON-RPC ones.
 fn modern_error_def(code: i64) -> Option<(&'static str, bool)> {
@@ -167,6 +180,9 @@ pub fn assert_frame(revision: &str, method: Option<&str>, frame: &Value) {
         let def = match frame["result"]["resultType"].as_str() {
             Some("input_required") => Some("InputRequiredResult"),
             Some("task") => Some("Result"),
+            _ if revision == LEGACY => {
+                method.and_then(|m| legacy_task_def(m, &frame["result"]).or_else(|| result_def(m)))
+            }
             _ => method.and_then(result_def),
         };
         if let Some(def) = def.filter(|def| spec.has(def)) {

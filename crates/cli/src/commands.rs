@@ -177,18 +177,10 @@ pub async fn call(
     arguments: Option<&str>,
     timeout: Option<Duration>,
 ) -> anyhow::Result<Outcome> {
-    let Some((server, tool)) = target.split_once('.').filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
-        return Ok(Outcome::Usage("name the tool as <server>.<tool>, e.g. time.get_current_time".into()));
+    let call = match call_request(target, arguments) {
+        Ok(call) => call,
+        Err(usage) => return Ok(usage),
     };
-    let arguments = match arguments.map(serde_json::from_str::<Value>) {
-        None => Map::new(),
-        Some(Ok(Value::Object(arguments))) => arguments,
-        Some(Ok(_)) => {
-            return Ok(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into()));
-        }
-        Some(Err(e)) => return Ok(Outcome::Usage(format!("the arguments are not JSON: {e}"))),
-    };
-    let call = CallRequest { server: server.to_owned(), tool: tool.to_owned(), arguments: Some(arguments) };
     let request = async { anyhow::Ok(client(&common).await?.call(&call).await?) };
     let outcome = match timeout {
         Some(limit) => match tokio::time::timeout(limit, request).await {
@@ -201,6 +193,22 @@ pub async fn call(
         None => request.await?,
     };
     print_call_outcome(&common, outcome)
+}
+
+/// The call `mcpx call <server>.<tool> [arguments]` names, or the usage error to print.
+pub(crate) fn call_request(target: &str, arguments: Option<&str>) -> Result<CallRequest, Outcome> {
+    let Some((server, tool)) = target.split_once('.').filter(|(s, t)| !s.is_empty() && !t.is_empty()) else {
+        return Err(Outcome::Usage("name the tool as <server>.<tool>, e.g. time.get_current_time".into()));
+    };
+    let arguments = match arguments.map(serde_json::from_str::<Value>) {
+        None => Map::new(),
+        Some(Ok(Value::Object(arguments))) => arguments,
+        Some(Ok(_)) => {
+            return Err(Outcome::Usage("the arguments must be a JSON object, e.g. '{\"key\": \"value\"}'".into()));
+        }
+        Some(Err(e)) => return Err(Outcome::Usage(format!("the arguments are not JSON: {e}"))),
+    };
+    Ok(CallRequest { server: server.to_owned(), tool: tool.to_owned(), arguments: Some(arguments) })
 }
 
 /// Prints what a call (or an answered question) came to: its result, or the question it

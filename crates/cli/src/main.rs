@@ -12,6 +12,7 @@ mod moving;
 mod serve;
 mod service;
 mod stdio;
+mod tasks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,11 +68,19 @@ enum Command {
         /// The tool's arguments as a JSON object.
         arguments: Option<String>,
         /// Give up after this many seconds (exit code 124).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "task")]
         timeout: Option<u64>,
+        /// Run the call as a task: print its id and exit 0 at once; follow it with
+        /// `mcpx task` (in the same --session).
+        #[arg(long)]
+        task: bool,
         #[command(flatten)]
         common: Common,
     },
+    /// Tool calls run as tasks (`mcpx call --task`) of this session: list, show, wait
+    /// for, cancel.
+    #[command(subcommand)]
+    Task(TaskCommand),
     /// Find upstream tools whose server, name or description contain every word.
     Search {
         query: Vec<String>,
@@ -185,6 +194,37 @@ enum AuthCommand {
 }
 
 #[derive(Subcommand)]
+enum TaskCommand {
+    /// The session's tasks: id, status, last update.
+    Ls {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Where a task stands; once it ended, its result (exits like `mcpx call`).
+    Get {
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Wait for a task to end and print its result (exits like `mcpx call`; 124 past
+    /// --timeout).
+    Wait {
+        id: String,
+        /// Give up after this many seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Cancel a task.
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Subcommand)]
 enum AskCommand {
     /// The questions waiting for this session.
     Ls {
@@ -269,9 +309,18 @@ fn main() -> ExitCode {
         Command::Search { query, common } => {
             commands::run(async || commands::list(common, None, &query.join(" ")).await)
         }
-        Command::Call { target, arguments, timeout, common } => commands::run(async || {
+        Command::Call { target, arguments, task: true, common, .. } => {
+            commands::run(async || tasks::start(common, &target, arguments.as_deref()).await)
+        }
+        Command::Call { target, arguments, timeout, common, .. } => commands::run(async || {
             commands::call(common, &target, arguments.as_deref(), timeout.map(Duration::from_secs)).await
         }),
+        Command::Task(TaskCommand::Ls { common }) => commands::run(async || tasks::list(common).await),
+        Command::Task(TaskCommand::Get { id, common }) => commands::run(async || tasks::get(common, &id).await),
+        Command::Task(TaskCommand::Wait { id, timeout, common }) => {
+            commands::run(async || tasks::wait(common, &id, timeout.map(Duration::from_secs)).await)
+        }
+        Command::Task(TaskCommand::Cancel { id, common }) => commands::run(async || tasks::cancel(common, &id).await),
         Command::Exec { script, file, timeout_ms, common } => {
             commands::run(async || exec::exec(common, script, file.as_deref(), timeout_ms).await)
         }

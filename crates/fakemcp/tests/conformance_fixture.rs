@@ -221,6 +221,7 @@ fn legacy_session_announces_and_lists_the_whole_surface() {
             "prompts": {"listChanged": true},
             "logging": {},
             "completions": {},
+            "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         })
     );
 
@@ -247,6 +248,14 @@ fn legacy_session_announces_and_lists_the_whole_surface() {
     for keyword in ["allOf", "if", "then", "else"] {
         assert!(schema_2020.get(keyword).is_some(), "{keyword} kept");
     }
+    // The task tools say whether they run as tasks (2025-11-25 tool-level negotiation).
+    let support = |name: &str| {
+        let tool = tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned();
+        tool.map(|t| t["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("slow_compute"), Some(json!("optional")));
+    assert_eq!(support("confirm_delete"), Some(json!("required")));
+    assert_eq!(support("test_tool_with_task"), None, "its question is a 2026 round");
 
     let (_, resources) = fixture.call(json!(2), "resources/list", json!({}));
     assert_eq!(

@@ -162,7 +162,7 @@ impl Caller for Stateless {
         }
         let (mut result, lease) = request(ctx, lease, method, params).await?;
         if tasks::is_task(&result) {
-            return gateway.adopt_task(ctx, lease, result);
+            return gateway.adopt_task(ctx, lease, result, None);
         }
         if !ask::is_input_required(&result) {
             return Ok(result);
@@ -193,7 +193,7 @@ impl Caller for OnSession {
 
     async fn send(
         &self,
-        _gateway: &Gateway,
+        gateway: &Gateway,
         ctx: &CallContext,
         lease: Lease,
         method: &str,
@@ -202,7 +202,14 @@ impl Caller for OnSession {
     ) -> Result<Value, (Error, Option<Lease>)> {
         // The caller is asked on its session, and mcpx retries for it with the answers.
         let sent = ask::METHODS.contains(&method).then(|| params.clone());
+        let tasked = params.pointer("/task/ttl").and_then(Value::as_u64).filter(|_| method == "tools/call");
         let (result, lease) = request(ctx, lease, method, params).await?;
+        if let Some(ttl) = tasked
+            && result.get("task").is_some_and(Value::is_object)
+        {
+            // A 2025-11-25 upstream ran the call as the task the caller asked for.
+            return gateway.adopt_task(ctx, lease, result, Some(ttl));
+        }
         if !ask::is_input_required(&result) {
             return Ok(result);
         }

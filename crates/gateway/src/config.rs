@@ -648,11 +648,16 @@ pub struct TaskConfig {
     /// Most of those one client (a token's name, an OAuth subject, the local user) may
     /// hold, so no client can take every slot from the others. Default 100.
     pub max_per_client: usize,
+    /// For a 2026 caller that declared the tasks extension, a tool call not answered
+    /// within this long becomes a task mcpx runs itself (the call goes on under its
+    /// lease). Zero, the default, never does.
+    #[serde(with = "duration")]
+    pub after: Duration,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
-        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000, max_per_client: 100 }
+        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000, max_per_client: 100, after: Duration::ZERO }
     }
 }
 

@@ -48,6 +48,8 @@ pub struct CallContext {
     pub reached: crate::journal::Reached,
     /// Where the request sits in a trace (used only while traces are exported).
     pub trace: Trace,
+    /// Run a tool call as a task mcpx runs, whatever `tasks.after` says (`/v1/tasks`).
+    pub as_task: bool,
 }
 
 impl CallContext {
@@ -61,6 +63,7 @@ impl CallContext {
             param_headers: None,
             reached: Default::default(),
             trace: Default::default(),
+            as_task: false,
         }
     }
 

@@ -39,6 +39,7 @@ pub mod scope;
 mod search;
 pub mod settings;
 mod shared;
+mod task_runner;
 mod tasks;
 pub mod tools;
 pub mod traces;
@@ -124,6 +125,10 @@ pub struct Gateway {
     admission: admission::Admission,
     parking: held::Parking,
     tasks: tasks::Tasks,
+    /// Orders tasks by creation, for `tasks/list`.
+    task_seq: std::sync::atomic::AtomicU64,
+    /// The gateway itself, for work that outlives a request (a call run as a task).
+    me: std::sync::OnceLock<std::sync::Weak<Gateway>>,
     artifacts: std::sync::OnceLock<Arc<artifacts::Store>>,
     running_scripts: exec::Running,
     engines: mcpx_exec::Engines,
@@ -147,6 +152,8 @@ impl Gateway {
             admission: Default::default(),
             parking: held::Parking::default(),
             tasks: tasks::Tasks::default(),
+            task_seq: Default::default(),
+            me: Default::default(),
             artifacts: Default::default(),
             running_scripts: Default::default(),
             engines: Default::default(),
@@ -158,6 +165,7 @@ impl Gateway {
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
         // reaper that found nothing to upgrade would end for good.
+        let _ = gateway.me.set(Arc::downgrade(&gateway));
         let reaper = tokio::spawn(reap(Arc::downgrade(&gateway)));
         let _ = gateway.reaper.set(reaper.abort_handle());
         gateway
@@ -197,6 +205,16 @@ impl Gateway {
             "completions": {},
             "logging": {},
         })
+    }
+
+    /// What mcpx serves a handshake-era caller speaking `revision`: 2025-11-25 adds tasks,
+    /// which mcpx relays or runs itself for any tool call (`tasks`).
+    pub fn legacy_capabilities(&self, revision: mcpx_protocol::Revision) -> Value {
+        let mut capabilities = self.capabilities();
+        if revision == mcpx_protocol::Revision::V2025_11_25 {
+            capabilities["tasks"] = tasks::legacy_capability();
+        }
+        capabilities
     }
 
     /// What the servers are, as `principal` may know them: a server its `clients` entry

@@ -92,6 +92,9 @@ impl Gateway {
             m if tasks::METHODS.contains(&m) && ctx.revision.era() == Era::Modern => {
                 self.task_request(ctx, method, params).await
             }
+            m if tasks::LEGACY_METHODS.contains(&m) && ctx.revision.era() == Era::Legacy => {
+                self.legacy_task_request(ctx, method, params).await
+            }
             "resources/subscribe" | "resources/unsubscribe" => {
                 self.subscribe(ctx, method, params).await.map(Answer::uncached)
             }
@@ -184,9 +187,35 @@ impl Gateway {
         params: Value,
         original: Option<Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
+        let call = method == "tools/call";
+        let tasks_declared = mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities);
         match ctx.revision.era() {
+            Era::Modern if call && tasks_declared && tasks::upstream_runs_tasks(&lease) => {
+                let next = async |lease, params| match self.runs_slow_calls(ctx, &lease) {
+                    Some(after) => self.call_or_task(ctx, lease, params, original, after).await,
+                    None => Stateless.send(self, ctx, lease, method, params, original).await,
+                };
+                self.call_legacy_task_tool(ctx, lease, params, next).await
+            }
+            Era::Modern if call && self.runs_slow_calls(ctx, &lease).is_some() => {
+                let after = self.runs_slow_calls(ctx, &lease).unwrap_or_default();
+                self.call_or_task(ctx, lease, params, original, after).await
+            }
             Era::Modern => Stateless.send(self, ctx, lease, method, params, original).await,
+            Era::Legacy if call && params.get("task").is_some_and(Value::is_object) => {
+                self.legacy_task_call(ctx, lease, params, original).await
+            }
             Era::Legacy => OnSession.send(self, ctx, lease, method, params, original).await,
         }
+    }
+
+    /// `tasks.after`, when a 2026 caller's call to this instance becomes a task mcpx runs
+    /// once it has not been answered by then: the caller declared the tasks extension, and
+    /// the upstream does not run tasks of its own.
+    fn runs_slow_calls(&self, ctx: &CallContext, lease: &Lease) -> Option<std::time::Duration> {
+        let after = if ctx.as_task { std::time::Duration::ZERO } else { self.settings.config().tasks.after };
+        let wanted = ctx.as_task || !after.is_zero();
+        let declared = mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities);
+        (wanted && declared && !tasks::upstream_has_extension(lease)).then_some(after)
     }
 }

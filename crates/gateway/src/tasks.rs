@@ -1,68 +1,156 @@
-//! Tasks an upstream hands a 2026-07-28 caller (the `io.modelcontextprotocol/tasks`
-//! extension), relayed under ids of mcpx's own.
+//! Tasks: tool calls that outlive the request that started them, in both eras, under
+//! ids of mcpx's own.
 //!
-//! When an upstream answers a caller's request with a task (`resultType: "task"`), the
-//! caller never sees the upstream's task id. It gets one mcpx seals (`ask::Asks::seal_task`:
-//! HMAC with the daemon's key) over the server and instance that run the task, the
-//! caller's identity (`owner_key`) and an expiry; mcpx keeps the upstream's id, and a
-//! lease on the instance, under it. `tasks/get`, `tasks/update` and `tasks/cancel` open
-//! the id first: one that was altered, has expired, or was issued to another caller is
-//! refused exactly like an id that never existed (-32602), so nobody can read, answer or
-//! cancel another's task, nor learn that it exists.
+//! A task reaches a caller three ways: a 2026 upstream answers with one (the
+//! `io.modelcontextprotocol/tasks` extension, `resultType: "task"`); a 2025-11-25
+//! upstream answers a task-augmented `tools/call` (`params.task`) with a
+//! `CreateTaskResult`; or mcpx runs the call as a task itself (a handshake-era caller's
+//! task-augmented call to an upstream without tasks, or a 2026 call still unanswered after
+//! `tasks.after`). Whichever it is, the caller sees it in its own era's shapes: 2026
+//! `tasks/get` (the result inside), `tasks/update`, `tasks/cancel`; 2025-11-25 `tasks/get`,
+//! `tasks/result` (blocks, then the call's own result or error), `tasks/list`,
+//! `tasks/cancel`. Each task is kept as one state in the 2026 shape (status, timestamps,
+//! `inputRequests`, `result` or `error`), rendered for the caller's era.
 //!
-//! The lease keeps the instance from being reaped or stopped for idleness until the task
-//! ends (a `tasks/get` that reports a terminal status, kept here and answered from here
-//! afterwards) or its ttl passes (`tasks.maxTtl` at most; swept every second). An
-//! instance that exits while a task runs ends it as `failed`, with an error that says so.
+//! The caller never sees an upstream's task id. It gets one mcpx seals
+//! (`ask::Asks::seal_task`: HMAC with the daemon's key) over the server and instance that
+//! run the task, the caller's identity (`owner_key`) and an expiry. Every task method
+//! opens the id first: one that was altered, has expired, or was issued to another caller
+//! is refused exactly like an id that never existed (-32602), so nobody can read, answer
+//! or cancel another's task, nor learn that it exists; `tasks/list` shows a caller its own.
+//!
+//! The instance that runs a task is held (a lease) until the task ends or its ttl passes
+//! (`tasks.maxTtl` at most; swept every second): a watcher polls an upstream's task at
+//! the interval it suggests and releases the lease the moment it sees it end, whether or
+//! not the caller polls. A task mcpx runs holds its instance through the call in flight.
+//! An instance that exits while a task runs ends it as `failed`, with an error that says so.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
-use mcpx_protocol::{RpcError, meta};
-use serde_json::{Value, json};
+use mcpx_protocol::{Era, Revision, RpcError, meta};
+use serde_json::{Map, Value, json};
 
 use crate::ask::now_ms;
 use crate::config::TaskConfig;
 use crate::error::Error;
 use crate::identity::Principal;
 use crate::scope::InstanceKey;
-use crate::{Answer, CallContext, Gateway, Lease};
+use crate::{Answer, CallContext, Gateway, Lease, caller_of};
 
 /// The task methods a 2026 caller may send.
 pub const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+/// The task methods a 2025-11-25 caller may send.
+pub const LEGACY_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+
+/// The `_meta` key a 2025-11-25 message about a task names it under.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
+
+/// The watcher polls an upstream's task no more often than this, and no less.
+const FASTEST_POLL: Duration = Duration::from_millis(200);
+const SLOWEST_POLL: Duration = Duration::from_secs(5);
+/// What mcpx suggests a caller polls a task it runs itself at.
+const OWN_POLL_MS: u64 = 500;
 
 pub fn is_task(result: &Value) -> bool {
     result.get("resultType").and_then(Value::as_str) == Some("task")
 }
 
-/// The tasks mcpx relays, by the id it handed out.
-#[derive(Default)]
+/// What a 2025-11-25 session's `capabilities.tasks` declares: mcpx runs or relays a task
+/// for any tool call, lists and cancels them.
+pub fn legacy_capability() -> Value {
+    json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } })
+}
+
+/// Whether a handshake-era upstream runs task-augmented tool calls itself.
+pub(crate) fn upstream_runs_tasks(lease: &Lease) -> bool {
+    let facts = lease.upstream().facts();
+    facts.era == Era::Legacy && facts.capabilities.pointer("/tasks/requests/tools/call").is_some_and(Value::is_object)
+}
+
+/// Whether a 2026 upstream runs tasks (declares the tasks extension).
+pub(crate) fn upstream_has_extension(lease: &Lease) -> bool {
+    let facts = lease.upstream().facts();
+    let extensions = json!({ "extensions": facts.capabilities.get("extensions") });
+    facts.era == Era::Modern && meta::declares_tasks(&extensions)
+}
+
+fn terminal(state: &Value) -> bool {
+    state.get("status").and_then(Value::as_str).is_some_and(|s| TERMINAL.contains(&s))
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// The tasks mcpx tracks, by the id it handed out. Clones share them.
+#[derive(Clone, Default)]
 pub(crate) struct Tasks {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    /// The change streams of handshake-era sessions, by owner: each hears
+    /// `notifications/tasks/status` when one of its tasks changes status.
+    streams: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
+}
+
+/// Who runs a task.
+#[derive(Clone)]
+enum Runner {
+    /// The upstream, under its own id, in its era.
+    Upstream { upstream: mcpx_upstream::Upstream, id: String },
+    /// mcpx, through a call in flight it can abort.
+    Gateway { call: tokio::task::AbortHandle },
 }
 
 struct Entry {
     /// The client the task was handed to, counted against `tasks.maxPerClient`.
     client: Principal,
+    /// The caller it was handed to (`owner_key`): `tasks/list` shows it its own.
+    owner: String,
+    /// In which era the caller speaks of it.
+    era: Era,
     key: InstanceKey,
-    upstream_id: String,
+    runner: Runner,
+    /// The caller's capabilities, which a 2026 upstream is told on every request about it.
+    capabilities: Value,
     ttl_ms: u64,
     expires: Instant,
-    /// The instance's connection, which requests about the task go on.
-    upstream: mcpx_upstream::Upstream,
-    /// Holds the instance while the task may still run; `None` once it ended.
+    /// Order of creation, for `tasks/list`.
+    seq: u64,
+    /// Holds the instance while an upstream may still run the task; `None` once it ended.
     lease: Option<Lease>,
-    /// The task as it ended, answered from here from then on.
-    ended: Option<Value>,
+    /// The task as last seen, in the 2026 shape without `taskId` and `ttlMs`.
+    state: Value,
+    /// Becomes true when the task ends: `tasks/result` waits on it.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
-/// What a request about a task finds.
-enum Found {
-    Running { key: InstanceKey, upstream: mcpx_upstream::Upstream, upstream_id: String, ttl_ms: u64 },
-    Ended(Value),
+/// A copy of what a request about a task needs, taken under the lock.
+#[derive(Clone)]
+struct Found {
+    key: InstanceKey,
+    runner: Runner,
+    capabilities: Value,
+    ttl_ms: u64,
+    state: Value,
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Found {
+    fn is_ended(&self) -> bool {
+        *self.ended.borrow()
+    }
+}
+
+/// A new task, before it is admitted.
+struct New {
+    key: InstanceKey,
+    runner: Runner,
+    ttl_ms: u64,
+    state: Value,
+    lease: Option<Lease>,
 }
 
 impl Tasks {
@@ -70,10 +158,17 @@ impl Tasks {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Drops the tasks whose ttl passed, releasing their instances. Every second.
+    /// Drops the tasks whose ttl passed, releasing their instances and stopping the calls
+    /// mcpx ran for them (nobody can reach them any more). Every second.
     pub fn sweep(&self) {
         let now = Instant::now();
-        self.lock().retain(|_, e| e.expires > now);
+        self.lock().retain(|_, e| {
+            let keep = e.expires > now;
+            if let (false, Runner::Gateway { call }) = (keep, &e.runner) {
+                call.abort();
+            }
+            keep
+        });
     }
 
     /// Tracks `entry` under `id` unless that would pass `tasks.max` or its client's
@@ -91,65 +186,481 @@ impl Tasks {
         Ok(())
     }
 
-    /// Records how the task `id` ended and releases its instance.
-    fn end(&self, id: &str, task: &Value) {
-        if let Some(entry) = self.lock().get_mut(id) {
-            let mut ended = task.clone();
-            ended.as_object_mut().map(|t| t.remove("_meta"));
-            entry.ended = Some(ended);
-            entry.lease = None;
+    fn find(&self, id: &str, server: &str, instance: &crate::Owner) -> Option<Found> {
+        let tasks = self.lock();
+        let now = Instant::now();
+        let e = tasks.get(id).filter(|e| e.key.server == server && &e.key.owner == instance && e.expires > now)?;
+        Some(Found {
+            key: e.key.clone(),
+            runner: e.runner.clone(),
+            capabilities: e.capabilities.clone(),
+            ttl_ms: e.ttl_ms,
+            state: e.state.clone(),
+            ended: e.ended.subscribe(),
+        })
+    }
+
+    /// Tells the change stream `tx` of `owner`'s handshake-era session of its tasks'
+    /// status changes from now on, until it closes.
+    pub(crate) fn tell(&self, owner: String, tx: tokio::sync::mpsc::Sender<Value>) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.retain(|_, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty()
+        });
+        streams.entry(owner).or_default().push(tx);
+    }
+
+    /// `notifications/tasks/status` for `owner`'s open change streams; one that is not
+    /// read is not waited for (past `limits.maxBufferedNotifications` it is dropped).
+    fn announce(&self, owner: &str, task: Value) {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let note = json!({ "jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task });
+        for tx in streams.get(owner).into_iter().flatten() {
+            let _ = tx.try_send(note.clone());
         }
+    }
+
+    /// Records what the task `id` looks like now; once it ended, that is final, its
+    /// instance is released and whoever waits for it is woken. A handshake-era caller's
+    /// session hears of a new status. Returns the state kept.
+    fn update(&self, id: &str, state: Value) -> Option<Value> {
+        let (kept, announce) = self.record(id, state)?;
+        if let Some((owner, task)) = announce {
+            self.announce(&owner, task);
+        }
+        Some(kept)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value)>)> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        if *entry.ended.borrow() {
+            return Some((entry.state.clone(), None));
+        }
+        let changed = entry.state.get("status") != state.get("status");
+        if let Some(s) = state.as_object_mut() {
+            for field in ["createdAt", "pollIntervalMs"] {
+                if !s.contains_key(field)
+                    && let Some(v) = entry.state.get(field)
+                {
+                    s.insert(field.into(), v.clone());
+                }
+            }
+        }
+        entry.state = state;
+        if terminal(&entry.state) {
+            entry.lease = None;
+            entry.ended.send_replace(true);
+        }
+        let announce = (changed && entry.era == Era::Legacy)
+            .then(|| (entry.owner.clone(), render_legacy(id, entry.ttl_ms, &entry.state)));
+        Some((entry.state.clone(), announce))
+    }
+
+    /// The tasks handed to `owner` (in `era`, or in either), oldest first.
+    fn of_owner(&self, owner: &str, era: Option<Era>) -> Vec<(String, u64, Value)> {
+        let now = Instant::now();
+        let tasks = self.lock();
+        let mut mine: Vec<(u64, String, u64, Value)> = tasks
+            .iter()
+            .filter(|(_, e)| e.owner == owner && era.is_none_or(|era| e.era == era) && e.expires > now)
+            .map(|(id, e)| (e.seq, id.clone(), e.ttl_ms, e.state.clone()))
+            .collect();
+        mine.sort_by_key(|m| m.0);
+        mine.into_iter().map(|(_, id, ttl, state)| (id, ttl, state)).collect()
     }
 }
 
+/// An upstream's task as mcpx keeps it: the 2026 shape, without the fields mcpx owns.
+fn from_modern(mut task: Value) -> Value {
+    if let Some(t) = task.as_object_mut() {
+        for field in ["resultType", "_meta", "taskId", "ttlMs", "requestState"] {
+            t.remove(field);
+        }
+    }
+    task
+}
+
+/// A 2025-11-25 `Task` as mcpx keeps it.
+fn from_legacy(task: &Value) -> Value {
+    let mut state = Map::new();
+    for field in ["status", "statusMessage", "createdAt", "lastUpdatedAt"] {
+        if let Some(v) = task.get(field) {
+            state.insert(field.into(), v.clone());
+        }
+    }
+    if let Some(poll) = task.get("pollInterval").and_then(Value::as_u64) {
+        state.insert("pollIntervalMs".into(), poll.into());
+    }
+    Value::Object(state)
+}
+
+/// The task for a 2026 caller.
+fn render_modern(id: &str, ttl_ms: u64, state: &Value) -> Value {
+    let mut task = Map::new();
+    task.insert("taskId".into(), id.into());
+    for (k, v) in state.as_object().into_iter().flatten() {
+        task.insert(k.clone(), v.clone());
+    }
+    task.insert("ttlMs".into(), ttl_ms.into());
+    Value::Object(task)
+}
+
+/// The task for a 2025-11-25 caller: a `Task`, which carries neither result nor error.
+fn render_legacy(id: &str, ttl_ms: u64, state: &Value) -> Value {
+    let mut task = Map::new();
+    task.insert("taskId".into(), id.into());
+    for field in ["status", "statusMessage", "createdAt", "lastUpdatedAt"] {
+        if let Some(v) = state.get(field) {
+            task.insert(field.into(), v.clone());
+        }
+    }
+    if !task.contains_key("statusMessage")
+        && let Some(message) = state.pointer("/error/message")
+    {
+        task.insert("statusMessage".into(), message.clone());
+    }
+    task.insert("ttl".into(), ttl_ms.into());
+    if let Some(poll) = state.get("pollIntervalMs") {
+        task.insert("pollInterval".into(), poll.clone());
+    }
+    Value::Object(task)
+}
+
+/// What `tasks/result` answers for an ended task: the call's own result (naming the task
+/// in `_meta`), or its error.
+fn payload(id: &str, state: &Value) -> Result<Value, Error> {
+    if let Some(error) = state.get("error").filter(|e| e.is_object()) {
+        let mut e = RpcError::new(
+            error.get("code").and_then(Value::as_i64).unwrap_or(mcpx_protocol::code::INTERNAL_ERROR),
+            error.get("message").and_then(Value::as_str).unwrap_or("the task failed").to_owned(),
+        );
+        if let Some(data) = error.get("data") {
+            e = e.with_data(data.clone());
+        }
+        return Err(Error::Relayed(e));
+    }
+    match (state.get("status").and_then(Value::as_str), state.get("result")) {
+        (_, Some(result)) => {
+            let mut result = result.clone();
+            if let Some(r) = result.as_object_mut() {
+                r.insert("_meta".into(), json!({ RELATED_TASK: { "taskId": id } }));
+            }
+            Ok(result)
+        }
+        (Some("cancelled"), None) => Err(Error::params(format!("tasks/result: task {id:?} was cancelled"))),
+        _ => Err(Error::internal(format!("tasks/result: task {id:?} ended without a result"))),
+    }
+}
+
+/// The state of a task whose instance exited under it.
+fn crashed(key: &InstanceKey, upstream: &mcpx_upstream::Upstream, previous: &Value) -> Value {
+    let how = upstream.crash().map(|c| format!(" ({c})")).unwrap_or_default();
+    json!({
+        "status": "failed",
+        "statusMessage": "the server's instance ended while the task ran",
+        "createdAt": previous.get("createdAt").cloned().unwrap_or_else(|| now_rfc3339().into()),
+        "lastUpdatedAt": now_rfc3339(),
+        "error": {
+            "code": mcpx_protocol::code::INTERNAL_ERROR,
+            "message": format!("server {:?}'s instance ({}) exited while running this task{how}", key.server, key.owner),
+        },
+    })
+}
+
+/// How the call mcpx ran as a task ended, as the task's state.
+fn ran(outcome: Result<Value, Error>, created: &str) -> Value {
+    let mut state = json!({ "createdAt": created, "lastUpdatedAt": now_rfc3339(), "pollIntervalMs": OWN_POLL_MS });
+    match outcome {
+        Ok(result) if result.get("resultType").and_then(Value::as_str) == Some("input_required") => {
+            state["status"] = "failed".into();
+            state["error"] = json!({
+                "code": mcpx_protocol::code::INTERNAL_ERROR,
+                "message": "the server asked a question while mcpx ran the call as a task; call it without a task to answer it",
+            });
+        }
+        Ok(mut result) => {
+            if let Some(r) = result.as_object_mut() {
+                r.remove("resultType");
+                r.remove("_meta");
+            }
+            let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
+            state["status"] = if failed { "failed" } else { "completed" }.into();
+            state["result"] = result;
+        }
+        Err(e) => {
+            let e = RpcError::from(e);
+            state["status"] = "failed".into();
+            state["statusMessage"] = e.message.clone().into();
+            let mut error = json!({ "code": e.code, "message": e.message });
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            state["error"] = error;
+        }
+    }
+    state
+}
+
 impl Gateway {
-    /// An upstream answered a caller's request with a task: the caller gets it under an id
-    /// of mcpx's own, and the instance is held for it. Returns what the send path does.
+    /// Tracks a new task for the caller and hands out its id, unless a limit refuses it
+    /// (then the entry, with its lease, comes back in the error).
+    #[allow(clippy::result_large_err)]
+    fn track(&self, ctx: &CallContext, task: New) -> Result<String, (Error, Option<Lease>)> {
+        let config = self.settings.config();
+        let id = self.asks.seal_task(&task.key.server, &task.key.owner, ctx, now_ms().saturating_add(task.ttl_ms));
+        let seq = self.task_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let entry = Entry {
+            client: ctx.identity.principal.clone(),
+            owner: ctx.identity.owner_key(),
+            era: ctx.revision.era(),
+            key: task.key,
+            runner: task.runner,
+            capabilities: ctx.client_capabilities.clone(),
+            ttl_ms: task.ttl_ms,
+            expires: Instant::now() + Duration::from_millis(task.ttl_ms),
+            seq,
+            lease: task.lease,
+            state: task.state,
+            ended: tokio::sync::watch::channel(false).0,
+        };
+        if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
+            let (entry, setting, limit) = *refused;
+            let who = if setting == "tasks.max" { "mcpx tracks" } else { "this client holds" };
+            let message = format!("{who} {setting} ({limit}) tasks already; try again later");
+            return Err((Error::Limit { message, setting, limit }, entry.lease));
+        }
+        Ok(id)
+    }
+
+    /// The longest ttl a task may have: `tasks.maxTtl`, and what the caller asked for.
+    pub(crate) fn ttl_cap(&self, asked: Option<u64>) -> u64 {
+        let cap = u64::try_from(self.settings.config().tasks.max_ttl.as_millis()).unwrap_or(u64::MAX);
+        asked.map_or(cap, |a| a.min(cap))
+    }
+
+    /// An upstream answered a caller's request with a task (2026: `resultType: "task"`;
+    /// 2025-11-25: a `CreateTaskResult`): the caller gets it under an id of mcpx's own, in
+    /// its era's shape, and the instance is held for it until it ends.
     #[allow(clippy::result_large_err)]
     pub(crate) fn adopt_task(
         &self,
         ctx: &CallContext,
         lease: Lease,
-        mut result: Value,
+        result: Value,
+        asked_ttl: Option<u64>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let server = lease.key().server.clone();
-        let Some(upstream_id) = result.get("taskId").and_then(Value::as_str).map(str::to_owned) else {
+        let upstream_era = lease.upstream().facts().era;
+        let task = match upstream_era {
+            Era::Modern => result.clone(),
+            Era::Legacy => result.get("task").cloned().unwrap_or_default(),
+        };
+        let Some(upstream_id) = task.get("taskId").and_then(Value::as_str).map(str::to_owned) else {
             let e = Error::internal(format!("server {server:?} answered with a task but no taskId"));
             return Err((e, Some(lease)));
         };
-        let config = self.settings.config();
-        let cap = u64::try_from(config.tasks.max_ttl.as_millis()).unwrap_or(u64::MAX);
-        let ttl_ms = result.get("ttlMs").and_then(Value::as_u64).map_or(cap, |t| t.min(cap));
-        let id = self.asks.seal_task(&server, &lease.key().owner, ctx, now_ms().saturating_add(ttl_ms));
-        let entry = Entry {
-            client: ctx.identity.principal.clone(),
-            key: lease.key().clone(),
-            upstream_id,
-            ttl_ms,
-            expires: Instant::now() + Duration::from_millis(ttl_ms),
-            upstream: lease.upstream().clone(),
-            lease: Some(lease),
-            ended: None,
+        let (offered, state) = match upstream_era {
+            Era::Modern => (task.get("ttlMs").and_then(Value::as_u64), from_modern(task.clone())),
+            Era::Legacy => (task.get("ttl").and_then(Value::as_u64), from_legacy(&task)),
         };
-        if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
-            let (entry, setting, limit) = *refused;
-            // Nobody could ever reach it: cancel it rather than leave it running.
-            let (upstream, upstream_id) = (entry.upstream, entry.upstream_id);
-            let capabilities = ctx.client_capabilities.clone();
-            tokio::spawn(async move {
-                let _ = upstream.request("tasks/cancel", json!({ "taskId": upstream_id }), &capabilities).await;
-            });
-            let who = if setting == "tasks.max" { "mcpx tracks" } else { "this client holds" };
-            let message = format!("{who} {setting} ({limit}) tasks already; try again later");
-            return Err((Error::Limit { message, setting, limit }, entry.lease));
+        let ttl_ms = self.ttl_cap(asked_ttl).min(offered.unwrap_or(u64::MAX));
+        let upstream = lease.upstream().clone();
+        let runner = Runner::Upstream { upstream: upstream.clone(), id: upstream_id.clone() };
+        let new = New { key: lease.key().clone(), runner, ttl_ms, state: state.clone(), lease: Some(lease) };
+        let id = match self.track(ctx, new) {
+            Ok(id) => id,
+            Err((e, lease)) => {
+                // Nobody could ever reach it: cancel it rather than leave it running.
+                let capabilities = ctx.client_capabilities.clone();
+                tokio::spawn(async move {
+                    let _ = upstream.request("tasks/cancel", json!({ "taskId": upstream_id }), &capabilities).await;
+                });
+                return Err((e, lease));
+            }
+        };
+        self.watch_task(id.clone());
+        Ok(self.created(ctx, &id, ttl_ms, &state))
+    }
+
+    /// The answer that hands a caller a new task, in its era.
+    fn created(&self, ctx: &CallContext, id: &str, ttl_ms: u64, state: &Value) -> Value {
+        match ctx.revision.era() {
+            Era::Modern => {
+                let mut task = render_modern(id, ttl_ms, state);
+                task.as_object_mut().map(|t| t.insert("resultType".into(), "task".into()));
+                task
+            }
+            Era::Legacy => json!({ "task": render_legacy(id, ttl_ms, state) }),
         }
-        if let Some(r) = result.as_object_mut() {
-            r.insert("taskId".into(), id.into());
-            r.insert("ttlMs".into(), ttl_ms.into());
-            r.remove("requestState");
-            r.remove("_meta");
+    }
+
+    /// Runs a call as a task of mcpx's own: `call` goes on under its own lease while the
+    /// caller polls, and is aborted (its upstream request cancelled) by `tasks/cancel`.
+    pub(crate) fn run_task<F>(
+        &self,
+        ctx: &CallContext,
+        key: InstanceKey,
+        asked_ttl: Option<u64>,
+        call: F,
+    ) -> Result<Value, Error>
+    where
+        F: Future<Output = Result<Value, Error>> + Send + 'static,
+    {
+        let gateway = self.shared()?;
+        let ttl_ms = self.ttl_cap(asked_ttl);
+        let created = now_rfc3339();
+        let state = json!({
+            "status": "working",
+            "createdAt": created,
+            "lastUpdatedAt": created,
+            "pollIntervalMs": OWN_POLL_MS,
+        });
+        // Started only once tracked, so a quick call cannot end before its entry exists.
+        let (start, started) = tokio::sync::oneshot::channel::<String>();
+        let running = tokio::spawn(async move {
+            let Ok(id) = started.await else { return };
+            let outcome = call.await;
+            gateway.tasks.update(&id, ran(outcome, &created));
+        });
+        let runner = Runner::Gateway { call: running.abort_handle() };
+        let new = New { key, runner, ttl_ms, state: state.clone(), lease: None };
+        match self.track(ctx, new) {
+            Ok(id) => {
+                let _ = start.send(id.clone());
+                Ok(self.created(ctx, &id, ttl_ms, &state))
+            }
+            Err((e, _)) => {
+                running.abort();
+                Err(e)
+            }
         }
-        Ok(result)
+    }
+
+    /// Polls an upstream's task until it ends or is gone, so its instance is released as
+    /// soon as it ends even if the caller never asks again.
+    fn watch_task(&self, id: String) {
+        let tasks = self.tasks.clone();
+        tokio::spawn(async move {
+            loop {
+                let Some(found) = ({
+                    let guard = tasks.lock();
+                    guard.get(&id).map(|e| (e.runner.clone(), e.key.clone(), e.capabilities.clone(), e.state.clone()))
+                }) else {
+                    return;
+                };
+                let (runner, key, capabilities, state) = found;
+                if terminal(&state) {
+                    return;
+                }
+                let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
+                tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)).await;
+                if let Runner::Upstream { upstream, id: upstream_id } = runner {
+                    let _ = refresh(&tasks, &id, &key, &upstream, &upstream_id, &capabilities, &state).await;
+                }
+            }
+        });
+    }
+
+    /// This gateway, for work that outlives the request (a call mcpx runs as a task).
+    pub(crate) fn shared(&self) -> Result<Arc<Gateway>, Error> {
+        self.me.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| Error::internal("the gateway is shutting down"))
+    }
+}
+
+/// Asks the upstream how its task is doing and keeps the answer; a terminal 2025-11-25
+/// task's result is fetched with it, so it outlives the instance. Returns the state kept.
+async fn refresh(
+    tasks: &Tasks,
+    id: &str,
+    key: &InstanceKey,
+    upstream: &mcpx_upstream::Upstream,
+    upstream_id: &str,
+    capabilities: &Value,
+    previous: &Value,
+) -> Result<Value, Error> {
+    let asked = upstream.request("tasks/get", json!({ "taskId": upstream_id }), capabilities).await;
+    let state = match asked {
+        Ok(task) => match upstream.facts().era {
+            Era::Modern => from_modern(task),
+            Era::Legacy => {
+                let mut state = from_legacy(&task);
+                if terminal(&state) {
+                    let payload =
+                        upstream.request("tasks/result", json!({ "taskId": upstream_id }), capabilities).await;
+                    match payload {
+                        Ok(mut result) => {
+                            result.as_object_mut().map(|r| r.remove("_meta"));
+                            state["result"] = result;
+                        }
+                        Err(mcpx_upstream::UpstreamError::Rpc(e)) if state["status"] == "failed" => {
+                            let mut error = json!({ "code": e.code, "message": e.message });
+                            if let Some(data) = e.data {
+                                error["data"] = data;
+                            }
+                            state["error"] = error;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                state
+            }
+        },
+        Err(_) if !upstream.is_alive() => crashed(key, upstream, previous),
+        Err(e) => return Err(Error::from(e)),
+    };
+    Ok(tasks.update(id, state.clone()).unwrap_or(state))
+}
+
+impl Gateway {
+    /// Opens a task id for this caller: the task, or the error an unknown id gets.
+    fn open_task(&self, ctx: &CallContext, method: &str, params: &Value) -> Result<(String, Found), Error> {
+        let Some(id) = params.get("taskId").and_then(Value::as_str) else {
+            return Err(Error::params(format!("{method}: taskId must be a string")));
+        };
+        let unknown = || Error::params(format!("{method}: no task {id:?}"));
+        let (server, instance) = self.asks.open_task(id, ctx).ok_or_else(unknown)?;
+        let found = self.tasks.find(id, &server, &instance).ok_or_else(unknown)?;
+        Ok((id.to_owned(), found))
+    }
+
+    /// The task as it is now: from the upstream while it runs, else as kept.
+    async fn current(&self, id: &str, found: &Found) -> Result<Value, Error> {
+        match &found.runner {
+            Runner::Upstream { upstream, id: upstream_id } if !found.is_ended() => {
+                refresh(&self.tasks, id, &found.key, upstream, upstream_id, &found.capabilities, &found.state).await
+            }
+            _ => Ok(self.tasks.find_state(id).unwrap_or_else(|| found.state.clone())),
+        }
+    }
+
+    /// Stops a task: the upstream is told to cancel it, or the call mcpx runs is aborted.
+    async fn cancel(&self, id: &str, found: &Found) -> Result<Value, Error> {
+        match &found.runner {
+            Runner::Gateway { call } => {
+                call.abort();
+                let created = found.state.get("createdAt").cloned().unwrap_or_default();
+                let state = json!({
+                    "status": "cancelled",
+                    "statusMessage": "cancelled by the caller",
+                    "createdAt": created,
+                    "lastUpdatedAt": now_rfc3339(),
+                    "pollIntervalMs": OWN_POLL_MS,
+                });
+                Ok(self.tasks.update(id, state.clone()).unwrap_or(state))
+            }
+            Runner::Upstream { upstream, id: upstream_id } => {
+                let sent = json!({ "taskId": upstream_id });
+                match upstream.request("tasks/cancel", sent, &found.capabilities).await {
+                    Ok(_) => {}
+                    Err(_) if !upstream.is_alive() => {}
+                    Err(e) => return Err(Error::from(e)),
+                }
+                self.current(id, found).await
+            }
+        }
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` from a 2026 caller.
@@ -158,67 +669,221 @@ impl Gateway {
             let required = json!({ "extensions": { meta::TASKS_EXTENSION: {} } });
             return Err(Error::Relayed(RpcError::missing_capability(required)));
         }
-        let Some(id) = params.get("taskId").and_then(Value::as_str) else {
-            return Err(Error::params(format!("{method}: taskId must be a string")));
-        };
-        let unknown = || Error::params(format!("{method}: no task {id:?}"));
-        let (server, instance) = self.asks.open_task(id, ctx).ok_or_else(unknown)?;
-        let found = {
-            let tasks = self.tasks.lock();
-            let entry = tasks.get(id).filter(|e| e.key.server == server && e.key.owner == instance);
-            match entry {
-                None => return Err(unknown()),
-                Some(Entry { ended: Some(task), .. }) => Found::Ended(task.clone()),
-                Some(Entry { key, upstream_id, ttl_ms, upstream, .. }) => Found::Running {
-                    key: key.clone(),
-                    upstream: upstream.clone(),
-                    upstream_id: upstream_id.clone(),
-                    ttl_ms: *ttl_ms,
-                },
-            }
-        };
+        let (id, found) = self.open_task(ctx, method, &params)?;
+        let _ = ctx.reached.set(found.key.clone());
         let ack = || Ok(Answer::uncached(json!({})));
-        let (key, upstream, upstream_id, ttl_ms) = match found {
-            Found::Ended(task) if method == "tasks/get" => return Ok(Answer::uncached(task)),
-            Found::Ended(_) => return ack(),
-            Found::Running { key, upstream, upstream_id, ttl_ms } => (key, upstream, upstream_id, ttl_ms),
-        };
-        let _ = ctx.reached.set(key.clone());
-        let mut sent = json!({ "taskId": upstream_id });
-        if method == "tasks/update" {
-            sent["inputResponses"] = params.get("inputResponses").cloned().unwrap_or_else(|| json!({}));
-        }
-        let answered = upstream.request(method, sent, &ctx.client_capabilities).await;
-        let mut task = match answered {
-            Ok(task) => task,
-            Err(_) if !upstream.is_alive() => {
-                let how = upstream.crash().map(|c| format!(" ({c})")).unwrap_or_default();
-                let failed = json!({
-                    "taskId": id,
-                    "status": "failed",
-                    "statusMessage": "the server's instance ended while the task ran",
-                    "ttlMs": ttl_ms,
-                    "error": {
-                        "code": mcpx_protocol::code::INTERNAL_ERROR,
-                        "message": format!("server {:?}'s instance ({}) exited while running this task{how}", key.server, key.owner),
-                    },
-                });
-                self.tasks.end(id, &failed);
-                return if method == "tasks/get" { Ok(Answer::uncached(failed)) } else { ack() };
+        match method {
+            "tasks/get" => {
+                let state = self.current(&id, &found).await?;
+                Ok(Answer::uncached(render_modern(&id, found.ttl_ms, &state)))
             }
-            Err(e) => return Err(Error::from(e)),
-        };
-        if method != "tasks/get" {
-            return ack();
+            "tasks/cancel" => {
+                if !found.is_ended() {
+                    self.cancel(&id, &found).await?;
+                }
+                ack()
+            }
+            _ => {
+                let Runner::Upstream { upstream, id: upstream_id } = &found.runner else {
+                    return Err(Error::params(format!("tasks/update: task {id:?} asks nothing")));
+                };
+                if found.is_ended() {
+                    return ack();
+                }
+                if upstream.facts().era != Era::Modern {
+                    return Err(Error::params(format!(
+                        "tasks/update: task {id:?} runs on a handshake-era server, which mcpx cannot answer for yet"
+                    )));
+                }
+                let answers = params.get("inputResponses").cloned().unwrap_or_else(|| json!({}));
+                let sent = json!({ "taskId": upstream_id, "inputResponses": answers });
+                match upstream.request(method, sent, &ctx.client_capabilities).await {
+                    Ok(_) => ack(),
+                    Err(_) if !upstream.is_alive() => {
+                        self.current(&id, &found).await?;
+                        ack()
+                    }
+                    Err(e) => Err(Error::from(e)),
+                }
+            }
         }
-        if let Some(t) = task.as_object_mut() {
-            t.insert("taskId".into(), id.into());
-            t.insert("ttlMs".into(), ttl_ms.into());
-            t.remove("requestState");
+    }
+
+    /// `tasks/get`, `tasks/result`, `tasks/list` or `tasks/cancel` from a 2025-11-25 caller.
+    pub(crate) async fn legacy_task_request(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        params: Value,
+    ) -> Result<Answer, Error> {
+        if ctx.revision != Revision::V2025_11_25 {
+            return Err(Error::NoMethod(method.to_owned()));
         }
-        if task.get("status").and_then(Value::as_str).is_some_and(|s| TERMINAL.contains(&s)) {
-            self.tasks.end(id, &task);
+        if method == "tasks/list" {
+            let tasks: Vec<Value> = self
+                .tasks
+                .of_owner(&ctx.identity.owner_key(), Some(Era::Legacy))
+                .iter()
+                .map(|(id, ttl, state)| render_legacy(id, *ttl, state))
+                .collect();
+            return Ok(Answer::uncached(json!({ "tasks": tasks })));
         }
-        Ok(Answer::uncached(task))
+        let (id, found) = self.open_task(ctx, method, &params)?;
+        let _ = ctx.reached.set(found.key.clone());
+        match method {
+            "tasks/get" => {
+                let state = self.current(&id, &found).await?;
+                Ok(Answer::uncached(render_legacy(&id, found.ttl_ms, &state)))
+            }
+            "tasks/cancel" => {
+                if found.is_ended() {
+                    let status = found.state.get("status").and_then(Value::as_str).unwrap_or("ended");
+                    return Err(Error::params(format!(
+                        "tasks/cancel: task {id:?} already ended ({status}); a task in a terminal status cannot be cancelled"
+                    )));
+                }
+                let state = self.cancel(&id, &found).await?;
+                Ok(Answer::uncached(render_legacy(&id, found.ttl_ms, &state)))
+            }
+            _ => self.task_result(ctx, &id, found).await.map(Answer::uncached),
+        }
+    }
+
+    /// `tasks/result`: waits until the task ends and answers its result. A handshake-era
+    /// upstream's own `tasks/result` is relayed meanwhile, so the questions it asks reach
+    /// the caller on its session, naming mcpx's task id.
+    async fn task_result(&self, ctx: &CallContext, id: &str, mut found: Found) -> Result<Value, Error> {
+        if let Runner::Upstream { upstream, id: upstream_id } = &found.runner
+            && upstream.facts().era == Era::Legacy
+            && !found.is_ended()
+        {
+            let listener = ctx.listener.clone().map(|mut l| {
+                l.ask = l.ask.map(|ask| renaming(ask, id.to_owned()));
+                l
+            });
+            let sent = json!({ "taskId": upstream_id });
+            let relayed = upstream
+                .request_reporting("tasks/result", sent, &ctx.client_capabilities, Some(caller_of(ctx)), listener)
+                .await;
+            if relayed.is_err() || !found.is_ended() {
+                self.current(id, &found).await?;
+            }
+        }
+        if let Runner::Upstream { upstream, id: upstream_id } = found.runner.clone()
+            && upstream.facts().era == Era::Modern
+        {
+            self.follow_modern_task(ctx, id, &mut found, &upstream, &upstream_id).await?;
+        }
+        let _ = found.ended.wait_for(|ended| *ended).await;
+        let state = self.tasks.find_state(id).ok_or_else(|| Error::params(format!("tasks/result: no task {id:?}")))?;
+        payload(id, &state)
+    }
+}
+
+impl Gateway {
+    /// Follows a 2026 upstream's task for a 2025-11-25 caller's `tasks/result` until it
+    /// ends: the questions it asks (`input_required`) are put to the caller on its session,
+    /// naming mcpx's task, and the answers sent upstream with `tasks/update`.
+    async fn follow_modern_task(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        found: &mut Found,
+        upstream: &mcpx_upstream::Upstream,
+        upstream_id: &str,
+    ) -> Result<(), Error> {
+        let ask = ctx.listener.as_ref().and_then(|l| l.ask.clone());
+        loop {
+            // Gone (its ttl passed): nothing more to follow.
+            if self.tasks.find_state(id).is_none() {
+                return Ok(());
+            }
+            let state = self.current(id, found).await?;
+            if terminal(&state) {
+                return Ok(());
+            }
+            let asking = state.get("inputRequests").and_then(Value::as_object).filter(|r| !r.is_empty());
+            if state["status"] == "input_required"
+                && let (Some(ask), Some(requests)) = (&ask, asking)
+            {
+                let mut answers = Map::new();
+                for (key, question) in requests {
+                    let method = question.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let mut params = question.get("params").cloned().unwrap_or_else(|| json!({}));
+                    if let Some(p) = params.as_object_mut() {
+                        p.insert("_meta".into(), json!({ RELATED_TASK: { "taskId": id } }));
+                    }
+                    answers.insert(key.clone(), ask(method, params).await.map_err(Error::Relayed)?);
+                }
+                let update = json!({ "taskId": upstream_id, "inputResponses": answers });
+                upstream.request("tasks/update", update, &found.capabilities).await.map_err(Error::from)?;
+                continue;
+            }
+            let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
+            tokio::select! {
+                _ = found.ended.changed() => {}
+                () = tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)) => {}
+            }
+        }
+    }
+}
+
+impl Tasks {
+    fn find_state(&self, id: &str) -> Option<Value> {
+        self.lock().get(id).map(|e| e.state.clone())
+    }
+}
+
+/// An asker that names mcpx's task id, never the upstream's, in a question's `_meta`.
+fn renaming(ask: mcpx_upstream::Ask, id: String) -> mcpx_upstream::Ask {
+    Arc::new(move |method: String, mut params: Value| {
+        if let Some(related) = params.pointer_mut(&format!("/_meta/{}", RELATED_TASK.replace('/', "~1"))) {
+            *related = json!({ "taskId": id });
+        }
+        ask(method, params)
+    })
+}
+
+/// The tasks of a `/v1` caller (the CLI's `mcpx task`), in the 2026 shape: the same ids,
+/// the same binding to the caller's identity, the same answer for another's task as for
+/// none.
+impl Gateway {
+    /// Runs an `mcpx_call` (its params) as a task for a `/v1` caller: the task, or the
+    /// call's answer when it came at once (a refusal, a question, a quick error).
+    pub async fn start_task(&self, ctx: &CallContext, params: Value) -> Result<Value, Error> {
+        let ctx = CallContext { as_task: true, ..ctx.clone() };
+        Ok(self.handle(&ctx, "tools/call", params).await?.result)
+    }
+
+    /// Every task the caller holds, oldest first, as it was last seen.
+    pub fn tasks_of(&self, ctx: &CallContext) -> Vec<Value> {
+        let mine = self.tasks.of_owner(&ctx.identity.owner_key(), None);
+        mine.iter().map(|(id, ttl, state)| render_modern(id, *ttl, state)).collect()
+    }
+
+    /// The caller's task `id` as it is now, after waiting up to `wait` for it to end.
+    pub async fn task_now(&self, ctx: &CallContext, id: &str, wait: Duration) -> Result<Value, Error> {
+        let (id, mut found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        if !wait.is_zero() && !found.is_ended() {
+            let mut ended = found.ended.clone();
+            let _ = tokio::time::timeout(wait, ended.wait_for(|e| *e)).await;
+            found = self.tasks.find_for(&id, &found).unwrap_or(found);
+        }
+        let state = self.current(&id, &found).await?;
+        Ok(render_modern(&id, found.ttl_ms, &state))
+    }
+
+    /// Cancels the caller's task `id` (nothing happens to one that ended) and returns it.
+    pub async fn cancel_task(&self, ctx: &CallContext, id: &str) -> Result<Value, Error> {
+        let (id, found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        let state = if found.is_ended() { found.state.clone() } else { self.cancel(&id, &found).await? };
+        Ok(render_modern(&id, found.ttl_ms, &state))
+    }
+}
+
+impl Tasks {
+    /// `found` again, as the task is now.
+    fn find_for(&self, id: &str, found: &Found) -> Option<Found> {
+        self.find(id, &found.key.server, &found.key.owner)
     }
 }

@@ -9,7 +9,8 @@
 //! grows while it keeps exiting) and opens the same subscriptions on it.
 //!
 //! A handshake-era session's change stream is not asked for: clients open it as they
-//! connect. So it must never start an instance or keep one from being reaped. It hears the
+//! connect. Besides list changes and resource updates it carries the status changes of
+//! the session's tasks (`notifications/tasks/status`, from `tasks`). So it must never start an instance or keep one from being reaped. It hears the
 //! instances its session reaches that are running: those up when it opens, and each one a
 //! call of the session starts later, joined before that call is sent.
 
@@ -180,6 +181,8 @@ impl Gateway {
             keys.push(key);
         }
         let (tx, changes) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
+        // The session's tasks tell it when their status changes (2025-11-25).
+        self.tasks.tell(ctx.identity.owner_key(), tx.clone());
         let stream =
             Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
         {

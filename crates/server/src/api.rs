@@ -1,5 +1,5 @@
 //! The `/v1` API, for the CLI and scripts: status, tool listing, tool calls, scripts
-//! (`/v1/exec`) and their artifacts, stop, and `GET /v1/stdio`, the upgrade `mcpx serve`
+//! (`/v1/exec`) and their artifacts, tasks (`/v1/tasks`: calls run as tasks), stop, and `GET /v1/stdio`, the upgrade `mcpx serve`
 //! uses to relay its stdio over the unix socket (served by `stdio::upgrade`).
 //! Documented in `docs/api/openapi.json`.
 //!
@@ -50,6 +50,9 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/auth/login", post(auth_login))
         .route("/v1/auth/wait", post(auth_wait))
         .route("/v1/auth/logout", post(auth_logout))
+        .route("/v1/tasks", get(task_list).post(task_start))
+        .route("/v1/tasks/{id}", get(task_get))
+        .route("/v1/tasks/{id}/cancel", post(task_cancel))
         .route("/v1/log", get(log))
         .route("/v1/stats", get(stats))
 }
@@ -659,6 +662,78 @@ async fn auth_logout(
         Ok(revoked) => Json(v1::LoggedOut { server: request.server, revoked }).into_response(),
         Err(e) => error(&RpcError::from(e)),
     }
+}
+
+/// Runs a call (`{server, tool, arguments}`) as a task: 202 with the task, or 200 with the
+/// call's result when it answered at once.
+async fn task_start(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    v1::Body(call): v1::Body<v1::CallRequest>,
+) -> Response {
+    let params = json!({ "name": mcpx_gateway::tools::CALL, "arguments": call });
+    match front.gateway.start_task(&task_context(&caller), params).await {
+        Ok(task) if task["resultType"] == "task" => {
+            let mut task = task;
+            task.as_object_mut().map(|t| t.remove("resultType"));
+            (StatusCode::ACCEPTED, Json(task)).into_response()
+        }
+        Ok(result) if result["resultType"] == "input_required" => error(&RpcError::invalid_params(
+            "the call asked a question before it could run as a task; run it with `mcpx call` to answer",
+        )),
+        Ok(mut result) => {
+            plain(&mut result);
+            Json(result).into_response()
+        }
+        Err(e) => error(&RpcError::from(e)),
+    }
+}
+
+/// The caller's tasks: the same identity (principal and session) that started them.
+async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::TaskList> {
+    Json(v1::TaskList { tasks: front.gateway.tasks_of(&task_context(&caller)) })
+}
+
+/// One of the caller's tasks (`?waitMs=` waits for it to end); another's is 404, as none.
+async fn task_get(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    Query(q): Query<v1::TaskQuery>,
+) -> Response {
+    let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(0).min(60_000));
+    match front.gateway.task_now(&task_context(&caller), &id, wait).await {
+        Ok(task) => Json(task).into_response(),
+        Err(e) => task_error(&RpcError::from(e)),
+    }
+}
+
+/// Cancels one of the caller's tasks; another's is 404, as none.
+async fn task_cancel(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    match front.gateway.cancel_task(&task_context(&caller), &id).await {
+        Ok(task) => Json(task).into_response(),
+        Err(e) => task_error(&RpcError::from(e)),
+    }
+}
+
+/// A `/v1` caller as the tasks see it: a 2026 caller that declared the tasks extension.
+fn task_context(identity: &Identity) -> CallContext {
+    let capabilities = json!({
+        "elicitation": {}, "sampling": {}, "roots": {},
+        "extensions": { mcpx_protocol::meta::TASKS_EXTENSION: {} },
+    });
+    CallContext::new(identity.clone(), Revision::LATEST_MODERN, capabilities)
+}
+
+/// An unknown task (or another caller's, which is the same) is 404.
+fn task_error(e: &RpcError) -> Response {
+    let (status, body) = error_parts(e);
+    let status = if e.code == code::INVALID_PARAMS { StatusCode::NOT_FOUND } else { status };
+    (status, Json(body)).into_response()
 }
 
 /// A tool call for a `/v1` caller. It runs as a stateless caller that can be asked

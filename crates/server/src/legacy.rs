@@ -120,7 +120,7 @@ impl Negotiated {
 pub fn initialize_result(gateway: &Gateway, revision: Revision, principal: &Principal) -> Value {
     json!({
         "protocolVersion": revision.as_str(),
-        "capabilities": gateway.capabilities(),
+        "capabilities": gateway.legacy_capabilities(revision),
         "serverInfo": Gateway::server_info().clone(),
         "instructions": gateway.instructions(principal),
     })

@@ -275,6 +275,33 @@ pub struct PollQuery {
     pub wait_ms: Option<u64>,
 }
 
+/// `GET /v1/tasks`: the caller's tasks, oldest first. Each is a task as the 2026 tasks
+/// extension shapes it (`taskId`, `status`, `statusMessage`, `createdAt`,
+/// `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`, and once it ended `result` or `error`),
+/// kept as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskList {
+    pub tasks: Vec<Value>,
+}
+
+/// `GET /v1/tasks/{id}?waitMs=`: how long to wait for the task to end before answering
+/// (default 0, at most a minute).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// What `POST /v1/tasks` came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskStarted {
+    /// 202: the task, to poll (`GET /v1/tasks/{id}`).
+    Task(Value),
+    /// 200: the call answered at once, without a task (its result, as `/v1/call` gives it).
+    Done(Value),
+}
+
 /// What a poll found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PollOutcome {

@@ -12,4 +12,5 @@ mod real_upstreams;
 mod serve;
 mod session_end;
 mod standalone;
+mod tasks;
 mod transport;

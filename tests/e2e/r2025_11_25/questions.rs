@@ -15,7 +15,9 @@ use mcpx_e2e::schema;
 use mcpx_e2e::serve::Serve;
 use serde_json::{Value, json};
 
-struct ServeStdio {
+/// `mcpx serve --no-daemon` on a config, as a handshake-era caller on its stdio (also used
+/// by `tasks`).
+pub(super) struct ServeStdio {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -23,7 +25,7 @@ struct ServeStdio {
 }
 
 impl ServeStdio {
-    fn start(config: &Value) -> ServeStdio {
+    pub(super) fn start(config: &Value) -> ServeStdio {
         let dir = TempDir::new();
         let path = dir.path().join("mcpx.json");
         std::fs::write(&path, config.to_string()).unwrap();
@@ -41,13 +43,13 @@ impl ServeStdio {
         ServeStdio { child, stdin, stdout, _dir: dir }
     }
 
-    fn send(&mut self, frame: Value) {
+    pub(super) fn send(&mut self, frame: Value) {
         writeln!(self.stdin, "{frame}").unwrap();
         self.stdin.flush().unwrap();
     }
 
     /// The next frame mcpx writes, checked against the 2025-11-25 schema.
-    fn read(&mut self) -> Value {
+    pub(super) fn read(&mut self) -> Value {
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("read from mcpx serve");
         assert!(!line.is_empty(), "mcpx serve closed its stdout");
@@ -64,7 +66,7 @@ impl ServeStdio {
         frame
     }
 
-    fn initialize(&mut self, capabilities: Value) {
+    pub(super) fn initialize(&mut self, capabilities: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "e2e", "version": "0"}}}));

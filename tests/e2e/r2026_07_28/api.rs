@@ -45,9 +45,14 @@ fn every_documented_v1_route_is_served_with_a_documented_status() {
     let kept = home.v1("POST", "/v1/exec", Some(&json!({"script": "return await artifact('a.txt', 'kept')"})));
     let uri = kept.json()["content"][0]["text"].as_str().unwrap_or_default().to_owned();
     let id = uri.strip_prefix("mcpx://artifacts/").unwrap_or_else(|| panic!("no artifact made: {uri:?}")).to_owned();
+    // A task's `{id}`: a task of this caller's.
+    let slow = json!({"server": "alpha", "tool": "slow", "arguments": {"ms": 600_000}});
+    let task = home.v1("POST", "/v1/tasks", Some(&slow));
+    let task_id = task.json()["taskId"].as_str().unwrap_or_else(|| panic!("no task made: {task}")).to_owned();
 
     for (documented_path, method) in ordered {
-        let concrete = documented_path.replace("{id}", &id);
+        let id = if documented_path.starts_with("/v1/tasks/") { &task_id } else { &id };
+        let concrete = documented_path.replace("{id}", id);
         let path = &concrete;
         let status = match (path.as_str(), method.as_str()) {
             ("/v1/stdio", "get") => stdio_upgrade(&home.socket(), Some(std::process::id()), None).status,

@@ -31,7 +31,12 @@ fn daemon_with(extra: Value) -> Daemon {
 
 /// Calls fx's `tool` as `session`, and returns the task it answered with.
 fn start(daemon: &Daemon, session: &str, tool: &str, arguments: Value) -> Value {
-    let created = with_tasks(Modern::mcpx_call("fx", tool, arguments)).session(session).send(daemon.url());
+    start_on(daemon, session, "fx", tool, arguments)
+}
+
+/// Calls `server`'s `tool` as `session`, and returns the task it answered with.
+fn start_on(daemon: &Daemon, session: &str, server: &str, tool: &str, arguments: Value) -> Value {
+    let created = with_tasks(Modern::mcpx_call(server, tool, arguments)).session(session).send(daemon.url());
     let task = created.result().clone();
     assert_eq!(task["resultType"], "task", "{created}");
     for field in ["taskId", "status", "createdAt", "lastUpdatedAt"] {
@@ -221,4 +226,185 @@ fn one_client_cannot_take_every_task_slot_from_another() {
     assert_eq!(error["data"]["limit"], 1, "{refused}");
     let other = slow(bob, "b1");
     assert_eq!(other.result()["resultType"], "task", "another client still gets a task: {other}");
+}
+
+#[test]
+fn the_instance_of_an_ended_task_is_released_without_anyone_polling() {
+    // Without a watcher, the hold would last until someone polls or the ttl (1h) passes.
+    let t = tag();
+    let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance"]))]);
+    let mut cfg = cfg;
+    cfg["pool"] = json!({"idleTimeout": "1s"});
+    let daemon = Daemon::start(&cfg);
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 1}));
+    assert_eq!(task["status"], "working", "{task}");
+    let stopped = mcpx_e2e::process::poll(PATIENCE, || mcpx_e2e::process::processes_with(&t).is_empty().then_some(()));
+    assert!(stopped.is_some(), "the instance outlived its task: {:?}", mcpx_e2e::process::processes_with(&t));
+    // Its end was kept: the caller still reads the result, though the instance is gone.
+    let id = task["taskId"].as_str().unwrap();
+    let done = get(&daemon, "a", id);
+    assert_eq!(done.result()["status"], "completed", "{done}");
+    assert_eq!(done.result()["result"]["content"][0]["text"], "compute: computed after 1s", "{done}");
+}
+
+/// A daemon where mcpx runs a call still unanswered after `after` as a task, with `plain`,
+/// a fakemcp that knows nothing of tasks.
+fn running_slow_calls(t: &str, after: &str) -> Daemon {
+    let mut cfg = config(&[("plain", fakemcp("global", t, &[]))]);
+    cfg["tasks"] = json!({"after": after});
+    Daemon::start(&cfg)
+}
+
+#[test]
+fn a_call_slower_than_tasks_after_becomes_a_task_mcpx_runs() {
+    let t = tag();
+    let daemon = running_slow_calls(&t, "300ms");
+    // Quick: answered as usual.
+    let quick = with_tasks(Modern::mcpx_call("plain", "slow", json!({"ms": 10}))).session("a").send(daemon.url());
+    assert_eq!(quick.result()["resultType"], "complete", "{quick}");
+    // Slow: a task at once, which ends with the call's result.
+    let asked = Instant::now();
+    let task = start_on(&daemon, "a", "plain", "slow", json!({"ms": 1500}));
+    assert!(asked.elapsed() < Duration::from_millis(1400), "the caller waited for the call");
+    let task = poll_until(&daemon, "a", task["taskId"].as_str().unwrap(), ended);
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["structuredContent"]["sleptMs"], 1500, "{task}");
+    // A caller that did not declare the extension waits for its answer, however slow.
+    let plain = Modern::mcpx_call("plain", "slow", json!({"ms": 600})).session("a").send(daemon.url());
+    assert_eq!(plain.result()["resultType"], "complete", "{plain}");
+}
+
+#[test]
+fn cancelling_a_task_mcpx_runs_cancels_the_call_upstream() {
+    let t = tag();
+    let daemon = running_slow_calls(&t, "200ms");
+    let task = start_on(&daemon, "a", "plain", "slow", json!({"ms": 600_000}));
+    let id = task["taskId"].as_str().unwrap();
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+    // Another caller cannot cancel it.
+    task_request(&daemon, "b", "tasks/cancel", json!({"taskId": id})).assert_error(200, -32602);
+    assert_eq!(get(&daemon, "a", id).result()["status"], "working");
+    let ack = task_request(&daemon, "a", "tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    assert_eq!(get(&daemon, "a", id).result()["status"], "cancelled");
+    // The call was stopped (its upstream request cancelled): the instance has none in flight.
+    let idle = mcpx_e2e::process::poll(PATIENCE, || {
+        let status = mcpx_e2e::client::plain(
+            "GET",
+            &format!("{}/v1/status", mcpx_e2e::client::base_url(daemon.url())),
+            &[],
+            None,
+        );
+        let instances = status.json()["instances"].clone();
+        instances.as_array().into_iter().flatten().all(|i| i["inUse"] == 0).then_some(())
+    });
+    assert!(idle.is_some(), "the upstream call went on after the task was cancelled");
+}
+
+/// A daemon with `plain`, a fakemcp that knows nothing of tasks, reached through the CLI.
+fn cli_daemon(t: &str) -> Daemon {
+    Daemon::start(&config(&[("plain", fakemcp("global", t, &[]))]))
+}
+
+#[test]
+fn mcpx_call_task_prints_an_id_that_mcpx_task_follows_in_the_same_session_only() {
+    let t = tag();
+    let daemon = cli_daemon(&t);
+    let home = daemon.home();
+    let started = home.cli(&["call", "--task", "--session", "a", "plain.slow", r#"{"ms": 800}"#]);
+    started.assert_code(0);
+    let id = started.stdout.trim().to_owned();
+    assert!(!id.is_empty() && !id.contains(char::is_whitespace), "{started:?}");
+
+    let listed = home.cli(&["task", "ls", "--session", "a"]);
+    listed.assert_code(0);
+    assert!(listed.stdout.contains(&id), "{listed:?}");
+    // Another session sees nothing, and cannot read, wait for or cancel it.
+    let other = home.cli(&["task", "ls", "--json", "--session", "b"]);
+    assert_eq!(serde_json::from_str::<Value>(&other.stdout).unwrap()["tasks"], json!([]), "{other:?}");
+    for verb in ["get", "wait", "cancel"] {
+        let refused = home.cli(&["task", verb, "--session", "b", &id]);
+        refused.assert_code(1);
+        assert!(refused.stderr.contains("no task"), "{refused:?}");
+    }
+
+    let waited = home.cli(&["task", "wait", "--session", "a", &id]);
+    waited.assert_code(0);
+    assert!(waited.stdout.contains("sleptMs"), "{waited:?}");
+    let got = home.cli(&["task", "get", "--json", "--session", "a", &id]);
+    let task: Value = serde_json::from_str(&got.stdout).unwrap();
+    assert_eq!(task["status"], "completed", "{got:?}");
+    assert_eq!(task["result"]["structuredContent"]["sleptMs"], 800, "{got:?}");
+}
+
+#[test]
+fn mcpx_task_cancel_stops_the_call_and_wait_reports_it() {
+    let t = tag();
+    let daemon = cli_daemon(&t);
+    let home = daemon.home();
+    let started = home.cli(&["call", "--task", "--session", "a", "plain.slow", r#"{"ms": 600000}"#]);
+    started.assert_code(0);
+    let id = started.stdout.trim().to_owned();
+    let timed_out = home.cli(&["task", "wait", "--timeout", "1", "--session", "a", &id]);
+    timed_out.assert_code(124);
+    let cancelled = home.cli(&["task", "cancel", "--session", "a", &id]);
+    cancelled.assert_code(0);
+    assert_eq!(cancelled.stdout.trim(), "cancelled", "{cancelled:?}");
+    home.cli(&["task", "wait", "--session", "a", &id]).assert_code(1);
+}
+
+#[test]
+fn over_v1_a_token_holder_reaches_its_own_tasks_and_another_s_are_not_found() {
+    let alice = "Bearer alice-token-0123456789abcdef";
+    let bob = "Bearer bob-token-0123456789abcdef0";
+    let t = tag();
+    let mut cfg = config(&[("plain", fakemcp("global", &t, &[]))]);
+    cfg["http"] = json!({"tokens": {"alice": &alice[7..], "bob": &bob[7..]}});
+    let daemon = Daemon::start(&cfg);
+    let base = mcpx_e2e::client::base_url(daemon.url()).to_owned();
+    let v1 = |method: &str, path: &str, who: &str, body: Option<&str>| {
+        let headers = [("Authorization", who), ("Content-Type", "application/json")];
+        mcpx_e2e::client::plain(method, &format!("{base}{path}"), &headers, body)
+    };
+    let started =
+        v1("POST", "/v1/tasks", alice, Some(r#"{"server": "plain", "tool": "slow", "arguments": {"ms": 600000}}"#));
+    assert_eq!(started.status, 202, "{started}");
+    let id = started.json()["taskId"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tasks/{id}");
+
+    let unknown = v1("GET", &format!("{path}x"), bob, None);
+    assert_eq!(unknown.status, 404, "{unknown}");
+    let foreign = v1("GET", &path, bob, None);
+    assert_eq!(foreign.status, 404, "{foreign}");
+    let cancel = v1("POST", &format!("{path}/cancel"), bob, None);
+    assert_eq!(cancel.status, 404, "{cancel}");
+    assert_eq!(v1("GET", "/v1/tasks", bob, None).json()["tasks"], json!([]));
+
+    let mine = v1("GET", &path, alice, None);
+    assert_eq!(mine.json()["status"], "working", "{mine}");
+    let listed = v1("GET", "/v1/tasks", alice, None);
+    assert_eq!(listed.json()["tasks"][0]["taskId"], id.as_str(), "{listed}");
+    let cancelled = v1("POST", &format!("{path}/cancel"), alice, None);
+    assert_eq!(cancelled.json()["status"], "cancelled", "{cancelled}");
+}
+
+#[test]
+fn a_2026_caller_gets_a_handshake_era_upstreams_task_in_its_own_eras_shapes() {
+    let t = tag();
+    let daemon =
+        Daemon::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let task = start(&daemon, "a", "slow_compute", json!({"seconds": 0.3, "label": "sum"}));
+    let id = task["taskId"].as_str().unwrap();
+    assert!(!id.starts_with("task-"), "{task}");
+    let done = poll_until(&daemon, "a", id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "sum: computed after 0.3s", "{done}");
+    // A tool that runs only as a task, and whose instance exits under it.
+    let task = start(&daemon, "a", "crash_job", json!({}));
+    let done = poll_until(&daemon, "a", task["taskId"].as_str().unwrap(), ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["error"]["message"].as_str().unwrap_or_default().contains("exited while running this task"), "{done}");
+    // Without the extension declared, a tool that may run either way answers at once.
+    let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
+    assert_eq!(plain.result()["resultType"], "complete", "{plain}");
 }

@@ -107,6 +107,7 @@ impl Fixture {
             "prompts": {"listChanged": true},
             "logging": {},
             "completions": {},
+            "tasks": tasks::legacy_capability(),
         })
     }
 
@@ -153,6 +154,7 @@ impl Fixture {
             // `resourceSubscriptions`. Besides: the tasks extension.
             "server/discover" => {
                 let mut capabilities = Self::legacy_capabilities();
+                capabilities.as_object_mut().map(|c| c.remove("tasks"));
                 capabilities["extensions"] = json!({ tasks::EXTENSION: {} });
                 cacheable(json!({"supportedVersions": [MODERN_VERSION], "capabilities": capabilities}), "public")
             }
@@ -180,9 +182,13 @@ impl Fixture {
 
     /// Whether the fixture serves `method` in a legacy session (so it needs one).
     pub fn serves_legacy(method: &str) -> bool {
-        const METHODS: [&str; 11] = [
+        const METHODS: [&str; 15] = [
             "tools/list",
             "tools/call",
+            "tasks/get",
+            "tasks/result",
+            "tasks/list",
+            "tasks/cancel",
             "prompts/list",
             "prompts/get",
             "resources/list",
@@ -205,7 +211,13 @@ impl Fixture {
         let era = Era::Legacy;
         Some(Answer::Now(match method {
             "tools/list" => Ok(json!({"tools": self.tool_list(era)})),
+            "tools/call" if params.get("name").and_then(Value::as_str).is_some_and(tasks::is_legacy_task_tool) => {
+                return Some(self.legacy_task_tool_call(params));
+            }
             "tools/call" => return self.tool_call(era, params),
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+                return Some(self.legacy_task_request(method, params));
+            }
             "prompts/list" => Ok(json!({"prompts": prompts::list(era)})),
             "prompts/get" => self.finish(era, prompts::get(&self.seal, era, params)),
             "resources/list" => Ok(json!({"resources": resources::list()})),
@@ -245,10 +257,11 @@ impl Fixture {
 
     fn tool_list(&self, era: Era) -> Vec<Value> {
         let mut list = tools::catalogue(era);
-        if era == Era::Modern {
-            list.extend(tasks::TOOLS.iter().map(|(name, description)| {
+        match era {
+            Era::Modern => list.extend(tasks::TOOLS.iter().map(|(name, description)| {
                 json!({"name": name, "description": description, "inputSchema": tasks::input_schema(name)})
-            }));
+            })),
+            Era::Legacy => list.extend(tasks::legacy_tools()),
         }
         if let Value::Array(standard) = crate::tools::catalogue() {
             list.extend(standard);

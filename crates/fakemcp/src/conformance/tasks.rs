@@ -9,6 +9,13 @@
 //! `tasks/update` that answers it, and `tasks/cancel` stops it at its next step.
 //! The tools are the ones the conformance suite's `tasks-*` scenarios call, plus
 //! `crash_job`, which ends the process mid-task (for a gateway's crash handling).
+//!
+//! The same tasks run in a 2025-11-25 session (core tasks of that revision): a
+//! `tools/call` with `task` (`{ttl}`) answers a `CreateTaskResult` (`{task}`), and
+//! `tasks/get`, `tasks/result` (blocks until the task ends; a question the task asks is
+//! sent to the client meanwhile as a real `elicitation/create` naming the task in
+//! `_meta`), `tasks/list` and `tasks/cancel` act on it. The session declares
+//! `capabilities.tasks`, and each task tool its `execution.taskSupport`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +29,7 @@ use super::content::{text, tool_result};
 use super::input::{self, Step};
 use super::{Answer, Fixture, Reply};
 use crate::era::{self, CLIENT_CAPABILITIES_KEY};
-use crate::wire::{INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError};
+use crate::wire::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError};
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
@@ -46,6 +53,36 @@ pub const TOOLS: [(&str, &str); 8] = [
 
 pub fn is_task_tool(name: &str) -> bool {
     TOOLS.iter().any(|(tool, _)| *tool == name)
+}
+
+/// The `_meta` key a 2025-11-25 message about a task names it under.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The 2025-11-25 task tools (all but the one whose question is a 2026 round), each with
+/// its `execution.taskSupport`.
+pub fn legacy_tools() -> Vec<Value> {
+    TOOLS
+        .iter()
+        .filter(|(name, _)| *name != "test_tool_with_task")
+        .map(|(name, description)| {
+            let support = if matches!(*name, "greet" | "slow_compute") { "optional" } else { "required" };
+            json!({
+                "name": name,
+                "description": description,
+                "inputSchema": input_schema(name),
+                "execution": {"taskSupport": support},
+            })
+        })
+        .collect()
+}
+
+pub fn is_legacy_task_tool(name: &str) -> bool {
+    is_task_tool(name) && name != "test_tool_with_task"
+}
+
+/// What a 2025-11-25 session's `capabilities.tasks` declares.
+pub fn legacy_capability() -> Value {
+    json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
 pub fn input_schema(name: &str) -> Value {
@@ -82,6 +119,10 @@ pub struct Tasks {
 
 struct Task {
     status: &'static str,
+    /// How long the task stays readable after it was created.
+    ttl_ms: u64,
+    /// Questions sent to a 2025-11-25 client and not yet answered.
+    sent: usize,
     created: String,
     updated: String,
     result: Option<Value>,
@@ -102,7 +143,7 @@ impl Task {
             "status": self.status,
             "createdAt": self.created,
             "lastUpdatedAt": self.updated,
-            "ttlMs": TTL_MS,
+            "ttlMs": self.ttl_ms,
             "pollIntervalMs": POLL_INTERVAL_MS,
         });
         if let Some(result) = &self.result {
@@ -113,6 +154,24 @@ impl Task {
         }
         if self.status == "input_required" {
             body["inputRequests"] = Value::Object(self.asking.clone());
+        }
+        body
+    }
+
+    /// The task as a 2025-11-25 `Task`.
+    fn legacy_body(&self, id: &str) -> Value {
+        let mut body = json!({
+            "taskId": id,
+            "status": self.status,
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttl": self.ttl_ms,
+            "pollInterval": POLL_INTERVAL_MS,
+        });
+        if self.status == "failed" {
+            let message =
+                self.error.as_ref().and_then(|e| e["message"].as_str()).unwrap_or("the tool reported an error");
+            body["statusMessage"] = message.into();
         }
         body
     }
@@ -178,11 +237,13 @@ impl Tasks {
     }
 
     /// Records a new working task and returns its id.
-    fn create(&self) -> String {
+    fn create(&self, ttl_ms: u64) -> String {
         let id = format!("task-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let at = now();
         let task = Task {
             status: "working",
+            ttl_ms,
+            sent: 0,
             created: at.clone(),
             updated: at,
             result: None,
@@ -224,99 +285,99 @@ impl Fixture {
         if needs_task && !with_task {
             return Answer::Now(Err(needs_extension(&format!("tools/call {name}"))));
         }
-        let done = |body: Value| Ok(era::complete(body, &self.instance));
+        if !with_task || name == "greet" {
+            let instance = Arc::clone(&self.instance);
+            return self.at_once(&name, &arguments, move |body| era::complete(body, &instance));
+        }
+        if name == "test_tool_with_task" {
+            let asked = input::modern(&self.seal, "tools/call test_tool_with_task", params, |inputs| {
+                Ok(match inputs.elicited("user_name")? {
+                    Some(answer) => {
+                        let name = answer.text("name").unwrap_or("nobody").to_owned();
+                        Step::Done(tool_result(vec![text(&format!("Hello from a task, {name}!"))]))
+                    }
+                    None => Step::Ask(Map::from_iter([("user_name".to_owned(), name_question("What is your name?"))])),
+                })
+            });
+            return match asked {
+                Err(e) => Answer::Now(Err(e)),
+                Ok(Reply::InputRequired(body)) => Answer::Now(Ok(era::input_required(body, &self.instance))),
+                Ok(Reply::Complete(result)) => {
+                    self.start(move |ctl| ctl.sleep(Duration::from_millis(100)).then(|| Outcome::Completed(result)))
+                }
+            };
+        }
+        match work(&name, &arguments) {
+            Some(work) => self.start(work),
+            None => Answer::Now(Err(RpcError::new(INVALID_PARAMS, format!("unknown tool {name}")))),
+        }
+    }
+
+    /// A `tools/call` of a task tool in a 2025-11-25 session: a task when the request
+    /// carries `task`, the result at once for a tool that may run without one, -32601 for
+    /// a tool that needs one (as that revision asks).
+    pub(super) fn legacy_task_tool_call(self: &Arc<Self>, params: &Value) -> Answer {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let Some(task) = params.get("task").filter(|t| t.is_object()) else {
+            if matches!(name.as_str(), "greet" | "slow_compute") {
+                return self.at_once(&name, &arguments, |body| body);
+            }
+            return Answer::Now(Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("tools/call {name} needs a task: send it with params.task"),
+            )));
+        };
+        if name == "greet" {
+            return Answer::Now(Err(RpcError::new(METHOD_NOT_FOUND, "tools/call greet never runs as a task")));
+        }
+        let ttl_ms = task.get("ttl").and_then(Value::as_u64).unwrap_or(TTL_MS).min(TTL_MS);
+        let Some(work) = work(&name, &arguments) else {
+            return Answer::Now(Err(RpcError::new(INVALID_PARAMS, format!("unknown tool {name}"))));
+        };
+        let id = self.spawn_task(ttl_ms, work);
+        let body = self.tasks.lock()[&id].legacy_body(&id);
+        Answer::Now(Ok(json!({"task": body})))
+    }
+
+    /// `greet`, or `slow_compute` run without a task, answered (after its sleep) in `envelope`.
+    fn at_once(&self, name: &str, arguments: &Value, envelope: impl Fn(Value) -> Value + Send + 'static) -> Answer {
         let string =
             |key: &str, default: &str| arguments.get(key).and_then(Value::as_str).unwrap_or(default).to_owned();
-        match name.as_str() {
-            "greet" => Answer::Now(done(tool_result(vec![text(&format!("Hello, {}!", string("name", "World")))]))),
-            "slow_compute" => {
-                let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(1.0).clamp(0.0, 3600.0);
-                let label = string("label", "compute");
-                let result = move || tool_result(vec![text(&format!("{label}: computed after {seconds}s"))]);
-                if !with_task {
-                    let instance = Arc::clone(&self.instance);
-                    return Answer::OnThread(Box::new(move || {
-                        thread::sleep(Duration::from_secs_f64(seconds));
-                        Ok(era::complete(result(), &instance))
-                    }));
-                }
-                self.start(move |ctl| ctl.sleep(Duration::from_secs_f64(seconds)).then(|| Outcome::Completed(result())))
-            }
-            "failing_job" => self.start(|ctl| {
-                ctl.sleep(Duration::from_millis(300)).then(|| {
-                    Outcome::Completed(
-                        json!({"content": [text("failing_job failed, as it always does")], "isError": true}),
-                    )
-                })
-            }),
-            "protocol_error_job" => self.start(|ctl| {
-                ctl.sleep(Duration::from_millis(100))
-                    .then(|| Outcome::Failed(RpcError::new(INTERNAL_ERROR, "protocol_error_job: the job broke down")))
-            }),
-            "crash_job" => self.start(|ctl| {
-                ctl.sleep(Duration::from_millis(200)).then(|| {
-                    eprintln!("fakemcp: crash_job ends the process");
-                    std::process::exit(3)
-                })
-            }),
-            "confirm_delete" => {
-                let filename = string("filename", "file");
-                self.start(move |ctl| {
-                    let question = confirm(&format!("Delete {filename}?"));
-                    let answers = ctl.ask(Map::from_iter([("confirm".to_owned(), question)]))?;
-                    let confirmed = answers.get("confirm").is_some_and(|a| {
-                        a["action"] == "accept" && a.pointer("/content/confirm") == Some(&Value::Bool(true))
-                    });
-                    let said = if confirmed { format!("Deleted {filename}") } else { format!("Kept {filename}") };
-                    Some(Outcome::Completed(tool_result(vec![text(&said)])))
-                })
-            }
-            "multi_input" => self.start(|ctl| {
-                let questions = Map::from_iter([
-                    ("first".to_owned(), name_question("First: what is your name?")),
-                    ("second".to_owned(), name_question("Second: what is your name?")),
-                ]);
-                let answers = ctl.ask(questions)?;
-                let said = format!("Answered {} questions", answers.len());
-                Some(Outcome::Completed(tool_result(vec![text(&said)])))
-            }),
-            "test_tool_with_task" => {
-                let asked = input::modern(&self.seal, "tools/call test_tool_with_task", params, |inputs| {
-                    Ok(match inputs.elicited("user_name")? {
-                        Some(answer) => {
-                            let name = answer.text("name").unwrap_or("nobody").to_owned();
-                            Step::Done(tool_result(vec![text(&format!("Hello from a task, {name}!"))]))
-                        }
-                        None => {
-                            Step::Ask(Map::from_iter([("user_name".to_owned(), name_question("What is your name?"))]))
-                        }
-                    })
-                });
-                match asked {
-                    Err(e) => Answer::Now(Err(e)),
-                    Ok(Reply::InputRequired(body)) => Answer::Now(Ok(era::input_required(body, &self.instance))),
-                    Ok(Reply::Complete(result)) => {
-                        self.start(move |ctl| ctl.sleep(Duration::from_millis(100)).then(|| Outcome::Completed(result)))
-                    }
-                }
-            }
-            _ => Answer::Now(Err(RpcError::new(INVALID_PARAMS, format!("unknown tool {name}")))),
+        if name == "greet" {
+            return Answer::Now(Ok(envelope(tool_result(vec![text(&format!("Hello, {}!", string("name", "World")))]))));
         }
+        let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(1.0).clamp(0.0, 3600.0);
+        let label = string("label", "compute");
+        Answer::OnThread(Box::new(move || {
+            thread::sleep(Duration::from_secs_f64(seconds));
+            Ok(envelope(tool_result(vec![text(&format!("{label}: computed after {seconds}s"))])))
+        }))
     }
 
     /// Creates a task, runs `work` for it on a thread of its own, and answers with it.
     /// `work` returns `None` when the task was cancelled meanwhile.
     fn start(self: &Arc<Self>, work: impl FnOnce(&Control) -> Option<Outcome> + Send + 'static) -> Answer {
-        let id = self.tasks.create();
+        let id = self.spawn_task(TTL_MS, work);
+        let mut body = self.tasks.lock()[&id].body(&id);
+        body.as_object_mut().map(|b| b.remove("inputRequests"));
+        Answer::Now(Ok(era::task(body, &self.instance)))
+    }
+
+    /// Creates a task that `work` runs on a thread of its own, and returns its id.
+    fn spawn_task(
+        self: &Arc<Self>,
+        ttl_ms: u64,
+        work: impl FnOnce(&Control) -> Option<Outcome> + Send + 'static,
+    ) -> String {
+        let id = self.tasks.create(ttl_ms);
         let ctl = Control { fixture: Arc::clone(self), id: id.clone() };
         thread::spawn(move || {
             if let Some(outcome) = work(&ctl) {
                 ctl.fixture.tasks.finish(&ctl.id, outcome);
             }
         });
-        let mut body = self.tasks.lock()[&id].body(&id);
-        body.as_object_mut().map(|b| b.remove("inputRequests"));
-        Answer::Now(Ok(era::task(body, &self.instance)))
+        id
     }
 
     /// `tasks/get`, `tasks/update`, `tasks/cancel`.
@@ -351,6 +412,158 @@ impl Fixture {
         };
         Ok(era::complete(body, &self.instance))
     }
+}
+
+impl Fixture {
+    /// `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel` in a 2025-11-25 session.
+    pub(super) fn legacy_task_request(self: &Arc<Self>, method: &str, params: &Value) -> Answer {
+        if method == "tasks/list" {
+            let map = self.tasks.lock();
+            let mut tasks: Vec<(&String, &Task)> = map.iter().collect();
+            tasks.sort_by(|a, b| a.1.created.cmp(&b.1.created).then(a.0.cmp(b.0)));
+            let tasks: Vec<Value> = tasks.into_iter().map(|(id, task)| task.legacy_body(id)).collect();
+            return Answer::Now(Ok(json!({"tasks": tasks})));
+        }
+        let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let unknown = || RpcError::new(INVALID_PARAMS, format!("{method}: unknown taskId {id:?}"));
+        let mut map = self.tasks.lock();
+        let Some(task) = map.get_mut(&id) else { return Answer::Now(Err(unknown())) };
+        match method {
+            "tasks/get" => Answer::Now(Ok(task.legacy_body(&id))),
+            "tasks/cancel" if task.terminal() => Answer::Now(Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("Cannot cancel task: already in terminal status {:?}", task.status),
+            ))),
+            "tasks/cancel" => {
+                task.set("cancelled");
+                task.sent = 0;
+                self.tasks.changed.notify_all();
+                Answer::Now(Ok(task.legacy_body(&id)))
+            }
+            _ => {
+                drop(map);
+                let fixture = Arc::clone(self);
+                Answer::OnThread(Box::new(move || fixture.task_result(&id)))
+            }
+        }
+    }
+
+    /// `tasks/result`: waits until the task ends, putting the questions it asks meanwhile
+    /// to the client, then answers what the tool call would have.
+    fn task_result(&self, id: &str) -> Result<Value, RpcError> {
+        let tasks = &self.tasks;
+        let mut map = tasks.lock();
+        loop {
+            let Some(task) = map.get_mut(id) else {
+                return Err(RpcError::new(INVALID_PARAMS, format!("tasks/result: unknown taskId {id:?}")));
+            };
+            match task.status {
+                "completed" => {
+                    let mut result = task.result.clone().unwrap_or_else(|| json!({}));
+                    result["_meta"] = json!({ RELATED_TASK: {"taskId": id} });
+                    return Ok(result);
+                }
+                "failed" => {
+                    let error = task.error.clone().unwrap_or_default();
+                    let message = error["message"].as_str().unwrap_or("the task failed").to_owned();
+                    return Err(RpcError::new(error["code"].as_i64().unwrap_or(INTERNAL_ERROR), message));
+                }
+                "cancelled" => return Err(RpcError::new(INVALID_PARAMS, format!("task {id:?} was cancelled"))),
+                _ => {}
+            }
+            // Questions nobody is putting to the client yet: put them now, one at a time.
+            if task.status == "input_required" && task.sent == 0 && !task.asking.is_empty() {
+                let questions = task.asking.clone();
+                task.sent = questions.len();
+                drop(map);
+                let mut answers = Map::new();
+                for (key, question) in questions {
+                    let method = question["method"].as_str().unwrap_or_default().to_owned();
+                    let mut params = question.get("params").cloned().unwrap_or_else(|| json!({}));
+                    params["_meta"] = json!({ RELATED_TASK: {"taskId": id} });
+                    match self.client.ask(&method, params) {
+                        Ok(answer) => {
+                            answers.insert(key, answer);
+                        }
+                        Err(error) => {
+                            let failed = RpcError::new(
+                                INTERNAL_ERROR,
+                                format!("the client answered {method} with error {}: {}", error.code, error.message),
+                            );
+                            tasks.finish(id, Outcome::Failed(failed));
+                            break;
+                        }
+                    }
+                }
+                map = tasks.lock();
+                if let Some(task) = map.get_mut(id) {
+                    for (key, answer) in answers {
+                        if task.asking.remove(&key).is_some() {
+                            task.answers.insert(key, answer);
+                        }
+                    }
+                    task.sent = 0;
+                }
+                tasks.changed.notify_all();
+                continue;
+            }
+            map = tasks.changed.wait(map).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// The work of a task tool's task, `None` for a name that is no such tool.
+#[allow(clippy::type_complexity)]
+fn work(name: &str, arguments: &Value) -> Option<Box<dyn FnOnce(&Control) -> Option<Outcome> + Send>> {
+    let string = |key: &str, default: &str| arguments.get(key).and_then(Value::as_str).unwrap_or(default).to_owned();
+    Some(match name {
+        "slow_compute" => {
+            let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(1.0).clamp(0.0, 3600.0);
+            let label = string("label", "compute");
+            Box::new(move |ctl| {
+                ctl.sleep(Duration::from_secs_f64(seconds)).then(|| {
+                    Outcome::Completed(tool_result(vec![text(&format!("{label}: computed after {seconds}s"))]))
+                })
+            })
+        }
+        "failing_job" => Box::new(|ctl| {
+            ctl.sleep(Duration::from_millis(300)).then(|| {
+                Outcome::Completed(json!({"content": [text("failing_job failed, as it always does")], "isError": true}))
+            })
+        }),
+        "protocol_error_job" => Box::new(|ctl| {
+            ctl.sleep(Duration::from_millis(100))
+                .then(|| Outcome::Failed(RpcError::new(INTERNAL_ERROR, "protocol_error_job: the job broke down")))
+        }),
+        "crash_job" => Box::new(|ctl| {
+            ctl.sleep(Duration::from_millis(200)).then(|| {
+                eprintln!("fakemcp: crash_job ends the process");
+                std::process::exit(3)
+            })
+        }),
+        "confirm_delete" => {
+            let filename = string("filename", "file");
+            Box::new(move |ctl| {
+                let question = confirm(&format!("Delete {filename}?"));
+                let answers = ctl.ask(Map::from_iter([("confirm".to_owned(), question)]))?;
+                let confirmed = answers.get("confirm").is_some_and(|a| {
+                    a["action"] == "accept" && a.pointer("/content/confirm") == Some(&Value::Bool(true))
+                });
+                let said = if confirmed { format!("Deleted {filename}") } else { format!("Kept {filename}") };
+                Some(Outcome::Completed(tool_result(vec![text(&said)])))
+            })
+        }
+        "multi_input" => Box::new(|ctl| {
+            let questions = Map::from_iter([
+                ("first".to_owned(), name_question("First: what is your name?")),
+                ("second".to_owned(), name_question("Second: what is your name?")),
+            ]);
+            let answers = ctl.ask(questions)?;
+            let said = format!("Answered {} questions", answers.len());
+            Some(Outcome::Completed(tool_result(vec![text(&said)])))
+        }),
+        _ => return None,
+    })
 }
 
 fn name_question(message: &str) -> Value {

@@ -16,8 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::{
     AbandonRequest, Abandoned, AnswerRequest, ArtifactList, AskQuery, AuthList, AuthServerRequest, CallOutcome,
     CallRequest, CallStatus, ExecRequest, Log, LogQuery, LoggedOut, LoginProgress, LoginStarted, LoginWait,
-    PollOutcome, PollQuery, Question, QuestionList, Running, Stats, StatsQuery, Status, Stopping, ToolList, ToolsQuery,
-    Waiting,
+    PollOutcome, PollQuery, Question, QuestionList, Running, Stats, StatsQuery, Status, Stopping, TaskList, TaskQuery,
+    TaskStarted, ToolList, ToolsQuery, Waiting,
 };
 use crate::caller::SESSION_HEADER;
 
@@ -137,6 +137,30 @@ impl V1Client {
         })
     }
 
+    /// Runs a call as a task: the task, or the call's result when it answered at once.
+    pub async fn start_task(&mut self, call: &CallRequest) -> Result<TaskStarted, ClientError> {
+        let answer = self.send(Method::POST, "/v1/tasks".into(), Some(json(call))).await?;
+        if answer.status == StatusCode::ACCEPTED {
+            return answer.json(StatusCode::ACCEPTED).map(TaskStarted::Task);
+        }
+        answer.json(StatusCode::OK).map(TaskStarted::Done)
+    }
+
+    /// This session's tasks.
+    pub async fn tasks(&mut self) -> Result<TaskList, ClientError> {
+        self.send(Method::GET, "/v1/tasks".into(), None).await?.json(StatusCode::OK)
+    }
+
+    /// One of this session's tasks, after waiting up to `query.wait_ms` for it to end.
+    pub async fn task(&mut self, id: &str, query: &TaskQuery) -> Result<Value, ClientError> {
+        self.send(Method::GET, with_query(&task_path(id), query), None).await?.json(StatusCode::OK)
+    }
+
+    pub async fn cancel_task(&mut self, id: &str) -> Result<Value, ClientError> {
+        let path = format!("{}/cancel", task_path(id));
+        self.send(Method::POST, path, None).await?.json(StatusCode::OK)
+    }
+
     /// Each HTTP server's login state.
     pub async fn auth_list(&mut self) -> Result<AuthList, ClientError> {
         self.send(Method::GET, "/v1/auth".into(), None).await?.json(StatusCode::OK)
@@ -222,6 +246,10 @@ impl Answer {
 
 fn json(body: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(body).expect("a /v1 request body serialises")
+}
+
+fn task_path(id: &str) -> String {
+    format!("/v1/tasks/{}", utf8_percent_encode(id, UNRESERVED))
 }
 
 fn artifact_path(id: &str) -> String {

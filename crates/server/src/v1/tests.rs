@@ -54,6 +54,19 @@ fn mismatches(strict_document: &Value, at: &str, example: &Value) -> Vec<String>
     validator.iter_errors(example).map(|e| format!("{e} (at {})", e.instance_path())).collect()
 }
 
+/// A task as the 2026 tasks extension shapes it (kept as JSON, like a tool's result).
+fn task() -> Value {
+    json!({
+        "taskId": "eyJ2IjoxfQ.c2ln",
+        "status": "completed",
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "lastUpdatedAt": "2026-01-01T00:00:01.000Z",
+        "ttlMs": 3_600_000,
+        "pollIntervalMs": 500,
+        "result": {"content": [{"type": "text", "text": "done"}]},
+    })
+}
+
 fn question() -> Question {
     let mut requests = Map::new();
     requests.insert("confirm".into(), json!({"method": "elicitation/create", "params": {"message": "Sure?"}}));
@@ -218,8 +231,11 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
             }],
             dropped: 2,
         })],
+        ("/v1/tasks", "post", "request") => vec![to_value(&call)],
+        ("/v1/tasks", "post", "202") | ("/v1/tasks/{id}" | "/v1/tasks/{id}/cancel", _, "200") => vec![task()],
+        ("/v1/tasks", "get", "200") => vec![to_value(TaskList { tasks: vec![task()] })],
         // A tool's result is the upstream's own, passed through as a `Value`.
-        ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll", _, "200") => return None,
+        ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll" | "/v1/tasks", _, "200") => return None,
         _ => vec![],
     };
     Some(examples)
@@ -289,6 +305,7 @@ fn every_documented_query_parameter_is_a_field_of_the_route_s_query_type() {
         ("/v1/tools", to_value(ToolsQuery { query: "x".into() })),
         ("/v1/ask", to_value(AskQuery { id: Some("q1".into()) })),
         ("/v1/ask/poll", to_value(PollQuery { call: Some("c1".into()), wait_ms: Some(1) })),
+        ("/v1/tasks/{id}", to_value(TaskQuery { wait_ms: Some(1) })),
     ];
     for (path, example) in routes {
         let documented: Vec<&str> = document["paths"][path]["get"]["parameters"]

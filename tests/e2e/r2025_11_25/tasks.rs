@@ -1,0 +1,309 @@
+//! 2025-11-25 tasks through mcpx: a session's task-augmented `tools/call` relayed to a
+//! handshake-era upstream that runs tasks (fakemcp's conformance fixture, `--era
+//! legacy`), or run by mcpx itself for an upstream without tasks; `tasks/get`,
+//! `tasks/result`, `tasks/list` and `tasks/cancel` under ids of mcpx's own that only the
+//! session they were handed to can use.
+
+use std::time::{Duration, Instant};
+
+use mcpx_e2e::client::{LegacySession, Reply, next_id};
+use mcpx_e2e::daemon::Daemon;
+use mcpx_e2e::fixtures::{config, fakemcp};
+use mcpx_e2e::process::{poll, processes_with, tag};
+use serde_json::{Value, json};
+
+const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A daemon with `fx`, a 2025-11-25-only upstream that runs tasks, plus `extra` settings.
+fn daemon_with(t: &str, extra: Value) -> Daemon {
+    let mut cfg = config(&[
+        ("fx", fakemcp("global", t, &["--fixture", "conformance", "--era", "legacy"])),
+        ("plain", fakemcp("global", t, &["--era", "legacy"])),
+    ]);
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        cfg[key] = value.clone();
+    }
+    Daemon::start(&cfg)
+}
+
+/// Calls `server`'s `tool` as a task, and returns the `Task` mcpx handed back.
+fn start(session: &LegacySession, server: &str, tool: &str, arguments: Value, ttl: u64) -> Value {
+    let params = json!({"name": "mcpx_call", "arguments": {"server": server, "tool": tool, "arguments": arguments},
+        "task": {"ttl": ttl}});
+    let created = session.request("tools/call", params);
+    let task = created.result()["task"].clone();
+    assert!(task["taskId"].is_string() && task["status"] == "working", "{created}");
+    task
+}
+
+fn get(session: &LegacySession, id: &str) -> Reply {
+    session.request("tasks/get", json!({"taskId": id}))
+}
+
+fn poll_until(session: &LegacySession, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let reply = get(session, id);
+        let task = reply.result().clone();
+        assert_eq!(task["taskId"], id, "{reply}");
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "the task never got there: {reply}");
+        std::thread::sleep(Duration::from_millis(task["pollInterval"].as_u64().unwrap_or(100)));
+    }
+}
+
+fn ended(task: &Value) -> bool {
+    task["status"].as_str().is_some_and(|s| TERMINAL.contains(&s))
+}
+
+#[test]
+fn a_session_is_offered_tasks_and_its_task_is_relayed_under_an_id_of_mcpx() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let tasks = &session.initialized["capabilities"]["tasks"];
+    assert!(tasks["requests"]["tools"]["call"].is_object() && tasks["list"].is_object(), "{}", session.initialized);
+
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 0.3, "label": "sum"}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    // fakemcp's own ids are "task-<n>": the caller never sees them.
+    assert!(!id.starts_with("task-"), "{task}");
+    assert!(task["ttl"].as_u64().is_some_and(|ttl| ttl <= 60_000), "{task}");
+
+    let listed = session.request("tasks/list", json!({}));
+    assert!(listed.result()["tasks"].as_array().unwrap().iter().any(|t| t["taskId"] == id), "{listed}");
+
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "sum: computed after 0.3s", "{result}");
+    assert_eq!(result.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{result}");
+    let done = poll_until(&session, id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    // Ended: cancelling it is refused, as the revision says.
+    session.request("tasks/cancel", json!({"taskId": id})).assert_error(200, -32602);
+}
+
+#[test]
+fn another_session_can_neither_read_await_nor_cancel_a_task_nor_see_it_listed() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let owner = LegacySession::open(daemon.url());
+    let intruder = LegacySession::open(daemon.url());
+    let task = start(&owner, "fx", "slow_compute", json!({"seconds": 600}), 60_000);
+    let id = task["taskId"].as_str().unwrap().to_owned();
+
+    let made_up = format!("{}x", &id[..id.len() - 1]);
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let unknown = intruder.request(method, json!({"taskId": made_up}));
+        let unknown = unknown.assert_error(200, -32602).clone();
+        let foreign = intruder.request(method, json!({"taskId": id}));
+        let foreign = foreign.assert_error(200, -32602);
+        assert_eq!(foreign["message"], unknown["message"].as_str().unwrap().replace(&made_up, &id), "{method}");
+        assert_eq!(foreign.get("data"), unknown.get("data"), "{method}");
+    }
+    let listed = intruder.request("tasks/list", json!({}));
+    assert_eq!(listed.result()["tasks"], json!([]), "{listed}");
+    // The intruder's cancel changed nothing.
+    assert_eq!(get(&owner, &id).result()["status"], "working");
+    let cancelled = owner.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+}
+
+#[test]
+fn a_cancelled_task_ends_cancelled_and_its_result_says_so() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 600}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    let cancelled = session.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    assert_eq!(poll_until(&session, id, ended)["status"], "cancelled");
+    session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32602);
+}
+
+#[test]
+fn a_task_is_gone_once_its_ttl_passes() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"tasks": {"maxTtl": "2s"}}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 600}), 60_000);
+    assert_eq!(task["ttl"], 2000, "the caller is told mcpx's shorter ttl: {task}");
+    let id = task["taskId"].as_str().unwrap();
+    let gone = poll(PATIENCE, || get(&session, id).frame().get("error").map(|_| ()));
+    assert!(gone.is_some(), "the task outlived its ttl");
+    get(&session, id).assert_error(200, -32602);
+    assert_eq!(session.request("tasks/list", json!({})).result()["tasks"], json!([]));
+}
+
+#[test]
+fn an_upstream_that_exits_mid_task_fails_the_task_with_a_clear_status() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "crash_job", json!({}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    let done = poll_until(&session, id, ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    let message = done["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("instance ended"), "{done}");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    let error = result.assert_error(200, -32603);
+    assert!(error["message"].as_str().unwrap().contains("exited while running this task"), "{result}");
+}
+
+#[test]
+fn a_caller_that_hangs_up_on_tasks_result_gets_the_result_when_it_returns() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 2, "label": "late"}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    // Waits for the result, then hangs up long before it comes.
+    let frame = json!({"jsonrpc": "2.0", "id": next_id(), "method": "tasks/result", "params": {"taskId": id}});
+    let hung_up = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .post(daemon.url())
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", session.id())
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(frame.to_string())
+        .send()
+        .and_then(|r| r.text());
+    assert!(hung_up.is_err(), "the result came before the caller hung up: {hung_up:?}");
+    // It comes back in the same session: the task went on meanwhile.
+    assert_eq!(get(&session, id).result()["status"], "working");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "late: computed after 2s", "{result}");
+}
+
+#[test]
+fn the_instance_of_a_running_task_is_not_stopped_for_idleness_and_is_once_it_ends() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"pool": {"idleTimeout": "1s"}}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 3}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    // Nobody asks until it is over: the hold alone keeps the instance.
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "compute: computed after 3s", "{result}");
+    // Ended, the hold is gone: the instance is stopped for idleness like any other.
+    let stopped = poll(PATIENCE, || processes_with(&t).is_empty().then_some(()));
+    assert!(stopped.is_some(), "the instance outlived its task: {:?}", processes_with(&t));
+}
+
+#[test]
+fn mcpx_runs_a_task_itself_for_an_upstream_without_tasks() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "plain", "slow", json!({"ms": 500}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    let done = poll_until(&session, id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["structuredContent"]["sleptMs"], 500, "{result}");
+
+    // Cancelled, the call upstream stops too: a later call finds the instance free.
+    let task = start(&session, "plain", "slow", json!({"ms": 600_000}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    let cancelled = session.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    assert_eq!(get(&session, id).result()["status"], "cancelled");
+}
+
+/// A daemon with `fx`, a 2026-only upstream that runs tasks (the tasks extension).
+fn daemon_with_modern_upstream(t: &str) -> Daemon {
+    Daemon::start(&config(&[("fx", fakemcp("global", t, &["--fixture", "conformance", "--era", "modern"]))]))
+}
+
+#[test]
+fn a_session_gets_a_2026_upstreams_task_in_its_own_eras_shapes() {
+    let t = tag();
+    let daemon = daemon_with_modern_upstream(&t);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 0.3, "label": "sum"}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    assert!(!id.starts_with("task-"), "{task}");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "sum: computed after 0.3s", "{result}");
+    assert_eq!(poll_until(&session, id, ended)["status"], "completed");
+
+    let crashing = start(&session, "fx", "crash_job", json!({}), 60_000);
+    let id = crashing["taskId"].as_str().unwrap();
+    let done = poll_until(&session, id, ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32603);
+}
+
+/// The next frame on `serve` that is not a task's status notification (which the session
+/// hears whenever one of its tasks changes status).
+fn next_answer_or_question(serve: &mut super::questions::ServeStdio) -> Value {
+    loop {
+        let frame = serve.read();
+        if frame["method"] != "notifications/tasks/status" {
+            return frame;
+        }
+    }
+}
+
+/// Calls `fx`'s `confirm_delete` as a task on `serve`, waits for its result, answers the
+/// question mcpx puts to the caller meanwhile, and returns the result.
+fn confirmed_through_the_question_relay(serve: &mut super::questions::ServeStdio) -> Value {
+    serve.initialize(json!({"elicitation": {}}));
+    serve.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "confirm_delete", "arguments": {"filename": "plans.txt"}},
+        "task": {"ttl": 60_000}}}));
+    let created = next_answer_or_question(serve);
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    serve.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": id}}));
+    let question = next_answer_or_question(serve);
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    // The question names mcpx's task, never the upstream's.
+    assert_eq!(question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id, "{question}");
+    let answer = json!({"action": "accept", "content": {"confirm": true}});
+    serve.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": answer}));
+    let result = next_answer_or_question(serve);
+    assert_eq!(result["id"], 3, "{result}");
+    result["result"].clone()
+}
+
+#[test]
+fn a_question_a_task_asks_reaches_the_session_whichever_era_the_upstream_speaks() {
+    for era in ["legacy", "modern"] {
+        let t = tag();
+        let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", era]))]);
+        let mut serve = super::questions::ServeStdio::start(&cfg);
+        let result = confirmed_through_the_question_relay(&mut serve);
+        assert_eq!(result["content"][0]["text"], "Deleted plans.txt", "{era}: {result}");
+    }
+}
+
+#[test]
+fn a_session_hears_its_tasks_change_status() {
+    let t = tag();
+    let cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
+    let mut serve = super::questions::ServeStdio::start(&cfg);
+    serve.initialize(json!({}));
+    serve.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "slow_compute", "arguments": {"seconds": 0.3}}, "task": {"ttl": 60_000}}}));
+    let created = serve.read();
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    // Nobody polls: the session is told when the task ends.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let frame = serve.read();
+        if frame["method"] == "notifications/tasks/status" {
+            assert_eq!(frame["params"]["taskId"], id, "{frame}");
+            assert_eq!(frame["params"]["status"], "completed", "{frame}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no status notification came");
+    }
+}
