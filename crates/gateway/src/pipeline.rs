@@ -126,8 +126,9 @@ impl Gateway {
             Settle::Ready(settled) => *settled,
             Settle::Replied(reply) => return reply,
         };
-        // Only an HTTP server can want a login; only then is a copy kept to send again.
-        let again = self.may_want_login(server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
+        // A copy to send again is kept only where a login can be waited for.
+        let again =
+            self.may_send_again_after_login(&ctx, server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
         let sent = self.send(&ctx, server, method, params, caller_meta, at, original.clone()).await;
         match (sent, again) {
             (Err((e, _)), Some((params, caller_meta, at))) if e.is_login_needed() => {
