@@ -77,7 +77,7 @@ impl Client {
     /// redirect builds it again, then points it at the new location.
     pub(crate) async fn send(&self, make: impl Fn() -> Request<Body>) -> Result<Response, String> {
         let mut request = make();
-        let endpoint = Origin::of(request.uri());
+        let endpoint = request.uri().clone();
         let mut method = request.method().clone();
         let mut left_origin = false;
         for _ in 0..=MAX_REDIRECTS {
@@ -85,7 +85,7 @@ impl Client {
             let response = self.pool.request(request).await.map_err(|e| with_causes(&e))?;
             let location = response.headers().get(header::LOCATION);
             let Some(next) = redirect(&method, &at, response.status(), location)? else { return Ok(response) };
-            left_origin |= Origin::of(&next.uri) != endpoint;
+            left_origin |= Origin::of(&next.uri) != Origin::of(&endpoint);
             request = make();
             *request.uri_mut() = next.uri;
             if next.method != *request.method() {

@@ -95,8 +95,10 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
         Ok(frame) => frame,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
     };
+    // Boxed, as is `modern::handle` below: each is the whole request's future, KiBs that
+    // every layer above (this handler, axum's and hyper's) would otherwise move by value.
     if let Some(session) = session {
-        return legacy::post(front, base, headers, format, session, frame).await;
+        return Box::pin(legacy::post(front, base, headers, format, session, frame)).await;
     }
     if frame.is_array() {
         let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
@@ -107,7 +109,7 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
     if is_modern(headers, &message) {
-        return modern::handle(front, base, headers, format, message).await;
+        return Box::pin(modern::handle(front, base, headers, format, message)).await;
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
