@@ -393,6 +393,11 @@ impl HttpConn {
             Ok(body) => body.to_bytes(),
             Err(e) => return Err(self.broken(format!("reading the reply: {e}"))),
         };
+        // The answer as a response, its envelope read without a tree; anything else is
+        // parsed whole, only to say what it is.
+        if let Some((_, outcome)) = message::response_of(&bytes) {
+            return Ok(Outcome::Answer(outcome));
+        }
         match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
             Some(Ok(Message::Response { outcome, .. })) => Ok(Outcome::Answer(outcome)),
             _ => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
