@@ -10,7 +10,8 @@
 //! 307 to `/mcp`); 301 and 302 turn a POST into a GET, 303 anything into a GET, without the
 //! body; at most [`MAX_REDIRECTS`]. Credentials never follow a redirect to another origin:
 //! once a hop leaves the endpoint's scheme, host and port, `Authorization`, `Cookie` and
-//! `Proxy-Authorization` are left off every request after it.
+//! `Proxy-Authorization` are left off every request after it; and a redirect from https
+//! into the clear fails the request (its body and headers would follow it).
 
 use std::sync::{Arc, OnceLock};
 
@@ -134,6 +135,10 @@ fn redirect(
     if !matches!(next.scheme(), "http" | "https") {
         return Err(format!("a redirect to {location:?}, which is not HTTP"));
     }
+    // What was sent over TLS is never sent again in the clear.
+    if base.scheme() == "https" && next.scheme() == "http" {
+        return Err(format!("a redirect from https to {location:?}, in the clear"));
+    }
     next.set_fragment(None);
     let uri = uri_of(&next).map_err(|e| format!("a redirect to {location:?}: {e}"))?;
     Ok(Some(Next { uri, method }))
@@ -240,6 +245,16 @@ mod tests {
         assert_eq!(follow(Method::POST, 304, Some("/elsewhere")).unwrap(), None);
         assert_eq!(follow(Method::POST, 307, None).unwrap(), None);
         assert!(follow(Method::POST, 307, Some("file:///etc/passwd")).is_err());
+    }
+
+    #[test]
+    fn a_redirect_from_https_into_the_clear_fails() {
+        let at: Uri = "https://a.example/mcp".parse().unwrap();
+        let location = HeaderValue::from_static("http://a.example/mcp");
+        let next = redirect(&Method::POST, &at, StatusCode::TEMPORARY_REDIRECT, Some(&location));
+        assert!(next.is_err_and(|e| e.contains("in the clear")));
+        let location = HeaderValue::from_static("https://b.example/mcp");
+        assert!(redirect(&Method::POST, &at, StatusCode::TEMPORARY_REDIRECT, Some(&location)).unwrap().is_some());
     }
 
     #[test]
