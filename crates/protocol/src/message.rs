@@ -140,12 +140,12 @@ pub fn peek(line: &[u8]) -> Option<(RequestId, Option<String>)> {
 
 /// The same request as [`request`], serialized from borrowed parts: for a frame that is
 /// only written (and may be written again), without building a `Value` for it first.
-/// The id and outcome of a response frame, read from its bytes without building its
-/// envelope (`jsonrpc`, `id`, the top-level map) as a tree: `result` is the only tree built.
-/// `None` when the bytes are anything else (not JSON, not an object, a request, a
-/// notification, an invalid response, a key twice): then `parse` and `classify` say what
-/// they are. Where it answers, it answers what `classify` would.
-pub fn response_of(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)> {
+/// One message read from its bytes without building its envelope (`jsonrpc`, `id`,
+/// `method`, the top-level map) as a tree: `params`, `result` or `error` are the only trees
+/// built. `None` when the bytes are anything else (not JSON, not one object, an invalid
+/// message, a key twice): then `Message::parse` and `Message::classify` say what they are.
+/// Where it answers, it answers what they would.
+pub fn read(bytes: &[u8]) -> Option<Message> {
     use serde::Deserialize;
     use std::borrow::Cow;
 
@@ -153,31 +153,70 @@ pub fn response_of(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)>
     struct Envelope<'a> {
         #[serde(borrow)]
         jsonrpc: Option<Cow<'a, str>>,
+        // Present as `null` is not absent (an id or result of `null`, a method that is not
+        // a string), as with `classify`.
+        #[serde(default, deserialize_with = "present")]
         id: Option<Value>,
-        method: Option<serde::de::IgnoredAny>,
+        #[serde(default, deserialize_with = "present")]
+        method: Option<String>,
         params: Option<Value>,
-        // Present as `null` is a result of `null`, not no result.
         #[serde(default, deserialize_with = "present")]
         result: Option<Value>,
         error: Option<Value>,
     }
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-        Value::deserialize(d).map(Some)
+    fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
     }
 
-    let frame: Envelope = serde_json::from_slice(bytes).ok()?;
-    if frame.jsonrpc.as_deref() != Some("2.0")
-        || frame.method.is_some()
-        || !frame.params.as_ref().is_none_or(|p| p.is_null() || p.is_object())
-    {
+    // A derived struct also reads a JSON array, by position: only an object is a message.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
     }
-    let id = RequestId::from_value(frame.id.as_ref()?)?;
-    match (frame.result, frame.error) {
-        (Some(result), _) => Some((id, Ok(result))),
-        (None, Some(error)) => Some((id, Err(RpcError::from_value(&error)?))),
+    let frame: Envelope = serde_json::from_slice(bytes).ok()?;
+    if frame.jsonrpc.as_deref() != Some("2.0") {
+        return None;
+    }
+    let params = frame.params.unwrap_or(Value::Null);
+    if !(params.is_null() || params.is_object()) {
+        return None;
+    }
+    let id = match frame.id {
+        Some(id) => Some(RequestId::from_value(&id)?),
+        None => None,
+    };
+    match (frame.method, id) {
+        (Some(method), None) => Some(Message::Notification { method, params }),
+        (Some(method), Some(id)) => Some(Message::Request { id, method, params }),
+        (None, Some(id)) => match (frame.result, frame.error) {
+            (Some(result), _) => Some(Message::Response { id, outcome: Ok(result) }),
+            (None, Some(error)) => Some(Message::Response { id, outcome: Err(RpcError::from_value(&error)?) }),
+            (None, None) => None,
+        },
         (None, None) => None,
     }
+}
+
+/// The id and outcome of a response frame, read as [`read`] reads it; `None` for anything
+/// else.
+pub fn response_of(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)> {
+    match read(bytes)? {
+        Message::Response { id, outcome } => Some((id, outcome)),
+        _ => None,
+    }
+}
+
+/// The bytes of the response to `id` with `result`: what serializing
+/// `result_response(id, result)` gives, without building that frame first.
+pub fn result_bytes(id: &Value, result: &Value) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Frame<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a Value,
+    }
+    let mut bytes = Vec::with_capacity(512);
+    serde_json::to_writer(&mut bytes, &Frame { jsonrpc: "2.0", id, result }).expect("a JSON value always serializes");
+    bytes
 }
 
 pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
@@ -288,8 +327,9 @@ mod tests {
 }
 
 #[cfg(test)]
-mod response_of_tests {
+mod read_tests {
     use super::*;
+    use serde_json::json;
 
     /// What `parse` then `classify` make of `bytes`, where it is a response.
     fn classified(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)> {
@@ -297,6 +337,43 @@ mod response_of_tests {
             Ok(Message::Response { id, outcome }) => Some((id, outcome)),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_message_read_from_bytes_is_what_classify_makes_of_it() {
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"b":1,"a":[2]}}}"#,
+            r#"{"jsonrpc":"2.0","id":"r","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"r","method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":"text"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","result":{}}"#,
+            r#"["2.0",1,"m",null,null,null]"#,
+            r#"  {"jsonrpc":"2.0","id":1,"method":"m"}  "#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":null}"#,
+            r#"{"jsonrpc":null,"id":1,"result":{}}"#,
+        ];
+        for frame in frames {
+            let classified = Message::parse(frame.as_bytes()).ok().and_then(|v| Message::classify(v).ok());
+            match read(frame.as_bytes()) {
+                // A key twice is left to the whole parse (where the last one wins).
+                None if frame.contains(r#""method":"m","method""#) => assert!(classified.is_some()),
+                fast => assert_eq!(fast, classified, "{frame}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_result_written_from_borrowed_parts_is_the_result_response() {
+        let (id, result) = (json!("a-1"), json!({"content": [{"type": "text", "text": "é\n"}], "z": 1, "a": null}));
+        let written = result_bytes(&id, &result);
+        assert_eq!(written, serde_json::to_vec(&result_response(&id, result)).unwrap());
     }
 
     #[test]
@@ -320,6 +397,7 @@ mod response_of_tests {
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
             r#"{"jsonrpc":"2\u002e0","id":1,"result":{"escaped":"\u00e9"}}"#,
             r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"["2.0",7,null,null,{"a":1},null]"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
             r#"not json"#,
             "",

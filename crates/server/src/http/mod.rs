@@ -26,7 +26,7 @@ use axum::routing::{any, get};
 use axum::{Extension, Router};
 use mcpx_gateway::Transport;
 use mcpx_protocol::revision::is_legacy_version_string;
-use mcpx_protocol::{Message, RpcError, meta};
+use mcpx_protocol::{Message, RpcError, message, meta};
 
 use crate::admission::Admitted;
 use crate::front::Front;
@@ -91,6 +91,13 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
         Ok(bytes) => bytes,
         Err(refusal) => return refusal,
     };
+    // Without a session, one message, its envelope read without a tree; anything else
+    // (a batch, an invalid message) is parsed whole, to be answered as it deserves.
+    if session.is_none()
+        && let Some(message) = message::read(&body)
+    {
+        return without_session(front, base, headers, format, message).await;
+    }
     let frame = match Message::parse(&body) {
         Ok(frame) => frame,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
@@ -108,6 +115,18 @@ async fn post(front: &Front, base: &Transport, headers: &HeaderMap, session: Opt
         Ok(message) => message,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
+    without_session(front, base, headers, format, message).await
+}
+
+/// One message that came without a session: a 2026 request, or a handshake-era
+/// `initialize`; anything else needs a session.
+async fn without_session(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    format: Format,
+    message: Message,
+) -> Response {
     if is_modern(headers, &message) {
         return Box::pin(modern::handle(front, base, headers, format, message)).await;
     }
