@@ -349,9 +349,16 @@ impl Gateway {
 }
 
 impl Gateway {
-    /// Whether `server` could ever want a login: an HTTP server.
-    pub(crate) fn may_want_login(&self, server: &str) -> bool {
-        self.settings.config().server(server).is_some_and(|s| matches!(s.launch, Launch::Http { .. }))
+    /// Whether a request to `server` may have to be sent again after the caller logs in:
+    /// `server` is an HTTP server (only those want logins) and the caller is one that
+    /// [`Gateway::ask_to_log_in`] waits for (a handshake-era caller that can be asked, on
+    /// its session, to open a URL). Every other caller gets its answer without a resend, so
+    /// nothing of its request is kept for one.
+    pub(crate) fn may_send_again_after_login(&self, ctx: &CallContext, server: &str) -> bool {
+        ctx.revision.era() == Era::Legacy
+            && ctx.listener.as_ref().is_some_and(|l| l.ask.is_some())
+            && ctx.client_capabilities.pointer("/elicitation/url").is_some_and(Value::is_object)
+            && self.settings.config().server(server).is_some_and(|s| matches!(s.launch, Launch::Http { .. }))
     }
 
     /// `server` needs a person to log in before it answers: asks the caller to open a

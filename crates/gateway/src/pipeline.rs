@@ -28,6 +28,7 @@
 //! receives in `_meta` (`traces`).
 
 use mcpx_protocol::Era;
+use mcpx_upstream::UpstreamError;
 use serde_json::{Map, Value};
 
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
@@ -129,18 +130,25 @@ impl Gateway {
             Settle::Ready(settled) => *settled,
             Settle::Replied(reply) => return reply,
         };
-        // Only an HTTP server can want a login; only then is a copy kept to send again.
-        let again = self.may_want_login(server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
+        // A copy to send again is kept only where a login can be waited for.
+        let again =
+            self.may_send_again_after_login(&ctx, server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
         let sent = self.send(&ctx, server, method, params, caller_meta, at, original.clone()).await;
-        match (sent, again) {
-            (Err((e, _)), Some((params, caller_meta, at))) if e.is_login_needed() => {
+        match sent {
+            Err((e, _)) if e.is_login_needed() => {
                 match self.ask_to_log_in(&ctx, server, method, original.as_ref(), e).await {
-                    LoggingIn::Done => self.send(&ctx, server, method, params, caller_meta, at, original).await,
+                    LoggingIn::Done => match again {
+                        Some((params, caller_meta, at)) => {
+                            self.send(&ctx, server, method, params, caller_meta, at, original).await
+                        }
+                        // Not reached: a login is waited for only where a copy was kept.
+                        None => Err((Error::Upstream(UpstreamError::LoginNeeded { server: server.to_owned() }), None)),
+                    },
                     LoggingIn::Asked(question) => Ok(question),
                     LoggingIn::Not(e) => Err((e, None)),
                 }
             }
-            (sent, _) => sent,
+            sent => sent,
         }
     }
 

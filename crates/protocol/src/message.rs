@@ -140,6 +140,85 @@ pub fn peek(line: &[u8]) -> Option<(RequestId, Option<String>)> {
 
 /// The same request as [`request`], serialized from borrowed parts: for a frame that is
 /// only written (and may be written again), without building a `Value` for it first.
+/// One message read from its bytes without building its envelope (`jsonrpc`, `id`,
+/// `method`, the top-level map) as a tree: `params`, `result` or `error` are the only trees
+/// built. `None` when the bytes are anything else (not JSON, not one object, an invalid
+/// message, a key twice): then `Message::parse` and `Message::classify` say what they are.
+/// Where it answers, it answers what they would.
+pub fn read(bytes: &[u8]) -> Option<Message> {
+    use serde::Deserialize;
+    use std::borrow::Cow;
+
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        jsonrpc: Option<Cow<'a, str>>,
+        // Present as `null` is not absent (an id or result of `null`, a method that is not
+        // a string), as with `classify`.
+        #[serde(default, deserialize_with = "present")]
+        id: Option<Value>,
+        #[serde(default, deserialize_with = "present")]
+        method: Option<String>,
+        params: Option<Value>,
+        #[serde(default, deserialize_with = "present")]
+        result: Option<Value>,
+        error: Option<Value>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
+    }
+
+    // A derived struct also reads a JSON array, by position: only an object is a message.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let frame: Envelope = serde_json::from_slice(bytes).ok()?;
+    if frame.jsonrpc.as_deref() != Some("2.0") {
+        return None;
+    }
+    let params = frame.params.unwrap_or(Value::Null);
+    if !(params.is_null() || params.is_object()) {
+        return None;
+    }
+    let id = match frame.id {
+        Some(id) => Some(RequestId::from_value(&id)?),
+        None => None,
+    };
+    match (frame.method, id) {
+        (Some(method), None) => Some(Message::Notification { method, params }),
+        (Some(method), Some(id)) => Some(Message::Request { id, method, params }),
+        (None, Some(id)) => match (frame.result, frame.error) {
+            (Some(result), _) => Some(Message::Response { id, outcome: Ok(result) }),
+            (None, Some(error)) => Some(Message::Response { id, outcome: Err(RpcError::from_value(&error)?) }),
+            (None, None) => None,
+        },
+        (None, None) => None,
+    }
+}
+
+/// The id and outcome of a response frame, read as [`read`] reads it; `None` for anything
+/// else.
+pub fn response_of(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)> {
+    match read(bytes)? {
+        Message::Response { id, outcome } => Some((id, outcome)),
+        _ => None,
+    }
+}
+
+/// The bytes of the response to `id` with `result`: what serializing
+/// `result_response(id, result)` gives, without building that frame first.
+pub fn result_bytes(id: &Value, result: &Value) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Frame<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a Value,
+    }
+    let mut bytes = Vec::with_capacity(512);
+    serde_json::to_writer(&mut bytes, &Frame { jsonrpc: "2.0", id, result }).expect("a JSON value always serializes");
+    bytes
+}
+
 pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Frame<'a> {
@@ -150,7 +229,10 @@ pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
         params: &'a Value,
     }
     let frame = Frame { jsonrpc: "2.0", id: id.to_value(), method, params };
-    serde_json::to_vec(&frame).expect("a JSON value always serializes")
+    // Room for a typical request up front: growing from serde_json's 128 bytes reallocates.
+    let mut bytes = Vec::with_capacity(512);
+    serde_json::to_writer(&mut bytes, &frame).expect("a JSON value always serializes");
+    bytes
 }
 
 pub fn notification(method: &str, params: Value) -> Value {
@@ -241,5 +323,91 @@ mod tests {
         let frame = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","x-extra":{"k":1}}});
         let msg = Message::classify(frame.clone()).unwrap();
         assert_eq!(msg.to_value(), frame);
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What `parse` then `classify` make of `bytes`, where it is a response.
+    fn classified(bytes: &[u8]) -> Option<(RequestId, Result<Value, RpcError>)> {
+        match Message::parse(bytes).ok().map(Message::classify)? {
+            Ok(Message::Response { id, outcome }) => Some((id, outcome)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_message_read_from_bytes_is_what_classify_makes_of_it() {
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"b":1,"a":[2]}}}"#,
+            r#"{"jsonrpc":"2.0","id":"r","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"r","method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":"text"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","result":{}}"#,
+            r#"["2.0",1,"m",null,null,null]"#,
+            r#"  {"jsonrpc":"2.0","id":1,"method":"m"}  "#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":null}"#,
+            r#"{"jsonrpc":null,"id":1,"result":{}}"#,
+        ];
+        for frame in frames {
+            let classified = Message::parse(frame.as_bytes()).ok().and_then(|v| Message::classify(v).ok());
+            match read(frame.as_bytes()) {
+                // A key twice is left to the whole parse (where the last one wins).
+                None if frame.contains(r#""method":"m","method""#) => assert!(classified.is_some()),
+                fast => assert_eq!(fast, classified, "{frame}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_result_written_from_borrowed_parts_is_the_result_response() {
+        let (id, result) = (json!("a-1"), json!({"content": [{"type": "text", "text": "é\n"}], "z": 1, "a": null}));
+        let written = result_bytes(&id, &result);
+        assert_eq!(written, serde_json::to_vec(&result_response(&id, result)).unwrap());
+    }
+
+    #[test]
+    fn a_response_read_from_bytes_is_what_classify_makes_of_it_and_nothing_else_is_one() {
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}],"x":{"b":1,"a":2}}}"#,
+            r#"{"result":{"k":"v"},"id":"s-1","jsonrpc":"2.0","extra":true}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no","data":{"d":[1]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"message":"no code"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"params":[1],"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"params":null,"result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+            r#"{"jsonrpc":"2\u002e0","id":1,"result":{"escaped":"\u00e9"}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"["2.0",7,null,null,{"a":1},null]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
+            r#"not json"#,
+            "",
+        ];
+        for frame in frames {
+            let fast = response_of(frame.as_bytes());
+            assert_eq!(fast, classified(frame.as_bytes()), "{frame}");
+        }
+        let fast = response_of(frames[0].as_bytes()).unwrap().1.unwrap();
+        let keys: Vec<&String> = fast["x"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["b", "a"], "the result keeps its order");
     }
 }

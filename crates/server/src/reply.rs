@@ -247,6 +247,19 @@ fn frame_or_nothing(format: Format, frame: &Value) -> Response {
     if frame.is_null() { accepted() } else { answer(format, frame) }
 }
 
+/// The response to request `id` with `outcome`, as [`answer`] gives it; a result as JSON
+/// is written straight to bytes, without building its frame first.
+pub fn outcome(format: Format, id: &Value, outcome: Result<Value, RpcError>) -> Response {
+    match (format.single(), outcome) {
+        (Format::Json | Format::Either, Ok(result)) => {
+            let json = message::result_bytes(id, &result);
+            let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+            (StatusCode::OK, content_type, json).into_response()
+        }
+        (_, outcome) => answer(format, &crate::dispatch::response(id, outcome)),
+    }
+}
+
 /// The response frame of a request that ran, with the status its outcome gets.
 pub fn answer(format: Format, frame: &Value) -> Response {
     self::frame(status_for(frame), format.single(), frame)

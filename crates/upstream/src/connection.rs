@@ -158,7 +158,7 @@ impl Upstream {
         }
         match &self.link {
             Link::Stdio(pipe) => pipe.call(method, params, caller, listener).await,
-            // Boxed: reqwest's futures would make every call's future (stdio ones too) KiBs larger.
+            // Boxed: the HTTP client's futures would make every call's future (stdio ones too) KiBs larger.
             Link::Http(conn) => {
                 match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, caller, listener)))
                     .await

@@ -20,7 +20,9 @@ pub struct ServerFacts {
 }
 
 pub(crate) fn client_info() -> Value {
-    json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") })
+    // Built once: a copy costs less than building (and hashing) it for every request.
+    static CLIENT_INFO: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    CLIENT_INFO.get_or_init(|| json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") })).clone()
 }
 
 /// The 2026 revision a -32022 error says the server speaks and mcpx speaks too.

@@ -11,21 +11,24 @@
 //! 403 `insufficient_scope` goes to the authorizer, and the request is sent once more at
 //! most, with a token it got without a person; otherwise it fails with `LoginNeeded`.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
+use http_body_util::BodyExt;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE};
+use hyper::{Method, Request, StatusCode, Uri};
 use mcpx_protocol::message::{self, Message, RequestId};
 use std::collections::HashMap;
 
 use mcpx_protocol::param_headers::{self, ParamHeader};
 use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::caller::{Ask, Caller, Listener};
 use crate::changes::{Changes, is_change};
+use crate::client::{self, Body, Client, Response};
 use crate::error::UpstreamError;
 use crate::handshake::{self, ServerFacts};
 use crate::questions::{self, Serving};
@@ -35,8 +38,9 @@ pub(crate) struct HttpConn {
     server: String,
     url: String,
     /// `url`, parsed once: each request would parse the text again.
-    endpoint: reqwest::Url,
-    client: reqwest::Client,
+    endpoint: Uri,
+    client: &'static Client,
+    /// The headers configured for the server (and the credentials its URL carried).
     headers: HeaderMap,
     era: Era,
     revision: Revision,
@@ -83,6 +87,11 @@ const ACK_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const NAME: HeaderName = HeaderName::from_static("mcp-name");
+const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+const LAST_EVENT: HeaderName = HeaderName::from_static("last-event-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// One reply, read to the end of the answer to our request.
 enum Outcome {
@@ -93,18 +102,6 @@ enum Outcome {
 
 fn body_of(frame: &Value) -> Vec<u8> {
     serde_json::to_vec(frame).expect("a JSON value always serializes")
-}
-
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::builder()
-            .no_proxy()
-            .pool_idle_timeout(std::time::Duration::from_secs(90))
-            .build()
-            .expect("the HTTP client builds with the ring provider installed")
-    })
 }
 
 impl HttpConn {
@@ -121,15 +118,28 @@ impl HttpConn {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
             headers.insert(name, HeaderValue::from_str(value).map_err(|_| bad("value"))?);
         }
-        let endpoint = reqwest::Url::parse(&spec.url).map_err(|e| UpstreamError::Handshake {
+        let bad_url = |e: String| UpstreamError::Handshake {
             server: spec.server.clone(),
             reason: format!("url {:?}: {e}", spec.url),
-        })?;
+        };
+        let url = url::Url::parse(&spec.url).map_err(|e| bad_url(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad_url("not an http or https URL".into()));
+        }
+        let endpoint = client::uri_of(&url).map_err(bad_url)?;
+        if let Some(basic) = client::basic_credentials(&url)
+            && !headers.contains_key(AUTHORIZATION)
+        {
+            headers.insert(AUTHORIZATION, basic);
+        }
+        // A configured Authorization header (or credentials in the URL) is the user's choice
+        // of credential: mcpx does not log in over it.
+        let chosen_credential = headers.contains_key(AUTHORIZATION);
         let mut conn = HttpConn {
             server: spec.server.clone(),
             url: spec.url.clone(),
             endpoint,
-            client: client().clone(),
+            client: client::shared(),
             headers,
             era: Era::Modern,
             revision: Revision::LATEST_MODERN,
@@ -142,12 +152,7 @@ impl HttpConn {
             max_line: spec.max_line_bytes,
             listening: Default::default(),
             acks: Default::default(),
-            // A configured Authorization header is the user's choice of credential: mcpx
-            // does not log in over it.
-            auth: spec
-                .auth
-                .clone()
-                .filter(|_| !spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))),
+            auth: spec.auth.clone().filter(|_| !chosen_credential),
             bearer: Default::default(),
         };
         if era_hint != Some(Era::Legacy) {
@@ -304,12 +309,10 @@ impl HttpConn {
     pub(crate) async fn shutdown(&self) {
         self.listening.lock().await.take();
         let Some(session) = self.session.lock().await.take() else { return };
-        let mut request =
-            self.client.delete(self.endpoint.clone()).headers(self.headers.clone()).header("mcp-session-id", session);
-        if let Some(bearer) = self.bearer_header() {
-            request = request.header(reqwest::header::AUTHORIZATION, bearer);
-        }
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), request.send()).await;
+        let session = HeaderValue::from_str(&session).ok();
+        let bearer = self.bearer_header();
+        let make = || self.session_request(Method::DELETE, session.as_ref(), bearer.as_ref());
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.client.send(make)).await;
     }
 
     async fn post_once(
@@ -367,11 +370,11 @@ impl HttpConn {
         &self,
         id: i64,
         method: &str,
-        response: reqwest::Response,
+        response: Response,
         listener: Option<&Listener>,
     ) -> Result<Outcome, UpstreamError> {
         let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND && self.session.lock().await.is_some() {
+        if status == StatusCode::NOT_FOUND && self.session.lock().await.is_some() {
             return Ok(Outcome::SessionGone);
         }
         if method == "initialize" {
@@ -380,13 +383,21 @@ impl HttpConn {
         }
         let is_stream = response
             .headers()
-            .get(reqwest::header::CONTENT_TYPE)
+            .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if is_stream && status.is_success() {
             return self.read_stream(id, response, listener).await;
         }
-        let bytes = response.bytes().await.map_err(|e| self.broken(format!("reading the reply: {e}")))?;
+        let bytes = match response.into_body().collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => return Err(self.broken(format!("reading the reply: {e}"))),
+        };
+        // The answer as a response, its envelope read without a tree; anything else is
+        // parsed whole, only to say what it is.
+        if let Some((_, outcome)) = message::response_of(&bytes) {
+            return Ok(Outcome::Answer(outcome));
+        }
         match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
             Some(Ok(Message::Response { outcome, .. })) => Ok(Outcome::Answer(outcome)),
             _ => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
@@ -403,12 +414,13 @@ impl HttpConn {
         method: &str,
         params: Option<&Value>,
         legacy: Option<Revision>,
-    ) -> Result<reqwest::Response, UpstreamError> {
+    ) -> Result<Response, UpstreamError> {
         let Some(auth) = &self.auth else {
-            return self.post(body, method, params, legacy, None).await;
+            return self.post(body.into(), method, params, legacy, None).await;
         };
         let bearer = auth.authorizer.bearer(&auth.target).await;
         self.remember_bearer(bearer.as_deref());
+        let body = Bytes::from(body);
         let response = self.post(body.clone(), method, params, legacy, bearer.as_deref()).await?;
         let Some((status, challenges)) = auth_challenge(&response) else {
             if bearer.is_some() && response.status().is_success() {
@@ -449,88 +461,136 @@ impl HttpConn {
 
     /// The bearer of the last POST, for the session's GET and DELETE.
     fn bearer_header(&self) -> Option<HeaderValue> {
-        let bearer = self.bearer.lock().expect("bearer lock").clone()?;
-        let mut value = HeaderValue::from_str(&format!("Bearer {bearer}")).ok()?;
-        value.set_sensitive(true);
-        Some(value)
+        bearer_value(self.bearer.lock().expect("bearer lock").as_deref()?)
     }
 
+    /// Sends one POST of `body` (following redirects; see `client`).
     async fn post(
         &self,
-        body: Vec<u8>,
+        body: Bytes,
         method: &str,
         params: Option<&Value>,
         legacy: Option<Revision>,
         bearer: Option<&str>,
-    ) -> Result<reqwest::Response, UpstreamError> {
-        // Names and fixed values as constants: each one given as text is parsed and checked.
-        let mut request = self
-            .client
-            .post(self.endpoint.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        if !self.headers.is_empty() {
-            request = request.headers(self.headers.clone());
-        }
-        if let Some(bearer) = bearer {
-            let mut value = HeaderValue::from_str(&format!("Bearer {bearer}")).map_err(|_| UpstreamError::Auth {
+    ) -> Result<Response, UpstreamError> {
+        let bearer = match bearer {
+            Some(bearer) => Some(bearer_value(bearer).ok_or_else(|| UpstreamError::Auth {
                 server: self.server.clone(),
                 reason: "the access token is not a header value".into(),
-            })?;
-            value.set_sensitive(true);
-            request = request.header(reqwest::header::AUTHORIZATION, value);
+            })?),
+            None => None,
+        };
+        let session = match legacy {
+            Some(_) => self.session.lock().await.as_deref().and_then(|s| HeaderValue::from_str(s).ok()),
+            None => None,
+        };
+        let make = || self.post_request(&body, method, params, legacy, bearer.as_ref(), session.as_ref());
+        self.client.send(make).await.map_err(|reason| self.unreachable(reason))
+    }
+
+    /// The POST of `body`: the configured headers, then those its era and method call for.
+    /// Header names and fixed values are constants: each one given as text is parsed and
+    /// checked.
+    fn post_request(
+        &self,
+        body: &Bytes,
+        method: &str,
+        params: Option<&Value>,
+        legacy: Option<Revision>,
+        bearer: Option<&HeaderValue>,
+        session: Option<&HeaderValue>,
+    ) -> Request<Body> {
+        let mut request = Request::new(Body::new(body.clone()));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.endpoint.clone();
+        let headers = request.headers_mut();
+        if !self.headers.is_empty() {
+            *headers = self.headers.clone();
+        }
+        headers.entry(CONTENT_TYPE).or_insert(HeaderValue::from_static("application/json"));
+        headers.entry(ACCEPT).or_insert(HeaderValue::from_static("application/json, text/event-stream"));
+        if let Some(bearer) = bearer {
+            headers.insert(AUTHORIZATION, bearer.clone());
         }
         // The request's trace context goes in headers too, for what traces HTTP; only a
         // well-formed one (mcpx writes its own there while it exports traces).
         let meta = params.and_then(|p| p.get("_meta"));
         if let Some(traceparent) = meta.and_then(|m| m.get("traceparent")).and_then(Value::as_str)
             && is_traceparent(traceparent)
+            && let Ok(traceparent) = HeaderValue::from_str(traceparent)
         {
-            request = request.header("traceparent", traceparent);
+            headers.insert(TRACEPARENT, traceparent);
             if let Some(state) = meta.and_then(|m| m.get("tracestate")).and_then(Value::as_str)
                 && state.len() <= 512
                 && state.bytes().all(|b| (0x20..0x7f).contains(&b))
+                && let Ok(state) = HeaderValue::from_str(state)
             {
-                request = request.header("tracestate", state);
+                headers.insert(TRACESTATE, state);
             }
         }
         match legacy {
             Some(revision) => {
                 if method != "initialize" {
-                    request = request.header(PROTOCOL_VERSION, HeaderValue::from_static(revision.as_str()));
+                    headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(revision.as_str()));
                 }
-                if let Some(session) = self.session.lock().await.clone() {
-                    request = request.header("mcp-session-id", session);
+                if let Some(session) = session {
+                    headers.insert(SESSION, session.clone());
                 }
             }
             None => {
-                request = request
-                    .header(PROTOCOL_VERSION, HeaderValue::from_static(Revision::LATEST_MODERN.as_str()))
-                    .header(METHOD, method);
+                headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(Revision::LATEST_MODERN.as_str()));
+                if let Ok(method) = HeaderValue::from_str(method) {
+                    headers.insert(METHOD, method);
+                }
                 let named = match method {
                     "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
                     "resources/read" => params.and_then(|p| p.get("uri")),
                     _ => None,
                 };
                 if let Some(name) = named.and_then(Value::as_str) {
-                    request = request.header("mcp-name", header::encode(name));
+                    if let Ok(value) = HeaderValue::try_from(header::encode(name)) {
+                        headers.insert(NAME, value);
+                    }
                     if method == "tools/call" {
                         let arguments = params.and_then(|p| p.get("arguments")).unwrap_or(&Value::Null);
                         let known = self.param_headers.lock().expect("headers lock");
                         for mirrored in known.as_ref().and_then(|m| m.get(name)).into_iter().flatten() {
-                            if let Some(value) = param_headers::value(arguments, &mirrored.path) {
-                                request = request.header(format!("mcp-param-{}", mirrored.name), value);
+                            if let Some(value) = param_headers::value(arguments, &mirrored.path)
+                                && let Ok(name) = HeaderName::try_from(format!("mcp-param-{}", mirrored.name))
+                                && let Ok(value) = HeaderValue::try_from(value)
+                            {
+                                headers.insert(name, value);
                             }
                         }
                     }
                 }
             }
         }
-        request.body(body).send().await.map_err(|e| UpstreamError::Unreachable {
-            server: self.server.clone(),
-            url: self.url.clone(),
-            reason: e.to_string(),
-        })
+        request
+    }
+
+    /// A bodiless request of the session's (its GET stream, its DELETE): the configured
+    /// headers, the session's id and the bearer of the last POST.
+    fn session_request(
+        &self,
+        method: Method,
+        session: Option<&HeaderValue>,
+        bearer: Option<&HeaderValue>,
+    ) -> Request<Body> {
+        let mut request = Request::new(Body::default());
+        *request.method_mut() = method;
+        *request.uri_mut() = self.endpoint.clone();
+        let headers = request.headers_mut();
+        if !self.headers.is_empty() {
+            *headers = self.headers.clone();
+        }
+        if let Some(bearer) = bearer {
+            headers.insert(AUTHORIZATION, bearer.clone());
+        }
+        if let Some(session) = session {
+            headers.insert(SESSION, session.clone());
+        }
+        request
     }
 
     /// Reads an event stream up to the answer to request `id`, passing notifications on.
@@ -539,7 +599,7 @@ impl HttpConn {
     async fn read_stream(
         &self,
         id: i64,
-        response: reqwest::Response,
+        response: Response,
         listener: Option<&Listener>,
     ) -> Result<Outcome, UpstreamError> {
         let mut response = response;
@@ -553,9 +613,7 @@ impl HttpConn {
             };
             tokio::time::sleep(resume.retry).await;
             let session = self.session.lock().await.clone();
-            response = self.stream_request(session).header("last-event-id", last_event).send().await.map_err(|e| {
-                UpstreamError::Unreachable { server: self.server.clone(), url: self.url.clone(), reason: e.to_string() }
-            })?;
+            response = self.get_stream(session, Some(last_event)).await?;
             if !response.status().is_success() {
                 return Err(self.broken(format!("resuming the event stream answered HTTP {}", response.status())));
             }
@@ -567,7 +625,7 @@ impl HttpConn {
     async fn read_events(
         &self,
         id: i64,
-        response: reqwest::Response,
+        response: Response,
         listener: Option<&Listener>,
         resume: &mut Resume,
     ) -> Result<Option<Result<Value, RpcError>>, UpstreamError> {
@@ -645,25 +703,31 @@ impl HttpConn {
         }
     }
 
-    /// A handshake-era GET for an event stream of the session.
-    fn stream_request(&self, session: Option<String>) -> reqwest::RequestBuilder {
-        let mut request = self
-            .client
-            .get(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header("accept", "text/event-stream")
-            .header("mcp-protocol-version", self.revision.as_str());
-        if let Some(bearer) = self.bearer_header() {
-            request = request.header(reqwest::header::AUTHORIZATION, bearer);
-        }
-        match session {
-            Some(session) => request.header("mcp-session-id", session),
-            None => request,
-        }
+    /// A handshake-era GET for an event stream of the session, picked up after
+    /// `last_event` when it names one.
+    async fn get_stream(&self, session: Option<String>, last_event: Option<String>) -> Result<Response, UpstreamError> {
+        let session = session.and_then(|s| HeaderValue::from_str(&s).ok());
+        let last_event = last_event.and_then(|e| HeaderValue::from_str(&e).ok());
+        let bearer = self.bearer_header();
+        let make = || {
+            let mut request = self.session_request(Method::GET, session.as_ref(), bearer.as_ref());
+            let headers = request.headers_mut();
+            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+            headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(self.revision.as_str()));
+            if let Some(last_event) = &last_event {
+                headers.insert(LAST_EVENT, last_event.clone());
+            }
+            request
+        };
+        self.client.send(make).await.map_err(|reason| self.unreachable(reason))
     }
 
     fn broken(&self, detail: impl Into<String>) -> UpstreamError {
         UpstreamError::Protocol { server: self.server.clone(), url: self.url.clone(), detail: detail.into() }
+    }
+
+    fn unreachable(&self, reason: String) -> UpstreamError {
+        UpstreamError::Unreachable { server: self.server.clone(), url: self.url.clone(), reason }
     }
 }
 
@@ -696,7 +760,7 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
     loop {
         let Some(live) = conn.upgrade() else { return };
         let Some(session) = live.session.lock().await.clone() else { return };
-        match live.stream_request(Some(session)).send().await {
+        match live.get_stream(Some(session), None).await {
             Ok(response) if response.status().is_success() => {
                 live.changes.set_hearing(true);
                 drop(live);
@@ -719,7 +783,7 @@ async fn standalone_stream(conn: std::sync::Weak<HttpConn>) {
     }
 }
 
-async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: reqwest::Response) {
+async fn read_standalone(conn: &std::sync::Weak<HttpConn>, response: Response) {
     let Some(max_line) = conn.upgrade().map(|c| c.max_line) else { return };
     let mut events = Events::new(response, max_line);
     while let Some(Ok(event)) = events.next().await {
@@ -737,24 +801,24 @@ struct Event {
     retry: Option<u64>,
 }
 
+/// A body's chunks as they arrive.
+type Chunks = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, hyper::Error>> + Send>>;
+
 /// The events of an event-stream response, read as they arrive.
 struct Events {
-    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    body: Chunks,
     buffer: BytesMut,
     pending: Event,
     max_line: usize,
 }
 
 impl Events {
-    fn new(response: reqwest::Response, max_line: usize) -> Events {
-        Events::of(Box::pin(response.bytes_stream()), max_line)
+    fn new(response: Response, max_line: usize) -> Events {
+        Events::of(Box::pin(response.into_body().into_data_stream()), max_line)
     }
 
     /// The events of a body that arrives as these chunks.
-    fn of(
-        body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-        max_line: usize,
-    ) -> Events {
+    fn of(body: Chunks, max_line: usize) -> Events {
         Events { body, buffer: BytesMut::new(), pending: Event::empty(), max_line }
     }
 
@@ -850,20 +914,28 @@ const MAX_RESUMES: usize = 5;
 
 /// A 401, or a 403 whose challenge says `insufficient_scope`: its status and every
 /// `WWW-Authenticate` value. Any other answer is the request's own business.
-fn auth_challenge(response: &reqwest::Response) -> Option<(u16, Vec<String>)> {
+fn auth_challenge(response: &Response) -> Option<(u16, Vec<String>)> {
     let status = response.status().as_u16();
     if status != 401 && status != 403 {
         return None;
     }
     let challenges: Vec<String> = response
         .headers()
-        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .get_all(WWW_AUTHENTICATE)
         .iter()
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect();
     let step_up =
         mcpx_oauth::challenge::bearer(challenges.iter().map(String::as_str)).is_some_and(|c| c.insufficient_scope());
     (status == 401 || step_up).then_some((status, challenges))
+}
+
+/// `Authorization: Bearer <token>`, marked sensitive; `None` when the token cannot be a
+/// header value.
+fn bearer_value(token: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 fn excerpt(bytes: &[u8]) -> String {
@@ -888,7 +960,7 @@ mod tests {
 
     /// Every event of a body sent as `chunks`, and how the stream ended (`None`: cleanly).
     fn events(chunks: &[&str], max_line: usize) -> (Vec<Seen>, Option<String>) {
-        let chunks: Vec<reqwest::Result<bytes::Bytes>> =
+        let chunks: Vec<Result<Bytes, hyper::Error>> =
             chunks.iter().map(|c| Ok(bytes::Bytes::copy_from_slice(c.as_bytes()))).collect();
         let mut events = Events::of(Box::pin(futures::stream::iter(chunks)), max_line);
         let mut seen = Vec::new();

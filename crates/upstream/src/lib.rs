@@ -19,12 +19,14 @@
 //! - `questions`: whom an upstream's question (sampling, elicitation, roots) is for.
 //! - `stdio`: launching a child in its own process group, and stopping the group.
 //! - `pipe`: a stdio connection (ids, cancellation, the era probe over the pipe), on `stdio`.
-//! - `http`: an HTTP connection (either era, sessions, event streams).
+//! - `client`: the HTTP client the HTTP connections share (pool, TLS, redirects).
+//! - `http`: an HTTP connection (either era, sessions, event streams), on `client`.
 //! - `connection`: [`Upstream`], one face over `pipe` and `http`, adding each request's
 //!   envelope for the era.
 
 mod caller;
 mod changes;
+mod client;
 mod connection;
 mod error;
 mod handshake;

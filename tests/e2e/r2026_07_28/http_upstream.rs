@@ -169,3 +169,56 @@ fn the_callers_authorization_is_not_forwarded_to_an_http_upstream_but_configured
     let answer = client.call("py", "headers", json!({}));
     check(tool_json(answer.result()).as_object().expect("headers"), "stdio");
 }
+
+/// Starlette (under the Python SDK and FastMCP) answers `/mcp/` with a 307 to `/mcp`: mcpx
+/// follows it with the same method, body and headers, credentials too (same origin).
+#[test]
+fn an_endpoint_the_server_redirects_is_followed_with_its_method_body_and_credentials() {
+    let python = HttpServer::python_sdk();
+    let server = json!({"url": format!("{}/", python.url()), "headers": {"Authorization": "Bearer configured-secret"}});
+    let daemon = Daemon::start(&json!({"mcpServers": {"py": server}}));
+    let url = daemon.url();
+
+    let reply = Modern::mcpx_call("py", "headers", json!({})).send(url);
+    let headers = tool_json(reply.result());
+    assert_eq!(headers["authorization"], "Bearer configured-secret", "{headers}");
+    let reply = Modern::mcpx_call("py", "echo", json!({"text": "redirected"})).send(url);
+    assert_eq!(first_text(reply.result()), "echo: redirected", "{reply}");
+    let legacy = LegacySession::open(url);
+    let reply = legacy.mcpx_call("py", "echo", json!({"text": "legacy, redirected"}));
+    assert_eq!(first_text(reply.result()), "echo: legacy, redirected", "{reply}");
+    assert!(python.log().contains("/mcp/ HTTP/1.1\" 307"), "the server redirected:\n{}", python.log());
+}
+
+/// A redirect to another origin (here `localhost` for `127.0.0.1`) is followed, but the
+/// credentials configured for the server stay behind: a server's open redirect must not
+/// hand them to whoever it points at.
+#[test]
+fn credentials_do_not_follow_a_redirect_to_another_origin() {
+    let python = HttpServer::python_sdk();
+    let elsewhere = python.url().replace("127.0.0.1", "localhost");
+    let redirect = HttpServer::start("redirect_server.py", &["307", &elsewhere]);
+    let headers = json!({
+        "Authorization": "Bearer configured-secret",
+        "Cookie": "session=configured-cookie",
+        "X-Api-Key": "configured-key",
+    });
+    let daemon = Daemon::start(&json!({"mcpServers": {"py": {"url": redirect.url(), "headers": headers}}}));
+
+    let reply = Modern::mcpx_call("py", "headers", json!({})).send(daemon.url());
+    let seen = tool_json(reply.result());
+    assert!(seen["host"].as_str().is_some_and(|h| h.starts_with("localhost:")), "the redirect was followed: {seen}");
+    assert!(!seen.to_string().contains("configured-secret"), "the bearer followed the redirect: {seen}");
+    assert!(!seen.to_string().contains("configured-cookie"), "the cookie followed the redirect: {seen}");
+    assert_eq!(seen["x-api-key"], "configured-key", "{seen}");
+}
+
+/// A server that redirects to itself fails the call at once, naming the loop.
+#[test]
+fn a_redirect_loop_fails_the_call_naming_it() {
+    let redirect = HttpServer::start("redirect_server.py", &["308", "/mcp"]);
+    let daemon = Daemon::start(&json!({"mcpServers": {"loop": {"url": redirect.url()}}}));
+    let reply = Modern::mcpx_call("loop", "anything", json!({})).send(daemon.url());
+    let error = reply.to_string();
+    assert!(error.contains("more than 10 redirects"), "{error}");
+}

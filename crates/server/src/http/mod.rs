@@ -27,7 +27,7 @@ use axum::{Extension, Router};
 use mcpx_gateway::cluster::Node;
 use mcpx_gateway::{CallContext, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
-use mcpx_protocol::{Message, Revision, RpcError, meta};
+use mcpx_protocol::{Message, Revision, RpcError, message, meta};
 
 use crate::admission::Admitted;
 use crate::cluster::Forwarded;
@@ -114,12 +114,21 @@ async fn post(
         Ok(bytes) => bytes,
         Err(refusal) => return refusal,
     };
+    // Without a session, one message, its envelope read without a tree; anything else
+    // (a batch, an invalid message) is parsed whole, to be answered as it deserves.
+    if session.is_none()
+        && let Some(message) = message::read(&body)
+    {
+        return without_session(front, base, headers, format, message, onward, body).await;
+    }
     let frame = match Message::parse(&body) {
         Ok(frame) => frame,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
     };
+    // Boxed, as is `modern::handle` below: each is the whole request's future, KiBs that
+    // every layer above (this handler, axum's and hyper's) would otherwise move by value.
     if let Some(session) = session {
-        return legacy::post(front, base, headers, format, session, frame).await;
+        return Box::pin(legacy::post(front, base, headers, format, session, frame)).await;
     }
     if frame.is_array() {
         let e = RpcError::invalid_request("JSON-RPC batches are accepted only inside a 2025-03-26 session");
@@ -129,6 +138,21 @@ async fn post(
         Ok(message) => message,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, invalid.id.as_ref(), &invalid.error),
     };
+    without_session(front, base, headers, format, message, onward, body).await
+}
+
+/// One message that came without a session: a 2026 request (sent on to its owner, in a
+/// cluster, as the `body` it came in), or a handshake-era `initialize`; anything else
+/// needs a session.
+async fn without_session(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    format: Format,
+    message: Message,
+    onward: Option<Onward<'_>>,
+    body: axum::body::Bytes,
+) -> Response {
     if is_modern(headers, &message) {
         if let (Some(onward), Message::Request { id, method, params }) = (&onward, &message) {
             match onward.owner(base, method, params).await {
@@ -137,7 +161,7 @@ async fn post(
                 Err(e) => return reply::answer(format, &dispatch::response(&id.to_value(), Err(e))),
             }
         }
-        return modern::handle(front, base, headers, format, message).await;
+        return Box::pin(modern::handle(front, base, headers, format, message)).await;
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {

@@ -66,7 +66,7 @@ pub async fn handle(
         })
         .await;
     }
-    reply::answer(format, &dispatch::response(&id, modern::answer(&caller, admitted, &method, params, None).await))
+    reply::outcome(format, &id, modern::answer(&caller, admitted, &method, params, None).await)
 }
 
 /// A `subscriptions/listen`: a long-lived event stream. The caller closing it ends the
