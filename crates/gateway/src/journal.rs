@@ -458,7 +458,7 @@ impl Journal {
     pub fn read(&self, query: &Query) -> Result<Vec<Record>, rusqlite::Error> {
         let connection = self.reader()?;
         let (clause, values) = query.filter.clause();
-        let sql = format!("SELECT {COLUMNS} FROM calls {clause} ORDER BY time_ms DESC, id DESC LIMIT {}", query.limit);
+        let sql = format!("SELECT {COLUMNS} FROM calls {clause} ORDER BY id DESC LIMIT {}", query.limit);
         let mut statement = connection.prepare(&sql)?;
         let rows = statement.query_map(params_from_iter(values.iter()), row_record)?;
         rows.collect()
@@ -507,6 +507,9 @@ CREATE TABLE IF NOT EXISTS callers (
     transport TEXT NOT NULL,
     revision TEXT NOT NULL
 );
+-- A record's id is in time order and at least its start time in milliseconds shifted
+-- left by `ID_TIME_SHIFT` bits (`Store::next_id`), so the primary key doubles as the time
+-- index: no second B-tree to insert into for every call.
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
     time_ms INTEGER NOT NULL,
@@ -523,9 +526,21 @@ CREATE TABLE IF NOT EXISTS records (
     bytes_out INTEGER NOT NULL,
     arguments TEXT
 );
--- Each index costs every call a B-tree insert: time is the one every query has.
-CREATE INDEX IF NOT EXISTS records_by_time ON records (time_ms);
+DROP INDEX IF EXISTS records_by_time;
 ";
+
+/// A record's id is its start time in milliseconds, shifted left by this many bits, or the
+/// id before it plus one when that is more (4,096 records a millisecond before ids run
+/// ahead of the clock; they stay in order either way).
+const ID_TIME_SHIFT: u32 = 12;
+
+/// Ids numbered one by one, as journals before time-ordered ids had them, are below this
+/// (no clock since 1970 gives an id this small); they are renumbered when the file opens.
+const FIRST_TIME_ID: i64 = 1 << 44;
+
+/// Gives records numbered one by one time-ordered ids: their time, and the low bits of
+/// their old id to keep them apart.
+const RENUMBER: &str = "UPDATE records SET id = (time_ms << ?1) + (id & ((1 << ?1) - 1)) WHERE id < ?2";
 
 /// The view over [`SCHEMA`]'s tables that readers query.
 const VIEW: &str = "
@@ -557,11 +572,12 @@ fn prepare(connection: &mut Connection) -> Result<(), rusqlite::Error> {
         [],
         |r| r.get(0),
     )?;
+    let transaction = connection.transaction()?;
     if one_table {
-        let transaction = connection.transaction()?;
         transaction.execute_batch(MIGRATE_ONE_TABLE)?;
-        transaction.commit()?;
     }
+    transaction.execute(RENUMBER, [i64::from(ID_TIME_SHIFT), FIRST_TIME_ID])?;
+    transaction.commit()?;
     connection.execute_batch(VIEW)
 }
 
@@ -636,37 +652,77 @@ fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<J
     }
 }
 
-/// The writer's side of the file: its connection, and the ids of the callers it has
-/// written (the `callers` table's rows, found or added once each).
+/// The writer's side of the file: its connection, and the ids it hands out.
 struct Store {
     connection: Connection,
+    ids: Ids,
+}
+
+/// The ids the writer gives records, and the ids of the callers it has written (the
+/// `callers` table's rows, found or added once each).
+struct Ids {
     callers: HashMap<Caller, i64>,
+    /// The caller written last, and its id: a caller's calls usually come in runs.
+    last_caller: Option<(Caller, i64)>,
+    /// The record id written last ([`Ids::record`]).
+    last_record: i64,
+}
+
+impl Ids {
+    /// The id of a record that started at `time_ms`: in time order, after every id
+    /// written, and never below the time's own ([`ID_TIME_SHIFT`]).
+    fn record(&mut self, time_ms: i64) -> i64 {
+        self.last_record = (self.last_record + 1).max(time_ms.max(0) << ID_TIME_SHIFT);
+        self.last_record
+    }
+
+    /// The id of `caller`'s row, added if there is none.
+    fn caller(&mut self, connection: &Connection, caller: &Caller) -> Result<i64, rusqlite::Error> {
+        if let Some((last, id)) = &self.last_caller
+            && last == caller
+        {
+            return Ok(*id);
+        }
+        let id = match self.callers.get(caller) {
+            Some(id) => *id,
+            None => {
+                let id = caller_id(connection, caller)?;
+                self.callers.insert(caller.clone(), id);
+                id
+            }
+        };
+        self.last_caller = Some((caller.clone(), id));
+        Ok(id)
+    }
+
+    /// Forgets the callers' ids (their rows were removed, or never written).
+    fn forget_callers(&mut self) {
+        self.callers.clear();
+        self.last_caller = None;
+    }
 }
 
 impl Store {
     fn new(connection: Connection) -> Store {
-        Store { connection, callers: HashMap::new() }
+        let last_record =
+            connection.query_row("SELECT COALESCE(MAX(id), 0) FROM records", [], |r| r.get(0)).unwrap_or(0);
+        Store { connection, ids: Ids { callers: HashMap::new(), last_caller: None, last_record } }
     }
 
     /// Writes `batch` in one transaction.
     fn insert(&mut self, batch: &[Record]) -> Result<(), rusqlite::Error> {
-        let transaction = self.connection.transaction()?;
+        let Store { connection, ids } = self;
+        let transaction = connection.transaction()?;
         {
             let mut statement = transaction.prepare_cached(
-                "INSERT INTO records (time_ms, caller, server, instance, method, name, in_script, duration_us, \
+                "INSERT INTO records (id, time_ms, caller, server, instance, method, name, in_script, duration_us, \
                  outcome, code, bytes_in, bytes_out, arguments) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )?;
             for r in batch {
-                let caller = match self.callers.get(&r.caller) {
-                    Some(id) => *id,
-                    None => {
-                        let id = caller_id(&transaction, &r.caller)?;
-                        self.callers.insert(r.caller.clone(), id);
-                        id
-                    }
-                };
+                let caller = ids.caller(&transaction, &r.caller)?;
                 statement.execute(rusqlite::params![
+                    ids.record(r.time_ms),
                     r.time_ms,
                     caller,
                     r.server,
@@ -686,7 +742,7 @@ impl Store {
         let written = transaction.commit();
         if written.is_err() {
             // Callers added in the transaction are gone with it.
-            self.callers.clear();
+            self.ids.forget_callers();
         }
         written
     }
@@ -695,7 +751,7 @@ impl Store {
     /// forgotten here, to be added again when they call.
     fn prune(&mut self, config: &JournalConfig) {
         if prune(&self.connection, config) > 0 {
-            self.callers.clear();
+            self.ids.forget_callers();
             if let Err(e) =
                 self.connection.execute("DELETE FROM callers WHERE id NOT IN (SELECT caller FROM records)", [])
             {
@@ -733,7 +789,9 @@ fn caller_id(connection: &Connection, caller: &Caller) -> Result<i64, rusqlite::
 fn prune(connection: &Connection, config: &JournalConfig) -> usize {
     let mut deleted = 0;
     let cutoff = now_ms() - i64::try_from(config.max_age.as_millis()).unwrap_or(i64::MAX);
-    match connection.execute("DELETE FROM records WHERE time_ms < ?1", [cutoff]) {
+    // An id below the cutoff's is a record that started before it (a range of the primary
+    // key); one that started before but was written after waits for the next pruning.
+    match connection.execute("DELETE FROM records WHERE id < ?1", [cutoff.max(0) << ID_TIME_SHIFT]) {
         Ok(n) => deleted += n,
         Err(e) => tracing::warn!("journal: cannot prune old records: {e}"),
     }
@@ -799,6 +857,9 @@ impl Filter {
             add("session =", Sql::Text(s.clone()));
         }
         if let Some(since) = self.since_ms {
+            // Every record at or after `since` has an id at or after this: a range of the
+            // primary key, then the exact time.
+            add("id >=", Sql::Integer(since.max(0) << ID_TIME_SHIFT));
             add("time_ms >=", Sql::Integer(since));
         }
         if let Some(id) = self.after_id {
@@ -1019,6 +1080,44 @@ mod tests {
     }
 
     #[test]
+    fn a_record_written_after_a_later_one_is_found_by_its_start_and_ids_keep_the_written_order() {
+        let mut store = memory();
+        let base = now_ms() - 60_000;
+        // Written in this order: a long call that started first is answered last.
+        let batch = [base + 5_000, base + 4_000, base + 3_000].map(|t| record(t, "", Outcome::Ok));
+        store.insert(&batch).unwrap();
+        let ids: Vec<i64> = store
+            .connection
+            .prepare("SELECT id FROM records ORDER BY rowid")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        let since = |store: &Store, since_ms: i64| -> Vec<i64> {
+            let (clause, values) = Filter { since_ms: Some(since_ms), ..Filter::default() }.clause();
+            let sql = format!("SELECT time_ms FROM calls {clause} ORDER BY time_ms");
+            let mut statement = store.connection.prepare(&sql).unwrap();
+            statement.query_map(params_from_iter(values.iter()), |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(since(&store, base + 3_000), vec![base + 3_000, base + 4_000, base + 5_000]);
+        assert_eq!(since(&store, base + 3_500), vec![base + 4_000, base + 5_000]);
+        // Pruning goes by id: a record that started before the cutoff but was written after
+        // one that started after it waits for a cutoff past that one.
+        let prune_before = |store: &mut Store, cutoff: i64| {
+            let max_age = Duration::from_millis(u64::try_from(now_ms() - cutoff).unwrap());
+            store.prune(&JournalConfig { max_age, ..Default::default() });
+        };
+        let mut store = memory();
+        store.insert(&[base + 1_000, base + 9_000, base + 2_000].map(|t| record(t, "", Outcome::Ok))).unwrap();
+        prune_before(&mut store, base + 2_500);
+        assert_eq!(since(&store, 0), vec![base + 2_000, base + 9_000]);
+        prune_before(&mut store, base + 9_500);
+        assert_eq!(since(&store, 0), Vec::<i64>::new());
+    }
+
+    #[test]
     fn past_max_bytes_the_oldest_records_go_first() {
         let mut store = memory();
         let mut batch: Vec<Record> = (0..2000).map(|i| record(now_ms() - 10_000 + i, "", Outcome::Ok)).collect();
@@ -1098,12 +1197,15 @@ mod tests {
         assert_eq!(rows.len(), 2, "{rows:?}");
         assert_eq!(
             rows[0],
-            json!({ "id": 9, "timeMs": 2000, "client": null, "session": "session:s1", "transport": "http",
+            json!({ "id": (2000 << ID_TIME_SHIFT) + 9, "timeMs": 2000, "client": null, "session": "session:s1", "transport": "http",
                     "revision": "2026-07-28", "server": "beta", "instance": null, "method": "resources/read",
                     "name": "file:///a", "inScript": true, "durationUs": 2500, "outcome": "error", "code": -32602,
                     "bytesIn": 30, "bytesOut": 0, "arguments": "{\"a\":1}" })
         );
-        assert_eq!((rows[1]["id"].clone(), rows[1]["client"].clone()), (json!(7), json!("claude")));
+        assert_eq!(
+            (rows[1]["id"].clone(), rows[1]["client"].clone()),
+            (json!((1000 << ID_TIME_SHIFT) + 7), json!("claude"))
+        );
         let ci = Filter::visible_to(&Principal::Token("ci".into()));
         assert_eq!(journal.read(&Query { filter: ci, limit: 10 }).unwrap().len(), 1);
         drop(journal);
