@@ -313,6 +313,11 @@ impl Gateway {
         self.running_scripts.now()
     }
 
+    /// Spans dropped because the trace export queue was full (`None`: traces are off).
+    pub fn trace_spans_dropped(&self) -> Option<u64> {
+        self.traces.dropped()
+    }
+
     /// Requests finished: counted for `/metrics`, and journaled when the journal is kept.
     pub(crate) fn finished(&self, record: journal::Record) {
         let config = self.settings.config();

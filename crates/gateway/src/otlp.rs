@@ -1,21 +1,26 @@
-//! The OTLP/HTTP span exporter: each batch of finished spans is written straight into the
-//! protobuf of one `ExportTraceServiceRequest` and POSTed to the collector's traces
-//! endpoint (`application/x-protobuf`).
+//! The OTLP/HTTP span export: each span is written into protobuf as it ends, and a task
+//! POSTs what has gathered as one `ExportTraceServiceRequest` to the collector's traces
+//! endpoint (`application/x-protobuf`) every `OTEL_BSP_SCHEDULE_DELAY`, or sooner once a
+//! batch is full.
 //!
-//! The OpenTelemetry crates' own exporter first turns every span into the generated
+//! The OpenTelemetry crates' batch processor moves every finished span through a channel
+//! and two vectors to a task, and their exporter then turns it into the generated
 //! protobuf structs (a string per name and key, a struct per attribute, a map of scopes
-//! per batch) and then walks those twice more to size and encode them: most of what an
-//! exported trace cost a call. Writing the few messages a span needs directly is a
-//! fraction of that; the format is the stable OTLP one (`opentelemetry/proto/trace/v1`),
-//! field numbers below.
+//! per batch) and walks those twice more to size and encode them: most of what an
+//! exported trace cost a call. Encoding the few messages a span needs once, where it
+//! ends, is a fraction of that; the format is the stable OTLP one
+//! (`opentelemetry/proto/trace/v1`), field numbers below.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanKind, Status};
-use opentelemetry::{Array, KeyValue, Value};
+use opentelemetry::{Array, Context, InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{Span, SpanData, SpanProcessor};
 use prost::encoding::{WireType, encode_key, encode_varint};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
@@ -28,8 +33,6 @@ pub(crate) struct Exporter {
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,
-    /// The encoded `Resource` message every batch carries.
-    resource: Vec<u8>,
 }
 
 impl Exporter {
@@ -42,7 +45,7 @@ impl Exporter {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let headers = standard("HEADERS").map(|h| headers(&h)).transpose()?.unwrap_or_default();
-        Ok(Exporter { client, url, headers, resource: Vec::new() })
+        Ok(Exporter { client, url, headers })
     }
 }
 
@@ -67,9 +70,9 @@ fn headers(list: &str) -> Result<HeaderMap, String> {
     Ok(map)
 }
 
-impl SpanExporter for Exporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = request(&self.resource, &batch);
+impl Exporter {
+    /// POSTs one encoded `ExportTraceServiceRequest`.
+    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
         let sent = self
             .client
             .post(&self.url)
@@ -78,15 +81,211 @@ impl SpanExporter for Exporter {
             .body(body)
             .send()
             .await
-            .map_err(|e| OTelSdkError::InternalFailure(format!("OTLP export to {}: {e}", self.url)))?;
+            .map_err(|e| format!("OTLP export to {}: {e}", self.url))?;
         match sent.status() {
             status if status.is_success() => Ok(()),
-            status => Err(OTelSdkError::InternalFailure(format!("OTLP export to {}: HTTP {status}", self.url))),
+            status => Err(format!("OTLP export to {}: HTTP {status}", self.url)),
+        }
+    }
+}
+
+/// The batch settings, from the standard `OTEL_BSP_*` variables or their defaults.
+#[derive(Clone, Copy, Debug)]
+struct Batching {
+    /// `OTEL_BSP_SCHEDULE_DELAY`: how long spans gather before they are sent.
+    delay: Duration,
+    /// `OTEL_BSP_MAX_QUEUE_SIZE`: spans held at most; past it, spans are dropped.
+    max_queue: usize,
+    /// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`: spans in one request at most.
+    max_batch: usize,
+}
+
+impl Batching {
+    fn from_env() -> Batching {
+        use opentelemetry_sdk::trace::{
+            OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE_DEFAULT, OTEL_BSP_MAX_QUEUE_SIZE,
+            OTEL_BSP_MAX_QUEUE_SIZE_DEFAULT, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_SCHEDULE_DELAY_DEFAULT,
+        };
+        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let max_queue = number(OTEL_BSP_MAX_QUEUE_SIZE)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(OTEL_BSP_MAX_QUEUE_SIZE_DEFAULT);
+        Batching {
+            delay: number(OTEL_BSP_SCHEDULE_DELAY).map_or(OTEL_BSP_SCHEDULE_DELAY_DEFAULT, Duration::from_millis),
+            max_queue,
+            // As the specification says: a batch is never larger than the queue.
+            max_batch: number(OTEL_BSP_MAX_EXPORT_BATCH_SIZE)
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(OTEL_BSP_MAX_EXPORT_BATCH_SIZE_DEFAULT)
+                .min(max_queue),
+        }
+    }
+}
+
+/// The span processor: encodes each sampled span as it ends into the batch being filled,
+/// and leaves the sending to [`Processor::start`]'s task. A full queue drops the span and
+/// counts it; nothing a request does waits on the collector.
+#[derive(Debug)]
+pub(crate) struct Processor {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<Queued>,
+    /// Wakes the sending task: a batch is full, or the processor is shutting down.
+    wake: tokio::sync::Notify,
+    /// Wakes a shutdown waiting for the task to finish.
+    finished: Condvar,
+    batching: Batching,
+    /// Spans dropped because the queue was full (`mcpx_trace_spans_dropped_total`).
+    dropped: Arc<AtomicU64>,
+}
+
+#[derive(Debug, Default)]
+struct Queued {
+    /// The encoded `Resource` every request carries.
+    resource: Vec<u8>,
+    /// The encoded `InstrumentationScope` of mcpx's one tracer, from its first span.
+    scope: Option<(Vec<u8>, String)>,
+    /// The batch being filled: `ScopeSpans.spans` fields, and how many.
+    filling: Vec<u8>,
+    filled: usize,
+    /// Full batches waiting to be sent, with their span counts.
+    full: VecDeque<(Vec<u8>, usize)>,
+    /// Spans held in all: `filled` and the full batches'.
+    held: usize,
+    closing: bool,
+    finished: bool,
+}
+
+impl Processor {
+    /// A processor sending through `exporter`, batching as the `OTEL_BSP_*` variables say;
+    /// its task runs on the current tokio runtime until the processor shuts down.
+    pub(crate) fn start(exporter: Exporter) -> Processor {
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            finished: Condvar::new(),
+            batching: Batching::from_env(),
+            dropped: Arc::default(),
+        });
+        tokio::spawn(send(shared.clone(), exporter));
+        Processor { shared }
+    }
+
+    /// The count of spans dropped for want of room, as it grows.
+    pub(crate) fn dropped(&self) -> Arc<AtomicU64> {
+        self.shared.dropped.clone()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl SpanProcessor for Processor {
+    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        if !span.span_context.is_sampled() {
+            return;
+        }
+        let shared = &self.shared;
+        let mut queued = shared.lock();
+        if queued.closing || queued.held >= shared.batching.max_queue {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if queued.scope.is_none() {
+            queued.scope = Some(encoded_scope(&span.instrumentation_scope));
+        }
+        let mut w = Writer(std::mem::take(&mut queued.filling));
+        // ScopeSpans.spans = 2
+        w.message(2, |w| self::span(w, &span));
+        queued.filling = w.0;
+        queued.filled += 1;
+        queued.held += 1;
+        if queued.filled >= shared.batching.max_batch {
+            let batch = (std::mem::take(&mut queued.filling), std::mem::take(&mut queued.filled));
+            queued.full.push_back(batch);
+            drop(queued);
+            shared.wake.notify_one();
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+
+    /// Has the task send what is held and stop; waits for it at most `timeout`.
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        let shared = &self.shared;
+        let mut queued = shared.lock();
+        if queued.closing {
+            return Ok(());
+        }
+        queued.closing = true;
+        shared.wake.notify_one();
+        let waited = shared.finished.wait_timeout_while(queued, timeout, |q| !q.finished);
+        match waited.map(|(_, timed_out)| timed_out.timed_out()) {
+            Ok(false) => Ok(()),
+            _ => Err(OTelSdkError::Timeout(timeout)),
         }
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        self.resource = self::resource(resource);
+        self.shared.lock().resource = self::resource(resource);
+    }
+}
+
+/// The sending task: every schedule delay, or when woken, sends each batch held as one
+/// request. A failed export is logged (once until exports succeed again) and its spans
+/// are lost, as the OpenTelemetry SDKs do. Ends after sending what is held at shutdown.
+async fn send(shared: Arc<Shared>, exporter: Exporter) {
+    /// Marks the task finished however it ends (a runtime shutting down drops it).
+    struct Finished<'a>(&'a Shared);
+    impl Drop for Finished<'_> {
+        fn drop(&mut self) {
+            self.0.lock().finished = true;
+            self.0.finished.notify_all();
+        }
+    }
+    let _finished = Finished(&shared);
+    let mut failing = false;
+    loop {
+        let _ = tokio::time::timeout(shared.batching.delay, shared.wake.notified()).await;
+        let (batches, resource, scope, closing) = {
+            let mut queued = shared.lock();
+            let mut batches: Vec<_> = queued.full.drain(..).collect();
+            if queued.filled > 0 {
+                batches.push((std::mem::take(&mut queued.filling), std::mem::take(&mut queued.filled)));
+            }
+            queued.held = 0;
+            (batches, queued.resource.clone(), queued.scope.clone(), queued.closing)
+        };
+        for (spans, count) in batches {
+            let body = request_of(&resource, scope.as_ref(), &spans);
+            match exporter.post(body).await {
+                Ok(()) if failing => {
+                    tracing::info!("traces: exports succeed again");
+                    failing = false;
+                }
+                Ok(()) => {}
+                Err(e) if failing => tracing::debug!("traces: {count} spans lost: {e}"),
+                Err(e) => {
+                    tracing::warn!("traces: {count} spans lost: {e}");
+                    failing = true;
+                }
+            }
+        }
+        if closing {
+            return;
+        }
     }
 }
 
@@ -99,31 +298,32 @@ fn resource(resource: &Resource) -> Vec<u8> {
     w.0
 }
 
-/// The `ExportTraceServiceRequest` for `spans`: one resource, and one scope per run of
-/// spans from the same instrumentation scope (mcpx has one tracer, so one scope).
-pub(crate) fn request(resource: &[u8], spans: &[SpanData]) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(256 + spans.len() * 320));
+/// The `InstrumentationScope` message (name = 1, version = 2), and the scope's schema URL.
+fn encoded_scope(scope: &InstrumentationScope) -> (Vec<u8>, String) {
+    let mut w = Writer::default();
+    w.string(1, scope.name());
+    w.string(2, scope.version().unwrap_or_default());
+    (w.0, scope.schema_url().unwrap_or_default().to_owned())
+}
+
+/// The `ExportTraceServiceRequest` for encoded spans (`ScopeSpans.spans` fields) of one
+/// scope (mcpx has one tracer, so one scope) and one resource.
+fn request_of(resource: &[u8], scope: Option<&(Vec<u8>, String)>, spans: &[u8]) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(64 + resource.len() + spans.len()));
     // ExportTraceServiceRequest.resource_spans = 1
     w.message(1, |w| {
         // ResourceSpans.resource = 1; Resource.attributes = 1 (already encoded)
         w.bytes(1, resource);
-        for run in spans.chunk_by(|a, b| a.instrumentation_scope == b.instrumentation_scope) {
-            // ResourceSpans.scope_spans = 2
-            w.message(2, |w| {
-                let scope = &run[0].instrumentation_scope;
-                // ScopeSpans.scope = 1: name = 1, version = 2
-                w.message(1, |w| {
-                    w.string(1, scope.name());
-                    w.string(2, scope.version().unwrap_or_default());
-                });
-                for span in run {
-                    // ScopeSpans.spans = 2
-                    w.message(2, |w| self::span(w, span));
-                }
-                // ScopeSpans.schema_url = 3
-                w.string(3, scope.schema_url().unwrap_or_default());
-            });
-        }
+        // ResourceSpans.scope_spans = 2
+        w.message(2, |w| {
+            if let Some((scope, _)) = scope {
+                // ScopeSpans.scope = 1
+                w.message(1, |w| w.0.extend_from_slice(scope));
+            }
+            w.0.extend_from_slice(spans);
+            // ScopeSpans.schema_url = 3
+            w.string(3, scope.map_or("", |(_, url)| url));
+        });
     });
     w.0
 }
@@ -365,7 +565,14 @@ mod tests {
         let resource = Resource::builder_empty()
             .with_attributes([KeyValue::new("service.name", "mcpx"), KeyValue::new("service.version", "0.1.0")])
             .build();
-        let ours = ExportTraceServiceRequest::decode(request(&self::resource(&resource), &spans()).as_slice()).unwrap();
+        // Encoded as the processor does: each span as it ends, then the request around them.
+        let mut encoded = Writer::default();
+        for span in spans() {
+            encoded.message(2, |w| self::span(w, &span));
+        }
+        let scope = encoded_scope(&spans()[0].instrumentation_scope);
+        let body = request_of(&self::resource(&resource), Some(&scope), &encoded.0);
+        let ours = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
         let theirs = ExportTraceServiceRequest {
             resource_spans: group_spans_by_resource_and_scope(spans(), &ResourceAttributesWithSchema::from(&resource)),
         };

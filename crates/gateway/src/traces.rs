@@ -39,6 +39,9 @@ pub const SERVER_NAME: &str = "mcpx.server.name";
 
 pub use crate::context::{Trace, TraceHeaders};
 
+/// How long the daemon's stop waits for the last spans to be sent.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where spans go: nowhere until the daemon starts an exporter.
 #[derive(Default)]
 pub(crate) struct Traces {
@@ -48,6 +51,7 @@ pub(crate) struct Traces {
 struct Exporting {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Why traces cannot be exported.
@@ -100,18 +104,15 @@ impl Traces {
     pub(crate) fn export(&self, endpoint: &Endpoint) -> Result<(), ExportError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let exporter = crate::otlp::Exporter::new(endpoint.url()).map_err(ExportError)?;
-        let batches = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-            exporter,
-            opentelemetry_sdk::runtime::Tokio,
-        )
-        .build();
+        let batches = crate::otlp::Processor::start(exporter);
+        let dropped = batches.dropped();
         let resource = opentelemetry_sdk::Resource::builder()
             .with_service_name("mcpx")
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
         let provider = SdkTracerProvider::builder().with_span_processor(batches).with_resource(resource).build();
         let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "mcpx");
-        self.exporting.set(Exporting { provider, tracer }).map_err(|_| ExportError("already exporting".into()))
+        self.exporting.set(Exporting { provider, tracer, dropped }).map_err(|_| ExportError("already exporting".into()))
     }
 
     /// The tracer, when spans are exported.
@@ -123,11 +124,17 @@ impl Traces {
         self.exporting.get().is_some()
     }
 
-    /// Sends the spans still queued and stops the exporter (at shutdown).
+    /// Spans dropped because the export queue was full; `None` when nothing is exported.
+    pub(crate) fn dropped(&self) -> Option<u64> {
+        self.exporting.get().map(|e| e.dropped.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Sends the spans still queued and stops the exporter (at shutdown), waiting at most
+    /// [`FLUSH_TIMEOUT`] for a collector that does not answer.
     pub(crate) async fn flush(&self) {
         if let Some(exporting) = self.exporting.get() {
             let provider = exporting.provider.clone();
-            let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            let _ = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT)).await;
         }
     }
 
@@ -175,21 +182,20 @@ impl Traces {
         let builder =
             tracer.span_builder(span_name(method, target)).with_kind(SpanKind::Client).with_attributes(attributes);
         let span = tracer.build_with_context(builder, &parent);
-        let m = meta::of_mut(params);
-        m.remove(TRACEPARENT);
-        m.remove(TRACESTATE);
         // Written from the span's own ids, as the W3C format has them (what the SDK's
-        // propagator writes, without a context built per request to write it).
+        // propagator writes, without a context built per request to write it), in place of
+        // whatever the caller's `_meta` held under these keys.
+        let m = meta::of_mut(params);
         let sent = span.span_context();
-        if sent.is_valid() {
-            let flags = sent.trace_flags() & opentelemetry::trace::TraceFlags::SAMPLED;
-            let traceparent = format!("00-{}-{}-{flags:02x}", sent.trace_id(), sent.span_id());
-            m.insert(TRACEPARENT.into(), traceparent.into());
-            let state = sent.trace_state().header();
-            if !state.is_empty() {
-                m.insert(TRACESTATE.into(), state.into());
-            }
-        }
+        let state = sent.trace_state().header();
+        match sent.is_valid() {
+            true => m.insert(TRACEPARENT.into(), traceparent(sent).into()),
+            false => m.remove(TRACEPARENT),
+        };
+        match state.is_empty() || !sent.is_valid() {
+            true => m.remove(TRACESTATE),
+            false => m.insert(TRACESTATE.into(), state.into()),
+        };
         Some(Sending(span))
     }
 }
@@ -235,6 +241,27 @@ fn end(span: &mut Span, outcome: Result<&Value, &Error>) {
     span.end();
 }
 
+/// `00-<trace id>-<span id>-<flags>` in lower-case hex: the W3C `traceparent` of `sent`,
+/// with only the sampled flag passed on.
+fn traceparent(sent: &opentelemetry::trace::SpanContext) -> String {
+    fn hex(out: &mut String, bytes: &[u8]) {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for b in bytes {
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+    }
+    let flags = sent.trace_flags() & opentelemetry::trace::TraceFlags::SAMPLED;
+    let mut out = String::with_capacity(55);
+    out.push_str("00-");
+    hex(&mut out, &sent.trace_id().to_bytes());
+    out.push('-');
+    hex(&mut out, &sent.span_id().to_bytes());
+    out.push('-');
+    hex(&mut out, &[flags.to_u8()]);
+    out
+}
+
 /// The low-cardinality target of a request: the tool or prompt it names.
 fn target<'a>(method: &str, params: &'a Value) -> Option<&'a str> {
     match method {
@@ -246,7 +273,7 @@ fn target<'a>(method: &str, params: &'a Value) -> Option<&'a str> {
 /// `{method} {target}`, or the method alone.
 fn span_name(method: &str, target: Option<&str>) -> Cow<'static, str> {
     match target {
-        Some(target) => format!("{method} {target}").into(),
+        Some(target) => [method, " ", target].concat().into(),
         None => known(method).map_or_else(|| method.to_owned().into(), Cow::Borrowed),
     }
 }
@@ -272,7 +299,9 @@ fn known(method: &str) -> Option<&'static str> {
 /// The attributes every MCP span has for `method` with `params`.
 fn request_attributes(method: &str, params: &Value, target: Option<&str>) -> Vec<KeyValue> {
     let name: opentelemetry::Value = known(method).map_or_else(|| method.to_owned().into(), Into::into);
-    let mut attributes = vec![KeyValue::new("mcp.method.name", name)];
+    // Room for what the callers add, so the vector is allocated once.
+    let mut attributes = Vec::with_capacity(6);
+    attributes.push(KeyValue::new("mcp.method.name", name));
     match (method, target) {
         ("tools/call", Some(tool)) => {
             attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
@@ -363,6 +392,32 @@ mod tests {
         ] {
             assert!(parent_of(json!({ "traceparent": bad })).is_none(), "{bad} was taken");
         }
+    }
+
+    #[test]
+    fn the_traceparent_sent_is_the_w3c_form_of_the_span_context() {
+        use opentelemetry::trace::{SpanId, TraceFlags, TraceId, TraceState};
+        let context = |flags| {
+            SpanContext::new(
+                TraceId::from(0x4bf92f3577b34da6a3ce929d0e0e4736),
+                SpanId::from(0x00f067aa0ba902b7),
+                flags,
+                false,
+                TraceState::default(),
+            )
+        };
+        assert_eq!(
+            traceparent(&context(TraceFlags::SAMPLED)),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        assert_eq!(
+            traceparent(&context(TraceFlags::new(0xff))),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        assert_eq!(
+            traceparent(&context(TraceFlags::default())),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+        );
     }
 
     #[test]

@@ -135,6 +135,11 @@ fn openmetrics(front: &Front, waiting: usize) -> Result<String, std::fmt::Error>
     let dropped = Counter::<u64>::default();
     dropped.inc_by(gateway.journal().map_or(0, |j| j.dropped()));
     registry.register("journal_dropped", "Journal records dropped because its queue was full", dropped);
+    if let Some(n) = gateway.trace_spans_dropped() {
+        let dropped = Counter::<u64>::default();
+        dropped.inc_by(n);
+        registry.register("trace_spans_dropped", "Spans dropped because the trace export queue was full", dropped);
+    }
 
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;

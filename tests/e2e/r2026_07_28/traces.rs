@@ -9,6 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mcpx_e2e::client::{base_url, plain};
 use mcpx_e2e::{Daemon, FakeHttp, Modern, config, fakemcp, poll, tag};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
@@ -333,4 +334,40 @@ fn with_no_endpoint_mcpx_makes_no_span_and_calls_work() {
     // Not tracing, mcpx opens no span of its own: the caller's context goes on as any
     // other `_meta` key would (a span of mcpx's would have replaced it).
     assert_eq!(received_meta(reply.structured())["traceparent"], json!(traceparent));
+}
+
+#[test]
+fn spans_past_the_export_queue_are_dropped_and_counted_while_calls_go_on() {
+    // A collector that never answers: its port takes connections, nobody reads them.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["telemetry"] = json!({ "otlpEndpoint": format!("http://{}", silent.local_addr().unwrap()) });
+    let env = [("OTEL_BSP_MAX_QUEUE_SIZE", "3"), ("OTEL_EXPORTER_OTLP_TIMEOUT", "600000")];
+    let daemon = Daemon::start_with_env(&cfg, &env);
+    // Ten spans: at most three in the export that hangs and three queued behind it.
+    for _ in 0..5 {
+        let reply = Modern::mcpx_call("up", "echo", json!({ "text": "x" })).send(daemon.url());
+        assert_eq!(reply.structured()["text"], json!("x"));
+    }
+    let metrics = plain("GET", &format!("{}/metrics", base_url(daemon.url())), &[], None);
+    let dropped: u64 = metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("mcpx_trace_spans_dropped_total "))
+        .unwrap_or_else(|| panic!("no dropped spans counted:\n{}", metrics.body))
+        .parse()
+        .unwrap();
+    assert!(dropped >= 4, "{dropped} spans dropped");
+}
+
+#[test]
+fn spans_held_for_the_next_export_are_sent_when_the_daemon_stops() {
+    let receiver = Receiver::start();
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["telemetry"] = json!({ "otlpEndpoint": receiver.endpoint() });
+    let mut daemon = Daemon::start_with_env(&cfg, &[("OTEL_BSP_SCHEDULE_DELAY", "600000")]);
+    Modern::mcpx_call("up", "echo", json!({ "text": "x" })).send(daemon.url()).structured();
+    assert!(daemon.stop().success());
+    let spans = receiver.until("the two spans held", |s| s.len() >= 2);
+    assert!(named(&spans, "tools/call mcpx_call").is_some() && named(&spans, "tools/call echo").is_some(), "{spans:?}");
 }
