@@ -125,6 +125,8 @@ struct Entry {
     state: Value,
     /// Becomes true when the task ends: `tasks/result` waits on it.
     ended: tokio::sync::watch::Sender<bool>,
+    /// Since when every poll of the (HTTP) server running the task has failed.
+    unreachable_since: Option<Instant>,
 }
 
 /// A copy of what a request about a task needs, taken under the lock.
@@ -239,6 +241,7 @@ impl Tasks {
         if *entry.ended.borrow() {
             return Some((entry.state.clone(), None));
         }
+        entry.unreachable_since = None;
         let changed = entry.state.get("status") != state.get("status");
         if let Some(s) = state.as_object_mut() {
             for field in ["createdAt", "pollIntervalMs"] {
@@ -261,15 +264,31 @@ impl Tasks {
 
     /// The tasks handed to `owner` (in `era`, or in either), oldest first.
     fn of_owner(&self, owner: &str, era: Option<Era>) -> Vec<(String, u64, Value)> {
+        self.page_of_owner(owner, era, 0, usize::MAX).0
+    }
+
+    /// At most `size` of the tasks handed to `owner` (in `era`, or in either), oldest
+    /// first, from the one created `from`-th on, and where the next page starts if any.
+    #[allow(clippy::type_complexity)]
+    fn page_of_owner(
+        &self,
+        owner: &str,
+        era: Option<Era>,
+        from: u64,
+        size: usize,
+    ) -> (Vec<(String, u64, Value)>, Option<u64>) {
         let now = Instant::now();
         let tasks = self.lock();
-        let mut mine: Vec<(u64, String, u64, Value)> = tasks
+        let mut mine: Vec<(u64, &String, &Entry)> = tasks
             .iter()
             .filter(|(_, e)| e.owner == owner && era.is_none_or(|era| e.era == era) && e.expires > now)
-            .map(|(id, e)| (e.seq, id.clone(), e.ttl_ms, e.state.clone()))
+            .filter(|(_, e)| e.seq >= from)
+            .map(|(id, e)| (e.seq, id, e))
             .collect();
         mine.sort_by_key(|m| m.0);
-        mine.into_iter().map(|(_, id, ttl, state)| (id, ttl, state)).collect()
+        let next = mine.get(size.max(1)).map(|m| m.0);
+        let page = mine.into_iter().take(size.max(1)).map(|(_, id, e)| (id.clone(), e.ttl_ms, e.state.clone()));
+        (page.collect(), next)
     }
 }
 
@@ -370,6 +389,21 @@ fn crashed(key: &InstanceKey, upstream: &mcpx_upstream::Upstream, previous: &Val
     })
 }
 
+/// The state of a task whose HTTP server has not been reached for `lost_for`, or no
+/// longer knows it (`why`).
+fn lost(key: &InstanceKey, why: &str, previous: &Value) -> Value {
+    json!({
+        "status": "failed",
+        "statusMessage": format!("the server stopped answering for the task: {why}"),
+        "createdAt": previous.get("createdAt").cloned().unwrap_or_else(|| now_rfc3339().into()),
+        "lastUpdatedAt": now_rfc3339(),
+        "error": {
+            "code": mcpx_protocol::code::INTERNAL_ERROR,
+            "message": format!("server {:?} ({}) stopped answering for this task: {why}", key.server, key.owner),
+        },
+    })
+}
+
 /// How the call mcpx ran as a task ended, as the task's state.
 fn ran(outcome: Result<Value, Error>, created: &str) -> Value {
     let mut state = json!({ "createdAt": created, "lastUpdatedAt": now_rfc3339(), "pollIntervalMs": OWN_POLL_MS });
@@ -425,6 +459,7 @@ impl Gateway {
             lease: task.lease,
             state: task.state,
             ended: tokio::sync::watch::channel(false).0,
+            unreachable_since: None,
         };
         if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
             let (entry, setting, limit) = *refused;
@@ -543,6 +578,7 @@ impl Gateway {
     /// soon as it ends even if the caller never asks again.
     fn watch_task(&self, id: String) {
         let tasks = self.tasks.clone();
+        let gateway = self.me.get().cloned().unwrap_or_default();
         tokio::spawn(async move {
             loop {
                 let Some(found) = ({
@@ -557,8 +593,13 @@ impl Gateway {
                 }
                 let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
                 tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)).await;
+                let Some(unreachable_for) = gateway.upgrade().map(|g| g.settings.config().tasks.unreachable_for) else {
+                    return;
+                };
                 if let Runner::Upstream { upstream, id: upstream_id } = runner {
-                    let _ = refresh(&tasks, &id, &key, &upstream, &upstream_id, &capabilities, &state).await;
+                    let (key, capabilities) = (&key, &capabilities);
+                    let _ =
+                        refresh(&tasks, &id, key, &upstream, &upstream_id, capabilities, &state, unreachable_for).await;
                 }
             }
         });
@@ -572,6 +613,12 @@ impl Gateway {
 
 /// Asks the upstream how its task is doing and keeps the answer; a terminal 2025-11-25
 /// task's result is fetched with it, so it outlives the instance. Returns the state kept.
+///
+/// A stdio instance that exited fails the task at once. A server that answers but no
+/// longer knows the task (it restarted) fails it too. A server out of reach (an HTTP
+/// server that went away, or a network that did) is given `unreachable_for`, every poll
+/// failing, before the task fails; meanwhile the state last seen is answered.
+#[allow(clippy::too_many_arguments)]
 async fn refresh(
     tasks: &Tasks,
     id: &str,
@@ -580,6 +627,7 @@ async fn refresh(
     upstream_id: &str,
     capabilities: &Value,
     previous: &Value,
+    unreachable_for: Duration,
 ) -> Result<Value, Error> {
     let asked = upstream.request("tasks/get", json!({ "taskId": upstream_id }), capabilities).await;
     let state = match asked {
@@ -609,7 +657,18 @@ async fn refresh(
             }
         },
         Err(_) if !upstream.is_alive() => crashed(key, upstream, previous),
-        Err(e) => return Err(Error::from(e)),
+        Err(mcpx_upstream::UpstreamError::Rpc(e)) if e.code == mcpx_protocol::code::INVALID_PARAMS => {
+            lost(key, &format!("it no longer knows the task ({})", e.message), previous)
+        }
+        Err(e) if e.is_auth() || matches!(e, mcpx_upstream::UpstreamError::Rpc(_)) => return Err(Error::from(e)),
+        Err(e) => {
+            let Some((out_of_reach, kept)) = tasks.unreachable(id) else { return Err(Error::from(e)) };
+            if out_of_reach < unreachable_for {
+                return Ok(kept);
+            }
+            let why = format!("out of reach for {}s (tasks.unreachableFor): {e}", out_of_reach.as_secs());
+            lost(key, &why, previous)
+        }
     };
     Ok(tasks.update(id, state.clone()).unwrap_or(state))
 }
@@ -630,7 +689,9 @@ impl Gateway {
     async fn current(&self, id: &str, found: &Found) -> Result<Value, Error> {
         match &found.runner {
             Runner::Upstream { upstream, id: upstream_id } if !found.is_ended() => {
-                refresh(&self.tasks, id, &found.key, upstream, upstream_id, &found.capabilities, &found.state).await
+                let unreachable_for = self.settings.config().tasks.unreachable_for;
+                let (tasks, key, capabilities) = (&self.tasks, &found.key, &found.capabilities);
+                refresh(tasks, id, key, upstream, upstream_id, capabilities, &found.state, unreachable_for).await
             }
             _ => Ok(self.tasks.find_state(id).unwrap_or_else(|| found.state.clone())),
         }
@@ -720,13 +781,7 @@ impl Gateway {
             return Err(Error::NoMethod(method.to_owned()));
         }
         if method == "tasks/list" {
-            let tasks: Vec<Value> = self
-                .tasks
-                .of_owner(&ctx.identity.owner_key(), Some(Era::Legacy))
-                .iter()
-                .map(|(id, ttl, state)| render_legacy(id, *ttl, state))
-                .collect();
-            return Ok(Answer::uncached(json!({ "tasks": tasks })));
+            return self.list_tasks(ctx, &params).map(Answer::uncached);
         }
         let (id, found) = self.open_task(ctx, method, &params)?;
         let _ = ctx.reached.set(found.key.clone());
@@ -747,6 +802,30 @@ impl Gateway {
             }
             _ => self.task_result(ctx, &id, found).await.map(Answer::uncached),
         }
+    }
+
+    /// `tasks/list`: the session's own tasks, oldest first, `limits.pageSize` at a time.
+    /// The cursor is opaque and the caller's own (`Asks::seal_cursor`): one that was
+    /// altered, or issued to another caller, is -32602; an empty one is the start. It
+    /// names the next task by its place in creation order, so tasks that expire between
+    /// pages shift nothing.
+    fn list_tasks(&self, ctx: &CallContext, params: &Value) -> Result<Value, Error> {
+        let from = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(c)) if c.is_empty() => 0,
+            Some(Value::String(c)) => {
+                self.asks.open_cursor(c, ctx).ok_or_else(|| Error::params("tasks/list: invalid cursor"))?
+            }
+            Some(_) => return Err(Error::params("tasks/list: cursor must be a string")),
+        };
+        let size = self.settings.config().limits.page_size;
+        let (page, next) = self.tasks.page_of_owner(&ctx.identity.owner_key(), Some(Era::Legacy), from, size);
+        let tasks: Vec<Value> = page.iter().map(|(id, ttl, state)| render_legacy(id, *ttl, state)).collect();
+        let mut result = json!({ "tasks": tasks });
+        if let Some(next) = next {
+            result["nextCursor"] = self.asks.seal_cursor(ctx, next).into();
+        }
+        Ok(result)
     }
 
     /// `tasks/result`: waits until the task ends and answers its result. A handshake-era
@@ -831,6 +910,15 @@ impl Gateway {
 impl Tasks {
     fn find_state(&self, id: &str) -> Option<Value> {
         self.lock().get(id).map(|e| e.state.clone())
+    }
+
+    /// Notes that a poll of the task's server failed: how long every poll has failed
+    /// since (zero for the first), and the state kept meanwhile.
+    fn unreachable(&self, id: &str) -> Option<(Duration, Value)> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        let since = *entry.unreachable_since.get_or_insert_with(Instant::now);
+        Some((since.elapsed(), entry.state.clone()))
     }
 }
 

@@ -307,3 +307,39 @@ fn a_session_hears_its_tasks_change_status() {
         assert!(Instant::now() < deadline, "no status notification came");
     }
 }
+
+#[test]
+fn tasks_list_comes_in_pages_whose_cursor_only_its_session_can_follow() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"limits": {"pageSize": 2}}));
+    let session = LegacySession::open(daemon.url());
+    let intruder = LegacySession::open(daemon.url());
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            start(&session, "plain", "slow", json!({"ms": 600_000}), 60_000)["taskId"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // Someone else's task in between changes nothing of the session's pages.
+    start(&intruder, "plain", "slow", json!({"ms": 600_000}), 60_000);
+
+    let first = session.request("tasks/list", json!({}));
+    let listed: Vec<&Value> = first.result()["tasks"].as_array().unwrap().iter().map(|t| &t["taskId"]).collect();
+    assert_eq!(listed, [&json!(ids[0]), &json!(ids[1])], "{first}");
+    let cursor = first.result()["nextCursor"].as_str().unwrap_or_else(|| panic!("no nextCursor: {first}")).to_owned();
+    let second = session.request("tasks/list", json!({"cursor": cursor}));
+    assert_eq!(second.result()["tasks"].as_array().unwrap().len(), 1, "{second}");
+    assert_eq!(second.result()["tasks"][0]["taskId"], ids[2].as_str(), "{second}");
+    assert!(second.result().get("nextCursor").is_none(), "the last page says no more: {second}");
+    // An empty cursor is the start.
+    let again = session.request("tasks/list", json!({"cursor": ""}));
+    assert_eq!(again.result()["tasks"][0]["taskId"], ids[0].as_str(), "{again}");
+
+    // An altered cursor, and the session's own in another session's hands, are refused
+    // alike: the intruder pages through nothing of the session's.
+    let altered = format!("{}x", &cursor[..cursor.len() - 1]);
+    let bad = session.request("tasks/list", json!({"cursor": altered}));
+    let bad = bad.assert_error(200, -32602).clone();
+    let foreign = intruder.request("tasks/list", json!({"cursor": cursor}));
+    assert_eq!(foreign.assert_error(200, -32602), &bad, "{foreign}");
+    session.request("tasks/list", json!({"cursor": 7})).assert_error(200, -32602);
+}

@@ -408,3 +408,24 @@ fn a_2026_caller_gets_a_handshake_era_upstreams_task_in_its_own_eras_shapes() {
     let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
     assert_eq!(plain.result()["resultType"], "complete", "{plain}");
 }
+
+#[test]
+fn an_http_upstream_that_goes_away_mid_task_fails_the_task_saying_so() {
+    for era in ["modern", "legacy"] {
+        let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", era]);
+        let mut cfg = config(&[("fx", json!({"url": fake.url}))]);
+        cfg["tasks"] = json!({"unreachableFor": "1s"});
+        let daemon = Daemon::start(&cfg);
+        let task = start(&daemon, "a", "crash_job", json!({}));
+        let id = task["taskId"].as_str().unwrap();
+        // While the server is out of reach, but not yet for tasks.unreachableFor, the
+        // task is as last seen, never an error.
+        let done = poll_until(&daemon, "a", id, ended);
+        assert_eq!(done["status"], "failed", "{era}: {done}");
+        let message = done["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("\"fx\"") && message.contains("stopped answering for this task"), "{era}: {done}");
+        assert!(message.contains("tasks.unreachableFor"), "{era}: {done}");
+        assert_eq!(done["error"]["code"], -32603, "{era}: {done}");
+        assert!(done["statusMessage"].as_str().is_some_and(|m| m.contains("stopped answering")), "{era}: {done}");
+    }
+}
