@@ -65,6 +65,31 @@ pub fn legacy_capability() -> Value {
     json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } })
 }
 
+/// Sets what a 2025-11-25 caller reads of `tool`'s `execution.taskSupport`: the tool's
+/// own where its upstream runs tasks itself (`own`), for that upstream decides;
+/// otherwise `optional`, for mcpx runs the task (or relays a 2026 upstream's).
+pub(crate) fn advertise_task_support(tool: &mut Value, own: bool) {
+    if !own && let Some(t) = tool.as_object_mut() {
+        let execution = t.entry("execution").or_insert_with(|| json!({}));
+        if let Some(e) = execution.as_object_mut() {
+            e.insert("taskSupport".into(), "optional".into());
+        } else {
+            *execution = json!({ "taskSupport": "optional" });
+        }
+    }
+}
+
+/// A tool's `execution.taskSupport` as its listing says (`forbidden` when it says none).
+pub(crate) fn task_support(listed: &[Value], tool: &str) -> String {
+    listed
+        .iter()
+        .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+        .and_then(|t| t.pointer("/execution/taskSupport"))
+        .and_then(Value::as_str)
+        .unwrap_or("forbidden")
+        .to_owned()
+}
+
 /// Whether a handshake-era upstream runs task-augmented tool calls itself.
 pub(crate) fn upstream_runs_tasks(lease: &Lease) -> bool {
     let facts = lease.upstream().facts();

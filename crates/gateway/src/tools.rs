@@ -109,7 +109,12 @@ impl Gateway {
                 listed.push((server.as_str(), tool));
             }
         }
-        let gateway_tools = gateway_tools();
+        let mut gateway_tools = gateway_tools();
+        if ctx.revision == mcpx_protocol::Revision::V2025_11_25 {
+            // mcpx runs or relays a task for any call; the tool called may still refuse one.
+            let call = gateway_tools.iter_mut().find(|t| t["name"] == CALL);
+            call.into_iter().for_each(|t| crate::tasks::advertise_task_support(t, false));
+        }
         let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
         naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
         let tools: Vec<Value> = gateway_tools.into_iter().chain(listed.into_iter().map(|(_, t)| t)).collect();
@@ -243,7 +248,12 @@ impl Gateway {
         let lease = self.lease_for_listing(ctx, server).await?;
         let (listed, _) = crate::listed(self, ctx, &lease, "tools/list", "tools").await?;
         let shows = listed.iter().filter(|tool| naming::shows("tool", server, tool)).cloned().collect();
-        Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
+        let mut shown = Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)?;
+        if ctx.revision == mcpx_protocol::Revision::V2025_11_25 {
+            let own = crate::tasks::upstream_runs_tasks(&lease);
+            shown.iter_mut().for_each(|tool| crate::tasks::advertise_task_support(tool, own));
+        }
+        Ok(shown)
     }
 
     pub(crate) async fn forward_call(

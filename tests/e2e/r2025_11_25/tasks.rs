@@ -343,3 +343,42 @@ fn tasks_list_comes_in_pages_whose_cursor_only_its_session_can_follow() {
     assert_eq!(foreign.assert_error(200, -32602), &bad, "{foreign}");
     session.request("tasks/list", json!({"cursor": 7})).assert_error(200, -32602);
 }
+
+#[test]
+fn a_session_reads_each_tools_task_support_and_a_tool_that_forbids_tasks_is_refused_one() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"expose": ["fx", "plain"]}));
+    let session = LegacySession::open(daemon.url());
+    let listed = session.request("tools/list", json!({}));
+    let support = |name: &str| {
+        let tools = listed.result()["tools"].as_array().unwrap();
+        let tool = tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no {name}: {listed}"));
+        tool.pointer("/execution/taskSupport").cloned().unwrap_or(Value::Null)
+    };
+    // mcpx runs or relays a task for any call.
+    assert_eq!(support("mcpx_call"), "optional", "{listed}");
+    // A server that runs tasks itself says which of its tools may: its word is passed on.
+    assert_eq!(support("fx__slow_compute"), "optional", "{listed}");
+    assert_eq!(support("fx__crash_job"), "required", "{listed}");
+    assert_eq!(support("fx__echo"), Value::Null, "{listed}");
+    // A server without tasks: mcpx runs the task, so any tool may be called so.
+    assert_eq!(support("plain__echo"), "optional", "{listed}");
+
+    // The tool fx forbids tasks for is refused one, by its exposed name and through
+    // mcpx_call alike, as the revision says (-32601); called plainly it answers.
+    let task = json!({"ttl": 60_000});
+    let exposed = session.request("tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}, "task": task}));
+    let error = exposed.assert_error(200, -32601);
+    assert!(error["message"].as_str().unwrap().contains("forbidden"), "{exposed}");
+    let through = session.request(
+        "tools/call",
+        json!({"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "echo", "arguments": {"text": "hi"}}, "task": task}),
+    );
+    through.assert_error(200, -32601);
+    let plain = session.request("tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}}));
+    assert!(plain.result()["content"].is_array(), "{plain}");
+    // And a tool of a server without tasks runs as a task mcpx runs.
+    let ran = session.request("tools/call", json!({"name": "plain__echo", "arguments": {"text": "hi"}, "task": task}));
+    assert_eq!(ran.result()["task"]["status"], "working", "{ran}");
+}
