@@ -152,6 +152,24 @@ struct Entry {
     ended: tokio::sync::watch::Sender<bool>,
     /// Since when every poll of the (HTTP) server running the task has failed.
     unreachable_since: Option<Instant>,
+    /// Whom the task serves, to a handshake-era upstream that asks it questions.
+    caller: mcpx_upstream::Caller,
+    /// A handshake-era upstream's questions to a 2026 caller (`questions`).
+    questions: Questions,
+}
+
+/// The questions a handshake-era upstream asks, during the `tasks/result` mcpx keeps open
+/// for a 2026 caller, waiting for the caller's `tasks/update`.
+#[derive(Default)]
+struct Questions {
+    /// Whether mcpx has a `tasks/result` open to hear them.
+    open: bool,
+    /// How many were asked: each key (`q<n>`) is used once in the task's life.
+    asked: u64,
+    /// Those not answered yet, as `inputRequests` shows them.
+    waiting: Map<String, Value>,
+    /// Where each one's answer goes.
+    answers: HashMap<String, tokio::sync::oneshot::Sender<Value>>,
 }
 
 /// A copy of what a request about a task needs, taken under the lock.
@@ -276,6 +294,10 @@ impl Tasks {
                     s.insert(field.into(), v.clone());
                 }
             }
+        }
+        if !terminal(&state) && !entry.questions.waiting.is_empty() {
+            state["status"] = "input_required".into();
+            state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
         }
         entry.state = state;
         if terminal(&entry.state) {
@@ -485,6 +507,8 @@ impl Gateway {
             state: task.state,
             ended: tokio::sync::watch::channel(false).0,
             unreachable_since: None,
+            caller: caller_of(ctx),
+            questions: Questions::default(),
         };
         if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
             let (entry, setting, limit) = *refused;
@@ -695,7 +719,50 @@ async fn refresh(
             lost(key, &why, previous)
         }
     };
-    Ok(tasks.update(id, state.clone()).unwrap_or(state))
+    let kept = tasks.update(id, state.clone()).unwrap_or(state);
+    if upstream.facts().era == Era::Legacy
+        && let Some(caller) = tasks.opens_questions(id)
+    {
+        hear_questions(
+            tasks.clone(),
+            id.to_owned(),
+            upstream.clone(),
+            upstream_id.to_owned(),
+            capabilities.clone(),
+            caller,
+        );
+    }
+    Ok(kept)
+}
+
+/// Keeps a `tasks/result` open on a handshake-era upstream whose task asks a 2026 caller
+/// questions: the upstream puts them as requests during it, which mcpx keeps as the
+/// task's `inputRequests`, each waiting for the caller's `tasks/update` to be answered.
+/// The result itself is left to the watcher, which fetches it when it sees the task end.
+fn hear_questions(
+    tasks: Tasks,
+    id: String,
+    upstream: mcpx_upstream::Upstream,
+    upstream_id: String,
+    capabilities: Value,
+    caller: mcpx_upstream::Caller,
+) {
+    let keeper = (tasks.clone(), id.clone());
+    let ask: mcpx_upstream::Ask = Arc::new(move |method: String, params: Value| {
+        let (tasks, id) = keeper.clone();
+        Box::pin(async move {
+            let gone = || RpcError::internal(format!("task {id:?} is gone: nobody will answer {method}"));
+            let waiting = tasks.keep_question(&id, method.clone(), params).ok_or_else(gone)?;
+            waiting.await.map_err(|_| gone())
+        })
+    });
+    let listener =
+        mcpx_upstream::Listener { progress_token: None, log_level: None, notify: Arc::new(|_| {}), ask: Some(ask) };
+    tokio::spawn(async move {
+        let sent = json!({ "taskId": upstream_id });
+        let _ = upstream.request_reporting("tasks/result", sent, &capabilities, Some(caller), Some(listener)).await;
+        tasks.close_questions(&id);
+    });
 }
 
 impl Gateway {
@@ -776,12 +843,14 @@ impl Gateway {
                 if found.is_ended() {
                     return ack();
                 }
-                if upstream.facts().era != Era::Modern {
-                    return Err(Error::params(format!(
-                        "tasks/update: task {id:?} runs on a handshake-era server, which mcpx cannot answer for yet"
-                    )));
-                }
                 let answers = params.get("inputResponses").cloned().unwrap_or_else(|| json!({}));
+                if upstream.facts().era != Era::Modern {
+                    let Some(answers) = answers.as_object() else {
+                        return Err(Error::params("tasks/update: inputResponses must be an object"));
+                    };
+                    self.tasks.answer_questions(&id, answers);
+                    return ack();
+                }
                 let sent = json!({ "taskId": upstream_id, "inputResponses": answers });
                 match upstream.request(method, sent, &ctx.client_capabilities).await {
                     Ok(_) => ack(),
@@ -935,6 +1004,78 @@ impl Gateway {
 impl Tasks {
     fn find_state(&self, id: &str) -> Option<Value> {
         self.lock().get(id).map(|e| e.state.clone())
+    }
+
+    /// Whether mcpx should open a `tasks/result` to hear the questions of the task `id`
+    /// of a handshake-era upstream for a 2026 caller; if so, it is marked open.
+    fn opens_questions(&self, id: &str) -> Option<mcpx_upstream::Caller> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        let asking = entry.state.get("status").and_then(Value::as_str) == Some("input_required");
+        if entry.era != Era::Modern || !asking || entry.questions.open || *entry.ended.borrow() {
+            return None;
+        }
+        entry.questions.open = true;
+        Some(entry.caller.clone())
+    }
+
+    /// Keeps a question the upstream asks during the task `id` for its 2026 caller, who
+    /// reads it in `inputRequests` and answers it with `tasks/update`.
+    fn keep_question(
+        &self,
+        id: &str,
+        method: String,
+        mut params: Value,
+    ) -> Option<tokio::sync::oneshot::Receiver<Value>> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        // The upstream's task id is its own, never the caller's business.
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(RELATED_TASK);
+        }
+        entry.questions.asked += 1;
+        let key = format!("q{}", entry.questions.asked);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        entry.questions.waiting.insert(key.clone(), json!({ "method": method, "params": params }));
+        entry.questions.answers.insert(key, tx);
+        if !terminal(&entry.state) {
+            entry.state["status"] = "input_required".into();
+            entry.state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        }
+        Some(rx)
+    }
+
+    /// Hands the caller's answers (by key) to the questions waiting for them; an answer to
+    /// a key not waiting is ignored, as the extension says.
+    fn answer_questions(&self, id: &str, answers: &Map<String, Value>) {
+        let mut tasks = self.lock();
+        let Some(entry) = tasks.get_mut(id) else { return };
+        for (key, answer) in answers {
+            if let Some(tx) = entry.questions.answers.remove(key) {
+                entry.questions.waiting.remove(key);
+                let mut answer = answer.clone();
+                answer.as_object_mut().map(|a| a.remove("resultType"));
+                let _ = tx.send(answer);
+            }
+        }
+        if let Some(state) = entry.state.as_object_mut().filter(|_| entry.questions.waiting.is_empty()) {
+            state.remove("inputRequests");
+        } else {
+            entry.state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        }
+    }
+
+    /// The `tasks/result` that heard the task's questions ended: those still waiting are
+    /// dropped (the upstream no longer waits for them).
+    fn close_questions(&self, id: &str) {
+        let mut tasks = self.lock();
+        let Some(entry) = tasks.get_mut(id) else { return };
+        entry.questions.open = false;
+        entry.questions.answers.clear();
+        entry.questions.waiting.clear();
+        if let Some(state) = entry.state.as_object_mut() {
+            state.remove("inputRequests");
+        }
     }
 
     /// Notes that a poll of the task's server failed: how long every poll has failed

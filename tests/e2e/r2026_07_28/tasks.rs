@@ -429,3 +429,41 @@ fn an_http_upstream_that_goes_away_mid_task_fails_the_task_saying_so() {
         assert!(done["statusMessage"].as_str().is_some_and(|m| m.contains("stopped answering")), "{era}: {done}");
     }
 }
+
+#[test]
+fn a_2026_caller_answers_a_handshake_era_upstreams_task_questions_and_nobody_else_can() {
+    let t = tag();
+    let daemon =
+        Daemon::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let task = start(&daemon, "owner", "confirm_delete", json!({"filename": "plans.txt"}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    // The upstream asks during a tasks/result mcpx holds open; the caller reads the
+    // question in inputRequests, as the extension has it.
+    let asking = poll_until(&daemon, "owner", &id, |t| t["inputRequests"].is_object() || ended(t));
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let requests = asking["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asking}");
+    let (key, question) = requests.iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{asking}");
+    assert!(question["params"]["message"].as_str().unwrap_or_default().contains("plans.txt"), "{asking}");
+    // The upstream's own task id ("task-<n>") appears nowhere.
+    assert!(!asking.to_string().contains("\"task-"), "{asking}");
+
+    // Another caller's answer is refused like one for a task that does not exist, and
+    // changes nothing.
+    let answer = |yes: bool| json!({key.as_str(): {"action": "accept", "content": {"confirm": yes}}});
+    let intruder =
+        task_request(&daemon, "intruder", "tasks/update", json!({"taskId": id, "inputResponses": answer(false)}));
+    intruder.assert_error(200, -32602);
+    let still = get(&daemon, "owner", &id);
+    assert_eq!(still.result()["status"], "input_required", "{still}");
+    assert!(still.result()["inputRequests"][key.as_str()].is_object(), "{still}");
+
+    // The owner's answer reaches the upstream, and the task ends with it.
+    let ack = task_request(&daemon, "owner", "tasks/update", json!({"taskId": id, "inputResponses": answer(true)}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&daemon, "owner", &id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted plans.txt", "{done}");
+    assert!(done.get("inputRequests").is_none(), "{done}");
+}
