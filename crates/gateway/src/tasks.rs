@@ -118,6 +118,9 @@ pub(crate) struct Tasks {
     /// The change streams of handshake-era sessions, by owner: each hears
     /// `notifications/tasks/status` when one of its tasks changes status.
     streams: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
+    /// The 2026 `subscriptions/listen` streams that asked for a task's status pushes
+    /// (`notifications.taskIds`), by the task's id.
+    listens: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
 }
 
 /// Who runs a task.
@@ -207,12 +210,18 @@ impl Tasks {
     /// mcpx ran for them (nobody can reach them any more). Every second.
     pub fn sweep(&self) {
         let now = Instant::now();
-        self.lock().retain(|_, e| {
+        let mut tasks = self.lock();
+        tasks.retain(|_, e| {
             let keep = e.expires > now;
             if let (false, Runner::Gateway { call }) = (keep, &e.runner) {
                 call.abort();
             }
             keep
+        });
+        let mut listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        listens.retain(|id, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty() && tasks.contains_key(id)
         });
     }
 
@@ -266,19 +275,45 @@ impl Tasks {
         }
     }
 
+    /// Pushes the task `id`'s status changes to the 2026 listen stream `tx` from now on,
+    /// until it closes. The caller has opened the id (it is its own).
+    pub(crate) fn listen(&self, id: &str, tx: tokio::sync::mpsc::Sender<Value>) {
+        let mut listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        listens.retain(|_, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty()
+        });
+        listens.entry(id.to_owned()).or_default().push(tx);
+    }
+
+    /// `notifications/tasks` (the task as `tasks/get` would answer it) for the listens of
+    /// the task `id`; one that is not read is not waited for.
+    fn push(&self, id: &str, task: &Value) {
+        let listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(txs) = listens.get(id) else { return };
+        let note = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
+        for tx in txs {
+            let _ = tx.try_send(note.clone());
+        }
+    }
+
     /// Records what the task `id` looks like now; once it ended, that is final, its
     /// instance is released and whoever waits for it is woken. A handshake-era caller's
-    /// session hears of a new status. Returns the state kept.
+    /// session hears of a new status, and so do the 2026 listens that asked for the task.
+    /// Returns the state kept.
     fn update(&self, id: &str, state: Value) -> Option<Value> {
         let (kept, announce) = self.record(id, state)?;
-        if let Some((owner, task)) = announce {
-            self.announce(&owner, task);
+        if let Some((owner, task, era)) = announce {
+            match era {
+                Era::Legacy => self.announce(&owner, task),
+                Era::Modern => self.push(id, &task),
+            }
         }
         Some(kept)
     }
 
     #[allow(clippy::type_complexity)]
-    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value)>)> {
+    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value, Era)>)> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(id)?;
         if *entry.ended.borrow() {
@@ -304,8 +339,13 @@ impl Tasks {
             entry.lease = None;
             entry.ended.send_replace(true);
         }
-        let announce = (changed && entry.era == Era::Legacy)
-            .then(|| (entry.owner.clone(), render_legacy(id, entry.ttl_ms, &entry.state)));
+        let announce = changed.then(|| {
+            let task = match entry.era {
+                Era::Legacy => render_legacy(id, entry.ttl_ms, &entry.state),
+                Era::Modern => render_modern(id, entry.ttl_ms, &entry.state),
+            };
+            (entry.owner.clone(), task, entry.era)
+        });
         Some((entry.state.clone(), announce))
     }
 
@@ -775,6 +815,28 @@ impl Gateway {
         let (server, instance) = self.asks.open_task(id, ctx).ok_or_else(unknown)?;
         let found = self.tasks.find(id, &server, &instance).ok_or_else(unknown)?;
         Ok((id.to_owned(), found))
+    }
+
+    /// Which of `ids` a 2026 caller's `subscriptions/listen` gets status pushes for: its
+    /// own tasks that are still kept (the others are left out of the acknowledgement,
+    /// alike, so it learns nothing of them), each pushed to `tx` from now on.
+    pub(crate) fn listen_to_tasks(
+        &self,
+        ctx: &CallContext,
+        ids: &[String],
+        tx: &tokio::sync::mpsc::Sender<Value>,
+    ) -> Vec<String> {
+        let mut honored = Vec::new();
+        for id in ids {
+            if honored.contains(id) {
+                continue;
+            }
+            if self.open_task(ctx, "subscriptions/listen", &json!({ "taskId": id })).is_ok() {
+                self.tasks.listen(id, tx.clone());
+                honored.push(id.clone());
+            }
+        }
+        honored
     }
 
     /// The task as it is now: from the upstream while it runs, else as kept.

@@ -467,3 +467,48 @@ fn a_2026_caller_answers_a_handshake_era_upstreams_task_questions_and_nobody_els
     assert_eq!(done["result"]["content"][0]["text"], "Deleted plans.txt", "{done}");
     assert!(done.get("inputRequests").is_none(), "{done}");
 }
+
+/// Opens a `subscriptions/listen` as `session` for `filter`, and returns the stream with
+/// its acknowledgement.
+fn listen(daemon: &Daemon, session: &str, filter: Value) -> (mcpx_e2e::upstreams::RawPost, Value) {
+    let request = with_tasks(Modern::new("subscriptions/listen", json!({"notifications": filter}))).session(session);
+    let (frame, headers) = (request.frame(), request.headers());
+    let mut post = mcpx_e2e::upstreams::RawPost::send(daemon.url(), mcpx_e2e::schema::MODERN, &headers, &frame);
+    assert_eq!(post.status(), 200, "{:?}", post.head);
+    let ack = post.read_until(PATIENCE, |f| f["method"] == "notifications/subscriptions/acknowledged");
+    mcpx_e2e::schema::spec(mcpx_e2e::schema::MODERN).assert_valid("SubscriptionsAcknowledgedNotification", &ack, "ack");
+    (post, ack)
+}
+
+#[test]
+fn a_listen_hears_its_callers_tasks_change_status_and_only_those() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "owner", "slow_compute", json!({"seconds": 1, "label": "pushed"}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let made_up = format!("{}x", &id[..id.len() - 1]);
+
+    // Another caller asking for the owner's task is acknowledged nothing, exactly as for
+    // a task that never existed.
+    let (mut intruder, refused) = listen(&daemon, "intruder", json!({"taskIds": [id, made_up]}));
+    assert_eq!(refused["params"]["notifications"]["taskIds"], json!([]), "{refused}");
+    let (mut owner, ack) = listen(&daemon, "owner", json!({"taskIds": [id, made_up]}));
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "only its own task: {ack}");
+
+    // Nobody polls: the end comes to the owner's listen, the whole task with its result.
+    let pushed = owner.read_until(PATIENCE, |f| f["method"] == "notifications/tasks" && ended(&f["params"]));
+    assert_eq!(pushed["params"]["taskId"], id.as_str(), "{pushed}");
+    assert_eq!(pushed["params"]["status"], "completed", "{pushed}");
+    assert_eq!(pushed["params"]["result"]["content"][0]["text"], "pushed: computed after 1s", "{pushed}");
+    assert!(pushed["params"]["ttlMs"].is_u64(), "{pushed}");
+    assert_eq!(
+        pushed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+    );
+    // The intruder's listen heard nothing of it.
+    let heard = intruder.try_read_until(Duration::from_secs(1), |f| f["method"] == "notifications/tasks");
+    assert!(heard.is_none(), "another caller heard of the task: {heard:?}");
+
+    // Asking for task pushes needs the extension declared.
+    let undeclared = Modern::new("subscriptions/listen", json!({"notifications": {"taskIds": [id]}})).session("owner");
+    undeclared.send(daemon.url()).assert_error(400, -32021);
+}
