@@ -382,3 +382,21 @@ fn a_session_reads_each_tools_task_support_and_a_tool_that_forbids_tasks_is_refu
     let ran = session.request("tools/call", json!({"name": "plain__echo", "arguments": {"text": "hi"}, "task": task}));
     assert_eq!(ran.result()["task"]["status"], "working", "{ran}");
 }
+
+#[test]
+fn an_http_upstream_that_goes_away_mid_task_fails_the_task_with_a_clear_status() {
+    let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", "legacy"]);
+    let mut cfg = config(&[("fx", json!({"url": fake.url}))]);
+    cfg["tasks"] = json!({"unreachableFor": "1s"});
+    let daemon = Daemon::start(&cfg);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "crash_job", json!({}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    // Waiting on it outlasts the server: the wait ends with the task's failure.
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    let error = result.assert_error(200, -32603);
+    assert!(error["message"].as_str().unwrap().contains("stopped answering for this task"), "{result}");
+    let done = get(&session, id);
+    assert_eq!(done.result()["status"], "failed", "{done}");
+    assert!(done.result()["statusMessage"].as_str().unwrap_or_default().contains("stopped answering"), "{done}");
+}
