@@ -281,6 +281,17 @@ fn json_reply(code: StatusCode, message: &Value) -> Reply {
     reply
 }
 
+/// The conformance fixture for one server (each session's tasks are its own).
+fn conformance(instance: &Arc<Instance>, out: &Output) -> Option<Arc<crate::conformance::Fixture>> {
+    match crate::conformance::Fixture::new(Arc::clone(instance), out.clone()) {
+        Ok(fixture) => Some(Arc::new(fixture)),
+        Err(e) => {
+            eprintln!("fakemcp: cannot draw a random requestState key: {e}");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,16 +309,5 @@ mod tests {
         drop(first);
         assert!(lock(&waiting.replies).is_empty(), "a dropped ticket forgets its request");
         drop(second);
-    }
-}
-
-/// The conformance fixture for one server (each session's tasks are its own).
-fn conformance(instance: &Arc<Instance>, out: &Output) -> Option<Arc<crate::conformance::Fixture>> {
-    match crate::conformance::Fixture::new(Arc::clone(instance), out.clone()) {
-        Ok(fixture) => Some(Arc::new(fixture)),
-        Err(e) => {
-            eprintln!("fakemcp: cannot draw a random requestState key: {e}");
-            None
-        }
     }
 }
