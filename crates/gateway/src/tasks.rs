@@ -65,11 +65,11 @@ pub fn legacy_capability() -> Value {
     json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } })
 }
 
-/// Sets what a 2025-11-25 caller reads of `tool`'s `execution.taskSupport`: the tool's
-/// own where its upstream runs tasks itself (`own`), for that upstream decides;
-/// otherwise `optional`, for mcpx runs the task (or relays a 2026 upstream's).
-pub(crate) fn advertise_task_support(tool: &mut Value, own: bool) {
-    if !own && let Some(t) = tool.as_object_mut() {
+/// What a 2025-11-25 caller reads of a gateway tool's `execution.taskSupport`:
+/// `optional`, for mcpx runs the task (or relays the upstream's). An exposed tool keeps
+/// its upstream's own word, unchanged.
+pub(crate) fn advertise_task_support(tool: &mut Value) {
+    if let Some(t) = tool.as_object_mut() {
         let execution = t.entry("execution").or_insert_with(|| json!({}));
         if let Some(e) = execution.as_object_mut() {
             e.insert("taskSupport".into(), "optional".into());
@@ -159,6 +159,14 @@ struct Entry {
     caller: mcpx_upstream::Caller,
     /// A handshake-era upstream's questions to a 2026 caller (`questions`).
     questions: Questions,
+}
+
+impl Entry {
+    /// Whether the task's upstream asks its questions as requests on its session (a
+    /// handshake-era upstream), rather than in `inputRequests`.
+    fn asks_on_session(&self) -> bool {
+        matches!(&self.runner, Runner::Upstream { upstream, .. } if upstream.facts().era == Era::Legacy)
+    }
 }
 
 /// The questions a handshake-era upstream asks, during the `tasks/result` mcpx keeps open
@@ -333,6 +341,11 @@ impl Tasks {
         if !terminal(&state) && !entry.questions.waiting.is_empty() {
             state["status"] = "input_required".into();
             state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        } else if state["status"] == "input_required" && entry.era == Era::Modern && entry.asks_on_session() {
+            // Its questions come only once mcpx's tasks/result hears them: until one is
+            // kept, a 2026 caller has nothing to answer, and an input_required task
+            // carries what to answer.
+            state["status"] = "working".into();
         }
         entry.state = state;
         if terminal(&entry.state) {
@@ -759,10 +772,9 @@ async fn refresh(
             lost(key, &why, previous)
         }
     };
+    let asking = state["status"] == "input_required";
     let kept = tasks.update(id, state.clone()).unwrap_or(state);
-    if upstream.facts().era == Era::Legacy
-        && let Some(caller) = tasks.opens_questions(id)
-    {
+    if asking && let Some(caller) = tasks.opens_questions(id) {
         hear_questions(
             tasks.clone(),
             id.to_owned(),
@@ -1069,12 +1081,12 @@ impl Tasks {
     }
 
     /// Whether mcpx should open a `tasks/result` to hear the questions of the task `id`
-    /// of a handshake-era upstream for a 2026 caller; if so, it is marked open.
+    /// of a handshake-era upstream for a 2026 caller, now the upstream says it is
+    /// `input_required`; if so, it is marked open.
     fn opens_questions(&self, id: &str) -> Option<mcpx_upstream::Caller> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(id)?;
-        let asking = entry.state.get("status").and_then(Value::as_str) == Some("input_required");
-        if entry.era != Era::Modern || !asking || entry.questions.open || *entry.ended.borrow() {
+        if entry.era != Era::Modern || !entry.asks_on_session() || entry.questions.open || *entry.ended.borrow() {
             return None;
         }
         entry.questions.open = true;

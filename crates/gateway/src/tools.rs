@@ -113,7 +113,7 @@ impl Gateway {
         if ctx.revision == mcpx_protocol::Revision::V2025_11_25 {
             // mcpx runs or relays a task for any call; the tool called may still refuse one.
             let call = gateway_tools.iter_mut().find(|t| t["name"] == CALL);
-            call.into_iter().for_each(|t| crate::tasks::advertise_task_support(t, false));
+            call.into_iter().for_each(crate::tasks::advertise_task_support);
         }
         let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
         naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
@@ -248,12 +248,7 @@ impl Gateway {
         let lease = self.lease_for_listing(ctx, server).await?;
         let (listed, _) = crate::listed(self, ctx, &lease, "tools/list", "tools").await?;
         let shows = listed.iter().filter(|tool| naming::shows("tool", server, tool)).cloned().collect();
-        let mut shown = Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)?;
-        if ctx.revision == mcpx_protocol::Revision::V2025_11_25 {
-            let own = crate::tasks::upstream_runs_tasks(&lease);
-            shown.iter_mut().for_each(|tool| crate::tasks::advertise_task_support(tool, own));
-        }
-        Ok(shown)
+        Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
     }
 
     pub(crate) async fn forward_call(

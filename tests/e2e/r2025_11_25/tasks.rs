@@ -361,8 +361,8 @@ fn a_session_reads_each_tools_task_support_and_a_tool_that_forbids_tasks_is_refu
     assert_eq!(support("fx__slow_compute"), "optional", "{listed}");
     assert_eq!(support("fx__crash_job"), "required", "{listed}");
     assert_eq!(support("fx__echo"), Value::Null, "{listed}");
-    // A server without tasks: mcpx runs the task, so any tool may be called so.
-    assert_eq!(support("plain__echo"), "optional", "{listed}");
+    // Exposed tools are listed as their server lists them, whatever it runs.
+    assert_eq!(support("plain__echo"), Value::Null, "{listed}");
 
     // The tool fx forbids tasks for is refused one, by its exposed name and through
     // mcpx_call alike, as the revision says (-32601); called plainly it answers.
@@ -378,7 +378,7 @@ fn a_session_reads_each_tools_task_support_and_a_tool_that_forbids_tasks_is_refu
     through.assert_error(200, -32601);
     let plain = session.request("tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}}));
     assert!(plain.result()["content"].is_array(), "{plain}");
-    // And a tool of a server without tasks runs as a task mcpx runs.
+    // A server without tasks of its own forbids nothing: mcpx runs the task.
     let ran = session.request("tools/call", json!({"name": "plain__echo", "arguments": {"text": "hi"}, "task": task}));
     assert_eq!(ran.result()["task"]["status"], "working", "{ran}");
 }
