@@ -47,7 +47,7 @@ type Reply = Response<Full<Bytes>>;
 
 /// Serves `/mcp` on `addr` until the process is signalled. Writes the endpoint's URL as
 /// one line on stdout once it listens (`--http 127.0.0.1:0` takes a free port).
-pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>) -> io::Result<()> {
+pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>, fixture: bool) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_io().build()?;
     runtime.block_on(async move {
         let listener = TcpListener::bind(addr).await?;
@@ -59,7 +59,7 @@ pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>) ->
             writeln!(stdout, "{url}")?;
             stdout.flush()?;
         }
-        let front = Arc::new(Front::new(behaviour, instance));
+        let front = Arc::new(Front::new(behaviour, instance, fixture));
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
@@ -87,6 +87,8 @@ pub fn serve(addr: SocketAddr, behaviour: Behaviour, instance: Arc<Instance>) ->
 struct Front {
     behaviour: Behaviour,
     instance: Arc<Instance>,
+    /// Whether each server also serves the conformance fixture (`--fixture conformance`).
+    fixture: bool,
     /// Where every server's output goes: to [`Waiting::deliver`].
     out: Output,
     waiting: Arc<Waiting>,
@@ -137,14 +139,16 @@ impl Drop for Ticket {
 }
 
 impl Front {
-    fn new(behaviour: Behaviour, instance: Arc<Instance>) -> Front {
+    fn new(behaviour: Behaviour, instance: Arc<Instance>, fixture: bool) -> Front {
         let waiting = Arc::new(Waiting::default());
         let out = Output::routed({
             let waiting = Arc::clone(&waiting);
             move |message| waiting.deliver(message)
         });
-        let stateless = Arc::new(Mutex::new(Server::new(behaviour, Arc::clone(&instance), out.clone(), None)));
-        Front { behaviour, instance, out, waiting, stateless, sessions: Mutex::default() }
+        let fixture_of = |out: &Output| fixture.then(|| conformance(&instance, out)).flatten();
+        let stateless =
+            Arc::new(Mutex::new(Server::new(behaviour, Arc::clone(&instance), out.clone(), fixture_of(&out))));
+        Front { behaviour, instance, fixture, out, waiting, stateless, sessions: Mutex::default() }
     }
 
     async fn answer(&self, request: Request<Body>) -> Reply {
@@ -221,7 +225,8 @@ impl Front {
     }
 
     fn new_server(&self) -> Server {
-        Server::new(self.behaviour, Arc::clone(&self.instance), self.out.clone(), None)
+        let fixture = self.fixture.then(|| conformance(&self.instance, &self.out)).flatten();
+        Server::new(self.behaviour, Arc::clone(&self.instance), self.out.clone(), fixture)
     }
 
     /// 32 hex characters; unguessable enough for a test server, and never reused.
@@ -274,6 +279,17 @@ fn json_reply(code: StatusCode, message: &Value) -> Reply {
     *reply.status_mut() = code;
     reply.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     reply
+}
+
+/// The conformance fixture for one server (each session's tasks are its own).
+fn conformance(instance: &Arc<Instance>, out: &Output) -> Option<Arc<crate::conformance::Fixture>> {
+    match crate::conformance::Fixture::new(Arc::clone(instance), out.clone()) {
+        Ok(fixture) => Some(Arc::new(fixture)),
+        Err(e) => {
+            eprintln!("fakemcp: cannot draw a random requestState key: {e}");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -85,8 +85,8 @@ struct Flags {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     list_ttl_ms: u64,
 
-    /// Also serve a named fixture surface besides the standard tools (stdio only).
-    #[arg(long, value_enum, conflicts_with = "http")]
+    /// Also serve a named fixture surface besides the standard tools.
+    #[arg(long, value_enum)]
     fixture: Option<FixtureKind>,
 
     /// With `--fixture conformance`: a question asked mid-call (handshake era) names the
@@ -155,7 +155,7 @@ fn main() -> ExitCode {
         });
     }
     if let Some(addr) = flags.http {
-        return match http::serve(addr, behaviour, instance) {
+        return match http::serve(addr, behaviour, instance, flags.fixture.is_some()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("fakemcp: cannot serve HTTP on {addr}: {e}");

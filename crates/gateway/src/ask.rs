@@ -235,6 +235,30 @@ impl Asks {
         Some((payload["server"].as_str()?.to_owned(), instance))
     }
 
+    /// The `nextCursor` of the caller's `tasks/list` whose next page starts at the task
+    /// created `seq`-th: sealed like a task id, of a kind of its own, so it says nothing
+    /// of other callers' tasks and only its caller can page on with it.
+    pub fn seal_cursor(&self, ctx: &CallContext, seq: u64) -> String {
+        let payload = json!({ "v": 1, "kind": "tasks/list", "owner": ctx.identity.owner_key(), "from": seq });
+        let body = B64.encode(payload.to_string());
+        let tag = B64.encode(self.mac(body.as_bytes()));
+        format!("{body}.{tag}")
+    }
+
+    /// Where a `tasks/list` cursor this caller got starts; `None` for any other string.
+    pub fn open_cursor(&self, cursor: &str, ctx: &CallContext) -> Option<u64> {
+        let (body, tag) = cursor.split_once('.')?;
+        let tag = B64.decode(tag).ok()?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
+        mac.update(body.as_bytes());
+        mac.verify_slice(&tag).ok()?;
+        let payload: Value = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        if payload["kind"] != "tasks/list" || payload["owner"] != ctx.identity.owner_key() {
+            return None;
+        }
+        payload["from"].as_u64()
+    }
+
     fn mac(&self, data: &[u8]) -> Vec<u8> {
         let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
         mac.update(data);

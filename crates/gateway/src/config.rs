@@ -653,11 +653,22 @@ pub struct TaskConfig {
     /// lease). Zero, the default, never does.
     #[serde(with = "duration")]
     pub after: Duration,
+    /// How long the HTTP server running a task may stay out of reach (every poll of it
+    /// failing) before mcpx gives the task up as failed: a stdio instance's exit is seen
+    /// at once, a remote server's end only as silence. Default 30s.
+    #[serde(with = "duration")]
+    pub unreachable_for: Duration,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
-        TaskConfig { max_ttl: Duration::from_secs(3600), max: 1000, max_per_client: 100, after: Duration::ZERO }
+        TaskConfig {
+            max_ttl: Duration::from_secs(3600),
+            max: 1000,
+            max_per_client: 100,
+            after: Duration::ZERO,
+            unreachable_for: Duration::from_secs(30),
+        }
     }
 }
 

@@ -46,6 +46,19 @@ impl Gateway {
     ) -> Result<Value, (Error, Option<Lease>)> {
         let asked = params.pointer("/task/ttl").and_then(Value::as_u64);
         if tasks::upstream_runs_tasks(&lease) {
+            // The upstream decides which of its tools run as tasks: one it lists as
+            // forbidden (or says nothing of) is refused as the revision says.
+            let tool = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let listed = crate::listed(self, ctx, &lease, "tools/list", "tools").await.map(|l| l.0);
+            let support = listed.map(|l| tasks::task_support(&l, &tool)).unwrap_or_else(|_| "optional".into());
+            if support == "forbidden" {
+                let server = &lease.key().server;
+                let message = format!(
+                    "tools/call: server {server:?}'s tool {tool:?} cannot run as a task (its execution.taskSupport is forbidden); call it without \"task\""
+                );
+                let refused = mcpx_protocol::RpcError::new(mcpx_protocol::code::METHOD_NOT_FOUND, message);
+                return Err((Error::Relayed(refused), Some(lease)));
+            }
             params["task"] = json!({ "ttl": self.ttl_cap(asked) });
             return OnSession.send(self, ctx, lease, "tools/call", params, original).await;
         }
@@ -143,13 +156,8 @@ impl Gateway {
     ) -> Result<Value, (Error, Option<Lease>)> {
         let tool = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let listed = crate::listed(self, ctx, &lease, "tools/list", "tools").await.map(|l| l.0).unwrap_or_default();
-        let support = listed
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool.as_str()))
-            .and_then(|t| t.pointer("/execution/taskSupport"))
-            .and_then(Value::as_str)
-            .unwrap_or("forbidden");
-        if !matches!(support, "optional" | "required") {
+        let support = tasks::task_support(&listed, &tool);
+        if !matches!(support.as_str(), "optional" | "required") {
             return next(lease, params).await;
         }
         params["task"] = json!({ "ttl": self.ttl_cap(None) });

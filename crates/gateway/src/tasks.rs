@@ -65,6 +65,31 @@ pub fn legacy_capability() -> Value {
     json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } })
 }
 
+/// What a 2025-11-25 caller reads of a gateway tool's `execution.taskSupport`:
+/// `optional`, for mcpx runs the task (or relays the upstream's). An exposed tool keeps
+/// its upstream's own word, unchanged.
+pub(crate) fn advertise_task_support(tool: &mut Value) {
+    if let Some(t) = tool.as_object_mut() {
+        let execution = t.entry("execution").or_insert_with(|| json!({}));
+        if let Some(e) = execution.as_object_mut() {
+            e.insert("taskSupport".into(), "optional".into());
+        } else {
+            *execution = json!({ "taskSupport": "optional" });
+        }
+    }
+}
+
+/// A tool's `execution.taskSupport` as its listing says (`forbidden` when it says none).
+pub(crate) fn task_support(listed: &[Value], tool: &str) -> String {
+    listed
+        .iter()
+        .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+        .and_then(|t| t.pointer("/execution/taskSupport"))
+        .and_then(Value::as_str)
+        .unwrap_or("forbidden")
+        .to_owned()
+}
+
 /// Whether a handshake-era upstream runs task-augmented tool calls itself.
 pub(crate) fn upstream_runs_tasks(lease: &Lease) -> bool {
     let facts = lease.upstream().facts();
@@ -93,6 +118,9 @@ pub(crate) struct Tasks {
     /// The change streams of handshake-era sessions, by owner: each hears
     /// `notifications/tasks/status` when one of its tasks changes status.
     streams: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
+    /// The 2026 `subscriptions/listen` streams that asked for a task's status pushes
+    /// (`notifications.taskIds`), by the task's id.
+    listens: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
 }
 
 /// Who runs a task.
@@ -125,6 +153,34 @@ struct Entry {
     state: Value,
     /// Becomes true when the task ends: `tasks/result` waits on it.
     ended: tokio::sync::watch::Sender<bool>,
+    /// Since when every poll of the (HTTP) server running the task has failed.
+    unreachable_since: Option<Instant>,
+    /// Whom the task serves, to a handshake-era upstream that asks it questions.
+    caller: mcpx_upstream::Caller,
+    /// A handshake-era upstream's questions to a 2026 caller (`questions`).
+    questions: Questions,
+}
+
+impl Entry {
+    /// Whether the task's upstream asks its questions as requests on its session (a
+    /// handshake-era upstream), rather than in `inputRequests`.
+    fn asks_on_session(&self) -> bool {
+        matches!(&self.runner, Runner::Upstream { upstream, .. } if upstream.facts().era == Era::Legacy)
+    }
+}
+
+/// The questions a handshake-era upstream asks, during the `tasks/result` mcpx keeps open
+/// for a 2026 caller, waiting for the caller's `tasks/update`.
+#[derive(Default)]
+struct Questions {
+    /// Whether mcpx has a `tasks/result` open to hear them.
+    open: bool,
+    /// How many were asked: each key (`q<n>`) is used once in the task's life.
+    asked: u64,
+    /// Those not answered yet, as `inputRequests` shows them.
+    waiting: Map<String, Value>,
+    /// Where each one's answer goes.
+    answers: HashMap<String, tokio::sync::oneshot::Sender<Value>>,
 }
 
 /// A copy of what a request about a task needs, taken under the lock.
@@ -162,12 +218,18 @@ impl Tasks {
     /// mcpx ran for them (nobody can reach them any more). Every second.
     pub fn sweep(&self) {
         let now = Instant::now();
-        self.lock().retain(|_, e| {
+        let mut tasks = self.lock();
+        tasks.retain(|_, e| {
             let keep = e.expires > now;
             if let (false, Runner::Gateway { call }) = (keep, &e.runner) {
                 call.abort();
             }
             keep
+        });
+        let mut listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        listens.retain(|id, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty() && tasks.contains_key(id)
         });
     }
 
@@ -221,24 +283,51 @@ impl Tasks {
         }
     }
 
+    /// Pushes the task `id`'s status changes to the 2026 listen stream `tx` from now on,
+    /// until it closes. The caller has opened the id (it is its own).
+    pub(crate) fn listen(&self, id: &str, tx: tokio::sync::mpsc::Sender<Value>) {
+        let mut listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        listens.retain(|_, txs| {
+            txs.retain(|tx| !tx.is_closed());
+            !txs.is_empty()
+        });
+        listens.entry(id.to_owned()).or_default().push(tx);
+    }
+
+    /// `notifications/tasks` (the task as `tasks/get` would answer it) for the listens of
+    /// the task `id`; one that is not read is not waited for.
+    fn push(&self, id: &str, task: &Value) {
+        let listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(txs) = listens.get(id) else { return };
+        let note = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": task });
+        for tx in txs {
+            let _ = tx.try_send(note.clone());
+        }
+    }
+
     /// Records what the task `id` looks like now; once it ended, that is final, its
     /// instance is released and whoever waits for it is woken. A handshake-era caller's
-    /// session hears of a new status. Returns the state kept.
+    /// session hears of a new status, and so do the 2026 listens that asked for the task.
+    /// Returns the state kept.
     fn update(&self, id: &str, state: Value) -> Option<Value> {
         let (kept, announce) = self.record(id, state)?;
-        if let Some((owner, task)) = announce {
-            self.announce(&owner, task);
+        if let Some((owner, task, era)) = announce {
+            match era {
+                Era::Legacy => self.announce(&owner, task),
+                Era::Modern => self.push(id, &task),
+            }
         }
         Some(kept)
     }
 
     #[allow(clippy::type_complexity)]
-    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value)>)> {
+    fn record(&self, id: &str, mut state: Value) -> Option<(Value, Option<(String, Value, Era)>)> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(id)?;
         if *entry.ended.borrow() {
             return Some((entry.state.clone(), None));
         }
+        entry.unreachable_since = None;
         let changed = entry.state.get("status") != state.get("status");
         if let Some(s) = state.as_object_mut() {
             for field in ["createdAt", "pollIntervalMs"] {
@@ -249,27 +338,57 @@ impl Tasks {
                 }
             }
         }
+        if !terminal(&state) && !entry.questions.waiting.is_empty() {
+            state["status"] = "input_required".into();
+            state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        } else if state["status"] == "input_required" && entry.era == Era::Modern && entry.asks_on_session() {
+            // Its questions come only once mcpx's tasks/result hears them: until one is
+            // kept, a 2026 caller has nothing to answer, and an input_required task
+            // carries what to answer.
+            state["status"] = "working".into();
+        }
         entry.state = state;
         if terminal(&entry.state) {
             entry.lease = None;
             entry.ended.send_replace(true);
         }
-        let announce = (changed && entry.era == Era::Legacy)
-            .then(|| (entry.owner.clone(), render_legacy(id, entry.ttl_ms, &entry.state)));
+        let announce = changed.then(|| {
+            let task = match entry.era {
+                Era::Legacy => render_legacy(id, entry.ttl_ms, &entry.state),
+                Era::Modern => render_modern(id, entry.ttl_ms, &entry.state),
+            };
+            (entry.owner.clone(), task, entry.era)
+        });
         Some((entry.state.clone(), announce))
     }
 
     /// The tasks handed to `owner` (in `era`, or in either), oldest first.
     fn of_owner(&self, owner: &str, era: Option<Era>) -> Vec<(String, u64, Value)> {
+        self.page_of_owner(owner, era, 0, usize::MAX).0
+    }
+
+    /// At most `size` of the tasks handed to `owner` (in `era`, or in either), oldest
+    /// first, from the one created `from`-th on, and where the next page starts if any.
+    #[allow(clippy::type_complexity)]
+    fn page_of_owner(
+        &self,
+        owner: &str,
+        era: Option<Era>,
+        from: u64,
+        size: usize,
+    ) -> (Vec<(String, u64, Value)>, Option<u64>) {
         let now = Instant::now();
         let tasks = self.lock();
-        let mut mine: Vec<(u64, String, u64, Value)> = tasks
+        let mut mine: Vec<(u64, &String, &Entry)> = tasks
             .iter()
             .filter(|(_, e)| e.owner == owner && era.is_none_or(|era| e.era == era) && e.expires > now)
-            .map(|(id, e)| (e.seq, id.clone(), e.ttl_ms, e.state.clone()))
+            .filter(|(_, e)| e.seq >= from)
+            .map(|(id, e)| (e.seq, id, e))
             .collect();
         mine.sort_by_key(|m| m.0);
-        mine.into_iter().map(|(_, id, ttl, state)| (id, ttl, state)).collect()
+        let next = mine.get(size.max(1)).map(|m| m.0);
+        let page = mine.into_iter().take(size.max(1)).map(|(_, id, e)| (id.clone(), e.ttl_ms, e.state.clone()));
+        (page.collect(), next)
     }
 }
 
@@ -370,6 +489,21 @@ fn crashed(key: &InstanceKey, upstream: &mcpx_upstream::Upstream, previous: &Val
     })
 }
 
+/// The state of a task whose HTTP server has not been reached for `lost_for`, or no
+/// longer knows it (`why`).
+fn lost(key: &InstanceKey, why: &str, previous: &Value) -> Value {
+    json!({
+        "status": "failed",
+        "statusMessage": format!("the server stopped answering for the task: {why}"),
+        "createdAt": previous.get("createdAt").cloned().unwrap_or_else(|| now_rfc3339().into()),
+        "lastUpdatedAt": now_rfc3339(),
+        "error": {
+            "code": mcpx_protocol::code::INTERNAL_ERROR,
+            "message": format!("server {:?} ({}) stopped answering for this task: {why}", key.server, key.owner),
+        },
+    })
+}
+
 /// How the call mcpx ran as a task ended, as the task's state.
 fn ran(outcome: Result<Value, Error>, created: &str) -> Value {
     let mut state = json!({ "createdAt": created, "lastUpdatedAt": now_rfc3339(), "pollIntervalMs": OWN_POLL_MS });
@@ -425,6 +559,9 @@ impl Gateway {
             lease: task.lease,
             state: task.state,
             ended: tokio::sync::watch::channel(false).0,
+            unreachable_since: None,
+            caller: caller_of(ctx),
+            questions: Questions::default(),
         };
         if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
             let (entry, setting, limit) = *refused;
@@ -543,6 +680,7 @@ impl Gateway {
     /// soon as it ends even if the caller never asks again.
     fn watch_task(&self, id: String) {
         let tasks = self.tasks.clone();
+        let gateway = self.me.get().cloned().unwrap_or_default();
         tokio::spawn(async move {
             loop {
                 let Some(found) = ({
@@ -557,8 +695,13 @@ impl Gateway {
                 }
                 let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
                 tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)).await;
+                let Some(unreachable_for) = gateway.upgrade().map(|g| g.settings.config().tasks.unreachable_for) else {
+                    return;
+                };
                 if let Runner::Upstream { upstream, id: upstream_id } = runner {
-                    let _ = refresh(&tasks, &id, &key, &upstream, &upstream_id, &capabilities, &state).await;
+                    let (key, capabilities) = (&key, &capabilities);
+                    let _ =
+                        refresh(&tasks, &id, key, &upstream, &upstream_id, capabilities, &state, unreachable_for).await;
                 }
             }
         });
@@ -572,6 +715,12 @@ impl Gateway {
 
 /// Asks the upstream how its task is doing and keeps the answer; a terminal 2025-11-25
 /// task's result is fetched with it, so it outlives the instance. Returns the state kept.
+///
+/// A stdio instance that exited fails the task at once. A server that answers but no
+/// longer knows the task (it restarted) fails it too. A server out of reach (an HTTP
+/// server that went away, or a network that did) is given `unreachable_for`, every poll
+/// failing, before the task fails; meanwhile the state last seen is answered.
+#[allow(clippy::too_many_arguments)]
 async fn refresh(
     tasks: &Tasks,
     id: &str,
@@ -580,6 +729,7 @@ async fn refresh(
     upstream_id: &str,
     capabilities: &Value,
     previous: &Value,
+    unreachable_for: Duration,
 ) -> Result<Value, Error> {
     let asked = upstream.request("tasks/get", json!({ "taskId": upstream_id }), capabilities).await;
     let state = match asked {
@@ -609,9 +759,62 @@ async fn refresh(
             }
         },
         Err(_) if !upstream.is_alive() => crashed(key, upstream, previous),
-        Err(e) => return Err(Error::from(e)),
+        Err(mcpx_upstream::UpstreamError::Rpc(e)) if e.code == mcpx_protocol::code::INVALID_PARAMS => {
+            lost(key, &format!("it no longer knows the task ({})", e.message), previous)
+        }
+        Err(e) if e.is_auth() || matches!(e, mcpx_upstream::UpstreamError::Rpc(_)) => return Err(Error::from(e)),
+        Err(e) => {
+            let Some((out_of_reach, kept)) = tasks.unreachable(id) else { return Err(Error::from(e)) };
+            if out_of_reach < unreachable_for {
+                return Ok(kept);
+            }
+            let why = format!("out of reach for {}s (tasks.unreachableFor): {e}", out_of_reach.as_secs());
+            lost(key, &why, previous)
+        }
     };
-    Ok(tasks.update(id, state.clone()).unwrap_or(state))
+    let asking = state["status"] == "input_required";
+    let kept = tasks.update(id, state.clone()).unwrap_or(state);
+    if asking && let Some(caller) = tasks.opens_questions(id) {
+        hear_questions(
+            tasks.clone(),
+            id.to_owned(),
+            upstream.clone(),
+            upstream_id.to_owned(),
+            capabilities.clone(),
+            caller,
+        );
+    }
+    Ok(kept)
+}
+
+/// Keeps a `tasks/result` open on a handshake-era upstream whose task asks a 2026 caller
+/// questions: the upstream puts them as requests during it, which mcpx keeps as the
+/// task's `inputRequests`, each waiting for the caller's `tasks/update` to be answered.
+/// The result itself is left to the watcher, which fetches it when it sees the task end.
+fn hear_questions(
+    tasks: Tasks,
+    id: String,
+    upstream: mcpx_upstream::Upstream,
+    upstream_id: String,
+    capabilities: Value,
+    caller: mcpx_upstream::Caller,
+) {
+    let keeper = (tasks.clone(), id.clone());
+    let ask: mcpx_upstream::Ask = Arc::new(move |method: String, params: Value| {
+        let (tasks, id) = keeper.clone();
+        Box::pin(async move {
+            let gone = || RpcError::internal(format!("task {id:?} is gone: nobody will answer {method}"));
+            let waiting = tasks.keep_question(&id, method.clone(), params).ok_or_else(gone)?;
+            waiting.await.map_err(|_| gone())
+        })
+    });
+    let listener =
+        mcpx_upstream::Listener { progress_token: None, log_level: None, notify: Arc::new(|_| {}), ask: Some(ask) };
+    tokio::spawn(async move {
+        let sent = json!({ "taskId": upstream_id });
+        let _ = upstream.request_reporting("tasks/result", sent, &capabilities, Some(caller), Some(listener)).await;
+        tasks.close_questions(&id);
+    });
 }
 
 impl Gateway {
@@ -626,11 +829,35 @@ impl Gateway {
         Ok((id.to_owned(), found))
     }
 
+    /// Which of `ids` a 2026 caller's `subscriptions/listen` gets status pushes for: its
+    /// own tasks that are still kept (the others are left out of the acknowledgement,
+    /// alike, so it learns nothing of them), each pushed to `tx` from now on.
+    pub(crate) fn listen_to_tasks(
+        &self,
+        ctx: &CallContext,
+        ids: &[String],
+        tx: &tokio::sync::mpsc::Sender<Value>,
+    ) -> Vec<String> {
+        let mut honored = Vec::new();
+        for id in ids {
+            if honored.contains(id) {
+                continue;
+            }
+            if self.open_task(ctx, "subscriptions/listen", &json!({ "taskId": id })).is_ok() {
+                self.tasks.listen(id, tx.clone());
+                honored.push(id.clone());
+            }
+        }
+        honored
+    }
+
     /// The task as it is now: from the upstream while it runs, else as kept.
     async fn current(&self, id: &str, found: &Found) -> Result<Value, Error> {
         match &found.runner {
             Runner::Upstream { upstream, id: upstream_id } if !found.is_ended() => {
-                refresh(&self.tasks, id, &found.key, upstream, upstream_id, &found.capabilities, &found.state).await
+                let unreachable_for = self.settings.config().tasks.unreachable_for;
+                let (tasks, key, capabilities) = (&self.tasks, &found.key, &found.capabilities);
+                refresh(tasks, id, key, upstream, upstream_id, capabilities, &found.state, unreachable_for).await
             }
             _ => Ok(self.tasks.find_state(id).unwrap_or_else(|| found.state.clone())),
         }
@@ -690,12 +917,14 @@ impl Gateway {
                 if found.is_ended() {
                     return ack();
                 }
-                if upstream.facts().era != Era::Modern {
-                    return Err(Error::params(format!(
-                        "tasks/update: task {id:?} runs on a handshake-era server, which mcpx cannot answer for yet"
-                    )));
-                }
                 let answers = params.get("inputResponses").cloned().unwrap_or_else(|| json!({}));
+                if upstream.facts().era != Era::Modern {
+                    let Some(answers) = answers.as_object() else {
+                        return Err(Error::params("tasks/update: inputResponses must be an object"));
+                    };
+                    self.tasks.answer_questions(&id, answers);
+                    return ack();
+                }
                 let sent = json!({ "taskId": upstream_id, "inputResponses": answers });
                 match upstream.request(method, sent, &ctx.client_capabilities).await {
                     Ok(_) => ack(),
@@ -720,13 +949,7 @@ impl Gateway {
             return Err(Error::NoMethod(method.to_owned()));
         }
         if method == "tasks/list" {
-            let tasks: Vec<Value> = self
-                .tasks
-                .of_owner(&ctx.identity.owner_key(), Some(Era::Legacy))
-                .iter()
-                .map(|(id, ttl, state)| render_legacy(id, *ttl, state))
-                .collect();
-            return Ok(Answer::uncached(json!({ "tasks": tasks })));
+            return self.list_tasks(ctx, &params).map(Answer::uncached);
         }
         let (id, found) = self.open_task(ctx, method, &params)?;
         let _ = ctx.reached.set(found.key.clone());
@@ -747,6 +970,30 @@ impl Gateway {
             }
             _ => self.task_result(ctx, &id, found).await.map(Answer::uncached),
         }
+    }
+
+    /// `tasks/list`: the session's own tasks, oldest first, `limits.pageSize` at a time.
+    /// The cursor is opaque and the caller's own (`Asks::seal_cursor`): one that was
+    /// altered, or issued to another caller, is -32602; an empty one is the start. It
+    /// names the next task by its place in creation order, so tasks that expire between
+    /// pages shift nothing.
+    fn list_tasks(&self, ctx: &CallContext, params: &Value) -> Result<Value, Error> {
+        let from = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(c)) if c.is_empty() => 0,
+            Some(Value::String(c)) => {
+                self.asks.open_cursor(c, ctx).ok_or_else(|| Error::params("tasks/list: invalid cursor"))?
+            }
+            Some(_) => return Err(Error::params("tasks/list: cursor must be a string")),
+        };
+        let size = self.settings.config().limits.page_size;
+        let (page, next) = self.tasks.page_of_owner(&ctx.identity.owner_key(), Some(Era::Legacy), from, size);
+        let tasks: Vec<Value> = page.iter().map(|(id, ttl, state)| render_legacy(id, *ttl, state)).collect();
+        let mut result = json!({ "tasks": tasks });
+        if let Some(next) = next {
+            result["nextCursor"] = self.asks.seal_cursor(ctx, next).into();
+        }
+        Ok(result)
     }
 
     /// `tasks/result`: waits until the task ends and answers its result. A handshake-era
@@ -831,6 +1078,87 @@ impl Gateway {
 impl Tasks {
     fn find_state(&self, id: &str) -> Option<Value> {
         self.lock().get(id).map(|e| e.state.clone())
+    }
+
+    /// Whether mcpx should open a `tasks/result` to hear the questions of the task `id`
+    /// of a handshake-era upstream for a 2026 caller, now the upstream says it is
+    /// `input_required`; if so, it is marked open.
+    fn opens_questions(&self, id: &str) -> Option<mcpx_upstream::Caller> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        if entry.era != Era::Modern || !entry.asks_on_session() || entry.questions.open || *entry.ended.borrow() {
+            return None;
+        }
+        entry.questions.open = true;
+        Some(entry.caller.clone())
+    }
+
+    /// Keeps a question the upstream asks during the task `id` for its 2026 caller, who
+    /// reads it in `inputRequests` and answers it with `tasks/update`.
+    fn keep_question(
+        &self,
+        id: &str,
+        method: String,
+        mut params: Value,
+    ) -> Option<tokio::sync::oneshot::Receiver<Value>> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        // The upstream's task id is its own, never the caller's business.
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(RELATED_TASK);
+        }
+        entry.questions.asked += 1;
+        let key = format!("q{}", entry.questions.asked);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        entry.questions.waiting.insert(key.clone(), json!({ "method": method, "params": params }));
+        entry.questions.answers.insert(key, tx);
+        if !terminal(&entry.state) {
+            entry.state["status"] = "input_required".into();
+            entry.state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        }
+        Some(rx)
+    }
+
+    /// Hands the caller's answers (by key) to the questions waiting for them; an answer to
+    /// a key not waiting is ignored, as the extension says.
+    fn answer_questions(&self, id: &str, answers: &Map<String, Value>) {
+        let mut tasks = self.lock();
+        let Some(entry) = tasks.get_mut(id) else { return };
+        for (key, answer) in answers {
+            if let Some(tx) = entry.questions.answers.remove(key) {
+                entry.questions.waiting.remove(key);
+                let mut answer = answer.clone();
+                answer.as_object_mut().map(|a| a.remove("resultType"));
+                let _ = tx.send(answer);
+            }
+        }
+        if let Some(state) = entry.state.as_object_mut().filter(|_| entry.questions.waiting.is_empty()) {
+            state.remove("inputRequests");
+        } else {
+            entry.state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
+        }
+    }
+
+    /// The `tasks/result` that heard the task's questions ended: those still waiting are
+    /// dropped (the upstream no longer waits for them).
+    fn close_questions(&self, id: &str) {
+        let mut tasks = self.lock();
+        let Some(entry) = tasks.get_mut(id) else { return };
+        entry.questions.open = false;
+        entry.questions.answers.clear();
+        entry.questions.waiting.clear();
+        if let Some(state) = entry.state.as_object_mut() {
+            state.remove("inputRequests");
+        }
+    }
+
+    /// Notes that a poll of the task's server failed: how long every poll has failed
+    /// since (zero for the first), and the state kept meanwhile.
+    fn unreachable(&self, id: &str) -> Option<(Duration, Value)> {
+        let mut tasks = self.lock();
+        let entry = tasks.get_mut(id)?;
+        let since = *entry.unreachable_since.get_or_insert_with(Instant::now);
+        Some((since.elapsed(), entry.state.clone()))
     }
 }
 

@@ -109,7 +109,12 @@ impl Gateway {
                 listed.push((server.as_str(), tool));
             }
         }
-        let gateway_tools = gateway_tools();
+        let mut gateway_tools = gateway_tools();
+        if ctx.revision == mcpx_protocol::Revision::V2025_11_25 {
+            // mcpx runs or relays a task for any call; the tool called may still refuse one.
+            let call = gateway_tools.iter_mut().find(|t| t["name"] == CALL);
+            call.into_iter().for_each(crate::tasks::advertise_task_support);
+        }
         let names = gateway_tools.iter().map(|t| ("mcpx", t)).chain(listed.iter().map(|(s, t)| (*s, t)));
         naming::refuse_clashes("tool", names.map(|(s, t)| (s, t["name"].as_str().unwrap_or_default())))?;
         let tools: Vec<Value> = gateway_tools.into_iter().chain(listed.into_iter().map(|(_, t)| t)).collect();

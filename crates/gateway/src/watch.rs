@@ -45,6 +45,9 @@ pub struct Watch {
     pub honored: Value,
     /// Change notifications, untagged (the front end tags them with the listen's id).
     pub changes: mpsc::Receiver<Value>,
+    /// Where the status pushes of the tasks the listen asked for go (into `changes`);
+    /// held only while it has some, so a listen with nothing to hear still ends.
+    tasks_tx: Option<mpsc::Sender<Value>>,
     _relays: Vec<Relay>,
     _session: Option<Arc<SessionStream>>,
 }
@@ -199,7 +202,13 @@ impl Gateway {
                 stream.join(&key.server, serial, &upstream).await;
             }
         }
-        Ok(Watch { honored: Value::Object(Map::new()), changes, _relays: Vec::new(), _session: Some(stream) })
+        Ok(Watch {
+            honored: Value::Object(Map::new()),
+            changes,
+            tasks_tx: None,
+            _relays: Vec::new(),
+            _session: Some(stream),
+        })
     }
 
     /// A 2026-07-28 `subscriptions/listen`.
@@ -225,7 +234,30 @@ impl Gateway {
             .filter(|(flag, _)| filter.get(*flag) == Some(&Value::Bool(true)))
             .map(|(_, method)| *method)
             .collect();
-        self.open_watch(ctx, wanted_kinds, resource_uris, None).await
+        // Status pushes of the caller's own tasks (the tasks extension).
+        let task_ids: Vec<String> = match filter.get("taskIds") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(ids)) if ids.iter().all(Value::is_string) => {
+                ids.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+            }
+            Some(_) => return Err(Error::params("subscriptions/listen: \"taskIds\" must be an array of task ids")),
+        };
+        if filter.contains_key("taskIds") && !mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities) {
+            let required = json!({ "extensions": { mcpx_protocol::meta::TASKS_EXTENSION: {} } });
+            return Err(Error::Relayed(mcpx_protocol::RpcError::missing_capability(required)));
+        }
+        let mut watch = self.open_watch(ctx, wanted_kinds, resource_uris, None).await?;
+        let honored = match &watch.tasks_tx {
+            Some(tx) if !task_ids.is_empty() => self.listen_to_tasks(ctx, &task_ids, tx),
+            _ => Vec::new(),
+        };
+        if filter.contains_key("taskIds") {
+            watch.honored["taskIds"] = json!(honored);
+        }
+        if honored.is_empty() {
+            watch.tasks_tx = None;
+        }
+        Ok(watch)
     }
 
     /// Relays `wanted_kinds` of change and updates to `resource_uris` (and, for a session,
@@ -287,7 +319,7 @@ impl Gateway {
             let taken: Vec<Value> = resource_uris.iter().filter(|u| subscribed.contains(u)).map(|u| json!(u)).collect();
             honored.insert("resourceSubscriptions".into(), taken.into());
         }
-        Ok(Watch { honored: Value::Object(honored), changes: rx, _relays: relays, _session: None })
+        Ok(Watch { honored: Value::Object(honored), changes: rx, tasks_tx: Some(tx), _relays: relays, _session: None })
     }
 }
 

@@ -307,3 +307,96 @@ fn a_session_hears_its_tasks_change_status() {
         assert!(Instant::now() < deadline, "no status notification came");
     }
 }
+
+#[test]
+fn tasks_list_comes_in_pages_whose_cursor_only_its_session_can_follow() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"limits": {"pageSize": 2}}));
+    let session = LegacySession::open(daemon.url());
+    let intruder = LegacySession::open(daemon.url());
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            start(&session, "plain", "slow", json!({"ms": 600_000}), 60_000)["taskId"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // Someone else's task in between changes nothing of the session's pages.
+    start(&intruder, "plain", "slow", json!({"ms": 600_000}), 60_000);
+
+    let first = session.request("tasks/list", json!({}));
+    let listed: Vec<&Value> = first.result()["tasks"].as_array().unwrap().iter().map(|t| &t["taskId"]).collect();
+    assert_eq!(listed, [&json!(ids[0]), &json!(ids[1])], "{first}");
+    let cursor = first.result()["nextCursor"].as_str().unwrap_or_else(|| panic!("no nextCursor: {first}")).to_owned();
+    let second = session.request("tasks/list", json!({"cursor": cursor}));
+    assert_eq!(second.result()["tasks"].as_array().unwrap().len(), 1, "{second}");
+    assert_eq!(second.result()["tasks"][0]["taskId"], ids[2].as_str(), "{second}");
+    assert!(second.result().get("nextCursor").is_none(), "the last page says no more: {second}");
+    // An empty cursor is the start.
+    let again = session.request("tasks/list", json!({"cursor": ""}));
+    assert_eq!(again.result()["tasks"][0]["taskId"], ids[0].as_str(), "{again}");
+
+    // An altered cursor, and the session's own in another session's hands, are refused
+    // alike: the intruder pages through nothing of the session's.
+    let altered = format!("{}x", &cursor[..cursor.len() - 1]);
+    let bad = session.request("tasks/list", json!({"cursor": altered}));
+    let bad = bad.assert_error(200, -32602).clone();
+    let foreign = intruder.request("tasks/list", json!({"cursor": cursor}));
+    assert_eq!(foreign.assert_error(200, -32602), &bad, "{foreign}");
+    session.request("tasks/list", json!({"cursor": 7})).assert_error(200, -32602);
+}
+
+#[test]
+fn a_session_reads_each_tools_task_support_and_a_tool_that_forbids_tasks_is_refused_one() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({"expose": ["fx", "plain"]}));
+    let session = LegacySession::open(daemon.url());
+    let listed = session.request("tools/list", json!({}));
+    let support = |name: &str| {
+        let tools = listed.result()["tools"].as_array().unwrap();
+        let tool = tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no {name}: {listed}"));
+        tool.pointer("/execution/taskSupport").cloned().unwrap_or(Value::Null)
+    };
+    // mcpx runs or relays a task for any call.
+    assert_eq!(support("mcpx_call"), "optional", "{listed}");
+    // A server that runs tasks itself says which of its tools may: its word is passed on.
+    assert_eq!(support("fx__slow_compute"), "optional", "{listed}");
+    assert_eq!(support("fx__crash_job"), "required", "{listed}");
+    assert_eq!(support("fx__echo"), Value::Null, "{listed}");
+    // Exposed tools are listed as their server lists them, whatever it runs.
+    assert_eq!(support("plain__echo"), Value::Null, "{listed}");
+
+    // The tool fx forbids tasks for is refused one, by its exposed name and through
+    // mcpx_call alike, as the revision says (-32601); called plainly it answers.
+    let task = json!({"ttl": 60_000});
+    let exposed = session.request("tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}, "task": task}));
+    let error = exposed.assert_error(200, -32601);
+    assert!(error["message"].as_str().unwrap().contains("forbidden"), "{exposed}");
+    let through = session.request(
+        "tools/call",
+        json!({"name": "mcpx_call",
+        "arguments": {"server": "fx", "tool": "echo", "arguments": {"text": "hi"}}, "task": task}),
+    );
+    through.assert_error(200, -32601);
+    let plain = session.request("tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}}));
+    assert!(plain.result()["content"].is_array(), "{plain}");
+    // A server without tasks of its own forbids nothing: mcpx runs the task.
+    let ran = session.request("tools/call", json!({"name": "plain__echo", "arguments": {"text": "hi"}, "task": task}));
+    assert_eq!(ran.result()["task"]["status"], "working", "{ran}");
+}
+
+#[test]
+fn an_http_upstream_that_goes_away_mid_task_fails_the_task_with_a_clear_status() {
+    let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", "legacy"]);
+    let mut cfg = config(&[("fx", json!({"url": fake.url}))]);
+    cfg["tasks"] = json!({"unreachableFor": "1s"});
+    let daemon = Daemon::start(&cfg);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "crash_job", json!({}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    // Waiting on it outlasts the server: the wait ends with the task's failure.
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    let error = result.assert_error(200, -32603);
+    assert!(error["message"].as_str().unwrap().contains("stopped answering for this task"), "{result}");
+    let done = get(&session, id);
+    assert_eq!(done.result()["status"], "failed", "{done}");
+    assert!(done.result()["statusMessage"].as_str().unwrap_or_default().contains("stopped answering"), "{done}");
+}

@@ -408,3 +408,107 @@ fn a_2026_caller_gets_a_handshake_era_upstreams_task_in_its_own_eras_shapes() {
     let plain = Modern::mcpx_call("fx", "slow_compute", json!({"seconds": 0})).session("a").send(daemon.url());
     assert_eq!(plain.result()["resultType"], "complete", "{plain}");
 }
+
+#[test]
+fn an_http_upstream_that_goes_away_mid_task_fails_the_task_saying_so() {
+    for era in ["modern", "legacy"] {
+        let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", era]);
+        let mut cfg = config(&[("fx", json!({"url": fake.url}))]);
+        cfg["tasks"] = json!({"unreachableFor": "1s"});
+        let daemon = Daemon::start(&cfg);
+        let task = start(&daemon, "a", "crash_job", json!({}));
+        let id = task["taskId"].as_str().unwrap();
+        // While the server is out of reach, but not yet for tasks.unreachableFor, the
+        // task is as last seen, never an error.
+        let done = poll_until(&daemon, "a", id, ended);
+        assert_eq!(done["status"], "failed", "{era}: {done}");
+        let message = done["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("\"fx\"") && message.contains("stopped answering for this task"), "{era}: {done}");
+        assert!(message.contains("tasks.unreachableFor"), "{era}: {done}");
+        assert_eq!(done["error"]["code"], -32603, "{era}: {done}");
+        assert!(done["statusMessage"].as_str().is_some_and(|m| m.contains("stopped answering")), "{era}: {done}");
+    }
+}
+
+#[test]
+fn a_2026_caller_answers_a_handshake_era_upstreams_task_questions_and_nobody_else_can() {
+    let t = tag();
+    let daemon =
+        Daemon::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let task = start(&daemon, "owner", "confirm_delete", json!({"filename": "plans.txt"}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    // The upstream asks during a tasks/result mcpx holds open; the caller reads the
+    // question in inputRequests, as the extension has it.
+    let asking = poll_until(&daemon, "owner", &id, |t| t["inputRequests"].is_object() || ended(t));
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let requests = asking["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asking}");
+    let (key, question) = requests.iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{asking}");
+    assert!(question["params"]["message"].as_str().unwrap_or_default().contains("plans.txt"), "{asking}");
+    // The upstream's own task id ("task-<n>") appears nowhere.
+    assert!(!asking.to_string().contains("\"task-"), "{asking}");
+
+    // Another caller's answer is refused like one for a task that does not exist, and
+    // changes nothing.
+    let answer = |yes: bool| json!({key.as_str(): {"action": "accept", "content": {"confirm": yes}}});
+    let intruder =
+        task_request(&daemon, "intruder", "tasks/update", json!({"taskId": id, "inputResponses": answer(false)}));
+    intruder.assert_error(200, -32602);
+    let still = get(&daemon, "owner", &id);
+    assert_eq!(still.result()["status"], "input_required", "{still}");
+    assert!(still.result()["inputRequests"][key.as_str()].is_object(), "{still}");
+
+    // The owner's answer reaches the upstream, and the task ends with it.
+    let ack = task_request(&daemon, "owner", "tasks/update", json!({"taskId": id, "inputResponses": answer(true)}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&daemon, "owner", &id, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted plans.txt", "{done}");
+    assert!(done.get("inputRequests").is_none(), "{done}");
+}
+
+/// Opens a `subscriptions/listen` as `session` for `filter`, and returns the stream with
+/// its acknowledgement.
+fn listen(daemon: &Daemon, session: &str, filter: Value) -> (mcpx_e2e::upstreams::RawPost, Value) {
+    let request = with_tasks(Modern::new("subscriptions/listen", json!({"notifications": filter}))).session(session);
+    let (frame, headers) = (request.frame(), request.headers());
+    let mut post = mcpx_e2e::upstreams::RawPost::send(daemon.url(), mcpx_e2e::schema::MODERN, &headers, &frame);
+    assert_eq!(post.status(), 200, "{:?}", post.head);
+    let ack = post.read_until(PATIENCE, |f| f["method"] == "notifications/subscriptions/acknowledged");
+    mcpx_e2e::schema::spec(mcpx_e2e::schema::MODERN).assert_valid("SubscriptionsAcknowledgedNotification", &ack, "ack");
+    (post, ack)
+}
+
+#[test]
+fn a_listen_hears_its_callers_tasks_change_status_and_only_those() {
+    let daemon = daemon_with(json!({}));
+    let task = start(&daemon, "owner", "slow_compute", json!({"seconds": 1, "label": "pushed"}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let made_up = format!("{}x", &id[..id.len() - 1]);
+
+    // Another caller asking for the owner's task is acknowledged nothing, exactly as for
+    // a task that never existed.
+    let (mut intruder, refused) = listen(&daemon, "intruder", json!({"taskIds": [id, made_up]}));
+    assert_eq!(refused["params"]["notifications"]["taskIds"], json!([]), "{refused}");
+    let (mut owner, ack) = listen(&daemon, "owner", json!({"taskIds": [id, made_up]}));
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "only its own task: {ack}");
+
+    // Nobody polls: the end comes to the owner's listen, the whole task with its result.
+    let pushed = owner.read_until(PATIENCE, |f| f["method"] == "notifications/tasks" && ended(&f["params"]));
+    assert_eq!(pushed["params"]["taskId"], id.as_str(), "{pushed}");
+    assert_eq!(pushed["params"]["status"], "completed", "{pushed}");
+    assert_eq!(pushed["params"]["result"]["content"][0]["text"], "pushed: computed after 1s", "{pushed}");
+    assert!(pushed["params"]["ttlMs"].is_u64(), "{pushed}");
+    assert_eq!(
+        pushed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+    );
+    // The intruder's listen heard nothing of it.
+    let heard = intruder.try_read_until(Duration::from_secs(1), |f| f["method"] == "notifications/tasks");
+    assert!(heard.is_none(), "another caller heard of the task: {heard:?}");
+
+    // Asking for task pushes needs the extension declared.
+    let undeclared = Modern::new("subscriptions/listen", json!({"notifications": {"taskIds": [id]}})).session("owner");
+    undeclared.send(daemon.url()).assert_error(400, -32021);
+}
