@@ -242,13 +242,15 @@ impl Cluster {
         self.state_key
     }
 
-    /// Whether `key` has one owner in the cluster. A process on this machine (`pid`), one
-    /// call, and the listing-only `lister` are local by nature; `global` is local too
-    /// when `cluster.global` is `per-node`.
+    /// Whether `key` has one owner in the cluster. A process on this machine (`pid`, its
+    /// session, and a directory it works in: a path of this machine, keyed with this
+    /// node), one call, and the listing-only `lister` are local by nature; `global` is
+    /// local too when `cluster.global` is `per-node`.
     pub fn clusters(&self, key: &InstanceKey) -> bool {
         match &key.owner {
             Owner::Pid(_) | Owner::Call(_) | Owner::Lister(_) => false,
             Owner::Session(session) if session.process().is_some() => false,
+            Owner::Cwd(place) | Owner::Repo(place) | Owner::Worktree(place) if place.node.is_some() => false,
             Owner::Everyone => self.global == GlobalPlacement::PerCluster,
             _ => true,
         }

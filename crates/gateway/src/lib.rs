@@ -358,6 +358,7 @@ impl Gateway {
     pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
         let cluster = Arc::new(cluster);
         self.asks.join_cluster(cluster.state_key(), cluster.me());
+        self.instances.scoper.join_cluster(cluster.node());
         if self.instances.cluster.set(cluster.clone()).is_ok() {
             tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
         }
