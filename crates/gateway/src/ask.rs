@@ -211,6 +211,7 @@ impl Asks {
             "owner": ctx.identity.owner_key(),
             "expires": expires_ms,
             "n": B64.encode(nonce),
+            "node": self.node(),
         });
         let body = B64.encode(payload.to_string());
         let tag = B64.encode(self.mac(body.as_bytes()));
@@ -221,6 +222,17 @@ impl Asks {
     /// which server and instance. One answer (`None`) for every other case, so a caller
     /// learns nothing of another's tasks.
     pub fn open_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner)> {
+        self.opened_task(id, ctx).map(|(server, instance, _)| (server, instance))
+    }
+
+    /// The cluster node that keeps the record of task `id` (the node that sealed it), when
+    /// the id is this caller's; `None` outside a cluster and for every id [`Asks::open_task`]
+    /// refuses.
+    pub fn task_node(&self, id: &str, ctx: &CallContext) -> Option<Node> {
+        self.opened_task(id, ctx).and_then(|(_, _, node)| node)
+    }
+
+    fn opened_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner, Option<Node>)> {
         let (body, tag) = id.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
         let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
@@ -232,7 +244,11 @@ impl Asks {
             return None;
         }
         let instance = serde_json::from_value(payload["instance"].clone()).ok()?;
-        Some((payload["server"].as_str()?.to_owned(), instance))
+        let node = match (&payload["node"]["id"], &payload["node"]["url"]) {
+            (Value::String(id), Value::String(url)) => Some(Node { id: id.clone(), url: url.clone() }),
+            _ => None,
+        };
+        Some((payload["server"].as_str()?.to_owned(), instance, node))
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
