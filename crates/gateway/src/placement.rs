@@ -11,6 +11,10 @@
 //! opens it) goes where its first round left what it needs: to the owner of the instance
 //! that asked, or, for a call held open or a login waited for (in one node's memory), to
 //! the node that sealed the state. A state this node cannot open is refused where it lands.
+//!
+//! A 2026 task method goes to the node that keeps the task's record: the node its id
+//! (sealed like a state) names. An id that is not the caller's is answered where it lands,
+//! as an unknown task.
 
 use serde_json::Value;
 
