@@ -393,6 +393,27 @@ mod tests {
     }
 
     #[test]
+    fn in_a_cluster_a_task_id_names_its_node_to_its_caller_only() {
+        let node = |id: &str| Node { id: id.into(), url: format!("http://{id}") };
+        let (a, b, foreign) = (Asks::default(), Asks::default(), Asks::default());
+        a.join_cluster([7; 32], node("a"));
+        b.join_cluster([7; 32], node("b"));
+        foreign.join_cluster([8; 32], node("b"));
+        let id = a.seal_task("s", &asker(), &ctx(Some("a")), now_ms() + 3_600_000);
+        assert_eq!(b.task_node(&id, &ctx(Some("a"))), Some(node("a")));
+        assert_eq!(b.task_node(&id, &ctx(Some("b"))), None, "another session's");
+        assert_eq!(foreign.task_node(&id, &ctx(Some("a"))), None, "another cluster's");
+        let (body, tag) = id.split_once('.').unwrap();
+        let mut payload: Value = serde_json::from_slice(&B64.decode(body).unwrap()).unwrap();
+        payload["node"] = json!({"id": "b", "url": "http://attacker"});
+        let moved = format!("{}.{tag}", B64.encode(payload.to_string()));
+        assert_eq!(b.task_node(&moved, &ctx(Some("a"))), None, "a node named by someone else");
+        let alone = Asks::default();
+        let id = alone.seal_task("s", &asker(), &ctx(Some("a")), now_ms() + 3_600_000);
+        assert_eq!(alone.task_node(&id, &ctx(Some("a"))), None, "outside a cluster");
+    }
+
+    #[test]
     fn a_task_id_opens_for_its_caller_only_and_never_as_a_request_state() {
         let asks = Asks::default();
         let instance = asker();

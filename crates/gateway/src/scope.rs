@@ -360,6 +360,24 @@ mod tests {
     }
 
     #[test]
+    fn in_a_cluster_a_local_callers_directory_names_the_node_and_a_named_one_does_not() {
+        let s = Scoper::default();
+        let dir = std::env::temp_dir();
+        let local = |pid: Option<u32>| {
+            let transport = Transport { cwd: Some(dir.clone()), pid, ..Default::default() };
+            Identity::resolve(None, &[], &transport)
+        };
+        assert_eq!(s.key("b", Scope::Cwd, &local(Some(7)), "c1").owner.to_string(), format!("cwd:{}", dir.display()));
+        s.join_cluster("n1");
+        let here = s.key("b", Scope::Cwd, &local(Some(7)), "c2");
+        assert_eq!(here.owner.to_string(), format!("cwd:[n1]{}", dir.display()));
+        // A directory a caller named over the network (its roots: no pid) is no machine's.
+        let named = s.key("b", Scope::Cwd, &local(None), "c3");
+        assert_eq!(named.owner.to_string(), format!("cwd:{}", dir.display()));
+        assert_ne!(here, named);
+    }
+
+    #[test]
     fn listings_of_a_caller_with_nothing_to_key_on_go_to_the_lister() {
         let s = Scoper::default();
         let nobody = identity(None, None);

@@ -419,6 +419,9 @@ mod tests {
             bytes[i] ^= 1;
         }
         assert_eq!(a.session_node("0123456789abcdef0123456789abcdef"), None);
+        // Any id it mints (a background call's) names the node the same way.
+        let call = a.mint_node_id();
+        assert_eq!(link("0123456789abcdef0123456789abcdef").node_of_id(&call), Some(node));
     }
 
     #[test]
