@@ -186,6 +186,8 @@ pub struct Cluster {
     scripts: Scripts,
     /// Seals what any node must be able to open (`requestState`, task ids): from the secret.
     state_key: [u8; 32],
+    /// Seals the OAuth credentials kept in Redis: from the secret.
+    credentials_key: [u8; 32],
 }
 
 struct Scripts {
@@ -225,6 +227,7 @@ impl Cluster {
                 release: redis::Script::new(RELEASE),
             },
             state_key: derive(&config.secret, "mcpx request state sealing"),
+            credentials_key: derive(&config.secret, "mcpx oauth credentials sealing"),
         })
     }
 
@@ -240,6 +243,11 @@ impl Cluster {
     /// The key every node of the cluster seals `requestState`s and task ids with.
     pub(crate) fn state_key(&self) -> [u8; 32] {
         self.state_key
+    }
+
+    /// The key every node of the cluster seals the OAuth credentials it keeps in Redis with.
+    pub(crate) fn credentials_key(&self) -> [u8; 32] {
+        self.credentials_key
     }
 
     /// Whether `key` has one owner in the cluster. A process on this machine (`pid`, its
