@@ -328,6 +328,12 @@ impl Cluster {
         self.held.lock().expect("cluster lock").contains_key(lease)
     }
 
+    /// Why Redis did not answer the last command sent to it, while that lasts (the lease
+    /// upkeep tries again every third of the ttl and clears it).
+    pub(crate) fn redis_down(&self) -> Option<String> {
+        self.redis_error.lock().expect("cluster lock").clone()
+    }
+
     /// Runs one Redis command within `cluster.redisTimeout`, noting whether Redis answered.
     pub(crate) async fn timed<T>(
         &self,
@@ -362,6 +368,12 @@ impl Cluster {
     /// whose instance has been gone two rounds in a row, and stops the instance of a lease
     /// found lost (another node took the key after this one could not renew it in time).
     pub async fn upkeep(&self, pool: &Pool) {
+        if self.redis_down().is_some() {
+            // Whether Redis is back, even for a node that holds no lease: what skips Redis
+            // while it is down (reading OAuth credentials) looks at this.
+            let mut redis = self.redis.clone();
+            let _ = self.timed(redis::cmd("PING").query_async::<String>(&mut redis)).await;
+        }
         let leases: Vec<(String, InstanceKey, String, bool)> = {
             let mut held = self.held.lock().expect("cluster lock");
             held.iter_mut()

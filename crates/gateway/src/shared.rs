@@ -306,6 +306,11 @@ pub(crate) struct Credentials(pub std::sync::Arc<Cluster>);
 impl mcpx_oauth::shared::SharedStore for Credentials {
     fn get<'a>(&'a self, name: &'a str) -> mcpx_oauth::shared::Pending<'a, Option<Vec<u8>>> {
         Box::pin(async move {
+            // Read before every request to an upstream: while Redis is known down, the
+            // request goes on at once with this node's copy instead of waiting for it.
+            if let Some(down) = self.0.redis_down() {
+                return Err(down);
+            }
             let mut redis = self.0.redis.clone();
             let mut command = redis::cmd("GET");
             command.arg(format!("mcpx:{name}"));
