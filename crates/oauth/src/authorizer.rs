@@ -395,7 +395,11 @@ impl Authorizer {
             Ok(fresh) => Some(fresh),
             Err(e) => {
                 tracing::info!(server = target.key.server, "could not renew the access token: {e}");
-                let _ = self.forget(&target.key).await;
+                // A refresh the server refused ends the credential; one this node could not
+                // keep (its turn ran out: another node's set is newer) does not.
+                if !matches!(e, OAuthError::Store(_)) {
+                    let _ = self.forget(&target.key).await;
+                }
                 None
             }
         };
@@ -466,6 +470,7 @@ impl Authorizer {
         }
         match stored {
             Some(tokens) if tokens.refresh_token.is_some() && !step_up => {
+                let url = parse(&target.url)?;
                 let other = |t: Option<&Tokens>| t.is_some_and(|t| Some(t.access_token.as_str()) != sent);
                 let turn = match self.turn(&target.key, other).await? {
                     Turn::Done => {
@@ -478,11 +483,13 @@ impl Authorizer {
                     self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url).unwrap_or(tokens);
                 // The server may have moved to another authorization server: a token
                 // from the old one is no good there, and neither is its client.
-                let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, challenge.as_ref()).await;
+                let discovered = discovery::discover(&self.inner.http, &url, challenge.as_ref()).await;
                 let same = discovered.as_ref().is_ok_and(|d| d.auth.issuer == tokens.issuer);
-                let renewed = if same { self.renew(target, &tokens, None, turn.as_deref()).await.ok() } else { None };
+                let renewed = if same { Some(self.renew(target, &tokens, None, turn.as_deref()).await) } else { None };
                 let outcome = match renewed {
-                    Some(token) if Some(token.as_str()) != sent => Ok(token),
+                    Some(Ok(token)) if Some(token.as_str()) != sent => Ok(token),
+                    // This node could not keep what it got: another node's set is newer.
+                    Some(Err(e @ OAuthError::Store(_))) => Err(e),
                     _ => {
                         let _ = self.forget(&target.key).await;
                         Err(login_needed())
