@@ -869,8 +869,11 @@ impl Authorizer {
         Ok(now)
     }
 
-    /// What `mcpx auth ls` shows for each target.
-    pub fn status(&self, targets: &[Target]) -> Vec<AuthStatus> {
+    /// What `mcpx auth ls` shows for each target (in a cluster, as the shared store has it).
+    pub async fn status(&self, targets: &[Target]) -> Vec<AuthStatus> {
+        for target in targets {
+            self.pull(&target.key).await;
+        }
         targets
             .iter()
             .map(|target| {

@@ -640,6 +640,7 @@ async fn auth_list(State(front): State<Arc<Front>>, _: Caller) -> Json<v1::AuthL
     let servers = front
         .gateway
         .auth_status()
+        .await
         .into_iter()
         .map(|s| v1::AuthEntry {
             server: s.server,

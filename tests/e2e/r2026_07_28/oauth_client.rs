@@ -808,6 +808,11 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
     let (id, url) = begin(&cluster.nodes[0], "docs");
     assert_eq!(open_in_browser(&url).0, 200);
     assert_eq!(wait(&cluster.nodes[0], &id)["status"], "done");
+    // Every node knows of the login at once.
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let ls = node.home().cli(&["auth", "ls", "--json"]);
+        assert_eq!(ls.json()["servers"][0]["state"], "loggedIn", "node {i}: {ls}");
+    }
     // One session per node, each started where it lands: three instances, three nodes,
     // each sending the bearer it finds.
     let called: Vec<Reply> = std::thread::scope(|scope| {
@@ -859,4 +864,6 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(sent.iter().all(|a| a.as_deref() != Some("Bearer at-planted")), "{sent:?}");
     assert_eq!(docs.seen(|s| s.grants.len()), 2, "no refresh with a planted token");
+    let ls = cluster.nodes[2].home().cli(&["auth", "ls", "--json"]);
+    assert_ne!(ls.json()["servers"][0]["state"], "loggedIn", "{ls}");
 }
