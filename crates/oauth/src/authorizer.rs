@@ -170,6 +170,8 @@ struct Inner {
     renewing: Mutex<HashMap<CredentialKey, Arc<tokio::sync::Mutex<()>>>>,
     /// In a cluster, the store every node keeps its credentials in (`shared`).
     shared: std::sync::OnceLock<Shared>,
+    /// In a cluster, when each credential was last read from the shared store.
+    pulled: Mutex<HashMap<CredentialKey, std::time::Instant>>,
 }
 
 /// Whose turn it is to spend a credential's refresh token, in a cluster.
@@ -186,6 +188,10 @@ enum Turn {
 const SPEND_LOCK: Duration = Duration::from_secs(30);
 /// How often a node waiting for another's refresh looks again.
 const SPEND_POLL: Duration = Duration::from_millis(100);
+/// How long a credential read from a cluster's store is used before it is read again
+/// for a bearer (a 401 and a refresh always read it): a login, refresh or logout through
+/// another node reaches this one within this long, at one read a second per credential.
+const PULL_FRESH: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Authorizer {
@@ -224,6 +230,7 @@ impl Authorizer {
                 known: Default::default(),
                 renewing: Default::default(),
                 shared: std::sync::OnceLock::new(),
+                pulled: Default::default(),
             }),
         }
     }
@@ -241,7 +248,10 @@ impl Authorizer {
     async fn pull(&self, key: &CredentialKey) {
         let Some(shared) = self.inner.shared.get() else { return };
         let found = match shared.store.get(&Shared::name(key)).await {
-            Ok(found) => found,
+            Ok(found) => {
+                self.inner.pulled.lock().expect("pulled lock").insert(key.clone(), std::time::Instant::now());
+                found
+            }
             Err(e) => {
                 tracing::debug!(server = key.server, "the cluster's credential store is unreachable: {e}");
                 return;
@@ -265,6 +275,14 @@ impl Authorizer {
         };
         if let Err(e) = outcome {
             tracing::warn!(server = key.server, "could not keep a shared credential on disk: {e}");
+        }
+    }
+
+    /// [`Authorizer::pull`], unless this node read `key` within [`PULL_FRESH`].
+    async fn pull_if_stale(&self, key: &CredentialKey) {
+        let read = self.inner.pulled.lock().expect("pulled lock").get(key).copied();
+        if read.is_none_or(|at| at.elapsed() >= PULL_FRESH) {
+            self.pull(key).await;
         }
     }
 
@@ -361,7 +379,7 @@ impl Authorizer {
     /// The access token to send to `target`, refreshed first when it is about to expire;
     /// `None` when there is none for this URL.
     pub async fn bearer(&self, target: &Target) -> Option<String> {
-        self.pull(&target.key).await;
+        self.pull_if_stale(&target.key).await;
         let tokens = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)?;
         let soon = now() + self.settings().refresh_before.as_secs();
         let fresh = |t: Option<&Tokens>| t.is_some_and(|t| t.expires_at.is_none_or(|at| at > soon));

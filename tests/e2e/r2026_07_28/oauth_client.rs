@@ -858,12 +858,13 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
         "client": { "clientId": "mini-client", "authMethod": "none" },
     });
     assert_eq!(plant(&cluster.redis, &planted.to_string()), 1);
+    // (`auth ls` reads Redis at once; a bearer may use what it read within the last second.)
+    let ls = cluster.nodes[1].home().cli(&["auth", "ls", "--json"]);
+    assert_ne!(ls.json()["servers"][0]["state"], "loggedIn", "{ls}");
     let before = docs.seen(|s| s.mcp.len());
     let after = Modern::mcpx_call("docs", "whoami", json!({})).session("s9").send(cluster.nodes[1].url());
     assert!(after.to_string().contains("mcpx auth login docs"), "{after}");
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(sent.iter().all(|a| a.as_deref() != Some("Bearer at-planted")), "{sent:?}");
     assert_eq!(docs.seen(|s| s.grants.len()), 2, "no refresh with a planted token");
-    let ls = cluster.nodes[2].home().cli(&["auth", "ls", "--json"]);
-    assert_ne!(ls.json()["servers"][0]["state"], "loggedIn", "{ls}");
 }
