@@ -1,7 +1,8 @@
 //! What a cluster keeps on one node, reached through any: a task (its record lives where
 //! it was relayed or run; its id, sealed with the cluster's key, names that node) and a
-//! background call begun with `/v1/ask/begin`. Each is tried by another token's holder
-//! through every node, which must find nothing.
+//! background call begun with `/v1/ask/begin`; a 2025-11-25 session's tasks go with the
+//! session. Each is tried by another token's holder (or session) through every node,
+//! which must find nothing.
 
 use std::time::{Duration, Instant};
 
@@ -153,4 +154,35 @@ fn a_call_begun_on_one_node_is_polled_through_another_by_its_caller_only() {
     assert!(done.json()["content"][0]["text"].is_string(), "{done}");
     // Delivered once: the call is gone, through any node.
     assert_eq!(v1(&urls[2], "GET", &format!("{poll}&waitMs=10"), ALICE, None).status, 400);
+}
+
+#[test]
+fn a_2025_11_25_sessions_task_is_read_awaited_and_cancelled_through_every_node_by_that_session_only() {
+    let tag = tag();
+    let servers = json!({"fx": fakemcp("session", &tag, &["--fixture", "conformance", "--era", "legacy"])});
+    let cluster = Cluster::start(servers, "3s", json!({}));
+    let session = mcpx_e2e::LegacySession::open(&cluster.nginx.url());
+    let intruder = mcpx_e2e::LegacySession::open(&cluster.nginx.url());
+    let start = |arguments: Value| {
+        let params = json!({"name": "mcpx_call", "arguments": {"server": "fx", "tool": "slow_compute",
+            "arguments": arguments}, "task": {"ttl": 60_000}});
+        let created = session.request("tools/call", params);
+        assert_eq!(created.result()["task"]["status"], "working", "{created}");
+        created.result()["task"]["taskId"].as_str().unwrap().to_owned()
+    };
+    let id = start(json!({"seconds": 0.3, "label": "sum"}));
+    for node in &cluster.nodes {
+        let read = session.via(node.url()).request("tasks/get", json!({"taskId": id}));
+        assert_eq!(read.result()["taskId"], id.as_str(), "through {}: {read}", node.url());
+        for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+            intruder.via(node.url()).request(method, json!({"taskId": id})).assert_error(200, -32602);
+        }
+    }
+    let result = session.via(cluster.nodes[2].url()).request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "sum: computed after 0.3s", "{result}");
+    let long = start(json!({"seconds": 600}));
+    let cancelled = session.via(cluster.nodes[1].url()).request("tasks/cancel", json!({"taskId": long}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    let read = session.via(cluster.nodes[0].url()).request("tasks/get", json!({"taskId": long}));
+    assert_eq!(read.result()["status"], "cancelled", "{read}");
 }
