@@ -117,6 +117,15 @@ impl Home {
         run(command, args)
     }
 
+    /// Runs `mcpx <args>` as [`Home::cli`] does, from the directory `dir`: the daemon reads
+    /// the caller's cwd from the socket.
+    #[track_caller]
+    pub fn cli_in(&self, dir: &Path, args: &[&str]) -> CliRun {
+        let mut command = self.mcpx();
+        command.current_dir(dir).args(args);
+        run(command, args)
+    }
+
     /// One HTTP request to the daemon over its unix socket.
     #[track_caller]
     pub fn v1(&self, method: &str, path: &str, body: Option<&Value>) -> SocketReply {

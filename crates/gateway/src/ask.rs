@@ -211,6 +211,7 @@ impl Asks {
             "owner": ctx.identity.owner_key(),
             "expires": expires_ms,
             "n": B64.encode(nonce),
+            "node": self.node(),
         });
         let body = B64.encode(payload.to_string());
         let tag = B64.encode(self.mac(body.as_bytes()));
@@ -221,6 +222,17 @@ impl Asks {
     /// which server and instance. One answer (`None`) for every other case, so a caller
     /// learns nothing of another's tasks.
     pub fn open_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner)> {
+        self.opened_task(id, ctx).map(|(server, instance, _)| (server, instance))
+    }
+
+    /// The cluster node that keeps the record of task `id` (the node that sealed it), when
+    /// the id is this caller's; `None` outside a cluster and for every id [`Asks::open_task`]
+    /// refuses.
+    pub fn task_node(&self, id: &str, ctx: &CallContext) -> Option<Node> {
+        self.opened_task(id, ctx).and_then(|(_, _, node)| node)
+    }
+
+    fn opened_task(&self, id: &str, ctx: &CallContext) -> Option<(String, Owner, Option<Node>)> {
         let (body, tag) = id.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
         let mut mac = Hmac::<Sha256>::new_from_slice(self.key()).expect("HMAC takes any key length");
@@ -232,7 +244,11 @@ impl Asks {
             return None;
         }
         let instance = serde_json::from_value(payload["instance"].clone()).ok()?;
-        Some((payload["server"].as_str()?.to_owned(), instance))
+        let node = match (&payload["node"]["id"], &payload["node"]["url"]) {
+            (Value::String(id), Value::String(url)) => Some(Node { id: id.clone(), url: url.clone() }),
+            _ => None,
+        };
+        Some((payload["server"].as_str()?.to_owned(), instance, node))
     }
 
     /// The `nextCursor` of the caller's `tasks/list` whose next page starts at the task
@@ -333,7 +349,7 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let asks = Asks::default();
         let dir = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/srv/caf\xe9"));
-        let owner = Owner::Cwd(dir);
+        let owner = Owner::Cwd(crate::scope::Place { path: dir, node: Some("n1".into()) });
         let params = json!({"name": "t", "arguments": {}});
         let first = ctx(Some("a"));
         let state = asks.seal(Asker { server: "s", instance: Some(&owner) }, &first, "tools/call", &params, None, HOUR);
@@ -398,6 +414,27 @@ mod tests {
         assert!(b.route(&state, "s", &ctx(Some("a"))).is_some());
         assert!(b.route(&state, "s", &ctx(Some("b"))).is_none());
         assert!(b.route(&state, "other", &ctx(Some("a"))).is_none());
+    }
+
+    #[test]
+    fn in_a_cluster_a_task_id_names_its_node_to_its_caller_only() {
+        let node = |id: &str| Node { id: id.into(), url: format!("http://{id}") };
+        let (a, b, foreign) = (Asks::default(), Asks::default(), Asks::default());
+        a.join_cluster([7; 32], node("a"));
+        b.join_cluster([7; 32], node("b"));
+        foreign.join_cluster([8; 32], node("b"));
+        let id = a.seal_task("s", &asker(), &ctx(Some("a")), now_ms() + 3_600_000);
+        assert_eq!(b.task_node(&id, &ctx(Some("a"))), Some(node("a")));
+        assert_eq!(b.task_node(&id, &ctx(Some("b"))), None, "another session's");
+        assert_eq!(foreign.task_node(&id, &ctx(Some("a"))), None, "another cluster's");
+        let (body, tag) = id.split_once('.').unwrap();
+        let mut payload: Value = serde_json::from_slice(&B64.decode(body).unwrap()).unwrap();
+        payload["node"] = json!({"id": "b", "url": "http://attacker"});
+        let moved = format!("{}.{tag}", B64.encode(payload.to_string()));
+        assert_eq!(b.task_node(&moved, &ctx(Some("a"))), None, "a node named by someone else");
+        let alone = Asks::default();
+        let id = alone.seal_task("s", &asker(), &ctx(Some("a")), now_ms() + 3_600_000);
+        assert_eq!(alone.task_node(&id, &ctx(Some("a"))), None, "outside a cluster");
     }
 
     #[test]

@@ -186,6 +186,8 @@ pub struct Cluster {
     scripts: Scripts,
     /// Seals what any node must be able to open (`requestState`, task ids): from the secret.
     state_key: [u8; 32],
+    /// Seals the OAuth credentials kept in Redis: from the secret.
+    credentials_key: [u8; 32],
 }
 
 struct Scripts {
@@ -225,6 +227,7 @@ impl Cluster {
                 release: redis::Script::new(RELEASE),
             },
             state_key: derive(&config.secret, "mcpx request state sealing"),
+            credentials_key: derive(&config.secret, "mcpx oauth credentials sealing"),
         })
     }
 
@@ -242,13 +245,20 @@ impl Cluster {
         self.state_key
     }
 
-    /// Whether `key` has one owner in the cluster. A process on this machine (`pid`), one
-    /// call, and the listing-only `lister` are local by nature; `global` is local too
-    /// when `cluster.global` is `per-node`.
+    /// The key every node of the cluster seals the OAuth credentials it keeps in Redis with.
+    pub(crate) fn credentials_key(&self) -> [u8; 32] {
+        self.credentials_key
+    }
+
+    /// Whether `key` has one owner in the cluster. A process on this machine (`pid`, its
+    /// session, and a directory it works in: a path of this machine, keyed with this
+    /// node), one call, and the listing-only `lister` are local by nature; `global` is
+    /// local too when `cluster.global` is `per-node`.
     pub fn clusters(&self, key: &InstanceKey) -> bool {
         match &key.owner {
             Owner::Pid(_) | Owner::Call(_) | Owner::Lister(_) => false,
             Owner::Session(session) if session.process().is_some() => false,
+            Owner::Cwd(place) | Owner::Repo(place) | Owner::Worktree(place) if place.node.is_some() => false,
             Owner::Everyone => self.global == GlobalPlacement::PerCluster,
             _ => true,
         }
@@ -318,6 +328,12 @@ impl Cluster {
         self.held.lock().expect("cluster lock").contains_key(lease)
     }
 
+    /// Why Redis did not answer the last command sent to it, while that lasts (the lease
+    /// upkeep tries again every third of the ttl and clears it).
+    pub(crate) fn redis_down(&self) -> Option<String> {
+        self.redis_error.lock().expect("cluster lock").clone()
+    }
+
     /// Runs one Redis command within `cluster.redisTimeout`, noting whether Redis answered.
     pub(crate) async fn timed<T>(
         &self,
@@ -352,6 +368,12 @@ impl Cluster {
     /// whose instance has been gone two rounds in a row, and stops the instance of a lease
     /// found lost (another node took the key after this one could not renew it in time).
     pub async fn upkeep(&self, pool: &Pool) {
+        if self.redis_down().is_some() {
+            // Whether Redis is back, even for a node that holds no lease: what skips Redis
+            // while it is down (reading OAuth credentials) looks at this.
+            let mut redis = self.redis.clone();
+            let _ = self.timed(redis::cmd("PING").query_async::<String>(&mut redis)).await;
+        }
         let leases: Vec<(String, InstanceKey, String, bool)> = {
             let mut held = self.held.lock().expect("cluster lock");
             held.iter_mut()

@@ -363,6 +363,11 @@ impl Gateway {
     pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
         let cluster = Arc::new(cluster);
         self.asks.join_cluster(cluster.state_key(), cluster.me());
+        self.instances.scoper.join_cluster(cluster.node());
+        if let Some(authorizer) = self.instances.oauth.get() {
+            let store = Arc::new(shared::Credentials(cluster.clone()));
+            authorizer.join_cluster(store, cluster.credentials_key());
+        }
         if self.instances.cluster.set(cluster.clone()).is_ok() {
             tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
         }

@@ -84,7 +84,7 @@ impl Gateway {
     }
 
     /// Each HTTP server's shared credential: logged in, needing a login, or not asking.
-    pub fn auth_status(&self) -> Vec<AuthStatus> {
+    pub async fn auth_status(&self) -> Vec<AuthStatus> {
         let Ok(authorizer) = self.authorizer() else { return Vec::new() };
         let config = self.settings.config();
         let targets: Vec<mcpx_oauth::Target> = config
@@ -93,7 +93,7 @@ impl Gateway {
             .filter(|(_, s)| matches!(s.launch, Launch::Http { .. }))
             .filter_map(|(name, s)| login_target(name, s, &Principal::Local).ok().flatten())
             .collect();
-        authorizer.status(&targets)
+        authorizer.status(&targets).await
     }
 
     /// Forgets `server`'s credential for `principal` (revoking it where the server can).

@@ -11,6 +11,10 @@
 //! opens it) goes where its first round left what it needs: to the owner of the instance
 //! that asked, or, for a call held open or a login waited for (in one node's memory), to
 //! the node that sealed the state. A state this node cannot open is refused where it lands.
+//!
+//! A 2026 task method goes to the node that keeps the task's record: the node its id
+//! (sealed like a state) names. An id that is not the caller's is answered where it lands,
+//! as an unknown task.
 
 use serde_json::Value;
 
@@ -18,7 +22,7 @@ use crate::asking::LOGIN_KEY;
 use crate::cluster::Node;
 use crate::error::Error;
 use crate::tools::CALL;
-use crate::{CallContext, Gateway, ask, held, roots};
+use crate::{CallContext, Gateway, ask, held, roots, tasks};
 
 impl Gateway {
     /// The node that should answer this request, when it is another node of this
@@ -26,6 +30,12 @@ impl Gateway {
     /// the key's lease if it was free). An error when the cluster's Redis cannot say.
     pub async fn placement(&self, ctx: &CallContext, method: &str, params: &Value) -> Result<Option<Node>, Error> {
         let Some(cluster) = self.instances.cluster.get() else { return Ok(None) };
+        if tasks::METHODS.contains(&method) {
+            // A task's record is kept by the node that relayed or ran it, named in its id.
+            let id = params.get("taskId").and_then(Value::as_str);
+            let node = id.and_then(|id| self.task_node(ctx, id));
+            return Ok(node.filter(|node| node.id != cluster.node()));
+        }
         let Some(server) = self.server_of(ctx, method, params).await else { return Ok(None) };
         let config = self.settings.config();
         let Some(state) = params.get("requestState") else {
@@ -52,6 +62,14 @@ impl Gateway {
             Some(owner) => self.instances.owner_elsewhere(&config, ctx, &server, Some(owner)).await,
             None => Ok(None),
         }
+    }
+
+    /// The node that keeps the record of the caller's task `id`, in a cluster: the node
+    /// that sealed the id (with the cluster's key, so no caller and no Redis writer can
+    /// name another). `None` for an id that is not this caller's, which the node that
+    /// receives it refuses as any unknown task.
+    pub fn task_node(&self, ctx: &CallContext, id: &str) -> Option<Node> {
+        self.asks.task_node(id, ctx)
     }
 
     /// The one upstream server a request is for, if it is for one.

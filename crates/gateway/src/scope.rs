@@ -79,11 +79,11 @@ pub enum Owner {
     /// One session of one principal.
     Session(SessionKey),
     /// Callers working in this directory.
-    Cwd(#[serde(with = "path_bytes")] PathBuf),
+    Cwd(Place),
     /// Callers inside the repository of this shared git directory.
-    Repo(#[serde(with = "path_bytes")] PathBuf),
+    Repo(Place),
     /// Callers inside the worktree with this top level.
-    Worktree(#[serde(with = "path_bytes")] PathBuf),
+    Worktree(Place),
     /// One local process.
     Pid(u32),
     /// One call, by its call id.
@@ -91,6 +91,28 @@ pub enum Owner {
     /// Listings only, for a principal's callers who carry nothing to key on (see
     /// [`Scoper::listing_key`]).
     Lister(Principal),
+}
+
+/// A directory an instance is keyed on, and whose machine it is on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Place {
+    #[serde(with = "path_bytes")]
+    pub path: PathBuf,
+    /// In a cluster, the node whose machine the path is on, when a process on that machine
+    /// named it (a unix-socket or stdio caller's cwd): the same path on another machine is
+    /// another directory, so such a key is never shared across nodes. `None` for a path a
+    /// caller named over the network (its roots) and for a daemon outside a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node {
+            Some(node) => write!(f, "[{node}]{}", self.path.display()),
+            None => write!(f, "{}", self.path.display()),
+        }
+    }
 }
 
 /// A path as its bytes: a directory's name need not be UTF-8, and an owner sealed into a
@@ -149,7 +171,7 @@ impl fmt::Display for InstanceKey {
 
 /// `global`, `user` (the local user's; a token holder's `user@"<token name>"`, an OAuth
 /// subject's `user@oauth["<issuer>","<subject>"]`), a session's key (see [`SessionKey`]), `cwd:<path>`, `repo:<git common dir>`,
-/// `worktree:<top level>`, `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
+/// `worktree:<top level>` (in a cluster, a local caller's path after its node: `cwd:[<node>]<path>`), `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
 /// `lister@"<token name>"`): how logs, `mcpx status` and the invocation context name it.
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -157,9 +179,9 @@ impl fmt::Display for Owner {
             Owner::Everyone => f.write_str("global"),
             Owner::User(principal) => write!(f, "user{}", principal.tag()),
             Owner::Session(key) => key.fmt(f),
-            Owner::Cwd(dir) => write!(f, "cwd:{}", dir.display()),
-            Owner::Repo(dir) => write!(f, "repo:{}", dir.display()),
-            Owner::Worktree(dir) => write!(f, "worktree:{}", dir.display()),
+            Owner::Cwd(place) => write!(f, "cwd:{place}"),
+            Owner::Repo(place) => write!(f, "repo:{place}"),
+            Owner::Worktree(place) => write!(f, "worktree:{place}"),
             Owner::Pid(pid) => write!(f, "pid:{pid}"),
             Owner::Call(id) => write!(f, "call:{id}"),
             Owner::Lister(principal) => write!(f, "lister{}", principal.tag()),
@@ -171,11 +193,21 @@ impl fmt::Display for Owner {
 #[derive(Default)]
 pub struct Scoper {
     logged: Mutex<HashSet<(String, Scope, &'static str)>>,
+    /// This node, in a cluster: named in the keys of directories on this machine.
+    node: std::sync::OnceLock<String>,
 }
 
 impl Scoper {
+    /// From now on, a local caller's directory is keyed as this node's machine's.
+    pub fn join_cluster(&self, node: &str) {
+        let _ = self.node.set(node.to_owned());
+    }
+
     pub fn key(&self, server: &str, scope: Scope, identity: &Identity, call_id: &str) -> InstanceKey {
-        let owner = match derive(scope, identity, call_id) {
+        // A caller with a pid is a process on this machine (the socket's peer, `mcpx
+        // serve`): its cwd is a path here. Nothing else sets a pid.
+        let here = self.node.get().filter(|_| identity.pid.is_some());
+        let owner = match derive(scope, identity, call_id, here) {
             Ok(owner) => owner,
             Err(reason) => {
                 self.log_once(server, scope, reason);
@@ -215,7 +247,8 @@ impl Scoper {
     }
 }
 
-fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<Owner, &'static str> {
+fn derive(scope: Scope, identity: &Identity, call_id: &str, here: Option<&String>) -> Result<Owner, &'static str> {
+    let place = |path: PathBuf| Place { path, node: here.cloned() };
     let cwd = || identity.cwd.clone().ok_or("the caller's cwd is unknown on this transport");
     match scope {
         Scope::Global => Ok(Owner::Everyone),
@@ -223,12 +256,12 @@ fn derive(scope: Scope, identity: &Identity, call_id: &str) -> Result<Owner, &'s
         Scope::Call => Ok(Owner::Call(call_id.to_owned())),
         Scope::Session => identity.session_key().map(Owner::Session).ok_or("the request names no session"),
         Scope::Pid => identity.pid.map(Owner::Pid).ok_or("the caller's pid is unknown on this transport"),
-        Scope::Cwd => cwd().map(Owner::Cwd),
+        Scope::Cwd => cwd().map(|dir| Owner::Cwd(place(dir))),
         Scope::Repo | Scope::Worktree => {
             let git = GitDirs::find(&cwd()?).ok_or("the caller's cwd is not inside a git repository")?;
             Ok(match scope {
-                Scope::Repo => Owner::Repo(git.common_dir),
-                _ => Owner::Worktree(git.top_level),
+                Scope::Repo => Owner::Repo(place(git.common_dir)),
+                _ => Owner::Worktree(place(git.top_level)),
             })
         }
     }
@@ -324,6 +357,24 @@ mod tests {
             assert_eq!(s.key("b", Scope::Global, &caller, "c3").process(), None);
         }
         assert_eq!(s.key("b", Scope::Session, &identity(Some("42"), None), "c4").process(), None);
+    }
+
+    #[test]
+    fn in_a_cluster_a_local_callers_directory_names_the_node_and_a_named_one_does_not() {
+        let s = Scoper::default();
+        let dir = std::env::temp_dir();
+        let local = |pid: Option<u32>| {
+            let transport = Transport { cwd: Some(dir.clone()), pid, ..Default::default() };
+            Identity::resolve(None, &[], &transport)
+        };
+        assert_eq!(s.key("b", Scope::Cwd, &local(Some(7)), "c1").owner.to_string(), format!("cwd:{}", dir.display()));
+        s.join_cluster("n1");
+        let here = s.key("b", Scope::Cwd, &local(Some(7)), "c2");
+        assert_eq!(here.owner.to_string(), format!("cwd:[n1]{}", dir.display()));
+        // A directory a caller named over the network (its roots: no pid) is no machine's.
+        let named = s.key("b", Scope::Cwd, &local(None), "c3");
+        assert_eq!(named.owner.to_string(), format!("cwd:{}", dir.display()));
+        assert_ne!(here, named);
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! What the nodes of a cluster keep in its Redis besides leases: questions waiting for
-//! `/v1` callers, and artifacts. Any node reads and answers them; none keeps a copy.
+//! `/v1` callers, artifacts, and the upstreams' OAuth credentials (sealed by the
+//! authorizer, `mcpx_oauth::shared`: this only stores them, and the lock a node holds
+//! while it spends a refresh token). Any node reads and answers them; none keeps a copy
+//! of a question or an artifact.
 //!
 //! Whose a record is decides where it lives: every key holds a digest of its owner (the
 //! caller's `Identity::owner_key`, or an artifact's session), so a node looks only among
@@ -271,4 +274,100 @@ impl Cluster {
 /// A digest for a Redis key name: owners and sessions stay out of Redis's key space.
 pub(crate) fn digest(owner: &str) -> String {
     Sha256::digest(owner.as_bytes())[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a credential only while the writer holds its lock. KEYS: the credential, the
+/// lock. ARGV: the value, the lock's value.
+static PUT_HELD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+",
+    )
+});
+
+/// Frees a lock only if it still holds the value written. KEYS: the lock. ARGV: the value.
+static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+",
+    )
+});
+
+/// The cluster's Redis as the store of the OAuth credentials every node shares, under
+/// `mcpx:<name>` (names are digests). No expiry: a credential lives until a logout or a
+/// refused refresh; a lock lives until freed, or its ttl.
+pub(crate) struct Credentials(pub std::sync::Arc<Cluster>);
+
+impl mcpx_oauth::shared::SharedStore for Credentials {
+    fn get<'a>(&'a self, name: &'a str) -> mcpx_oauth::shared::Pending<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            // Read before every request to an upstream: while Redis is known down, the
+            // request goes on at once with this node's copy instead of waiting for it.
+            if let Some(down) = self.0.redis_down() {
+                return Err(down);
+            }
+            let mut redis = self.0.redis.clone();
+            let mut command = redis::cmd("GET");
+            command.arg(format!("mcpx:{name}"));
+            self.0.timed(command.query_async(&mut redis)).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn put<'a>(
+        &'a self,
+        name: &'a str,
+        value: Vec<u8>,
+        lock: Option<(&'a str, &'a str)>,
+    ) -> mcpx_oauth::shared::Pending<'a, bool> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let written: i64 = match lock {
+                Some((lock, held)) => {
+                    let mut invocation = PUT_HELD.prepare_invoke();
+                    invocation.key(format!("mcpx:{name}")).key(format!("mcpx:{lock}")).arg(value).arg(held);
+                    self.0.timed(invocation.invoke_async(&mut redis)).await
+                }
+                None => {
+                    let mut command = redis::cmd("SET");
+                    command.arg(format!("mcpx:{name}")).arg(value);
+                    self.0.timed(command.query_async::<()>(&mut redis)).await.map(|()| 1)
+                }
+            }
+            .map_err(|e| e.to_string())?;
+            Ok(written == 1)
+        })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> mcpx_oauth::shared::Pending<'a, ()> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let mut command = redis::cmd("DEL");
+            command.arg(format!("mcpx:{name}"));
+            self.0.timed(command.query_async::<i64>(&mut redis)).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
+
+    fn lock<'a>(&'a self, name: &'a str, value: &'a str, ttl: Duration) -> mcpx_oauth::shared::Pending<'a, bool> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let mut command = redis::cmd("SET");
+            command.arg(format!("mcpx:{name}")).arg(value).arg("NX").arg("PX").arg(ttl.as_millis() as u64);
+            let set = self.0.timed(command.query_async::<Option<String>>(&mut redis)).await;
+            set.map(|set| set.is_some()).map_err(|e| e.to_string())
+        })
+    }
+
+    fn unlock<'a>(&'a self, name: &'a str, value: &'a str) -> mcpx_oauth::shared::Pending<'a, ()> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let mut invocation = UNLOCK.prepare_invoke();
+            invocation.key(format!("mcpx:{name}")).arg(value);
+            self.0.timed(invocation.invoke_async::<i64>(&mut redis)).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
 }

@@ -15,6 +15,7 @@ use crate::discovery::{self, AuthServer, Discovered};
 use crate::error::OAuthError;
 use crate::http::Http;
 use crate::loopback;
+use crate::shared::{Shared, SharedStore};
 use crate::store::{AuthMethod, Client, CredentialKey, Store, Tokens};
 use crate::token::{self, SigningKey};
 
@@ -167,7 +168,30 @@ struct Inner {
     known: Mutex<HashMap<CredentialKey, Known>>,
     /// One token request at a time per credential: concurrent 401s refresh once.
     renewing: Mutex<HashMap<CredentialKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// In a cluster, the store every node keeps its credentials in (`shared`).
+    shared: std::sync::OnceLock<Shared>,
+    /// In a cluster, when each credential was last read from the shared store.
+    pulled: Mutex<HashMap<CredentialKey, std::time::Instant>>,
 }
+
+/// Whose turn it is to spend a credential's refresh token, in a cluster.
+enum Turn {
+    /// This node's: it holds the cluster's lock under this value (`None`: no cluster).
+    Mine(Option<String>),
+    /// Another node spent it meanwhile: what it got is in the store.
+    Done,
+}
+
+/// Longest a node holds a credential's lock in a cluster: a refresh (a token request,
+/// bounded by the HTTP client's timeout) fits in it, and a node that died holding it
+/// frees it after this long.
+const SPEND_LOCK: Duration = Duration::from_secs(30);
+/// How often a node waiting for another's refresh looks again.
+const SPEND_POLL: Duration = Duration::from_millis(100);
+/// How long a credential read from a cluster's store is used before it is read again
+/// for a bearer (a 401 and a refresh always read it): a login, refresh or logout through
+/// another node reaches this one within this long, at one read a second per credential.
+const PULL_FRESH: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Authorizer {
@@ -205,7 +229,141 @@ impl Authorizer {
                 flows: Default::default(),
                 known: Default::default(),
                 renewing: Default::default(),
+                shared: std::sync::OnceLock::new(),
+                pulled: Default::default(),
             }),
+        }
+    }
+
+    /// From now on, credential sets live in `store`, which every node of this daemon's
+    /// cluster shares, sealed with `key` (32 bytes derived from the cluster's secret).
+    pub fn join_cluster(&self, store: Arc<dyn SharedStore>, key: [u8; 32]) {
+        let _ = self.inner.shared.set(Shared::new(store, key));
+    }
+
+    /// In a cluster, takes `key`'s credential set from the shared store into this node's
+    /// (a login or refresh through another node); one that is gone there is gone here. A
+    /// value no node of this cluster sealed counts as none. When the store cannot answer,
+    /// this node goes on with what it has.
+    async fn pull(&self, key: &CredentialKey) {
+        let Some(shared) = self.inner.shared.get() else { return };
+        let found = match shared.store.get(&Shared::name(key)).await {
+            Ok(found) => {
+                self.inner.pulled.lock().expect("pulled lock").insert(key.clone(), std::time::Instant::now());
+                found
+            }
+            Err(e) => {
+                tracing::debug!(server = key.server, "the cluster's credential store is unreachable: {e}");
+                return;
+            }
+        };
+        let opened = found.as_deref().and_then(|value| {
+            let opened = shared.open(key, value);
+            if opened.is_none() {
+                tracing::error!(
+                    server = key.server,
+                    "a credential in the cluster's Redis was not sealed by a node of this cluster: ignored"
+                );
+            }
+            opened
+        });
+        let local = self.inner.store.tokens(key);
+        let outcome = match opened {
+            Some(tokens) if local.as_ref() != Some(&tokens) => self.inner.store.put_tokens(key, tokens),
+            None if local.is_some() => self.inner.store.forget_tokens(key).map(|_| ()),
+            _ => Ok(()),
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(server = key.server, "could not keep a shared credential on disk: {e}");
+        }
+    }
+
+    /// [`Authorizer::pull`], unless this node read `key` within [`PULL_FRESH`].
+    async fn pull_if_stale(&self, key: &CredentialKey) {
+        let read = self.inner.pulled.lock().expect("pulled lock").get(key).copied();
+        if read.is_none_or(|at| at.elapsed() >= PULL_FRESH) {
+            self.pull(key).await;
+        }
+    }
+
+    /// Keeps `tokens` as `key`'s credential set, and in a cluster writes them to the shared
+    /// store (with `lock`, only while this node holds the credential's lock).
+    async fn keep(&self, key: &CredentialKey, tokens: Tokens, lock: Option<&str>) -> Result<(), OAuthError> {
+        if let Some(shared) = self.inner.shared.get() {
+            let lock_name = Shared::lock_name(key);
+            let held = lock.map(|value| (lock_name.as_str(), value));
+            match shared.store.put(&Shared::name(key), shared.seal(key, &tokens), held).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(OAuthError::Store(format!(
+                        "server {:?}: this node's turn to refresh the credential ran out before it was written; the next request reads another node's",
+                        key.server
+                    )));
+                }
+                Err(e) => tracing::warn!(
+                    server = key.server,
+                    "could not write a credential to the cluster's Redis ({e}): only this node has it"
+                ),
+            }
+        }
+        self.inner.store.put_tokens(key, tokens)
+    }
+
+    /// Forgets `key`'s credential set, in the shared store too.
+    async fn forget(&self, key: &CredentialKey) -> Result<Option<Tokens>, OAuthError> {
+        if let Some(shared) = self.inner.shared.get()
+            && let Err(e) = shared.store.delete(&Shared::name(key)).await
+        {
+            tracing::warn!(server = key.server, "could not forget a credential in the cluster's Redis: {e}");
+        }
+        self.inner.store.forget_tokens(key)
+    }
+
+    /// In a cluster, waits for this node's turn to spend `key`'s refresh token: another
+    /// node may hold it, and then `settled` (what the store holds once it let go) may
+    /// say there is nothing left to do. Outside a cluster, always this node's turn.
+    async fn turn(&self, key: &CredentialKey, settled: impl Fn(Option<&Tokens>) -> bool) -> Result<Turn, OAuthError> {
+        let Some(shared) = self.inner.shared.get() else { return Ok(Turn::Mine(None)) };
+        let mut value = [0u8; 16];
+        getrandom::fill(&mut value).expect("the OS random source is available");
+        let value: String = value.iter().map(|b| format!("{b:02x}")).collect();
+        let lock = Shared::lock_name(key);
+        let deadline = tokio::time::Instant::now() + SPEND_LOCK;
+        loop {
+            match shared.store.lock(&lock, &value, SPEND_LOCK).await {
+                Ok(true) => {
+                    self.pull(key).await;
+                    if settled(self.inner.store.tokens(key).as_ref()) {
+                        let _ = shared.store.unlock(&lock, &value).await;
+                        return Ok(Turn::Done);
+                    }
+                    return Ok(Turn::Mine(Some(value)));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    return Err(OAuthError::Store(format!(
+                        "the cluster's Redis is unreachable ({e}): a refresh needs it, so that no two nodes spend one refresh token"
+                    )));
+                }
+            }
+            tokio::time::sleep(SPEND_POLL).await;
+            self.pull(key).await;
+            if settled(self.inner.store.tokens(key).as_ref()) {
+                return Ok(Turn::Done);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(OAuthError::Store(format!(
+                    "server {:?}: another node of the cluster has been refreshing this credential for {SPEND_LOCK:?}",
+                    key.server
+                )));
+            }
+        }
+    }
+
+    /// Ends this node's turn.
+    async fn end_turn(&self, key: &CredentialKey, turn: Option<String>) {
+        if let (Some(shared), Some(value)) = (self.inner.shared.get(), turn) {
+            let _ = shared.store.unlock(&Shared::lock_name(key), &value).await;
         }
     }
 
@@ -221,25 +379,50 @@ impl Authorizer {
     /// The access token to send to `target`, refreshed first when it is about to expire;
     /// `None` when there is none for this URL.
     pub async fn bearer(&self, target: &Target) -> Option<String> {
+        self.pull_if_stale(&target.key).await;
         let tokens = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)?;
         let soon = now() + self.settings().refresh_before.as_secs();
-        if tokens.expires_at.is_none_or(|at| at > soon) {
+        let fresh = |t: Option<&Tokens>| t.is_some_and(|t| t.expires_at.is_none_or(|at| at > soon));
+        if fresh(Some(&tokens)) {
             return Some(tokens.access_token);
         }
         let lock = self.renewing(&target.key);
         let _one = lock.lock().await;
         // Someone else may have renewed it while this waited.
-        if let Some(fresh) = self.inner.store.tokens(&target.key).filter(|t| t.expires_at.is_none_or(|at| at > soon)) {
-            return Some(fresh.access_token);
+        if let Some(renewed) = self.inner.store.tokens(&target.key).filter(|t| fresh(Some(t))) {
+            return Some(renewed.access_token);
         }
-        match self.renew(target, &tokens, None).await {
+        let turn = match self.turn(&target.key, fresh).await {
+            Ok(Turn::Done) => {
+                let current = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
+                return current.map(|t| t.access_token);
+            }
+            Ok(Turn::Mine(turn)) => turn,
+            Err(e) => {
+                tracing::info!(server = target.key.server, "could not renew the access token: {e}");
+                return None;
+            }
+        };
+        // What the store holds now: another node may have rotated the refresh token.
+        let current = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
+        let outcome = match current {
+            Some(current) => self.renew(target, &current, None, turn.as_deref()).await,
+            None => Err(OAuthError::LoginNeeded { server: target.key.server.clone() }),
+        };
+        let token = match outcome {
             Ok(fresh) => Some(fresh),
             Err(e) => {
                 tracing::info!(server = target.key.server, "could not renew the access token: {e}");
-                let _ = self.inner.store.forget_tokens(&target.key);
+                // A refresh the server refused ends the credential; one this node could not
+                // keep (its turn ran out: another node's set is newer) does not.
+                if !matches!(e, OAuthError::Store(_)) {
+                    let _ = self.forget(&target.key).await;
+                }
                 None
             }
-        }
+        };
+        self.end_turn(&target.key, turn).await;
+        token
     }
 
     /// The server accepted a request made with the bearer.
@@ -262,6 +445,7 @@ impl Authorizer {
     ) -> Result<String, OAuthError> {
         let challenge = challenge::bearer(headers);
         let step_up = status == 403 && challenge.as_ref().is_some_and(Challenge::insufficient_scope);
+        self.pull(&target.key).await;
         let stored = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
         let login_needed = || OAuthError::LoginNeeded { server: target.key.server.clone() };
         {
@@ -290,7 +474,8 @@ impl Authorizer {
         }
         let lock = self.renewing(&target.key);
         let _one = lock.lock().await;
-        // Renewed by a concurrent request while this one waited: use that.
+        // Renewed by a concurrent request while this one waited (on any node): use that.
+        self.pull(&target.key).await;
         if let Some(current) = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url)
             && sent.is_some_and(|s| s != current.access_token)
             && !step_up
@@ -303,21 +488,36 @@ impl Authorizer {
         }
         match stored {
             Some(tokens) if tokens.refresh_token.is_some() && !step_up => {
+                let url = parse(&target.url)?;
+                let other = |t: Option<&Tokens>| t.is_some_and(|t| Some(t.access_token.as_str()) != sent);
+                let turn = match self.turn(&target.key, other).await? {
+                    Turn::Done => {
+                        let current = self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url);
+                        return current.map(|t| t.access_token).ok_or_else(login_needed);
+                    }
+                    Turn::Mine(turn) => turn,
+                };
+                let tokens =
+                    self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url).unwrap_or(tokens);
                 // The server may have moved to another authorization server: a token
                 // from the old one is no good there, and neither is its client.
-                let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, challenge.as_ref()).await;
+                let discovered = discovery::discover(&self.inner.http, &url, challenge.as_ref()).await;
                 let same = discovered.as_ref().is_ok_and(|d| d.auth.issuer == tokens.issuer);
-                let renewed = if same { self.renew(target, &tokens, None).await.ok() } else { None };
-                match renewed {
-                    Some(token) if Some(token.as_str()) != sent => Ok(token),
+                let renewed = if same { Some(self.renew(target, &tokens, None, turn.as_deref()).await) } else { None };
+                let outcome = match renewed {
+                    Some(Ok(token)) if Some(token.as_str()) != sent => Ok(token),
+                    // This node could not keep what it got: another node's set is newer.
+                    Some(Err(e @ OAuthError::Store(_))) => Err(e),
                     _ => {
-                        let _ = self.inner.store.forget_tokens(&target.key);
+                        let _ = self.forget(&target.key).await;
                         Err(login_needed())
                     }
-                }
+                };
+                self.end_turn(&target.key, turn).await;
+                outcome
             }
             Some(_) if !step_up => {
-                let _ = self.inner.store.forget_tokens(&target.key);
+                let _ = self.forget(&target.key).await;
                 Err(login_needed())
             }
             _ => Err(login_needed()),
@@ -325,7 +525,15 @@ impl Authorizer {
     }
 
     /// A new access token from the refresh token (or, for client credentials, a new grant).
-    async fn renew(&self, target: &Target, tokens: &Tokens, scopes: Option<&[String]>) -> Result<String, OAuthError> {
+    /// In a cluster, `turn` is this node's hold on the credential's lock: the new set is
+    /// written only while it lasts.
+    async fn renew(
+        &self,
+        target: &Target,
+        tokens: &Tokens,
+        scopes: Option<&[String]>,
+        turn: Option<&str>,
+    ) -> Result<String, OAuthError> {
         if target.config.grant == Grant::ClientCredentials {
             let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, None).await?;
             return self.client_credentials(target, &discovered).await;
@@ -360,7 +568,7 @@ impl Authorizer {
             scopes: granted.scope.unwrap_or_else(|| tokens.scopes.clone()),
             ..tokens.clone()
         };
-        self.inner.store.put_tokens(&target.key, fresh)?;
+        self.keep(&target.key, fresh, turn).await?;
         tracing::info!(server = target.key.server, "access token refreshed");
         Ok(granted.access_token)
     }
@@ -395,11 +603,11 @@ impl Authorizer {
             form,
         )
         .await?;
-        self.store_granted(target, discovered, client, granted.clone(), &scopes)?;
+        self.store_granted(target, discovered, client, granted.clone(), &scopes).await?;
         Ok(granted.access_token)
     }
 
-    fn store_granted(
+    async fn store_granted(
         &self,
         target: &Target,
         discovered: &Discovered,
@@ -419,7 +627,7 @@ impl Authorizer {
             resource: discovered.resource.clone(),
             client,
         };
-        self.inner.store.put_tokens(&target.key, tokens)
+        self.keep(&target.key, tokens, None).await
     }
 
     fn known_challenge(&self, key: &CredentialKey) -> Option<Challenge> {
@@ -655,7 +863,7 @@ impl Authorizer {
         ];
         let granted =
             token::request(&self.inner.http, &auth.token_endpoint, &ex.client, None, &auth.issuer, form).await?;
-        self.store_granted(target, &ex.discovered, ex.client, granted, &ex.scopes)?;
+        self.store_granted(target, &ex.discovered, ex.client, granted, &ex.scopes).await?;
         if let Some(known) = self.inner.known.lock().expect("known lock").get_mut(&target.key) {
             known.challenge = None;
         }
@@ -679,8 +887,11 @@ impl Authorizer {
         Ok(now)
     }
 
-    /// What `mcpx auth ls` shows for each target.
-    pub fn status(&self, targets: &[Target]) -> Vec<AuthStatus> {
+    /// What `mcpx auth ls` shows for each target (in a cluster, as the shared store has it).
+    pub async fn status(&self, targets: &[Target]) -> Vec<AuthStatus> {
+        for target in targets {
+            self.pull(&target.key).await;
+        }
         targets
             .iter()
             .map(|target| {
@@ -719,7 +930,8 @@ impl Authorizer {
             });
         }
         self.inner.known.lock().expect("known lock").remove(key);
-        let Some(tokens) = self.inner.store.forget_tokens(key)? else { return Ok(false) };
+        self.pull(key).await;
+        let Some(tokens) = self.forget(key).await? else { return Ok(false) };
         let Some(endpoint) = tokens.revocation_endpoint.clone() else { return Ok(false) };
         let http = &self.inner.http;
         let mut revoked = true;

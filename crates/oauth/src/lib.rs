@@ -13,8 +13,9 @@
 //!
 //! Modules, each using only those above it: `error`, `challenge` (`WWW-Authenticate`),
 //! `http` (the bounded client for authorization requests), `discovery`, `store` (files
-//! 0600), `token` (registration, token endpoint, revocation, PKCE), `loopback` (the
-//! redirect listener), `authorizer` (logins, tokens and the decisions between them).
+//! 0600), `shared` (a cluster's store, its values sealed), `token` (registration, token
+//! endpoint, revocation, PKCE), `loopback` (the redirect listener), `authorizer` (logins,
+//! tokens and the decisions between them).
 //!
 //! Never: a token, code, verifier or client secret in a log line, an error or a status;
 //! a bearer sent anywhere but the server URL it was issued for.
@@ -25,6 +26,7 @@ pub mod discovery;
 mod error;
 mod http;
 mod loopback;
+pub mod shared;
 pub mod store;
 mod token;
 

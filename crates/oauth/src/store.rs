@@ -240,7 +240,7 @@ fn write_private<T: Serialize>(path: &Path, value: &T) -> Result<(), OAuthError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 

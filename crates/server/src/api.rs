@@ -259,9 +259,39 @@ impl Onward {
         target: &str,
         body: &Value,
     ) -> Response {
-        let link = front.cluster.as_ref().expect("only a node of a cluster forwards");
         let body = axum::body::Bytes::from(body.to_string());
-        link.forward(node, axum::http::Method::POST, target, &self.headers, &caller.principal, body).await
+        self.send(front, node, caller, axum::http::Method::POST, target, body).await
+    }
+
+    /// Sends the request as `method` at `target` with `body` to `node` for `caller`.
+    async fn send(
+        &self,
+        front: &Front,
+        node: &mcpx_gateway::cluster::Node,
+        caller: &Identity,
+        method: axum::http::Method,
+        target: &str,
+        body: axum::body::Bytes,
+    ) -> Response {
+        let link = front.cluster.as_ref().expect("only a node of a cluster forwards");
+        link.forward(node, method, target, &self.headers, &caller.principal, body).await
+    }
+
+    /// The other node that keeps what `id` names (a task, a begun call), read from the id
+    /// by `node_of`; `None` when this node does, for a forwarded request, and for a caller
+    /// on this node's socket (what the socket told this node cannot travel).
+    fn keeper(
+        &self,
+        front: &Front,
+        caller: &Identity,
+        node_of: impl FnOnce() -> Option<mcpx_gateway::cluster::Node>,
+    ) -> Option<mcpx_gateway::cluster::Node> {
+        let link = front.cluster.as_ref()?;
+        let local = caller.pid.is_some() || caller.cwd.is_some();
+        if self.forwarded || local {
+            return None;
+        }
+        node_of().filter(|node| node.id != link.node)
     }
 }
 
@@ -483,8 +513,10 @@ async fn ask_begin(
 ) -> Response {
     let call = json!(call);
     let config = front.gateway.settings().config();
+    // In a cluster the id names this node (sealed), so a poll through any node comes here.
+    let id = front.cluster.as_ref().map(|link| link.mint_node_id());
     let (id, outcome) =
-        match front.pending.begin(&caller, config.timeouts.input_required, config.limits.pending_questions) {
+        match front.pending.begin(&caller, config.timeouts.input_required, config.limits.pending_questions, id) {
             Ok(begun) => begun,
             Err(e) => return error(&e),
         };
@@ -499,10 +531,22 @@ async fn ask_begin(
 
 /// Waits (long-poll, `waitMs`, at most a minute) for a begun call's outcome: its result
 /// (200), a question (202, `input_required`), or still running (202, `running`).
-async fn ask_poll(State(front): State<Arc<Front>>, Caller(caller): Caller, Query(q): Query<v1::PollQuery>) -> Response {
+async fn ask_poll(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    onward: Onward,
+    uri: axum::http::Uri,
+    Query(q): Query<v1::PollQuery>,
+) -> Response {
     let Some(id) = q.call else {
         return error(&RpcError::invalid_params("name the call to poll: ?call=<id>"));
     };
+    // The node that began the call holds it: it answers, and checks whose it is.
+    let link = front.cluster.as_ref();
+    if let Some(node) = onward.keeper(&front, &caller, || link.and_then(|link| link.node_of_id(&id))) {
+        let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
+        return onward.send(&front, &node, &caller, axum::http::Method::GET, target, Default::default()).await;
+    }
     let Some(mut outcome) = front.pending.call(&id, &caller) else {
         return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
     };
@@ -596,6 +640,7 @@ async fn auth_list(State(front): State<Arc<Front>>, _: Caller) -> Json<v1::AuthL
     let servers = front
         .gateway
         .auth_status()
+        .await
         .into_iter()
         .map(|s| v1::AuthEntry {
             server: s.server,
@@ -698,9 +743,15 @@ async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> J
 async fn task_get(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,
+    onward: Onward,
+    uri: axum::http::Uri,
     axum::extract::Path(id): axum::extract::Path<String>,
     Query(q): Query<v1::TaskQuery>,
 ) -> Response {
+    if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
+        let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
+        return onward.send(&front, &node, &caller, axum::http::Method::GET, target, Default::default()).await;
+    }
     let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(0).min(60_000));
     match front.gateway.task_now(&task_context(&caller), &id, wait).await {
         Ok(task) => Json(task).into_response(),
@@ -712,8 +763,15 @@ async fn task_get(
 async fn task_cancel(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,
+    onward: Onward,
+    uri: axum::http::Uri,
     axum::extract::Path(id): axum::extract::Path<String>,
+    body: axum::body::Bytes,
 ) -> Response {
+    if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
+        let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
+        return onward.send(&front, &node, &caller, axum::http::Method::POST, target, body).await;
+    }
     match front.gateway.cancel_task(&task_context(&caller), &id).await {
         Ok(task) => Json(task).into_response(),
         Err(e) => task_error(&RpcError::from(e)),

@@ -144,10 +144,21 @@ impl Link {
         }
     }
 
-    /// A legacy session id that names this node: 128 random bits, then this node's id
-    /// and URL encrypted under them, then a tag. Opaque to the caller, unforgeable, and
-    /// readable by every node of the cluster.
+    /// A legacy session id that names this node: see [`Link::mint_node_id`].
     pub fn mint_session_id(&self) -> String {
+        self.mint_node_id()
+    }
+
+    /// The node a session id minted by some node of this cluster names; `None` for an
+    /// id no node of this cluster minted (or one altered).
+    pub fn session_node(&self, id: &str) -> Option<Node> {
+        self.node_of_id(id)
+    }
+
+    /// An id of something only this node holds (a legacy session, a background call):
+    /// 128 random bits, then this node's id and URL encrypted under them, then a tag.
+    /// Opaque to the caller, unforgeable, and readable by every node of the cluster.
+    pub fn mint_node_id(&self) -> String {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).expect("the OS random source is available");
         let plain = format!("{}\n{}", self.node, self.url);
@@ -158,9 +169,9 @@ impl Link {
         URL_SAFE_NO_PAD.encode(sealed)
     }
 
-    /// The node a session id minted by some node of this cluster names; `None` for an
-    /// id no node of this cluster minted (or one altered).
-    pub fn session_node(&self, id: &str) -> Option<Node> {
+    /// The node an id [`Link::mint_node_id`] minted on some node of this cluster names;
+    /// `None` for an id no node of this cluster minted (or one altered).
+    pub fn node_of_id(&self, id: &str) -> Option<Node> {
         let bytes = URL_SAFE_NO_PAD.decode(id).ok()?;
         if bytes.len() < 16 + 16 + 3 {
             return None;
@@ -408,6 +419,9 @@ mod tests {
             bytes[i] ^= 1;
         }
         assert_eq!(a.session_node("0123456789abcdef0123456789abcdef"), None);
+        // Any id it mints (a background call's) names the node the same way.
+        let call = a.mint_node_id();
+        assert_eq!(link("0123456789abcdef0123456789abcdef").node_of_id(&call), Some(node));
     }
 
     #[test]

@@ -162,12 +162,14 @@ impl Pending {
 }
 
 impl Pending {
-    /// Registers a background call for `owner`; its outcome goes into the sender.
+    /// Registers a background call for `owner`, under `id` (in a cluster, one that names
+    /// this node) or a random one; its outcome goes into the sender.
     pub fn begin(
         &self,
         owner: &Identity,
         lifetime: Duration,
         max: usize,
+        id: Option<String>,
     ) -> Result<(String, tokio::sync::watch::Sender<Outcome>), RpcError> {
         let mut calls = self.calls.lock().expect("pending lock");
         calls.retain(|_, c| c.expires > Instant::now());
@@ -176,7 +178,7 @@ impl Pending {
                 "{max} background calls are already waiting to be polled (limits.pendingQuestions)"
             )));
         }
-        let id = mcpx_gateway::context::new_call_id()[..12].to_owned();
+        let id = id.unwrap_or_else(|| mcpx_gateway::context::new_call_id()[..12].to_owned());
         let (tx, rx) = tokio::sync::watch::channel(None);
         calls.insert(id.clone(), Begun { owner: owner.owner_key(), outcome: rx, expires: Instant::now() + lifetime });
         Ok((id, tx))

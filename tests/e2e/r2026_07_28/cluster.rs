@@ -259,3 +259,46 @@ fn base64_url(bytes: &[u8]) -> String {
 fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
+
+/// A local caller's (the unix socket's, `mcpx serve`'s) cwd is a path of its node's
+/// machine: two machines with the same path are two directories. Here a CLI call on
+/// every node's socket runs in one directory (a repository): its `cwd`, `repo` and
+/// `worktree` instances must be one per node, none leased in Redis, none forwarded.
+#[test]
+fn local_callers_in_the_same_directory_on_two_nodes_get_an_instance_each() {
+    let tag = tag();
+    let servers = json!({
+        "lsp": fakemcp("cwd", &tag, &[]),
+        "git": fakemcp("repo", &tag, &[]),
+        "tree": fakemcp("worktree", &tag, &[]),
+    });
+    let cluster = Cluster::start(servers, "3s", json!({}));
+    let dir = mcpx_e2e::process::TempDir::new();
+    let repo = mcpx_e2e::git::init_repo(&dir.path().join("repo"), &["src"]);
+    let work = repo.join("src");
+    for server in ["lsp", "git", "tree"] {
+        let tool = format!("{server}.whoami");
+        let mut seen: Vec<Whoami> = Vec::new();
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            for round in 0..2 {
+                let run = node.home().cli_in(&work, &["call", &tool, "--json"]);
+                assert_eq!(run.code, Some(0), "{server} through node {i}'s socket, round {round}:\n{run}");
+                let who = Whoami::from_structured(&run.json()["structuredContent"]);
+                if round == 1 {
+                    assert_eq!(who.instance, seen.last().unwrap().instance, "{server}: node {i} keeps its instance");
+                    continue;
+                }
+                assert!(
+                    seen.iter().all(|other| other.instance != who.instance),
+                    "{server}: node {i}'s caller reached another node's instance"
+                );
+                seen.push(who);
+            }
+            let keys = node.home().instance_keys(server);
+            assert_eq!(keys.len(), 1, "{server}: node {i} runs its own instance: {keys:?}");
+            assert!(keys[0].contains(&format!("[n{}]", i + 1)), "{server}: the key names its node: {keys:?}");
+        }
+        assert_eq!(cluster.owner_of(server, ""), None, "{server}: a machine's directory is never leased cluster-wide");
+    }
+    assert_one_instance_per_key(&cluster);
+}

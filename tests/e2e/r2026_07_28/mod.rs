@@ -10,6 +10,7 @@ mod clashes;
 mod cli;
 mod cluster;
 mod cluster_shared;
+mod cluster_tasks;
 mod config_watch;
 mod eras;
 mod exec;

@@ -2,7 +2,9 @@
 //! and -32042), and the boundaries around it — a redirect with another `state` or a wrong
 //! `iss` is refused, tokens stay in a 0600 file and out of status and logs, the bearer goes
 //! to its own server only, only the daemon's owner may log a shared credential in, and an
-//! access token about to expire is refreshed before it is used.
+//! access token about to expire is refreshed before it is used. In a cluster, a login
+//! through one node serves every node, a refresh token is spent by one node only, and a
+//! credential planted in Redis is never used.
 //!
 //! The upstream is [`Protected`]: a small MCP server (2026-07-28) that is also its own
 //! authorization server (metadata, registration, an `/authorize` that answers at once with
@@ -29,6 +31,10 @@ struct Seen {
     grants: Vec<String>,
     issued: Vec<String>,
     refresh: Vec<String>,
+    /// Refresh tokens used once: each is good once (rotation).
+    spent: Vec<String>,
+    /// Refresh requests with a token already spent.
+    reused: usize,
     revoked: Vec<String>,
 }
 
@@ -143,8 +149,14 @@ fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, firs
             seen.grants.push(grant.clone());
             let n = seen.issued.len() + 1;
             let (access, refresh) = (format!("at-{n}-secret"), format!("rt-{n}-secret"));
-            let known_refresh = form(&body, "refresh_token").is_some_and(|r| seen.refresh.contains(&r));
-            if grant == "refresh_token" && (!known_refresh || mode == Mode::RefuseRefresh) {
+            let presented = form(&body, "refresh_token").unwrap_or_default();
+            let known_refresh = seen.refresh.contains(&presented);
+            let spent = seen.spent.contains(&presented);
+            if grant == "refresh_token" {
+                seen.reused += usize::from(spent);
+                seen.spent.push(presented);
+            }
+            if grant == "refresh_token" && (!known_refresh || spent || mode == Mode::RefuseRefresh) {
                 return json_reply(&mut stream, 400, json!({ "error": "invalid_grant" }), "");
             }
             seen.issued.push(access.clone());
@@ -771,4 +783,88 @@ fn a_stateless_caller_that_accepts_but_never_logs_in_is_told_after_the_login_tim
     let text = reply.to_string();
     assert!(text.contains("loginTimeout") && text.contains("mcpx auth login docs"), "{reply}");
     assert!(docs.seen(|s| s.grants.is_empty()));
+}
+
+/// Every `mcpx:oauth:*` value in the cluster's Redis replaced by `value` (redis-cli).
+fn plant(redis: &mcpx_e2e::cluster::Redis, value: &str) -> usize {
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli").args(["-p", &redis.port.to_string()]).args(args).output();
+        String::from_utf8_lossy(&out.expect("redis-cli runs").stdout).into_owned()
+    };
+    let keys: Vec<String> = cli(&["--scan", "--pattern", "mcpx:oauth:*"]).lines().map(str::to_owned).collect();
+    for key in &keys {
+        assert_eq!(cli(&["SET", key, value]).trim(), "OK");
+    }
+    keys.len()
+}
+
+#[test]
+fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_token_is_spent_once() {
+    // The first token is about to expire (inside oauth.refreshBefore): every node's first
+    // call wants it refreshed, at once.
+    let docs = Protected::start(Mode::Protected, 30);
+    let servers = json!({ "docs": { "url": docs.url(), "scope": "session" } });
+    let cluster = mcpx_e2e::cluster::Cluster::start(servers, "3s", json!({}));
+    let (id, url) = begin(&cluster.nodes[0], "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&cluster.nodes[0], &id)["status"], "done");
+    // Every node knows of the login at once.
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let ls = node.home().cli(&["auth", "ls", "--json"]);
+        assert_eq!(ls.json()["servers"][0]["state"], "loggedIn", "node {i}: {ls}");
+    }
+    // One session per node, each started where it lands: three instances, three nodes,
+    // each sending the bearer it finds.
+    let called: Vec<Reply> = std::thread::scope(|scope| {
+        let calls: Vec<_> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let url = node.url().to_owned();
+                scope.spawn(move || Modern::mcpx_call("docs", "whoami", json!({})).session(&format!("s{i}")).send(&url))
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for (i, reply) in called.iter().enumerate() {
+        assert_eq!(reply.structured_or_text(), "ok", "through node {i}: {reply}");
+        assert_eq!(cluster.owner_of("docs", &format!("s{i}")), Some(i), "session s{i} lives on node {i}");
+    }
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"], "refreshed once");
+    assert_eq!(docs.seen(|s| s.reused), 0, "no refresh token was spent twice");
+    // Every request carried a token the server issued: none was refused and retried.
+    let sent = docs.seen(|s| s.mcp.clone());
+    let refused = sent.iter().filter(|a| a.as_deref() != Some("Bearer at-2-secret")).count();
+    assert_eq!(refused, 1, "only the login's probe went without the refreshed token: {sent:?}");
+    // The credential is in Redis sealed: no token in the clear.
+    let dump = std::process::Command::new("redis-cli")
+        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:oauth:*"])
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&dump.stdout).into_owned();
+    assert_eq!(keys.lines().count(), 1, "one credential: {keys}");
+    let value = std::process::Command::new("redis-cli")
+        .args(["-p", &cluster.redis.port.to_string(), "GET", keys.trim()])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&value.stdout).contains("secret"), "a token in the clear in Redis");
+
+    // Whoever writes to Redis plants a credential of its own: no node uses it (nor the
+    // endpoints it names); the next call needs a login again.
+    let planted = json!({
+        "accessToken": "at-planted", "refreshToken": "rt-planted", "serverUrl": docs.url(),
+        "issuer": docs.base, "tokenEndpoint": format!("{}/token", docs.base), "resource": docs.url(),
+        "client": { "clientId": "mini-client", "authMethod": "none" },
+    });
+    assert_eq!(plant(&cluster.redis, &planted.to_string()), 1);
+    // (`auth ls` reads Redis at once; a bearer may use what it read within the last second.)
+    let ls = cluster.nodes[1].home().cli(&["auth", "ls", "--json"]);
+    assert_ne!(ls.json()["servers"][0]["state"], "loggedIn", "{ls}");
+    let before = docs.seen(|s| s.mcp.len());
+    let after = Modern::mcpx_call("docs", "whoami", json!({})).session("s9").send(cluster.nodes[1].url());
+    assert!(after.to_string().contains("mcpx auth login docs"), "{after}");
+    let sent = docs.seen(|s| s.mcp[before..].to_vec());
+    assert!(sent.iter().all(|a| a.as_deref() != Some("Bearer at-planted")), "{sent:?}");
+    assert_eq!(docs.seen(|s| s.grants.len()), 2, "no refresh with a planted token");
 }

@@ -1,0 +1,188 @@
+//! What a cluster keeps on one node, reached through any: a task (its record lives where
+//! it was relayed or run; its id, sealed with the cluster's key, names that node) and a
+//! background call begun with `/v1/ask/begin`; a 2025-11-25 session's tasks go with the
+//! session. Each is tried by another token's holder (or session) through every node,
+//! which must find nothing.
+
+use std::time::{Duration, Instant};
+
+use mcpx_e2e::client::{Modern, Reply, base_url, plain};
+use mcpx_e2e::cluster::Cluster;
+use mcpx_e2e::{fakemcp, tag};
+use serde_json::{Value, json};
+
+const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+/// How long a test waits for a task to reach a state before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn cluster(tag: &str) -> Cluster {
+    let servers = json!({
+        "fx": fakemcp("session", tag, &["--fixture", "conformance"]),
+        "plain": fakemcp("session", tag, &[]),
+    });
+    Cluster::start(servers, "3s", json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}))
+}
+
+/// A 2026 request as `token`'s holder in session `session`, declaring the tasks extension.
+fn as_caller(request: Modern, token: &str, session: &str) -> Modern {
+    request
+        .meta(CAPABILITIES, json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}))
+        .session(session)
+        .header("Authorization", &format!("Bearer {token}"))
+}
+
+fn task_request(url: &str, token: &str, method: &str, params: Value) -> Reply {
+    as_caller(Modern::new(method, params), token, "work").send(url)
+}
+
+/// Polls task `id` through `url` until `done` says so of it.
+fn poll_until(url: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let reply = task_request(url, ALICE, "tasks/get", json!({"taskId": id}));
+        let task = reply.result().clone();
+        assert_eq!(task["taskId"], id, "{reply}");
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "the task never got there: {reply}");
+        std::thread::sleep(Duration::from_millis(task["pollIntervalMs"].as_u64().unwrap_or(100)));
+    }
+}
+
+fn ended(task: &Value) -> bool {
+    task["status"].as_str().is_some_and(|s| ["completed", "failed", "cancelled"].contains(&s))
+}
+
+#[test]
+fn a_task_started_through_one_node_is_read_answered_and_cancelled_through_the_others_by_its_caller_only() {
+    let tag = tag();
+    let cluster = cluster(&tag);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let start = |url: &str, tool: &str, arguments: Value| {
+        let created = as_caller(Modern::mcpx_call("fx", tool, arguments), ALICE, "work").send(url);
+        assert_eq!(created.result()["resultType"], "task", "{created}");
+        created.result()["taskId"].as_str().unwrap().to_owned()
+    };
+    let id = start(&urls[0], "confirm_delete", json!({"filename": "plans.txt"}));
+    let made_up = format!("{}x", &id[..id.len() - 1]);
+
+    // Another token's holder in a session of the same name, through every node (the one
+    // holding the task included): what an id that never existed gets, and nothing more.
+    for url in &urls {
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let params = |id: &str| json!({"taskId": id, "inputResponses": {}});
+            let unknown = task_request(url, BOB, method, params(&made_up));
+            let unknown = unknown.assert_error(200, -32602).clone();
+            let foreign = task_request(url, BOB, method, params(&id));
+            let foreign = foreign.assert_error(200, -32602);
+            assert_eq!(foreign["message"], unknown["message"].as_str().unwrap().replace(&made_up, &id), "{method}");
+        }
+    }
+    // Its caller reads it through every node and through nginx.
+    for url in urls.iter().chain([&cluster.nginx.url()]) {
+        let asking = poll_until(url, &id, |t| t["status"] == "input_required");
+        assert!(asking["inputRequests"]["confirm"].is_object(), "through {url}: {asking}");
+    }
+    // Answers it through another node than the one that holds it, and reads the result
+    // through a third.
+    let answer = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let ack = task_request(&urls[2], ALICE, "tasks/update", json!({"taskId": id, "inputResponses": answer}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&urls[1], &id, ended);
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted plans.txt", "{done}");
+
+    // A long task started through node 1, cancelled through node 0, seen cancelled through node 2.
+    let long = start(&urls[1], "slow_compute", json!({"seconds": 600}));
+    let ack = task_request(&urls[0], ALICE, "tasks/cancel", json!({"taskId": long}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    assert_eq!(poll_until(&urls[2], &long, ended)["status"], "cancelled");
+}
+
+/// A `/v1` request to `url` (a node's `/mcp`) as `token`'s holder in session `work`.
+fn v1(url: &str, method: &str, path: &str, token: &str, body: Option<&str>) -> mcpx_e2e::client::PlainReply {
+    let bearer = format!("Bearer {token}");
+    let headers =
+        [("Authorization", bearer.as_str()), ("Content-Type", "application/json"), ("X-Mcpx-Session", "work")];
+    plain(method, &format!("{}{path}", base_url(url)), &headers, body)
+}
+
+#[test]
+fn a_v1_task_started_on_one_node_is_read_and_cancelled_through_another_by_its_caller_only() {
+    let tag = tag();
+    let cluster = cluster(&tag);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let slow = r#"{"server": "plain", "tool": "slow", "arguments": {"ms": 600000}}"#;
+    let started = v1(&urls[0], "POST", "/v1/tasks", ALICE, Some(slow));
+    assert_eq!(started.status, 202, "{started}");
+    let id = started.json()["taskId"].as_str().unwrap().to_owned();
+    let path = format!("/v1/tasks/{id}");
+    for url in &urls {
+        assert_eq!(v1(url, "GET", &path, BOB, None).status, 404, "bob reads alice's task through {url}");
+        assert_eq!(v1(url, "POST", &format!("{path}/cancel"), BOB, Some("{}")).status, 404, "through {url}");
+        let mine = v1(url, "GET", &path, ALICE, None);
+        assert_eq!((mine.status, &mine.json()["status"]), (200, &json!("working")), "through {url}: {mine}");
+    }
+    let cancelled = v1(&urls[2], "POST", &format!("{path}/cancel"), ALICE, Some("{}"));
+    assert_eq!(cancelled.json()["status"], "cancelled", "{cancelled}");
+    assert_eq!(v1(&urls[1], "GET", &path, ALICE, None).json()["status"], "cancelled");
+}
+
+#[test]
+fn a_call_begun_on_one_node_is_polled_through_another_by_its_caller_only() {
+    let tag = tag();
+    let cluster = cluster(&tag);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let call = r#"{"server": "plain", "tool": "slow", "arguments": {"ms": 300}}"#;
+    let begun = v1(&urls[0], "POST", "/v1/ask/begin", ALICE, Some(call));
+    assert_eq!(begun.status, 202, "{begun}");
+    let poll = begun.json()["poll"].as_str().unwrap().to_owned();
+    let id = begun.json()["call"].as_str().unwrap().to_owned();
+    let mut altered: Vec<char> = id.chars().collect();
+    altered[3] = if altered[3] == 'A' { 'B' } else { 'A' };
+    let altered: String = altered.into_iter().collect();
+    for url in &urls {
+        let theirs = v1(url, "GET", &format!("{poll}&waitMs=10"), BOB, None);
+        assert_eq!(theirs.status, 400, "bob polls alice's call through {url}: {theirs}");
+        let forged = v1(url, "GET", &format!("/v1/ask/poll?call={altered}&waitMs=10"), ALICE, None);
+        assert_eq!(forged.status, 400, "an altered id through {url}: {forged}");
+    }
+    let done = v1(&urls[1], "GET", &format!("{poll}&waitMs=20000"), ALICE, None);
+    assert_eq!(done.status, 200, "polled through node 1: {done}");
+    assert!(done.json()["content"][0]["text"].is_string(), "{done}");
+    // Delivered once: the call is gone, through any node.
+    assert_eq!(v1(&urls[2], "GET", &format!("{poll}&waitMs=10"), ALICE, None).status, 400);
+}
+
+#[test]
+fn a_2025_11_25_sessions_task_is_read_awaited_and_cancelled_through_every_node_by_that_session_only() {
+    let tag = tag();
+    let servers = json!({"fx": fakemcp("session", &tag, &["--fixture", "conformance", "--era", "legacy"])});
+    let cluster = Cluster::start(servers, "3s", json!({}));
+    let session = mcpx_e2e::LegacySession::open(&cluster.nginx.url());
+    let intruder = mcpx_e2e::LegacySession::open(&cluster.nginx.url());
+    let start = |arguments: Value| {
+        let params = json!({"name": "mcpx_call", "arguments": {"server": "fx", "tool": "slow_compute",
+            "arguments": arguments}, "task": {"ttl": 60_000}});
+        let created = session.request("tools/call", params);
+        assert_eq!(created.result()["task"]["status"], "working", "{created}");
+        created.result()["task"]["taskId"].as_str().unwrap().to_owned()
+    };
+    let id = start(json!({"seconds": 0.3, "label": "sum"}));
+    for node in &cluster.nodes {
+        let read = session.via(node.url()).request("tasks/get", json!({"taskId": id}));
+        assert_eq!(read.result()["taskId"], id.as_str(), "through {}: {read}", node.url());
+        for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+            intruder.via(node.url()).request(method, json!({"taskId": id})).assert_error(200, -32602);
+        }
+    }
+    let result = session.via(cluster.nodes[2].url()).request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "sum: computed after 0.3s", "{result}");
+    let long = start(json!({"seconds": 600}));
+    let cancelled = session.via(cluster.nodes[1].url()).request("tasks/cancel", json!({"taskId": long}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    let read = session.via(cluster.nodes[0].url()).request("tasks/get", json!({"taskId": long}));
+    assert_eq!(read.result()["status"], "cancelled", "{read}");
+}
