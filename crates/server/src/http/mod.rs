@@ -154,9 +154,10 @@ async fn without_session(
     body: axum::body::Bytes,
 ) -> Response {
     if is_modern(headers, &message) {
+        // The cluster's steps are boxed, as `modern::handle` is (see `post`).
         if let (Some(onward), Message::Request { id, method, params }) = (&onward, &message) {
-            match onward.owner(base, method, params).await {
-                Ok(Some(node)) => return onward.forward(&node, body).await,
+            match Box::pin(onward.owner(base, method, params)).await {
+                Ok(Some(node)) => return Box::pin(onward.forward(&node, body)).await,
                 Ok(None) => {}
                 Err(e) => return reply::answer(format, &dispatch::response(&id.to_value(), Err(e))),
             }
