@@ -85,7 +85,10 @@ impl Gateway {
         let key = lease.key().clone();
         let call_ctx = ctx.clone();
         let mut call = AbortOnDrop(tokio::spawn(async move {
-            Stateless.send(&gateway, &call_ctx, lease, "tools/call", params, original.as_ref()).await.map_err(|(e, _)| e)
+            Stateless
+                .send(&gateway, &call_ctx, lease, "tools/call", params, original.as_ref())
+                .await
+                .map_err(|(e, _)| e)
         }));
         let joined = |j: Result<Result<Value, Error>, tokio::task::JoinError>| {
             j.unwrap_or_else(|e| Err(Error::internal(format!("the call ended unexpectedly: {e}"))))
