@@ -267,7 +267,7 @@ mod tests {
             matches!(&failed, OAuthError::Http { reason, .. } if reason.contains("no answer within")),
             "{failed:?}"
         );
-        let failed = http.get_json(&Url::parse(&url).unwrap()).await.err().expect("no answer is an error");
+        let failed = http.get_json(&Url::parse(&url).unwrap()).await.expect_err("no answer is an error");
         assert!(matches!(&failed, OAuthError::Http { reason, .. } if reason.contains("no answer within")));
     }
 
