@@ -117,8 +117,13 @@ impl Client {
         let mut at = None::<Uri>;
         let mut method = request.method().clone();
         let mut left_origin = false;
-        for followed in 0.. {
+        let mut followed = 0;
+        loop {
             let response = self.pool.request(request).await.map_err(|e| with_causes(&e))?;
+            // Past the most it follows, a client that does not fail takes any answer as it is.
+            if followed == self.redirects.most && !self.redirects.fail_past_most {
+                return Ok(response);
+            }
             let location = response.headers().get(header::LOCATION);
             let from = at.as_ref().unwrap_or(&endpoint);
             let Some(next) = redirect(&method, from, response.status(), location)? else { return Ok(response) };
@@ -126,10 +131,7 @@ impl Client {
                 return Ok(response);
             }
             if followed == self.redirects.most {
-                return match self.redirects.fail_past_most {
-                    true => Err(format!("more than {} redirects", self.redirects.most)),
-                    false => Ok(response),
-                };
+                return Err(format!("more than {} redirects", self.redirects.most));
             }
             left_origin |= Origin::of(&next.uri) != Origin::of(&endpoint);
             request = make();
@@ -145,8 +147,8 @@ impl Client {
             }
             method = next.method;
             at = Some(next.uri);
+            followed += 1;
         }
-        unreachable!("the loop returns")
     }
 }
 
@@ -400,6 +402,15 @@ mod tests {
         assert_eq!(post(&answering, &format!("{base}/first"), "").await.unwrap().status(), 307);
         let none = Client::new(Redirects::NONE, None);
         assert_eq!(post(&none, &format!("{base}/first"), "").await.unwrap().status(), 307);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_follows_none_takes_even_a_redirect_it_could_not_follow_as_the_answer() {
+        let base = serving(|_, _| reply("302 Found", "Location: file:///etc/passwd\r\n", "")).await;
+        let none = Client::new(Redirects::NONE, None);
+        assert_eq!(post(&none, &base, "").await.unwrap().status(), 302);
+        let following = Client::new(Redirects::FOLLOW, None);
+        assert!(post(&following, &base, "").await.is_err_and(|e| e.contains("not HTTP")));
     }
 
     #[tokio::test]
