@@ -1,6 +1,6 @@
-//! The HTTP client for authorization requests: its own, separate from the one that talks
-//! MCP, with short timeouts, few redirects (none to a URL in the clear) and a bound on what it reads, since every URL it
-//! fetches came from a server mcpx does not trust.
+//! The HTTP client for authorization requests: its own pool, separate from the one that
+//! talks MCP, with short timeouts, few redirects (none to a URL in the clear) and a bound on
+//! what it reads, since every URL it fetches came from a server mcpx does not trust.
 
 use std::time::Duration;
 
