@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The crates of the request path, from the wire model to the binary.
-const ORDER: [&str; 7] = ["protocol", "oauth", "upstream", "exec", "gateway", "server", "cli"];
+const ORDER: [&str; 8] = ["protocol", "http", "oauth", "upstream", "exec", "gateway", "server", "cli"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_owned()

@@ -107,7 +107,7 @@ pub(crate) trait Caller {
         lease: Lease,
         method: &str,
         params: Value,
-        original: Option<Value>,
+        original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)>;
 }
 
@@ -144,7 +144,7 @@ impl Caller for Stateless {
         lease: Lease,
         method: &str,
         params: Value,
-        original: Option<Value>,
+        original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let upstream = lease.upstream().clone();
         if ask::METHODS.contains(&method) && upstream.facts().era == Era::Legacy {
@@ -158,7 +158,7 @@ impl Caller for Stateless {
                 upstream.request_reporting(&method_owned, params, &capabilities, Some(caller), Some(listener)).await
             });
             let held = held::Held::new(call, questions, lease);
-            return gateway.follow(ctx, method, original.unwrap_or_default(), held).await;
+            return Box::pin(gateway.follow(ctx, method, original.cloned().unwrap_or_default(), held)).await;
         }
         let (mut result, lease) = request(ctx, lease, method, params).await?;
         if tasks::is_task(&result) {
@@ -172,7 +172,7 @@ impl Caller for Stateless {
         let upstream_state = result.as_object_mut().and_then(|r| r.remove("requestState"));
         let lifetime = gateway.settings.config().timeouts.input_required;
         let asker = Asker::instance(lease.key());
-        result["requestState"] = gateway.asks.seal(asker, ctx, method, &original, upstream_state, lifetime).into();
+        result["requestState"] = gateway.asks.seal(asker, ctx, method, original, upstream_state, lifetime).into();
         Ok(result)
     }
 }
@@ -198,7 +198,7 @@ impl Caller for OnSession {
         lease: Lease,
         method: &str,
         params: Value,
-        _original: Option<Value>,
+        _original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         // The caller is asked on its session, and mcpx retries for it with the answers.
         let sent = ask::METHODS.contains(&method).then(|| params.clone());
@@ -248,7 +248,7 @@ impl Gateway {
                 Resumed::Held(mut held) => {
                     held.answer(params.get("inputResponses").and_then(Value::as_object));
                     let original = settled.original.unwrap_or_default();
-                    return Settle::Replied(self.follow(&settled.ctx, method, original, held).await);
+                    return Settle::Replied(Box::pin(self.follow(&settled.ctx, method, original, held)).await);
                 }
                 Resumed::Rooted(dir) => {
                     cwd = dir;
@@ -256,7 +256,7 @@ impl Gateway {
                 }
                 Resumed::At(owner) => settled.at = owner,
                 Resumed::LoggedIn(login) => {
-                    if let Err(e) = self.login_done(&settled.ctx, server, login.as_deref()).await {
+                    if let Err(e) = Box::pin(self.login_done(&settled.ctx, server, login.as_deref())).await {
                         return Settle::Replied(Err((e, None)));
                     }
                 }
@@ -271,8 +271,8 @@ impl Gateway {
         if !roots_answered && settled.at.is_none() && roots::wanted(&settled.ctx, scope) {
             let original = settled.original.as_ref();
             let asked = match ctx.revision.era() {
-                Era::Modern => Stateless.roots(self, &settled.ctx, server, method, original).await,
-                Era::Legacy => OnSession.roots(self, &settled.ctx, server, method, original).await,
+                Era::Modern => Box::pin(Stateless.roots(self, &settled.ctx, server, method, original)).await,
+                Era::Legacy => Box::pin(OnSession.roots(self, &settled.ctx, server, method, original)).await,
             };
             match asked {
                 Ok(dir) => cwd = dir,

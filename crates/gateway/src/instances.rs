@@ -44,7 +44,9 @@ impl Instances {
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
         if let Some(cluster) = self.cluster.get().filter(|c| c.clusters(&key)) {
-            match cluster.claim(&key).await.map_err(|e| Error::internal(e.to_string()))? {
+            // Boxed, as the stream's join below: each is rare, or done once per instance, and
+            // held inline would make every call's future (copied as it moves) larger.
+            match Box::pin(cluster.claim(&key)).await.map_err(|e| Error::internal(e.to_string()))? {
                 Claim::Mine => {}
                 // A listing carries nothing of the caller: this node's lister answers it.
                 Claim::Elsewhere(_) if listing => {
@@ -87,7 +89,7 @@ impl Instances {
         // A stream that opened before the start joins it here (one that opens later finds
         // it running); before the call is sent, so a change it provokes is not missed.
         if lease.started_it() {
-            self.streams.join(&lease).await;
+            Box::pin(self.streams.join(&lease)).await;
         }
         Ok(lease)
     }

@@ -16,13 +16,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use mcpx_http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use mcpx_http::{Body, Client, Method, Redirects, Request, Uri};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry::{Array, Context, InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanProcessor};
 use prost::encoding::{WireType, encode_key, encode_varint};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 /// How long one export may take when `OTEL_EXPORTER_OTLP_TIMEOUT` says nothing.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,8 +31,9 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// Sends batches of spans to one OTLP/HTTP traces endpoint.
 #[derive(Debug)]
 pub(crate) struct Exporter {
-    client: reqwest::Client,
+    client: Client,
     url: String,
+    timeout: Duration,
     headers: HeaderMap,
 }
 
@@ -40,12 +42,9 @@ impl Exporter {
     /// standard `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` and `..._TIMEOUT` variables set.
     pub(crate) fn new(url: String) -> Result<Exporter, String> {
         let timeout = standard("TIMEOUT").and_then(|ms| ms.trim().parse().ok()).map_or(TIMEOUT, Duration::from_millis);
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let client = Client::new(Redirects::FOLLOW, None);
         let headers = standard("HEADERS").map(|h| headers(&h)).transpose()?.unwrap_or_default();
-        Ok(Exporter { client, url, headers })
+        Ok(Exporter { client, url, timeout, headers })
     }
 }
 
@@ -73,15 +72,21 @@ fn headers(list: &str) -> Result<HeaderMap, String> {
 impl Exporter {
     /// POSTs one encoded `ExportTraceServiceRequest`.
     async fn post(&self, body: Vec<u8>) -> Result<(), String> {
-        let sent = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/x-protobuf")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("OTLP export to {}: {e}", self.url))?;
+        let failed = |e: String| format!("OTLP export to {}: {e}", self.url);
+        let uri = self.url.parse::<Uri>().map_err(|e| failed(e.to_string()))?;
+        let body = bytes::Bytes::from(body);
+        let make = || {
+            let mut post = Request::new(Body::new(body.clone()));
+            *post.method_mut() = Method::POST;
+            *post.uri_mut() = uri.clone();
+            *post.headers_mut() = self.headers.clone();
+            post.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf"));
+            post
+        };
+        let sent = match tokio::time::timeout(self.timeout, self.client.send(make)).await {
+            Ok(sent) => sent.map_err(failed)?,
+            Err(_) => return Err(failed(format!("no answer within {:?}", self.timeout))),
+        };
         match sent.status() {
             status if status.is_success() => Ok(()),
             status => Err(format!("OTLP export to {}: HTTP {status}", self.url)),

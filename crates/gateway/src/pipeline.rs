@@ -72,7 +72,7 @@ impl Gateway {
         let _admitted = self.admission.enter(&ctx.identity, &self.settings.config())?;
         match self.route(ctx, method, params).await {
             // An upstream that needs a login: the caller may be offered one (`login`).
-            Err(e) => Err(self.login_needed(ctx, e).await),
+            Err(e) => Err(Box::pin(self.login_needed(ctx, e)).await),
             answer => answer,
         }
     }
@@ -87,17 +87,19 @@ impl Gateway {
         }
         match method {
             "tools/call" => self.call_tool(ctx, params).await.map(Answer::uncached),
-            "resources/read" => self.read_resource(ctx, params).await,
-            "prompts/get" => self.get_prompt(ctx, params).await.map(Answer::uncached),
-            "completion/complete" => self.complete(ctx, params).await.map(Answer::uncached),
+            // The other methods' futures are boxed: held inline, each would make every
+            // call's future (moved, so copied, several times) as large as the largest.
+            "resources/read" => Box::pin(self.read_resource(ctx, params)).await,
+            "prompts/get" => Box::pin(self.get_prompt(ctx, params)).await.map(Answer::uncached),
+            "completion/complete" => Box::pin(self.complete(ctx, params)).await.map(Answer::uncached),
             m if tasks::METHODS.contains(&m) && ctx.revision.era() == Era::Modern => {
-                self.task_request(ctx, method, params).await
+                Box::pin(self.task_request(ctx, method, params)).await
             }
             m if tasks::LEGACY_METHODS.contains(&m) && ctx.revision.era() == Era::Legacy => {
-                self.legacy_task_request(ctx, method, params).await
+                Box::pin(self.legacy_task_request(ctx, method, params)).await
             }
             "resources/subscribe" | "resources/unsubscribe" => {
-                self.subscribe(ctx, method, params).await.map(Answer::uncached)
+                Box::pin(self.subscribe(ctx, method, params)).await.map(Answer::uncached)
             }
             _ => Err(Error::NoMethod(method.to_owned())),
         }
@@ -133,13 +135,15 @@ impl Gateway {
         // A copy to send again is kept only where a login can be waited for.
         let again =
             self.may_send_again_after_login(&ctx, server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
-        let sent = self.send(&ctx, server, method, params, caller_meta, at, original.clone()).await;
+        let sent = self.send(&ctx, server, method, params, caller_meta, at, original.as_ref()).await;
         match sent {
+            // Boxed, as the rare steps below are: held inline, their futures would make
+            // every call's future larger, and it is moved, so copied, more than once.
             Err((e, _)) if e.is_login_needed() => {
-                match self.ask_to_log_in(&ctx, server, method, original.as_ref(), e).await {
+                match Box::pin(self.ask_to_log_in(&ctx, server, method, original.as_ref(), e)).await {
                     LoggingIn::Done => match again {
                         Some((params, caller_meta, at)) => {
-                            self.send(&ctx, server, method, params, caller_meta, at, original).await
+                            Box::pin(self.send(&ctx, server, method, params, caller_meta, at, original.as_ref())).await
                         }
                         // Not reached: a login is waited for only where a copy was kept.
                         None => Err((Error::Upstream(UpstreamError::LoginNeeded { server: server.to_owned() }), None)),
@@ -162,7 +166,7 @@ impl Gateway {
         mut params: Value,
         caller_meta: Option<Map<String, Value>>,
         at: Option<Owner>,
-        original: Option<Value>,
+        original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let lease = self.lease_at(ctx, server, at).await.map_err(|e| (e, None))?;
         let _ = ctx.reached.set(lease.key().clone());
@@ -193,27 +197,28 @@ impl Gateway {
         lease: Lease,
         method: &str,
         params: Value,
-        original: Option<Value>,
+        original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let call = method == "tools/call";
         let tasks_declared = mcpx_protocol::meta::declares_tasks(&ctx.client_capabilities);
         match ctx.revision.era() {
             Era::Modern if call && tasks_declared && tasks::upstream_runs_tasks(&lease) => {
                 let next = async |lease, params| match self.runs_slow_calls(ctx, &lease) {
-                    Some(after) => self.call_or_task(ctx, lease, params, original, after).await,
+                    Some(after) => self.call_or_task(ctx, lease, params, original.cloned(), after).await,
                     None => Stateless.send(self, ctx, lease, method, params, original).await,
                 };
-                self.call_legacy_task_tool(ctx, lease, params, next).await
+                // Boxed, as every way but the plain one: see `forward`.
+                Box::pin(self.call_legacy_task_tool(ctx, lease, params, next)).await
             }
             Era::Modern if call && self.runs_slow_calls(ctx, &lease).is_some() => {
                 let after = self.runs_slow_calls(ctx, &lease).unwrap_or_default();
-                self.call_or_task(ctx, lease, params, original, after).await
+                Box::pin(self.call_or_task(ctx, lease, params, original.cloned(), after)).await
             }
             Era::Modern => Stateless.send(self, ctx, lease, method, params, original).await,
             Era::Legacy if call && params.get("task").is_some_and(Value::is_object) => {
-                self.legacy_task_call(ctx, lease, params, original).await
+                Box::pin(self.legacy_task_call(ctx, lease, params, original.cloned())).await
             }
-            Era::Legacy => OnSession.send(self, ctx, lease, method, params, original).await,
+            Era::Legacy => Box::pin(OnSession.send(self, ctx, lease, method, params, original)).await,
         }
     }
 

@@ -60,7 +60,7 @@ impl Gateway {
                 return Err((Error::Relayed(refused), Some(lease)));
             }
             params["task"] = json!({ "ttl": self.ttl_cap(asked) });
-            return OnSession.send(self, ctx, lease, "tools/call", params, original).await;
+            return OnSession.send(self, ctx, lease, "tools/call", params, original.as_ref()).await;
         }
         params.as_object_mut().map(|p| p.remove("task"));
         if tasks::upstream_has_extension(&lease) {
@@ -75,7 +75,7 @@ impl Gateway {
         // its request has been answered with the task.
         let quiet = ctx.clone().with_listener(None);
         let call = async move {
-            OnSession.send(&gateway, &quiet, lease, "tools/call", params, original).await.map_err(|(e, _)| e)
+            OnSession.send(&gateway, &quiet, lease, "tools/call", params, original.as_ref()).await.map_err(|(e, _)| e)
         };
         self.run_task(ctx, key, asked, call).map_err(|e| (e, None))
     }
@@ -98,7 +98,10 @@ impl Gateway {
         let key = lease.key().clone();
         let call_ctx = ctx.clone();
         let mut call = AbortOnDrop(tokio::spawn(async move {
-            Stateless.send(&gateway, &call_ctx, lease, "tools/call", params, original).await.map_err(|(e, _)| e)
+            Stateless
+                .send(&gateway, &call_ctx, lease, "tools/call", params, original.as_ref())
+                .await
+                .map_err(|(e, _)| e)
         }));
         let joined = |j: Result<Result<Value, Error>, tokio::task::JoinError>| {
             j.unwrap_or_else(|e| Err(Error::internal(format!("the call ended unexpectedly: {e}"))))

@@ -136,13 +136,14 @@ impl Gateway {
                     Some(Value::String(query)) => query.as_str(),
                     Some(_) => return Err(Error::params("mcpx_search: \"query\" must be a string")),
                 };
-                Ok(self.search(ctx, query).await)
+                // Boxed, as `exec` is: see the exposed lookups below.
+                Ok(Box::pin(self.search(ctx, query)).await)
             }
             CALL => {
                 let call = CallArgs::read(arguments)?;
                 self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
             }
-            crate::EXEC => self.exec(ctx, &arguments).await,
+            crate::EXEC => Box::pin(self.exec(ctx, &arguments)).await,
             // The lookups that may list a server's tools are boxed: they would make every
             // call's future KiBs larger (and it is moved, so copied, more than once).
             _ => match Box::pin(self.exposed_owner(ctx, &name)).await? {

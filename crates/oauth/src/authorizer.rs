@@ -769,20 +769,10 @@ impl Authorizer {
     /// An unauthenticated request to the server, for its challenge (scope, metadata URL).
     async fn probe(&self, server: &Url) -> Option<Challenge> {
         let body = r#"{"jsonrpc":"2.0","id":"mcpx-auth-probe","method":"ping"}"#;
-        let response = self
-            .inner
-            .http
-            .client()
-            .post(server.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body)
-            .send()
-            .await
-            .ok()?;
+        let response = self.inner.http.probe(server, body).await.ok()?;
         let values: Vec<String> = response
             .headers()
-            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .get_all(mcpx_http::header::WWW_AUTHENTICATE)
             .iter()
             .filter_map(|v| v.to_str().ok().map(str::to_owned))
             .collect();

@@ -2,10 +2,11 @@
 //! (2025-11-25 and 2026-07-28, with the 2025-03-26 fallbacks): discovery from a 401's
 //! challenge, client registration, the authorization code flow with PKCE through a
 //! loopback redirect, refresh, scope step-up, the client credentials grant, and the token
-//! store. Nothing here knows MCP messages or other mcpx crates: the upstream asks an
-//! [`Authorizer`] for a bearer and tells it what the server answered.
+//! store. Nothing here knows MCP messages or other mcpx crates but `mcpx_http`, the client
+//! it sends with: the upstream asks an [`Authorizer`] for a bearer and tells it what the
+//! server answered.
 //!
-//! Hand-written over reqwest rather than the `oauth2` crate: the MCP order of discovery
+//! Hand-written over that client rather than the `oauth2` crate: the MCP order of discovery
 //! (resource metadata, then issuer metadata with path insertion and issuer checks),
 //! registration (pre-registered, metadata document URL, dynamic) and the `resource`
 //! parameter on every request are the bulk of the work and are outside that crate, while

@@ -16,12 +16,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use axum::body::Bytes;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::jwk::{JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use mcpx_gateway::Principal;
 use mcpx_gateway::config::OAuthResourceConfig;
+use mcpx_http::{Client, Method, Redirects, Request, Response, Uri, header};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -293,17 +295,15 @@ async fn introspect(
     // RFC 6749 §2.3.1: the client's id and secret are form-encoded before Basic.
     let credentials = format!("{}:{}", form(&introspection.client_id), form(&introspection.client_secret));
     let basic = base64::engine::general_purpose::STANDARD.encode(credentials);
-    let response = client()
-        .post(&introspection.endpoint)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .header("Accept", "application/json")
-        .header("Authorization", format!("Basic {basic}"))
-        .timeout(oauth.request_timeout)
-        .body(body)
-        .send()
+    let headers = [
+        (header::CONTENT_TYPE, "application/x-www-form-urlencoded".to_owned()),
+        (header::ACCEPT, "application/json".to_owned()),
+        (header::AUTHORIZATION, format!("Basic {basic}")),
+    ];
+    let response = send(oauth, Method::POST, &introspection.endpoint, &headers, body.into())
         .await
-        .map_err(|e| format!("introspection failed: {}", e.without_url()))?;
-    let answer = read_json(response, "the introspection endpoint").await?;
+        .map_err(|e| format!("introspection failed: {e}"))?;
+    let answer = read_json(oauth, response, "the introspection endpoint").await?;
     let claims = answer.as_object().ok_or("the introspection answer is not a JSON object")?;
     if claims.get("active") != Some(&Value::Bool(true)) {
         return Err("the introspection endpoint says the token is not active".into());
@@ -336,7 +336,7 @@ async fn fetch_keys(oauth: &OAuthResourceConfig, issuer: &str) -> Result<JwkSet,
         None => discover_jwks_uri(oauth, issuer).await?,
     };
     let response = get(oauth, &jwks_uri).await?;
-    let keys = read_json(response, "the issuer's key set").await?;
+    let keys = read_json(oauth, response, "the issuer's key set").await?;
     serde_json::from_value(keys).map_err(|e| format!("issuer {issuer:?} publishes keys mcpx cannot read: {e}"))
 }
 
@@ -357,7 +357,7 @@ async fn discover_jwks_uri(oauth: &OAuthResourceConfig, issuer: &str) -> Result<
                 continue;
             }
         };
-        let metadata = read_json(response, "the issuer's metadata").await?;
+        let metadata = read_json(oauth, response, "the issuer's metadata").await?;
         if metadata.get("issuer").and_then(Value::as_str) != Some(issuer) {
             return Err(format!("the metadata at {url} is not issuer {issuer:?}'s"));
         }
@@ -419,42 +419,58 @@ fn is_loopback_url(url: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-async fn get(oauth: &OAuthResourceConfig, url: &str) -> Result<reqwest::Response, Refusal> {
-    client()
-        .get(url)
-        .header("Accept", "application/json")
-        .timeout(oauth.request_timeout)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url} failed: {}", e.without_url()))
+async fn get(oauth: &OAuthResourceConfig, url: &str) -> Result<Response, Refusal> {
+    let headers = [(header::ACCEPT, "application/json".to_owned())];
+    send(oauth, Method::GET, url, &headers, Bytes::new()).await.map_err(|e| format!("GET {url} failed: {e}"))
 }
 
-/// A JSON document of at most [`MOST_DOCUMENT_BYTES`] from a successful response.
-async fn read_json(mut response: reqwest::Response, what: &str) -> Result<Value, Refusal> {
+/// One request to an authorization server, answered within `requestTimeout`.
+async fn send(
+    oauth: &OAuthResourceConfig,
+    method: Method,
+    url: &str,
+    headers: &[(header::HeaderName, String)],
+    body: Bytes,
+) -> Result<Response, String> {
+    let uri = url.parse::<Uri>().map_err(|e| e.to_string())?;
+    let make = || {
+        let mut request = Request::new(mcpx_http::Body::new(body.clone()));
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = uri.clone();
+        for (name, value) in headers {
+            if let Ok(value) = header::HeaderValue::from_str(value) {
+                request.headers_mut().insert(name.clone(), value);
+            }
+        }
+        request
+    };
+    match tokio::time::timeout(oauth.request_timeout, client().send(make)).await {
+        Ok(sent) => sent,
+        Err(_) => Err(format!("no answer within {:?}", oauth.request_timeout)),
+    }
+}
+
+/// A JSON document of at most [`MOST_DOCUMENT_BYTES`] from a successful response, read
+/// within `requestTimeout`.
+async fn read_json(oauth: &OAuthResourceConfig, response: Response, what: &str) -> Result<Value, Refusal> {
     if !response.status().is_success() {
         return Err(format!("{what} answered {}", response.status()));
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading {what} failed: {}", e.without_url()))? {
-        if body.len() + chunk.len() > MOST_DOCUMENT_BYTES {
+    let body = match tokio::time::timeout(oauth.request_timeout, mcpx_http::body(response, MOST_DOCUMENT_BYTES)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) if e.starts_with("an answer larger") => {
             return Err(format!("{what} is larger than {MOST_DOCUMENT_BYTES} bytes"));
         }
-        body.extend_from_slice(&chunk);
-    }
+        Ok(Err(e)) => return Err(format!("reading {what} failed: {e}")),
+        Err(_) => return Err(format!("reading {what} failed: not read within {:?}", oauth.request_timeout)),
+    };
     serde_json::from_slice(&body).map_err(|e| format!("{what} is not JSON: {e}"))
 }
 
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::builder()
-            .no_proxy()
-            // An authorization server's documents are where it says they are.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("the HTTP client builds with the ring provider installed")
-    })
+fn client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    // An authorization server's documents are where it says they are.
+    CLIENT.get_or_init(|| Client::new(Redirects::NONE, None))
 }
 
 /// Three dot-separated parts: meant as a JWT, so never sent to introspection.

@@ -24,7 +24,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use futures::TryStreamExt;
 use hmac::{Hmac, Mac};
 use mcpx_gateway::Principal;
 use mcpx_gateway::cluster::Node;
@@ -93,7 +92,7 @@ pub struct Link {
     auth_key: [u8; 32],
     seal_key: [u8; 32],
     mac_key: [u8; 32],
-    client: reqwest::Client,
+    client: mcpx_http::Client,
     /// The nonces of the signed requests accepted whose time is still in the window.
     seen: Mutex<Seen>,
 }
@@ -126,13 +125,7 @@ impl Seen {
 
 impl Link {
     pub fn new(node: String, url: String, secret: &str) -> Link {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("the HTTP client builds with the ring provider installed");
+        let client = mcpx_http::Client::new(mcpx_http::Redirects::NONE, Some(CONNECT_TIMEOUT));
         Link {
             node,
             url,
@@ -312,26 +305,41 @@ impl Link {
         let digest = hex(&Sha256::digest(&body));
         let signed = [time.as_str(), nonce.as_str(), principal.as_str(), digest.as_str()];
         let signature = self.signature(&self.node, &node.id, signed, method.as_str(), target, &sent);
-        let request = self
-            .client
-            .request(method, format!("{}{target}", node.url.trim_end_matches('/')))
-            .headers(sent)
-            .header(NODE_HEADER, &self.node)
-            .header(TIME_HEADER, time)
-            .header(NONCE_HEADER, nonce)
-            .header(BODY_HEADER, digest)
-            .header(PRINCIPAL_HEADER, principal)
-            .header(SIGNATURE_HEADER, signature)
-            .body(body);
-        let answer = match request.send().await {
+        let signed = [
+            (NODE_HEADER, self.node.as_str()),
+            (TIME_HEADER, time.as_str()),
+            (NONCE_HEADER, nonce.as_str()),
+            (BODY_HEADER, digest.as_str()),
+            (PRINCIPAL_HEADER, principal.as_str()),
+            (SIGNATURE_HEADER, signature.as_str()),
+        ];
+        for (name, value) in signed {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                sent.insert(HeaderName::from_static(name), value);
+            }
+        }
+        let url = format!("{}{target}", node.url.trim_end_matches('/'));
+        let uri = url.parse::<axum::http::Uri>().map_err(|e| e.to_string());
+        let make = || {
+            let mut request = mcpx_http::Request::new(mcpx_http::Body::new(body.clone()));
+            *request.method_mut() = method.clone();
+            if let Ok(uri) = &uri {
+                *request.uri_mut() = uri.clone();
+            }
+            *request.headers_mut() = sent.clone();
+            request
+        };
+        let sent = match &uri {
+            Ok(_) => self.client.send(make).await,
+            Err(e) => Err(format!("{url}: {e}")),
+        };
+        let answer = match sent {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::warn!(node = node.id, url = node.url, "forwarding to the owner failed: {e}");
                 let e = RpcError::internal(format!(
                     "cluster node {:?} ({}), which serves this caller's instance, is unreachable: {}; if it is gone, its instances move to another node within cluster.leaseTtl",
-                    node.id,
-                    node.url,
-                    short(&e)
+                    node.id, node.url, e
                 ));
                 return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
             }
@@ -342,8 +350,7 @@ impl Link {
                 response = response.header(HeaderName::from_static(name), value);
             }
         }
-        let stream = answer.bytes_stream().map_err(std::io::Error::other);
-        response.body(Body::from_stream(stream)).unwrap_or_else(|_| {
+        response.body(Body::new(answer.into_body())).unwrap_or_else(|_| {
             reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
         })
     }
@@ -379,18 +386,6 @@ fn hex(bytes: &[u8]) -> String {
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
-}
-
-/// An error and its causes on one line.
-fn short(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

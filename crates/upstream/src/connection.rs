@@ -158,9 +158,10 @@ impl Upstream {
         }
         match &self.link {
             Link::Stdio(pipe) => pipe.call(method, params, caller, listener).await,
-            // Boxed: the HTTP client's futures would make every call's future (stdio ones too) KiBs larger.
+            // Boxed: the HTTP client's futures would make every call's future (stdio ones too)
+            // KiBs larger. The call alone is boxed, so it is built and moved once.
             Link::Http(conn) => {
-                match Box::pin(tokio::time::timeout(self.request_timeout, conn.call(method, params, caller, listener)))
+                match tokio::time::timeout(self.request_timeout, Box::pin(conn.call(method, params, caller, listener)))
                     .await
                 {
                     Ok(answer) => answer,

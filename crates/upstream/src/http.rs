@@ -252,7 +252,10 @@ impl HttpConn {
             && self.param_headers.lock().expect("headers lock").is_none()
         {
             // The headers a call needs come from the tool's listing: list once first.
-            let _ = self.post_once("tools/list", json!({ "_meta": handshake::modern_envelope() }), None).await;
+            // Boxed, as every rare step of a call is: held inline, its future would make
+            // every call's future larger, and that is copied when it is boxed below `Upstream`.
+            let list = json!({ "_meta": handshake::modern_envelope() });
+            let _ = Box::pin(self.post_once("tools/list", list, None)).await;
         }
         let serving = Serving { caller, ask: listener.as_ref().and_then(|l| l.ask.clone()) };
         let _serving = serving.is_for_someone().then(|| ServingGuard::register(self, id, serving));
@@ -261,7 +264,7 @@ impl HttpConn {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
                 Outcome::SessionGone if attempt == 0 && self.era == Era::Legacy => {
                     tracing::info!(server = self.server, "the server ended our session; starting a new one");
-                    self.initialize().await?;
+                    Box::pin(self.initialize()).await?;
                 }
                 Outcome::SessionGone => break,
             }
@@ -387,7 +390,8 @@ impl HttpConn {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if is_stream && status.is_success() {
-            return self.read_stream(id, response, listener).await;
+            // Boxed: see `call_as`.
+            return Box::pin(self.read_stream(id, response, listener)).await;
         }
         let bytes = match response.into_body().collect().await {
             Ok(body) => body.to_bytes(),
@@ -415,9 +419,22 @@ impl HttpConn {
         params: Option<&Value>,
         legacy: Option<Revision>,
     ) -> Result<Response, UpstreamError> {
-        let Some(auth) = &self.auth else {
-            return self.post(body.into(), method, params, legacy, None).await;
-        };
+        match &self.auth {
+            None => self.post(body.into(), method, params, legacy, None).await,
+            // Boxed: see `call_as`.
+            Some(auth) => Box::pin(self.send_authorized(auth, body, method, params, legacy)).await,
+        }
+    }
+
+    /// [`send`](Self::send) to a server mcpx holds a token for, or may get one.
+    async fn send_authorized(
+        &self,
+        auth: &Authorization,
+        body: Vec<u8>,
+        method: &str,
+        params: Option<&Value>,
+        legacy: Option<Revision>,
+    ) -> Result<Response, UpstreamError> {
         let bearer = auth.authorizer.bearer(&auth.target).await;
         self.remember_bearer(bearer.as_deref());
         let body = Bytes::from(body);

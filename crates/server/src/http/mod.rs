@@ -125,8 +125,8 @@ async fn post(
         Ok(frame) => frame,
         Err(invalid) => return reply::error(StatusCode::BAD_REQUEST, format, None, &invalid.error),
     };
-    // Boxed, as is `modern::handle` below: each is the whole request's future, KiBs that
-    // every layer above (this handler, axum's and hyper's) would otherwise move by value.
+    // Boxed, as is the answer in `modern::handle`: each is the whole request's future, KiBs
+    // that every layer above (this handler, axum's and hyper's) would otherwise move by value.
     if let Some(session) = session {
         return Box::pin(legacy::post(front, base, headers, format, session, frame)).await;
     }
@@ -154,14 +154,15 @@ async fn without_session(
     body: axum::body::Bytes,
 ) -> Response {
     if is_modern(headers, &message) {
+        // The cluster's steps are boxed, as the answer in `modern::handle` is (see `post`).
         if let (Some(onward), Message::Request { id, method, params }) = (&onward, &message) {
-            match onward.owner(base, method, params).await {
-                Ok(Some(node)) => return onward.forward(&node, body).await,
+            match Box::pin(onward.owner(base, method, params)).await {
+                Ok(Some(node)) => return Box::pin(onward.forward(&node, body)).await,
                 Ok(None) => {}
                 Err(e) => return reply::answer(format, &dispatch::response(&id.to_value(), Err(e))),
             }
         }
-        return Box::pin(modern::handle(front, base, headers, format, message)).await;
+        return modern::handle(front, base, headers, format, message).await;
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {

@@ -53,8 +53,11 @@ pub async fn handle(
         Err(e) => return reply::refusal(format, Some(&id), &e),
     };
     let caller = caller(front, transport, headers);
+    // The answer's future is boxed where it is made (the listen's too): KiBs, which an
+    // `await` here would build and then move into this future, and every layer above would
+    // move again.
     if method == "subscriptions/listen" {
-        return listen(caller, admitted, id, params).await;
+        return Box::pin(listen(caller, admitted, id, params)).await;
     }
     // A caller that takes an event stream gets the request's notifications there, before
     // the response; closing that stream cancels the request. (A request with nothing to
@@ -66,7 +69,7 @@ pub async fn handle(
         })
         .await;
     }
-    reply::outcome(format, &id, modern::answer(&caller, admitted, &method, params, None).await)
+    reply::outcome(format, &id, Box::pin(modern::answer(&caller, admitted, &method, params, None)).await)
 }
 
 /// A `subscriptions/listen`: a long-lived event stream. The caller closing it ends the
