@@ -175,6 +175,9 @@ impl Entry {
 struct Questions {
     /// Whether mcpx has a `tasks/result` open to hear them.
     open: bool,
+    /// Most kept waiting at once (`limits.pendingQuestions`): the upstream is told no
+    /// for one past it, so what it asks never grows what mcpx holds without bound.
+    max: usize,
     /// How many were asked: each key (`q<n>`) is used once in the task's life.
     asked: u64,
     /// Those not answered yet, as `inputRequests` shows them.
@@ -561,7 +564,7 @@ impl Gateway {
             ended: tokio::sync::watch::channel(false).0,
             unreachable_since: None,
             caller: caller_of(ctx),
-            questions: Questions::default(),
+            questions: Questions { max: config.limits.pending_questions, ..Questions::default() },
         };
         if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {
             let (entry, setting, limit) = *refused;
@@ -804,7 +807,7 @@ fn hear_questions(
         let (tasks, id) = keeper.clone();
         Box::pin(async move {
             let gone = || RpcError::internal(format!("task {id:?} is gone: nobody will answer {method}"));
-            let waiting = tasks.keep_question(&id, method.clone(), params).ok_or_else(gone)?;
+            let waiting = tasks.keep_question(&id, method.clone(), params).ok_or_else(gone)??;
             waiting.await.map_err(|_| gone())
         })
     });
@@ -1094,15 +1097,22 @@ impl Tasks {
     }
 
     /// Keeps a question the upstream asks during the task `id` for its 2026 caller, who
-    /// reads it in `inputRequests` and answers it with `tasks/update`.
+    /// reads it in `inputRequests` and answers it with `tasks/update`; `None` once the task
+    /// is gone, an error when as many as `limits.pendingQuestions` already wait.
     fn keep_question(
         &self,
         id: &str,
         method: String,
         mut params: Value,
-    ) -> Option<tokio::sync::oneshot::Receiver<Value>> {
+    ) -> Option<Result<tokio::sync::oneshot::Receiver<Value>, RpcError>> {
         let mut tasks = self.lock();
         let entry = tasks.get_mut(id)?;
+        if entry.questions.waiting.len() >= entry.questions.max {
+            return Some(Err(RpcError::internal(format!(
+                "{} questions of this task already wait for the caller's answers (limits.pendingQuestions)",
+                entry.questions.max
+            ))));
+        }
         // The upstream's task id is its own, never the caller's business.
         if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
             meta.remove(RELATED_TASK);
@@ -1116,7 +1126,7 @@ impl Tasks {
             entry.state["status"] = "input_required".into();
             entry.state["inputRequests"] = Value::Object(entry.questions.waiting.clone());
         }
-        Some(rx)
+        Some(Ok(rx))
     }
 
     /// Hands the caller's answers (by key) to the questions waiting for them; an answer to

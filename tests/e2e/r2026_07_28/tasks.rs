@@ -512,3 +512,30 @@ fn a_listen_hears_its_callers_tasks_change_status_and_only_those() {
     let undeclared = Modern::new("subscriptions/listen", json!({"notifications": {"taskIds": [id]}})).session("owner");
     undeclared.send(daemon.url()).assert_error(400, -32021);
 }
+
+#[test]
+fn a_handshake_era_upstream_that_asks_a_task_question_after_question_is_held_to_the_pending_limit() {
+    let t = tag();
+    let mut cfg = config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
+    cfg["limits"] = json!({"pendingQuestions": 4});
+    let daemon = Daemon::start(&cfg);
+    // The upstream puts twelve questions at once during the tasks/result mcpx holds open.
+    let task = start(&daemon, "owner", "multi_input", json!({"count": 12}));
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let count = |t: &Value| t["inputRequests"].as_object().map_or(0, |r| r.len());
+    let asking = poll_until(&daemon, "owner", &id, |t| count(t) >= 4 || ended(t));
+    assert_eq!(count(&asking), 4, "at most limits.pendingQuestions are kept: {asking}");
+    // The four kept are answered; the upstream was told no for the others, and says so.
+    let answers: serde_json::Map<String, Value> = asking["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|key| (key.clone(), json!({"action": "accept", "content": {"name": "Ada"}})))
+        .collect();
+    let ack = task_request(&daemon, "owner", "tasks/update", json!({"taskId": id, "inputResponses": answers}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+    let done = poll_until(&daemon, "owner", &id, ended);
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done.to_string().contains("limits.pendingQuestions"), "{done}");
+    assert!(done.get("inputRequests").is_none(), "{done}");
+}
