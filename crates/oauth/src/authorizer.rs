@@ -489,6 +489,12 @@ impl Authorizer {
         match stored {
             Some(tokens) if tokens.refresh_token.is_some() && !step_up => {
                 let url = parse(&target.url)?;
+                // The server may have moved to another authorization server: a token
+                // from the old one is no good there, and neither is its client. Found
+                // before this node's turn, so the turn (a lock of fixed length, in a
+                // cluster) covers only the token request: a slow discovery must not
+                // outlast it and let another node spend the same refresh token.
+                let discovered = discovery::discover(&self.inner.http, &url, challenge.as_ref()).await;
                 let other = |t: Option<&Tokens>| t.is_some_and(|t| Some(t.access_token.as_str()) != sent);
                 let turn = match self.turn(&target.key, other).await? {
                     Turn::Done => {
@@ -499,9 +505,6 @@ impl Authorizer {
                 };
                 let tokens =
                     self.inner.store.tokens(&target.key).filter(|t| t.server_url == target.url).unwrap_or(tokens);
-                // The server may have moved to another authorization server: a token
-                // from the old one is no good there, and neither is its client.
-                let discovered = discovery::discover(&self.inner.http, &url, challenge.as_ref()).await;
                 let same = discovered.as_ref().is_ok_and(|d| d.auth.issuer == tokens.issuer);
                 let renewed = if same { Some(self.renew(target, &tokens, None, turn.as_deref()).await) } else { None };
                 let outcome = match renewed {
