@@ -102,6 +102,11 @@ pub struct OAuthConfig {
     pub refresh_before: Duration,
     /// The `client_name` mcpx registers under. Default "mcpx".
     pub client_name: String,
+    /// In a cluster, how long a node holds a credential's lock while it spends the
+    /// refresh token; another node waits that long at most. Longer than one token
+    /// request may take. Default 30s.
+    #[serde(with = "duration")]
+    pub refresh_lock: Duration,
 }
 
 impl Default for OAuthConfig {
@@ -113,6 +118,7 @@ impl Default for OAuthConfig {
             max_step_ups: 2,
             refresh_before: Duration::from_secs(60),
             client_name: "mcpx".into(),
+            refresh_lock: Duration::from_secs(30),
         }
     }
 }

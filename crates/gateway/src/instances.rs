@@ -184,6 +184,7 @@ pub(crate) fn oauth_settings(config: &OAuthConfig) -> mcpx_oauth::Settings {
         max_step_ups: config.max_step_ups,
         refresh_before: config.refresh_before,
         client_name: config.client_name.clone(),
+        refresh_lock: config.refresh_lock,
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Settings {
     pub refresh_before: Duration,
     /// `client_name` in dynamic registration.
     pub client_name: String,
+    /// In a cluster, how long this node holds a credential's lock while it spends the
+    /// refresh token (and another node waits at most).
+    pub refresh_lock: Duration,
 }
 
 impl Default for Settings {
@@ -47,6 +50,7 @@ impl Default for Settings {
             max_step_ups: 2,
             refresh_before: Duration::from_secs(60),
             client_name: "mcpx".into(),
+            refresh_lock: Duration::from_secs(30),
         }
     }
 }
@@ -182,10 +186,6 @@ enum Turn {
     Done,
 }
 
-/// Longest a node holds a credential's lock in a cluster: a refresh (a token request,
-/// bounded by the HTTP client's timeout) fits in it, and a node that died holding it
-/// frees it after this long.
-const SPEND_LOCK: Duration = Duration::from_secs(30);
 /// How often a node waiting for another's refresh looks again.
 const SPEND_POLL: Duration = Duration::from_millis(100);
 /// How long a credential read from a cluster's store is used before it is read again
@@ -328,9 +328,10 @@ impl Authorizer {
         getrandom::fill(&mut value).expect("the OS random source is available");
         let value: String = value.iter().map(|b| format!("{b:02x}")).collect();
         let lock = Shared::lock_name(key);
-        let deadline = tokio::time::Instant::now() + SPEND_LOCK;
+        let hold = self.settings().refresh_lock;
+        let deadline = tokio::time::Instant::now() + hold;
         loop {
-            match shared.store.lock(&lock, &value, SPEND_LOCK).await {
+            match shared.store.lock(&lock, &value, hold).await {
                 Ok(true) => {
                     self.pull(key).await;
                     if settled(self.inner.store.tokens(key).as_ref()) {
@@ -353,7 +354,7 @@ impl Authorizer {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(OAuthError::Store(format!(
-                    "server {:?}: another node of the cluster has been refreshing this credential for {SPEND_LOCK:?}",
+                    "server {:?}: another node of the cluster has been refreshing this credential for {hold:?} (oauth.refreshLock)",
                     key.server
                 )));
             }

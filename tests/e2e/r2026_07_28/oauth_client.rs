@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mcpx_e2e::client::{Raw, Reply, next_id};
 use mcpx_e2e::{Daemon, Modern};
@@ -36,6 +37,10 @@ struct Seen {
     /// Refresh requests with a token already spent.
     reused: usize,
     revoked: Vec<String>,
+    /// Access tokens no longer accepted (the server withdrew them).
+    withdrawn: Vec<String>,
+    /// Whether metadata and token requests are answered slowly (1.2 s and 1 s).
+    slow: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -104,6 +109,12 @@ fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, firs
     let _ = reader.read_exact(&mut body);
     let body = String::from_utf8_lossy(&body).into_owned();
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let slow = seen.lock().unwrap().slow;
+    match (slow, path) {
+        (true, p) if p.starts_with("/.well-known/") => std::thread::sleep(Duration::from_millis(1200)),
+        (true, "/token") => std::thread::sleep(Duration::from_millis(1000)),
+        _ => {}
+    }
     let form = |text: &str, key: &str| {
         text.split('&').find_map(|p| p.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| decode(v)))
     };
@@ -181,7 +192,7 @@ fn serve(mut stream: TcpStream, mode: Mode, base: &str, seen: &Mutex<Seen>, firs
                 seen.mcp.push(auth.clone());
                 auth.as_deref()
                     .and_then(|a| a.strip_prefix("Bearer "))
-                    .is_some_and(|t| seen.issued.iter().any(|i| i == t))
+                    .is_some_and(|t| seen.issued.iter().any(|i| i == t) && !seen.withdrawn.iter().any(|w| w == t))
             };
             if mode != Mode::Open && !valid {
                 let challenge = format!(
@@ -867,4 +878,36 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
     let sent = docs.seen(|s| s.mcp[before..].to_vec());
     assert!(sent.iter().all(|a| a.as_deref() != Some("Bearer at-planted")), "{sent:?}");
     assert_eq!(docs.seen(|s| s.grants.len()), 2, "no refresh with a planted token");
+}
+
+#[test]
+fn in_a_cluster_a_slow_authorization_server_never_sees_one_refresh_token_twice() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let servers = json!({ "docs": { "url": docs.url(), "scope": "session" } });
+    // A refresh turn shorter than finding the authorization server now takes (two
+    // metadata requests of 1.2 s), longer than the token request (1 s).
+    let cluster = mcpx_e2e::cluster::Cluster::start(servers, "3s", json!({ "oauth": { "refreshLock": "3s" } }));
+    let (id, url) = begin(&cluster.nodes[0], "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&cluster.nodes[0], &id)["status"], "done");
+    let call = |i: usize| {
+        let url = cluster.nodes[i].url().to_owned();
+        move || Modern::mcpx_call("docs", "whoami", json!({})).session(&format!("s{i}")).send(&url)
+    };
+    for i in 0..2 {
+        assert_eq!(call(i)().structured_or_text(), "ok", "before: through node {i}");
+    }
+    // The server withdraws the first access token and slows down: both nodes are
+    // answered 401 at once, and both want the refresh token spent.
+    docs.seen.lock().unwrap().withdrawn.push("at-1-secret".into());
+    docs.seen.lock().unwrap().slow = true;
+    let called: Vec<Reply> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..2).map(|i| scope.spawn(call(i))).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    assert_eq!(docs.seen(|s| s.reused), 0, "a refresh token was spent twice");
+    for (i, reply) in called.iter().enumerate() {
+        assert_eq!(reply.structured_or_text(), "ok", "through node {i}: {reply}");
+    }
+    assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"], "refreshed once");
 }
