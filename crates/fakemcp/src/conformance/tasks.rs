@@ -19,9 +19,9 @@
 //!
 //! There a task-augmented `slow_compute` also takes `pollInterval` (ms: what its task
 //! suggests the client polls at), `notify` (true: the task sends
-//! `notifications/tasks/status` itself when it ends) and `notifyAs` (ids: it sends them
+//! `notifications/tasks/status` itself when it ends), `notifyAs` (ids: it sends them
 //! under these task ids instead of its own, as a server that speaks of tasks it does not
-//! run would). Over HTTP they have nowhere to go (no event stream) and are dropped.
+//! run would) and `notifyStatus` (the status they say, in place of the task's own). Over HTTP they have nowhere to go (no event stream) and are dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,6 +129,8 @@ struct Task {
     poll_ms: u64,
     /// The ids its own `notifications/tasks/status` go out under (2025-11-25 only).
     announce: Vec<String>,
+    /// The status they say, when not its own.
+    announce_status: Option<String>,
     /// How long the task stays readable after it was created.
     ttl_ms: u64,
     /// Questions sent to a 2025-11-25 client and not yet answered.
@@ -197,11 +199,12 @@ struct Announcing {
     poll_ms: u64,
     notify: bool,
     notify_as: Option<Vec<String>>,
+    status: Option<String>,
 }
 
 impl Default for Announcing {
     fn default() -> Self {
-        Announcing { poll_ms: POLL_INTERVAL_MS, notify: false, notify_as: None }
+        Announcing { poll_ms: POLL_INTERVAL_MS, notify: false, notify_as: None, status: None }
     }
 }
 
@@ -272,6 +275,7 @@ impl Tasks {
             status: "working",
             poll_ms: announcing.poll_ms,
             announce,
+            announce_status: announcing.status,
             ttl_ms,
             sent: 0,
             created: at.clone(),
@@ -372,6 +376,7 @@ impl Fixture {
                 .get("notifyAs")
                 .and_then(Value::as_array)
                 .map(|ids| ids.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
+            status: arguments.get("notifyStatus").and_then(Value::as_str).map(str::to_owned),
         };
         let id = self.spawn_task(ttl_ms, announcing, work);
         let body = self.tasks.lock()[&id].legacy_body(&id);
@@ -425,7 +430,14 @@ impl Fixture {
         let notes: Vec<Value> = {
             let map = self.tasks.lock();
             let Some(task) = map.get(id) else { return };
-            task.announce.iter().map(|as_id| task.legacy_body(as_id)).collect()
+            let body = |as_id: &String| {
+                let mut body = task.legacy_body(as_id);
+                if let Some(status) = &task.announce_status {
+                    body["status"] = status.as_str().into();
+                }
+                body
+            };
+            task.announce.iter().map(body).collect()
         };
         for note in notes {
             self.out.notify_with("notifications/tasks/status", note);
