@@ -25,7 +25,8 @@
 //! `notifications/tasks/status` for it at once (from that instance, under its id for the
 //! task, and nothing else), and releases the lease the moment it sees it end, whether or
 //! not the caller polls. A cancel the server cannot be reached for is recorded by mcpx
-//! and sent again in the background. A task mcpx runs holds its instance through the call in flight.
+//! and sent again in the background. A task mcpx runs holds its instance through the call
+//! in flight.
 //! An instance that exits while a task runs ends it as `failed`, with an error that says so.
 
 use std::collections::HashMap;
@@ -724,7 +725,11 @@ impl Gateway {
                 let (key, capabilities) = (&key, &capabilities);
                 match announced {
                     Some(task) => {
-                        let state = with_payload(&upstream, &upstream_id, capabilities, from_legacy(&task)).await;
+                        let mut state = from_legacy(&task);
+                        if state.get("lastUpdatedAt").is_none() {
+                            state["lastUpdatedAt"] = now_rfc3339().into();
+                        }
+                        let state = with_payload(&upstream, &upstream_id, capabilities, state).await;
                         keep(&tasks, &id, &upstream, &upstream_id, capabilities, state);
                     }
                     None => {
