@@ -21,8 +21,12 @@
 //!
 //! The instance that runs a task is held (a lease) until the task ends or its ttl passes
 //! (`tasks.maxTtl` at most; swept every second): a watcher polls an upstream's task at
-//! the interval it suggests and releases the lease the moment it sees it end, whether or
-//! not the caller polls. A task mcpx runs holds its instance through the call in flight.
+//! the interval it suggests, takes a handshake-era upstream's own
+//! `notifications/tasks/status` for it at once (from that instance, under its id for the
+//! task, and nothing else), and releases the lease the moment it sees it end, whether or
+//! not the caller polls. A cancel the server cannot be reached for is recorded by mcpx
+//! and sent again in the background. A task mcpx runs holds its instance through the call
+//! in flight.
 //! An instance that exits while a task runs ends it as `failed`, with an error that says so.
 
 use std::collections::HashMap;
@@ -52,6 +56,10 @@ const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
 /// The watcher polls an upstream's task no more often than this, and no less.
 const FASTEST_POLL: Duration = Duration::from_millis(200);
 const SLOWEST_POLL: Duration = Duration::from_secs(5);
+/// How soon, and then how seldom at most, mcpx tells an unreachable server again of a
+/// cancellation it recorded.
+const CANCEL_RETRY_FIRST: Duration = Duration::from_millis(500);
+const CANCEL_RETRY_LAST: Duration = Duration::from_secs(30);
 /// What mcpx suggests a caller polls a task it runs itself at.
 const OWN_POLL_MS: u64 = 500;
 
@@ -679,11 +687,20 @@ impl Gateway {
         }
     }
 
-    /// Polls an upstream's task until it ends or is gone, so its instance is released as
-    /// soon as it ends even if the caller never asks again.
+    /// Follows an upstream's task until it ends or is gone, so its instance is released as
+    /// soon as it ends even if the caller never asks again: it polls the task at the
+    /// interval the upstream suggests, and a handshake-era upstream's own
+    /// `notifications/tasks/status` for it is taken at once. Only the instance that runs
+    /// the task is heard, and only under the upstream's id for it: a status for any other
+    /// id, or from another instance, touches nothing.
     fn watch_task(&self, id: String) {
         let tasks = self.tasks.clone();
         let gateway = self.me.get().cloned().unwrap_or_default();
+        // Heard from now on, before the caller even has the task.
+        let mut heard = tasks.lock().get(&id).and_then(|e| match &e.runner {
+            Runner::Upstream { upstream, .. } if upstream.facts().era == Era::Legacy => Some(upstream.task_statuses()),
+            _ => None,
+        });
         tokio::spawn(async move {
             loop {
                 let Some(found) = ({
@@ -696,15 +713,30 @@ impl Gateway {
                 if terminal(&state) {
                     return;
                 }
+                let Runner::Upstream { upstream, id: upstream_id } = runner else { return };
                 let every = Duration::from_millis(state.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000));
-                tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)).await;
+                let announced = tokio::select! {
+                    () = tokio::time::sleep(every.clamp(FASTEST_POLL, SLOWEST_POLL)) => None,
+                    announced = announced_status(&mut heard, &upstream_id) => Some(announced),
+                };
                 let Some(unreachable_for) = gateway.upgrade().map(|g| g.settings.config().tasks.unreachable_for) else {
                     return;
                 };
-                if let Runner::Upstream { upstream, id: upstream_id } = runner {
-                    let (key, capabilities) = (&key, &capabilities);
-                    let _ =
-                        refresh(&tasks, &id, key, &upstream, &upstream_id, capabilities, &state, unreachable_for).await;
+                let (key, capabilities) = (&key, &capabilities);
+                match announced {
+                    Some(task) => {
+                        let mut state = from_legacy(&task);
+                        if state.get("lastUpdatedAt").is_none() {
+                            state["lastUpdatedAt"] = now_rfc3339().into();
+                        }
+                        let state = with_payload(&upstream, &upstream_id, capabilities, state).await;
+                        keep(&tasks, &id, &upstream, &upstream_id, capabilities, state);
+                    }
+                    None => {
+                        let _ =
+                            refresh(&tasks, &id, key, &upstream, &upstream_id, capabilities, &state, unreachable_for)
+                                .await;
+                    }
                 }
             }
         });
@@ -738,28 +770,7 @@ async fn refresh(
     let state = match asked {
         Ok(task) => match upstream.facts().era {
             Era::Modern => from_modern(task),
-            Era::Legacy => {
-                let mut state = from_legacy(&task);
-                if terminal(&state) {
-                    let payload =
-                        upstream.request("tasks/result", json!({ "taskId": upstream_id }), capabilities).await;
-                    match payload {
-                        Ok(mut result) => {
-                            result.as_object_mut().map(|r| r.remove("_meta"));
-                            state["result"] = result;
-                        }
-                        Err(mcpx_upstream::UpstreamError::Rpc(e)) if state["status"] == "failed" => {
-                            let mut error = json!({ "code": e.code, "message": e.message });
-                            if let Some(data) = e.data {
-                                error["data"] = data;
-                            }
-                            state["error"] = error;
-                        }
-                        Err(_) => {}
-                    }
-                }
-                state
-            }
+            Era::Legacy => with_payload(upstream, upstream_id, capabilities, from_legacy(&task)).await,
         },
         Err(_) if !upstream.is_alive() => crashed(key, upstream, previous),
         Err(mcpx_upstream::UpstreamError::Rpc(e)) if e.code == mcpx_protocol::code::INVALID_PARAMS => {
@@ -775,6 +786,48 @@ async fn refresh(
             lost(key, &why, previous)
         }
     };
+    Ok(keep(tasks, id, upstream, upstream_id, capabilities, state))
+}
+
+/// A handshake-era task's state with, once it ended, what its `tasks/result` answers
+/// (the result, or a failed task's error), so it outlives the instance.
+async fn with_payload(
+    upstream: &mcpx_upstream::Upstream,
+    upstream_id: &str,
+    capabilities: &Value,
+    mut state: Value,
+) -> Value {
+    if !terminal(&state) {
+        return state;
+    }
+    match upstream.request("tasks/result", json!({ "taskId": upstream_id }), capabilities).await {
+        Ok(mut result) => {
+            result.as_object_mut().map(|r| r.remove("_meta"));
+            state["result"] = result;
+        }
+        Err(mcpx_upstream::UpstreamError::Rpc(e)) if state["status"] == "failed" => {
+            let mut error = json!({ "code": e.code, "message": e.message });
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            state["error"] = error;
+        }
+        Err(_) => {}
+    }
+    state
+}
+
+/// Keeps what the upstream says its task looks like now (see `Tasks::update`); a task of
+/// a handshake-era upstream that asks a 2026 caller questions gets a `tasks/result` open
+/// to hear them. Returns the state kept.
+fn keep(
+    tasks: &Tasks,
+    id: &str,
+    upstream: &mcpx_upstream::Upstream,
+    upstream_id: &str,
+    capabilities: &Value,
+    state: Value,
+) -> Value {
     let asking = state["status"] == "input_required";
     let kept = tasks.update(id, state.clone()).unwrap_or(state);
     if asking && let Some(caller) = tasks.opens_questions(id) {
@@ -787,7 +840,30 @@ async fn refresh(
             caller,
         );
     }
-    Ok(kept)
+    kept
+}
+
+/// The next `notifications/tasks/status` the instance announces for its task
+/// `upstream_id` (the notification's params). Statuses for other ids, and ones that name
+/// no status a task can have, are passed over; those that went unheard (too many at once)
+/// are left to the next poll. Without an instance to hear, never.
+async fn announced_status(heard: &mut Option<tokio::sync::broadcast::Receiver<Value>>, upstream_id: &str) -> Value {
+    let Some(receiver) = heard else { return std::future::pending().await };
+    loop {
+        match receiver.recv().await {
+            Ok(task) if task.get("taskId").and_then(Value::as_str) == Some(upstream_id) => {
+                let status = task.get("status").and_then(Value::as_str).unwrap_or_default();
+                if TERMINAL.contains(&status) || matches!(status, "working" | "input_required") {
+                    return task;
+                }
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                *heard = None;
+                return std::future::pending().await;
+            }
+        }
+    }
 }
 
 /// Keeps a `tasks/result` open on a handshake-era upstream whose task asks a 2026 caller
@@ -886,11 +962,61 @@ impl Gateway {
                 match upstream.request("tasks/cancel", sent, &found.capabilities).await {
                     Ok(_) => {}
                     Err(_) if !upstream.is_alive() => {}
-                    Err(e) => return Err(Error::from(e)),
+                    Err(e) if e.is_auth() || matches!(e, mcpx_upstream::UpstreamError::Rpc(_)) => {
+                        return Err(Error::from(e));
+                    }
+                    // Out of reach: the cancellation is mcpx's to record, and the server is
+                    // told once it can be.
+                    Err(e) => return Ok(self.cancel_unreached(id, found, upstream, upstream_id, &e)),
                 }
                 self.current(id, found).await
             }
         }
+    }
+
+    /// Cancels a task whose server cannot be reached (`why`): the task ends `cancelled`
+    /// at once, its instance released, and `tasks/cancel` is sent again in the background
+    /// (backing off from `CANCEL_RETRY_FIRST` to `CANCEL_RETRY_LAST`) until the server
+    /// answers it or the task's ttl passes.
+    fn cancel_unreached(
+        &self,
+        id: &str,
+        found: &Found,
+        upstream: &mcpx_upstream::Upstream,
+        upstream_id: &str,
+        why: &mcpx_upstream::UpstreamError,
+    ) -> Value {
+        let mut state = json!({
+            "status": "cancelled",
+            "statusMessage": format!(
+                "cancelled by the caller; the server could not be reached to be told ({why}), so mcpx keeps telling it until the task's ttl passes"
+            ),
+            "createdAt": found.state.get("createdAt").cloned().unwrap_or_else(|| now_rfc3339().into()),
+            "lastUpdatedAt": now_rfc3339(),
+        });
+        if let Some(poll) = found.state.get("pollIntervalMs") {
+            state["pollIntervalMs"] = poll.clone();
+        }
+        let kept = self.tasks.update(id, state.clone()).unwrap_or(state);
+        let until = self.tasks.expiry(id).unwrap_or_else(Instant::now);
+        let (upstream, sent, capabilities) =
+            (upstream.clone(), json!({ "taskId": upstream_id }), found.capabilities.clone());
+        tokio::spawn(async move {
+            let mut wait = CANCEL_RETRY_FIRST;
+            loop {
+                tokio::time::sleep(wait.min(until.saturating_duration_since(Instant::now()))).await;
+                if Instant::now() >= until {
+                    return;
+                }
+                match upstream.request("tasks/cancel", sent.clone(), &capabilities).await {
+                    // Told, or it answered (it knows the task no more, or it already ended).
+                    Ok(_) | Err(mcpx_upstream::UpstreamError::Rpc(_)) => return,
+                    Err(e) if e.is_auth() => return,
+                    Err(_) => wait = (wait * 2).min(CANCEL_RETRY_LAST),
+                }
+            }
+        });
+        kept
     }
 
     /// `tasks/get`, `tasks/update` or `tasks/cancel` from a 2026 caller.
@@ -1079,6 +1205,11 @@ impl Gateway {
 }
 
 impl Tasks {
+    /// When the task `id`'s ttl passes.
+    fn expiry(&self, id: &str) -> Option<Instant> {
+        self.lock().get(id).map(|e| e.expires)
+    }
+
     fn find_state(&self, id: &str) -> Option<Value> {
         self.lock().get(id).map(|e| e.state.clone())
     }

@@ -1,6 +1,8 @@
 //! Change notifications: what an upstream says changed on its side (lists, subscribed
 //! resources), as opposed to what it says about one request. Both transports hand them on
-//! untagged, for the gateway to tag for each of its own watchers.
+//! untagged, for the gateway to tag for each of its own watchers. A handshake-era
+//! server's `notifications/tasks/status` go their own way, as they came, for the gateway
+//! to match against the tasks the connection runs.
 
 use serde_json::Value;
 
@@ -12,6 +14,9 @@ pub const CHANGE_NOTIFICATIONS: [&str; 4] = [
     "notifications/resources/list_changed",
     "notifications/resources/updated",
 ];
+
+/// What a handshake-era server says, unasked, when one of its tasks changes status.
+pub const TASK_STATUS: &str = "notifications/tasks/status";
 
 pub(crate) fn is_change(method: &str) -> bool {
     CHANGE_NOTIFICATIONS.contains(&method)
@@ -44,6 +49,9 @@ fn list_of(method: &str) -> Option<usize> {
 /// so a listing kept from before a change can tell it is out of date without watching.
 pub(crate) struct Changes {
     sender: tokio::sync::broadcast::Sender<Value>,
+    /// The task statuses the server announced (`notifications/tasks/status` params), for
+    /// the gateway to match against the tasks this connection runs.
+    statuses: tokio::sync::broadcast::Sender<Value>,
     /// The list changes heard so far, per list (tools, prompts, resources).
     counts: [std::sync::atomic::AtomicU64; 3],
     /// Whether the server's unasked notifications reach this connection now.
@@ -56,6 +64,7 @@ impl Changes {
     pub(crate) fn new(backlog: usize, hearing: bool) -> Changes {
         Changes {
             sender: tokio::sync::broadcast::channel(backlog).0,
+            statuses: tokio::sync::broadcast::channel(backlog).0,
             counts: Default::default(),
             hearing: hearing.into(),
         }
@@ -75,6 +84,16 @@ impl Changes {
 
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Value> {
         self.sender.subscribe()
+    }
+
+    pub(crate) fn task_statuses(&self) -> tokio::sync::broadcast::Receiver<Value> {
+        self.statuses.subscribe()
+    }
+
+    /// A task status the server announced (the notification's params), for whoever
+    /// follows a task this connection runs.
+    pub(crate) fn announce_status(&self, params: Value) {
+        let _ = self.statuses.send(params);
     }
 
     /// A change the server announced: counted first, then handed on, so whoever hears of

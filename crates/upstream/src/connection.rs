@@ -197,6 +197,15 @@ impl Upstream {
         }
     }
 
+    /// The task statuses the server announces from now on (`notifications/tasks/status`,
+    /// its params, under the server's own task ids), unasked or on any request's stream.
+    pub fn task_statuses(&self) -> tokio::sync::broadcast::Receiver<Value> {
+        match &self.link {
+            Link::Stdio(pipe) => pipe.changes.task_statuses(),
+            Link::Http(conn) => conn.changes.task_statuses(),
+        }
+    }
+
     /// How many changes of the list `method` reads (`tools/list`, `prompts/list`,
     /// `resources/list`, `resources/templates/list`) this connection heard so far: a
     /// listing taken at one count is out of date at another. `None` when changes may go

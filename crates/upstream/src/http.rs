@@ -27,7 +27,7 @@ use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use serde_json::{Value, json};
 
 use crate::caller::{Ask, Caller, Listener};
-use crate::changes::{Changes, is_change};
+use crate::changes::{Changes, TASK_STATUS, is_change};
 use crate::client::{self, Body, Client, Response};
 use crate::error::UpstreamError;
 use crate::handshake::{self, ServerFacts};
@@ -682,6 +682,11 @@ impl HttpConn {
                 self.changes.announce(&method, params);
                 None
             }
+            // A task's status, on whichever stream: whoever follows that task hears it.
+            Message::Notification { method, params } if method == TASK_STATUS => {
+                self.changes.announce_status(params);
+                None
+            }
             Message::Notification { method, mut params } => {
                 let listener = listener?;
                 match method.as_str() {
@@ -910,6 +915,9 @@ impl HttpConn {
             }
             Ok(Message::Notification { method, params }) if is_change(&method) => {
                 self.changes.announce(&method, params);
+            }
+            Ok(Message::Notification { method, params }) if method == TASK_STATUS => {
+                self.changes.announce_status(params);
             }
             _ => {}
         }

@@ -13,7 +13,8 @@
 //! - `error`: [`UpstreamError`], every way a connection or request fails.
 //! - `spec`: [`Spec`], how to reach an instance, and its [`Timeouts`].
 //! - `caller`: whom a request serves ([`Caller`]) and who hears about it ([`Listener`]).
-//! - `changes`: which notifications say the server changed, handed on untagged.
+//! - `changes`: which notifications say the server changed, handed on untagged, and the
+//!   task statuses it announces.
 //! - `lines`: reading one bounded line at a time, keeping the edges of one too long.
 //! - `handshake`: the probe and `initialize` messages, and the [`ServerFacts`] they yield.
 //! - `questions`: whom an upstream's question (sampling, elicitation, roots) is for.

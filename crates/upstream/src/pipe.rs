@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
 use crate::caller::{Ask, Caller, Listener};
-use crate::changes::{Changes, is_change};
+use crate::changes::{Changes, TASK_STATUS, is_change};
 use crate::error::{LostLine, UpstreamError};
 use crate::handshake::{self, ServerFacts};
 use crate::lines::{Edges, Line, Lines};
@@ -551,6 +551,7 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             Message::Notification { method, params } if is_change(&method) => {
                 inner.changes.announce(&method, params);
             }
+            Message::Notification { method, params } if method == TASK_STATUS => inner.changes.announce_status(params),
             Message::Notification { method, .. } => tracing::debug!(server, method, "upstream notification"),
         }
     }

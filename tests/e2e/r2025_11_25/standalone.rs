@@ -67,7 +67,7 @@ fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
 }
 
 /// The events of a session's standalone stream, as they arrive.
-fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value> {
+pub(super) fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value> {
     let response = mcpx_e2e::client::http()
         .get(url)
         .header("Accept", "text/event-stream")

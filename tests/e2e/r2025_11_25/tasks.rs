@@ -400,3 +400,141 @@ fn an_http_upstream_that_goes_away_mid_task_fails_the_task_with_a_clear_status()
     assert_eq!(done.result()["status"], "failed", "{done}");
     assert!(done.result()["statusMessage"].as_str().unwrap_or_default().contains("stopped answering"), "{done}");
 }
+
+/// Waits (at most `within`) for the status notification of the task `id` on a session's
+/// standalone stream, checked against the schema; `None` when none came.
+fn status_of(arrived: &std::sync::mpsc::Receiver<Value>, id: &str, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let frame = arrived.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok()?;
+        if frame["method"] == "notifications/tasks/status" {
+            mcpx_e2e::schema::spec(mcpx_e2e::schema::LEGACY).assert_valid(
+                "TaskStatusNotification",
+                &frame,
+                "a task status on the standalone stream",
+            );
+            if frame["params"]["taskId"] == id {
+                return Some(frame);
+            }
+        }
+    }
+}
+
+/// How long a status the upstream announces may take to reach the caller. mcpx polls a
+/// task no less often than every 5 s, whatever the upstream suggests (60 s here): a
+/// status that came only by polling would arrive after this.
+const HEARD_WITHIN: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_session_hears_an_upstreams_own_task_status_without_waiting_for_a_poll() {
+    let t = tag();
+    let daemon = daemon_with(&t, json!({}));
+    let session = LegacySession::open(daemon.url());
+    let arrived = super::standalone::standalone_events(daemon.url(), &session);
+    let arguments = json!({"seconds": 0.5, "label": "told", "notify": true, "pollInterval": 60_000});
+    let task = start(&session, "fx", "slow_compute", arguments, 60_000);
+    assert_eq!(task["pollInterval"], 60_000, "{task}");
+    let id = task["taskId"].as_str().unwrap();
+
+    let heard = status_of(&arrived, id, HEARD_WITHIN).expect("the upstream's own status reached the session");
+    assert_eq!(heard["params"]["status"], "completed", "{heard}");
+    assert!(!heard.to_string().contains("task-1"), "the upstream's own id leaked: {heard}");
+    // Kept at once, result and all: nobody polled, and the list shows it as last seen.
+    let listed = session.request("tasks/list", json!({}));
+    assert_eq!(listed.result()["tasks"][0]["status"], "completed", "{listed}");
+    let result = session.request("tasks/result", json!({"taskId": id}));
+    assert_eq!(result.result()["content"][0]["text"], "told: computed after 0.5s", "{result}");
+}
+
+/// Every task status on a session's standalone stream (checked against the schema) until
+/// one that `until` picks comes, and for `more` after that (or until `within` passes).
+/// Returns them, and whether the one picked came.
+fn statuses(
+    arrived: &std::sync::mpsc::Receiver<Value>,
+    within: Duration,
+    until: impl Fn(&Value) -> bool,
+    more: Duration,
+) -> (Vec<Value>, bool) {
+    let (mut seen, mut came) = (Vec::new(), false);
+    let mut deadline = Instant::now() + within;
+    while let Ok(frame) = arrived.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if frame["method"] != "notifications/tasks/status" {
+            continue;
+        }
+        let spec = mcpx_e2e::schema::spec(mcpx_e2e::schema::LEGACY);
+        spec.assert_valid("TaskStatusNotification", &frame, "a task status on the standalone stream");
+        if !came && until(&frame) {
+            came = true;
+            deadline = Instant::now() + more;
+        }
+        seen.push(frame);
+    }
+    (seen, came)
+}
+
+/// An upstream speaks only for the tasks it runs: a status it sends under an id it never
+/// ran, or under the id of another caller's task on another instance, changes nothing and
+/// reaches nobody.
+#[test]
+fn an_upstream_cannot_touch_tasks_it_does_not_run_with_a_status_notification() {
+    let t = tag();
+    let cfg = config(&[("fx", fakemcp("session", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
+    let daemon = Daemon::start(&cfg);
+    let (alice, bob) = (LegacySession::open(daemon.url()), LegacySession::open(daemon.url()));
+    let (alice_hears, bob_hears) = (
+        super::standalone::standalone_events(daemon.url(), &alice),
+        super::standalone::standalone_events(daemon.url(), &bob),
+    );
+    let waiting = |seconds: f64| json!({"seconds": seconds, "pollInterval": 60_000});
+    // Alice's instance runs task-1 (ending soon) and then her task-2.
+    start(&alice, "fx", "slow_compute", json!({"seconds": 0.2}), 60_000);
+    let alices = start(&alice, "fx", "slow_compute", waiting(600.0), 60_000);
+    let alices = alices["taskId"].as_str().unwrap();
+    // Bob's instance runs his task-1, then task-2, which says, as it ends, that task-404
+    // (which it never ran) and task-2 (its own, and Alice's id on her instance) wait
+    // for input: a status mcpx keeps as it hears it, with nothing to fetch.
+    let bobs_other = start(&bob, "fx", "slow_compute", waiting(600.0), 60_000);
+    let bobs_other = bobs_other["taskId"].as_str().unwrap();
+    let mut speaking = waiting(0.3);
+    speaking["notifyAs"] = json!(["task-404", "task-2"]);
+    speaking["notifyStatus"] = json!("input_required");
+    let bobs = start(&bob, "fx", "slow_compute", speaking, 60_000);
+    let bobs = bobs["taskId"].as_str().unwrap();
+
+    // Its own task's status is heard, by Bob alone, and nothing else is.
+    let about = |id: &str| {
+        let id = id.to_owned();
+        move |f: &Value| f["params"]["taskId"] == id.as_str()
+    };
+    let (heard, came) = statuses(&bob_hears, HEARD_WITHIN, about(bobs), Duration::from_secs(1));
+    assert!(came, "Bob heard his own task's status: {heard:?}");
+    assert!(!heard.iter().any(about(bobs_other)), "a status for a task the instance never ran: {heard:?}");
+    let (heard, _) = statuses(&alice_hears, Duration::from_secs(1), |_| false, Duration::ZERO);
+    assert!(!heard.iter().any(about(alices)), "another instance spoke for Alice's task: {heard:?}");
+    for (session, id) in [(&alice, alices), (&bob, bobs_other)] {
+        let listed = session.request("tasks/list", json!({}));
+        let task = listed.result()["tasks"].as_array().unwrap().iter().find(|t| t["taskId"] == id).cloned();
+        assert_eq!(task.as_ref().map(|t| &t["status"]), Some(&json!("working")), "{listed}");
+    }
+}
+
+#[test]
+fn cancelling_a_task_whose_http_upstream_is_gone_records_the_cancellation() {
+    let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", "legacy"]);
+    let cfg = config(&[("fx", json!({"url": fake.url}))]);
+    let daemon = Daemon::start(&cfg);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 600}), 60_000);
+    let id = task["taskId"].as_str().unwrap();
+    drop(fake);
+
+    // Not a transport error: the task ends cancelled, and says the server was not told.
+    let cancelled = session.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    let message = cancelled.result()["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be reached"), "{cancelled}");
+    assert_eq!(get(&session, id).result()["status"], "cancelled");
+    session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32602);
+    // Cancelled is terminal: cancelling again is refused as for any ended task.
+    session.request("tasks/cancel", json!({"taskId": id})).assert_error(200, -32602);
+}

@@ -539,3 +539,55 @@ fn a_handshake_era_upstream_that_asks_a_task_question_after_question_is_held_to_
     assert!(done.to_string().contains("limits.pendingQuestions"), "{done}");
     assert!(done.get("inputRequests").is_none(), "{done}");
 }
+
+#[test]
+fn a_listen_hears_a_handshake_era_upstreams_own_task_status_without_waiting_for_a_poll() {
+    let t = tag();
+    let daemon =
+        Daemon::start(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let arguments = json!({"seconds": 0.5, "label": "told", "notify": true, "pollInterval": 60_000});
+    let task = start(&daemon, "owner", "slow_compute", arguments);
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let (mut owner, ack) = listen(&daemon, "owner", json!({"taskIds": [id]}));
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "{ack}");
+    // mcpx polls no less often than every 5 s, whatever the upstream suggests (60 s
+    // here): only the upstream's own notification brings the end sooner than that.
+    let heard =
+        owner.try_read_until(Duration::from_secs(3), |f| f["method"] == "notifications/tasks" && ended(&f["params"]));
+    let pushed = heard.expect("the upstream's own status was pushed at once");
+    assert_eq!(pushed["params"]["taskId"], id.as_str(), "{pushed}");
+    assert_eq!(pushed["params"]["status"], "completed", "{pushed}");
+    assert_eq!(pushed["params"]["result"]["content"][0]["text"], "told: computed after 0.5s", "{pushed}");
+}
+
+#[test]
+fn cancelling_a_task_whose_http_upstream_is_gone_records_the_cancellation() {
+    for era in ["modern", "legacy"] {
+        let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", era]);
+        let daemon = Daemon::start(&config(&[("fx", json!({"url": fake.url}))]));
+        let home = daemon.home();
+        let first = start(&daemon, "a", "slow_compute", json!({"seconds": 600}));
+        let first = first["taskId"].as_str().unwrap();
+        let body = json!({"server": "fx", "tool": "slow_compute", "arguments": {"seconds": 600}});
+        let second = home.v1_as("POST", "/v1/tasks", Some(&body), "b");
+        assert_eq!(second.status, 202, "{era}: {}", second.body);
+        let second: Value = serde_json::from_str(&second.body).unwrap();
+        let second = second["taskId"].as_str().unwrap();
+        drop(fake);
+
+        // tasks/cancel: acknowledged, and the task ends cancelled, saying the server was
+        // not told, rather than a transport error.
+        let cancel = task_request(&daemon, "a", "tasks/cancel", json!({"taskId": first}));
+        assert_eq!(cancel.result()["resultType"], "complete", "{era}: {cancel}");
+        let got = get(&daemon, "a", first);
+        assert_eq!(got.result()["status"], "cancelled", "{era}: {got}");
+        let message = got.result()["statusMessage"].as_str().unwrap_or_default();
+        assert!(message.contains("could not be reached"), "{era}: {got}");
+        // POST /v1/tasks/{id}/cancel: the task, cancelled, the same way.
+        let cancelled = home.v1_as("POST", &format!("/v1/tasks/{second}/cancel"), None, "b");
+        assert_eq!(cancelled.status, 200, "{era}: {}", cancelled.body);
+        let cancelled: Value = serde_json::from_str(&cancelled.body).unwrap();
+        assert_eq!(cancelled["status"], "cancelled", "{era}: {cancelled}");
+        assert!(cancelled["statusMessage"].as_str().is_some_and(|m| m.contains("could not be reached")), "{cancelled}");
+    }
+}

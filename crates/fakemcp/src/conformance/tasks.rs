@@ -16,6 +16,12 @@
 //! sent to the client meanwhile as a real `elicitation/create` naming the task in
 //! `_meta`), `tasks/list` and `tasks/cancel` act on it. The session declares
 //! `capabilities.tasks`, and each task tool its `execution.taskSupport`.
+//!
+//! There a task-augmented `slow_compute` also takes `pollInterval` (ms: what its task
+//! suggests the client polls at), `notify` (true: the task sends
+//! `notifications/tasks/status` itself when it ends), `notifyAs` (ids: it sends them
+//! under these task ids instead of its own, as a server that speaks of tasks it does not
+//! run would) and `notifyStatus` (the status they say, in place of the task's own). Over HTTP they have nowhere to go (no event stream) and are dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +125,12 @@ pub struct Tasks {
 
 struct Task {
     status: &'static str,
+    /// What the task suggests the client polls it at.
+    poll_ms: u64,
+    /// The ids its own `notifications/tasks/status` go out under (2025-11-25 only).
+    announce: Vec<String>,
+    /// The status they say, when not its own.
+    announce_status: Option<String>,
     /// How long the task stays readable after it was created.
     ttl_ms: u64,
     /// Questions sent to a 2025-11-25 client and not yet answered.
@@ -144,7 +156,7 @@ impl Task {
             "createdAt": self.created,
             "lastUpdatedAt": self.updated,
             "ttlMs": self.ttl_ms,
-            "pollIntervalMs": POLL_INTERVAL_MS,
+            "pollIntervalMs": self.poll_ms,
         });
         if let Some(result) = &self.result {
             body["result"] = result.clone();
@@ -166,7 +178,7 @@ impl Task {
             "createdAt": self.created,
             "lastUpdatedAt": self.updated,
             "ttl": self.ttl_ms,
-            "pollInterval": POLL_INTERVAL_MS,
+            "pollInterval": self.poll_ms,
         });
         if self.status == "failed" {
             let message =
@@ -179,6 +191,20 @@ impl Task {
     fn set(&mut self, status: &'static str) {
         self.status = status;
         self.updated = now();
+    }
+}
+
+/// What a 2025-11-25 task tells its client unasked, and what it suggests it polls at.
+struct Announcing {
+    poll_ms: u64,
+    notify: bool,
+    notify_as: Option<Vec<String>>,
+    status: Option<String>,
+}
+
+impl Default for Announcing {
+    fn default() -> Self {
+        Announcing { poll_ms: POLL_INTERVAL_MS, notify: false, notify_as: None, status: None }
     }
 }
 
@@ -237,11 +263,19 @@ impl Tasks {
     }
 
     /// Records a new working task and returns its id.
-    fn create(&self, ttl_ms: u64) -> String {
+    fn create(&self, ttl_ms: u64, announcing: Announcing) -> String {
         let id = format!("task-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let at = now();
+        let announce = match announcing.notify_as {
+            Some(ids) => ids,
+            None if announcing.notify => vec![id.clone()],
+            None => Vec::new(),
+        };
         let task = Task {
             status: "working",
+            poll_ms: announcing.poll_ms,
+            announce,
+            announce_status: announcing.status,
             ttl_ms,
             sent: 0,
             created: at.clone(),
@@ -335,7 +369,16 @@ impl Fixture {
         let Some(work) = work(&name, &arguments) else {
             return Answer::Now(Err(RpcError::new(INVALID_PARAMS, format!("unknown tool {name}"))));
         };
-        let id = self.spawn_task(ttl_ms, work);
+        let announcing = Announcing {
+            poll_ms: arguments.get("pollInterval").and_then(Value::as_u64).unwrap_or(POLL_INTERVAL_MS),
+            notify: arguments.get("notify").and_then(Value::as_bool) == Some(true),
+            notify_as: arguments
+                .get("notifyAs")
+                .and_then(Value::as_array)
+                .map(|ids| ids.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
+            status: arguments.get("notifyStatus").and_then(Value::as_str).map(str::to_owned),
+        };
+        let id = self.spawn_task(ttl_ms, announcing, work);
         let body = self.tasks.lock()[&id].legacy_body(&id);
         Answer::Now(Ok(json!({"task": body})))
     }
@@ -358,7 +401,7 @@ impl Fixture {
     /// Creates a task, runs `work` for it on a thread of its own, and answers with it.
     /// `work` returns `None` when the task was cancelled meanwhile.
     fn start(self: &Arc<Self>, work: impl FnOnce(&Control) -> Option<Outcome> + Send + 'static) -> Answer {
-        let id = self.spawn_task(TTL_MS, work);
+        let id = self.spawn_task(TTL_MS, Announcing::default(), work);
         let mut body = self.tasks.lock()[&id].body(&id);
         body.as_object_mut().map(|b| b.remove("inputRequests"));
         Answer::Now(Ok(era::task(body, &self.instance)))
@@ -368,16 +411,37 @@ impl Fixture {
     fn spawn_task(
         self: &Arc<Self>,
         ttl_ms: u64,
+        announcing: Announcing,
         work: impl FnOnce(&Control) -> Option<Outcome> + Send + 'static,
     ) -> String {
-        let id = self.tasks.create(ttl_ms);
+        let id = self.tasks.create(ttl_ms, announcing);
         let ctl = Control { fixture: Arc::clone(self), id: id.clone() };
         thread::spawn(move || {
             if let Some(outcome) = work(&ctl) {
                 ctl.fixture.tasks.finish(&ctl.id, outcome);
+                ctl.fixture.announce(&ctl.id);
             }
         });
         id
+    }
+
+    /// Sends the task's `notifications/tasks/status` under each id it announces under.
+    fn announce(&self, id: &str) {
+        let notes: Vec<Value> = {
+            let map = self.tasks.lock();
+            let Some(task) = map.get(id) else { return };
+            let body = |as_id: &String| {
+                let mut body = task.legacy_body(as_id);
+                if let Some(status) = &task.announce_status {
+                    body["status"] = status.as_str().into();
+                }
+                body
+            };
+            task.announce.iter().map(body).collect()
+        };
+        for note in notes {
+            self.out.notify_with("notifications/tasks/status", note);
+        }
     }
 
     /// `tasks/get`, `tasks/update`, `tasks/cancel`.
