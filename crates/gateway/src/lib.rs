@@ -27,6 +27,7 @@ pub mod memory;
 pub mod metrics;
 pub mod naming;
 mod otlp;
+pub mod outbox;
 mod page;
 mod pipeline;
 mod placement;

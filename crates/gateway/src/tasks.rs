@@ -125,10 +125,10 @@ pub(crate) struct Tasks {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     /// The change streams of handshake-era sessions, by owner: each hears
     /// `notifications/tasks/status` when one of its tasks changes status.
-    streams: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
+    streams: Arc<Mutex<HashMap<String, Vec<crate::outbox::Sender>>>>,
     /// The 2026 `subscriptions/listen` streams that asked for a task's status pushes
     /// (`notifications.taskIds`), by the task's id.
-    listens: Arc<Mutex<HashMap<String, Vec<tokio::sync::mpsc::Sender<Value>>>>>,
+    listens: Arc<Mutex<HashMap<String, Vec<crate::outbox::Sender>>>>,
 }
 
 /// Who runs a task.
@@ -275,7 +275,7 @@ impl Tasks {
 
     /// Tells the change stream `tx` of `owner`'s handshake-era session of its tasks'
     /// status changes from now on, until it closes.
-    pub(crate) fn tell(&self, owner: String, tx: tokio::sync::mpsc::Sender<Value>) {
+    pub(crate) fn tell(&self, owner: String, tx: crate::outbox::Sender) {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         streams.retain(|_, txs| {
             txs.retain(|tx| !tx.is_closed());
@@ -296,7 +296,7 @@ impl Tasks {
 
     /// Pushes the task `id`'s status changes to the 2026 listen stream `tx` from now on,
     /// until it closes. The caller has opened the id (it is its own).
-    pub(crate) fn listen(&self, id: &str, tx: tokio::sync::mpsc::Sender<Value>) {
+    pub(crate) fn listen(&self, id: &str, tx: crate::outbox::Sender) {
         let mut listens = self.listens.lock().unwrap_or_else(|p| p.into_inner());
         listens.retain(|_, txs| {
             txs.retain(|tx| !tx.is_closed());
@@ -911,12 +911,7 @@ impl Gateway {
     /// Which of `ids` a 2026 caller's `subscriptions/listen` gets status pushes for: its
     /// own tasks that are still kept (the others are left out of the acknowledgement,
     /// alike, so it learns nothing of them), each pushed to `tx` from now on.
-    pub(crate) fn listen_to_tasks(
-        &self,
-        ctx: &CallContext,
-        ids: &[String],
-        tx: &tokio::sync::mpsc::Sender<Value>,
-    ) -> Vec<String> {
+    pub(crate) fn listen_to_tasks(&self, ctx: &CallContext, ids: &[String], tx: &crate::outbox::Sender) -> Vec<String> {
         let mut honored = Vec::new();
         for id in ids {
             if honored.contains(id) {

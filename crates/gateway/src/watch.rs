@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::outbox;
 use mcpx_upstream::Upstream;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
 use crate::{CallContext, Gateway, InstanceKey, Lease, naming};
 
@@ -44,10 +44,10 @@ pub struct Watch {
     /// The filter mcpx honours: the subset of what was asked that it can deliver.
     pub honored: Value,
     /// Change notifications, untagged (the front end tags them with the listen's id).
-    pub changes: mpsc::Receiver<Value>,
+    pub changes: outbox::Receiver,
     /// Where the status pushes of the tasks the listen asked for go (into `changes`);
     /// held only while it has some, so a listen with nothing to hear still ends.
-    tasks_tx: Option<mpsc::Sender<Value>>,
+    tasks_tx: Option<outbox::Sender>,
     _relays: Vec<Relay>,
     _session: Option<Arc<SessionStream>>,
 }
@@ -92,9 +92,10 @@ pub(crate) struct SessionStreams {
 /// joined, by serial.
 pub(crate) struct SessionStream {
     gateway: Weak<Gateway>,
-    wanted: BTreeMap<String, Wanted>,
+    /// By server; a list, as the few servers a session reaches do not need a map's node.
+    wanted: Vec<(String, Wanted)>,
     keys: Vec<InstanceKey>,
-    tx: mpsc::Sender<Value>,
+    tx: outbox::Sender,
     joined: Mutex<HashMap<u64, Option<tokio::task::AbortHandle>>>,
 }
 
@@ -121,7 +122,7 @@ impl SessionStream {
     /// Relays the changes of one instance of `server` until it ends or the stream closes.
     /// Holds the connection, not a lease: the instance is reaped as if nobody listened.
     async fn join(self: &Arc<Self>, server: &str, serial: u64, upstream: &Upstream) {
-        let Some(wanted) = self.wanted.get(server) else { return };
+        let Some((_, wanted)) = self.wanted.iter().find(|(name, _)| name == server) else { return };
         if self.joined.lock().expect("joined lock").insert(serial, None).is_some() {
             return;
         }
@@ -167,7 +168,7 @@ impl Gateway {
     /// starts no instance and holds none (see the module's top comment).
     pub async fn watch_session(self: &Arc<Self>, ctx: &CallContext, interest: Interest) -> Result<Watch, Error> {
         let config = self.settings.config();
-        let (mut wanted, mut keys) = (BTreeMap::new(), Vec::new());
+        let (mut wanted, mut keys) = (Vec::new(), Vec::new());
         for (server, server_config) in &config.mcp_servers {
             let key = self.instances.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id);
             // A per-call instance is its call's alone.
@@ -180,10 +181,10 @@ impl Gateway {
                 .filter(|m| *m != "notifications/tools/list_changed" || config.expose.contains(server))
                 .collect();
             wanted
-                .insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) });
+                .push((server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: Some(interest.clone()) }));
             keys.push(key);
         }
-        let (tx, changes) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
+        let (tx, changes) = outbox::channel(config.limits.max_buffered_notifications.max(1));
         // The session's tasks tell it when their status changes (2025-11-25).
         self.tasks.tell(ctx.identity.owner_key(), tx.clone());
         let stream =
@@ -295,7 +296,7 @@ impl Gateway {
             }
         }
 
-        let (tx, rx) = mpsc::channel(config.limits.max_buffered_notifications.max(1));
+        let (tx, rx) = outbox::channel(config.limits.max_buffered_notifications.max(1));
         let mut relays = Vec::new();
         let mut subscribed = Vec::new();
         for (server, wanted) in by_server {
@@ -359,7 +360,7 @@ async fn relay(
     wanted: Wanted,
     mut lease: Lease,
     mut opened: Opened,
-    tx: mpsc::Sender<Value>,
+    tx: outbox::Sender,
 ) {
     let mut pause = REOPEN_FIRST;
     let weak = Arc::downgrade(&gateway);
@@ -411,7 +412,7 @@ async fn pass_on(
     wanted: &Wanted,
     upstream: &Upstream,
     changes: &mut tokio::sync::broadcast::Receiver<Value>,
-    tx: &mpsc::Sender<Value>,
+    tx: &outbox::Sender,
 ) -> Stopped {
     let ended = upstream.ended();
     tokio::pin!(ended);
@@ -426,10 +427,10 @@ async fn pass_on(
                     if let Some(change) = deliverable(&gateway.settings.config(), server, wanted, change) {
                         match tx.try_send(change) {
                             Ok(()) => {}
-                            Err(mpsc::error::TrySendError::Full(_)) => {
+                            Err(outbox::TrySendError::Full(_)) => {
                                 tracing::debug!(server, "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)");
                             }
-                            Err(mpsc::error::TrySendError::Closed(_)) => return Stopped::ListenerGone,
+                            Err(outbox::TrySendError::Closed(_)) => return Stopped::ListenerGone,
                         }
                     }
                 }

@@ -40,7 +40,9 @@ impl Session {
     }
 }
 
-type Open = Mutex<HashMap<String, (Session, Instant)>>;
+/// Each session boxed: the table keeps spare slots (up to half of it when it has just
+/// grown), and a slot is then a pointer and a time, not a whole session.
+type Open = Mutex<HashMap<String, (Arc<Session>, Instant)>>;
 
 #[derive(Default)]
 pub struct Sessions {
@@ -96,7 +98,7 @@ impl Sessions {
         let mut ended = expire(&mut open, limits.session_idle_timeout);
         let opened = make_room(&mut open, owner, limits, &mut ended).map(|()| {
             let session = Session { id, owner: owner.clone(), negotiated, opened: Instant::now() };
-            open.insert(session.id.clone(), (session.clone(), Instant::now()));
+            open.insert(session.id.clone(), (Arc::new(session.clone()), Instant::now()));
             session
         });
         drop(open);
@@ -115,7 +117,8 @@ impl Sessions {
     /// page; it never shows an id, which admits requests to its session).
     pub fn list(&self) -> Vec<(Session, Duration)> {
         let open = self.open.lock().expect("sessions lock");
-        let mut listed: Vec<(Session, Duration)> = open.values().map(|(s, used)| (s.clone(), used.elapsed())).collect();
+        let mut listed: Vec<(Session, Duration)> =
+            open.values().map(|(s, used)| (Session::clone(s), used.elapsed())).collect();
         listed.sort_by_key(|(s, _)| s.opened);
         listed
     }
@@ -130,7 +133,7 @@ impl Sessions {
             return None;
         }
         *used = Instant::now();
-        Some(session.clone())
+        Some(Session::clone(session))
     }
 
     /// Ends the session with this id (`DELETE`); false if there was none.
@@ -167,16 +170,16 @@ async fn sweep(open: Weak<Open>, gateway: Weak<Gateway>) {
 }
 
 /// Takes out the sessions idle for `timeout` or longer.
-fn expire(open: &mut HashMap<String, (Session, Instant)>, timeout: Duration) -> Vec<Session> {
+fn expire(open: &mut HashMap<String, (Arc<Session>, Instant)>, timeout: Duration) -> Vec<Session> {
     let idle: Vec<String> =
         open.iter().filter(|(_, (_, used))| used.elapsed() >= timeout).map(|(id, _)| id.clone()).collect();
-    idle.iter().filter_map(|id| open.remove(id)).map(|(session, _)| session).collect()
+    idle.iter().filter_map(|id| open.remove(id)).map(|(session, _)| Arc::unwrap_or_clone(session)).collect()
 }
 
 /// Room for one more session of `owner`, by evicting one of its idle sessions (into
 /// `ended`) where a limit is reached.
 fn make_room(
-    open: &mut HashMap<String, (Session, Instant)>,
+    open: &mut HashMap<String, (Arc<Session>, Instant)>,
     owner: &Principal,
     limits: &HttpConfig,
     ended: &mut Vec<Session>,
@@ -192,14 +195,14 @@ fn make_room(
 }
 
 /// Ends `owner`'s least recently used session that has no request in flight.
-fn evict_idle(open: &mut HashMap<String, (Session, Instant)>, owner: &Principal) -> Option<Session> {
+fn evict_idle(open: &mut HashMap<String, (Arc<Session>, Instant)>, owner: &Principal) -> Option<Session> {
     let oldest = open
         .iter()
         .filter(|(_, (s, _))| s.owner == *owner && s.negotiated.in_flight.is_empty())
         .min_by_key(|(_, (_, used))| *used)
         .map(|(id, _)| id.clone())?;
     tracing::info!("ended the least recently used idle legacy session of a client to make room for a new one");
-    open.remove(&oldest).map(|(session, _)| session)
+    open.remove(&oldest).map(|(session, _)| Arc::unwrap_or_clone(session))
 }
 
 /// 128 random bits as hex: visible ASCII, as the transport requires, and unguessable,
