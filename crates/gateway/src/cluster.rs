@@ -35,6 +35,54 @@ pub struct Node {
     pub url: String,
 }
 
+/// What another node keeps for a caller, so that the caller's request must go there.
+/// It names the request's subject in the caller's error when that node cannot be
+/// reached: the error names the node by its id, never by its URL (an address inside
+/// the cluster, which the node's log has).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// The instance of this server that serves the caller.
+    Instance(String),
+    /// What a first round of a call to this server left in one node's memory (a call
+    /// held open, a login being waited for).
+    Round(String),
+    /// A task's record.
+    Task,
+    /// A legacy HTTP session.
+    Session,
+    /// A background call (`/v1/ask/begin`).
+    Call,
+}
+
+impl Kept {
+    /// The caller's error when `node`, which keeps this, cannot be reached or answers
+    /// with no HTTP response.
+    pub fn unreachable(&self, node: &str) -> String {
+        let (what, then) = match self {
+            Kept::Instance(server) => (
+                format!("server {server:?}: the cluster node that owns this caller's instance ({node:?})"),
+                "if that node is gone, the instance moves to a live node within cluster.leaseTtl: send the request again",
+            ),
+            Kept::Round(server) => (
+                format!("server {server:?}: the cluster node that holds this call's first round ({node:?})"),
+                "if that node is gone, so is what it held: make the call again",
+            ),
+            Kept::Task => {
+                (format!("the cluster node that keeps this task ({node:?})"), "if that node is gone, so is the task")
+            }
+            Kept::Session => (
+                format!("the cluster node that holds this session ({node:?})"),
+                "if that node is gone, so is the session: initialize a new one",
+            ),
+            Kept::Call => (
+                format!("the cluster node that runs this background call ({node:?})"),
+                "if that node is gone, so is the call",
+            ),
+        };
+        format!("{what} is unreachable; {then}")
+    }
+}
+
 /// Who serves a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
@@ -290,7 +338,7 @@ impl Cluster {
         if !constant_eq(self.tag(node, url).as_bytes(), tag.as_bytes()) {
             tracing::error!(instance = %key, node, url, "a lease in Redis was not written by a node of this cluster");
             return Err(ClusterError::Protocol(format!(
-                "the lease of this instance names node {node:?} at {url:?}, but no node of this cluster wrote it (its tag does not match cluster.secret): nothing is sent there"
+                "the lease of this instance names node {node:?}, but no node of this cluster wrote it (its tag does not match cluster.secret): nothing is sent there"
             )));
         }
         if won == 0 {

@@ -26,7 +26,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use mcpx_gateway::Principal;
-use mcpx_gateway::cluster::Node;
+use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_protocol::RpcError;
 use sha2::{Digest, Sha256};
 
@@ -280,10 +280,14 @@ impl Link {
     }
 
     /// Sends the caller's request, as it came, to `node` for `principal`, and streams
-    /// the owner's answer back as it comes (an event stream stays one).
+    /// the owner's answer back as it comes (an event stream stays one). When `node`
+    /// cannot be reached, the caller's error names it by its id and says what it keeps
+    /// (`kept`); its URL and the failure's detail go to this node's log only.
+    #[allow(clippy::too_many_arguments)]
     pub async fn forward(
         &self,
         node: &Node,
+        kept: &Kept,
         method: Method,
         target: &str,
         headers: &HeaderMap,
@@ -336,11 +340,8 @@ impl Link {
         let answer = match sent {
             Ok(answer) => answer,
             Err(e) => {
-                tracing::warn!(node = node.id, url = node.url, "forwarding to the owner failed: {e}");
-                let e = RpcError::internal(format!(
-                    "cluster node {:?} ({}), which serves this caller's instance, is unreachable: {}; if it is gone, its instances move to another node within cluster.leaseTtl",
-                    node.id, node.url, e
-                ));
+                tracing::warn!(node = node.id, url = node.url, ?kept, "forwarding to another node failed: {e}");
+                let e = RpcError::internal(kept.unreachable(&node.id));
                 return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
             }
         };
