@@ -743,8 +743,59 @@ async fn task_start(
 }
 
 /// The caller's tasks: the same identity (principal and session) that started them.
-async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::TaskList> {
-    Json(v1::TaskList { tasks: front.gateway.tasks_of(&task_context(&caller)) })
+///
+/// In a cluster, every node's: this node asks each other live node for the caller's
+/// tasks there (with the caller's principal, signed as any forwarded request is; that
+/// node answers with its own tasks only, as for any forwarded request). A node that
+/// cannot be reached is left out (its tasks are out of reach too) and logged; one that
+/// answers with anything but a listing fails the listing, naming it. A caller on this
+/// node's socket, whose pid and cwd cannot travel, is answered with this node's tasks.
+async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
+    let mut tasks = front.gateway.tasks_of(&task_context(&caller));
+    let local = caller.pid.is_some() || caller.cwd.is_some();
+    let (Some(link), Some(cluster)) = (front.cluster.as_ref(), front.gateway.cluster()) else {
+        return Json(v1::TaskList { tasks }).into_response();
+    };
+    if onward.forwarded || local {
+        return Json(v1::TaskList { tasks }).into_response();
+    }
+    let nodes = match cluster.other_nodes().await {
+        Ok(nodes) => nodes,
+        Err(e) => return error(&RpcError::internal(e.to_string())),
+    };
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let (headers, principal) = (&onward.headers, &caller.principal);
+    let asks = nodes.iter().map(|node| async move {
+        let get = axum::http::Method::GET;
+        let answer = link.send(node, get, "/v1/tasks", headers, principal, Default::default()).await;
+        let listed = match answer {
+            Ok(answer) => {
+                let status = answer.status();
+                let body = axum::body::to_bytes(axum::body::Body::new(answer.into_body()), limit).await;
+                let listed = body.ok().filter(|_| status == StatusCode::OK);
+                Ok(listed.and_then(|b| serde_json::from_slice::<v1::TaskList>(&b).ok()).ok_or(status))
+            }
+            Err(e) => Err(e),
+        };
+        (node, listed)
+    });
+    for (node, listed) in futures::future::join_all(asks).await {
+        match listed {
+            Ok(Ok(theirs)) => tasks.extend(theirs.tasks),
+            Ok(Err(status)) => {
+                tracing::warn!(node = node.id, url = node.url, %status, "listing tasks: a node answered no listing");
+                let e =
+                    format!("cluster node {:?} answered no listing of this caller's tasks (HTTP {status})", node.id);
+                return error(&RpcError::internal(e));
+            }
+            Err(e) => {
+                tracing::warn!(node = node.id, url = node.url, "listing tasks: a live node is unreachable: {e}");
+            }
+        }
+    }
+    // Oldest first, as one node lists them.
+    tasks.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
+    Json(v1::TaskList { tasks }).into_response()
 }
 
 /// One of the caller's tasks (`?waitMs=` waits for it to end); another's is 404, as none.
