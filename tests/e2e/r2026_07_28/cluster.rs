@@ -216,6 +216,13 @@ fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
     let task = v1(&owner_url, "POST", "/v1/tasks", Some(slow));
     assert_eq!(task.status, 202, "{task}");
     let task = task.json()["taskId"].as_str().unwrap().to_owned();
+    let body = task.split('.').next().unwrap();
+    let readable = base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, body).unwrap();
+    let readable = String::from_utf8_lossy(&readable).into_owned();
+    assert!(
+        !readable.contains("127.0.0.1") && !readable.contains("http://"),
+        "the task id shows an address: {readable}"
+    );
     let session = LegacySession::open_as(&owner_url, "2025-11-25", &[("Authorization", &bearer)]);
     let address = base_url(&owner_url).trim_start_matches("http://").to_owned();
     let port = address.rsplit(':').next().unwrap().to_owned();
