@@ -753,12 +753,10 @@ async fn task_start(
 async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
     let mut tasks = front.gateway.tasks_of(&task_context(&caller));
     let local = caller.pid.is_some() || caller.cwd.is_some();
-    let (Some(link), Some(cluster)) = (front.cluster.as_ref(), front.gateway.cluster()) else {
+    let asking = front.cluster.as_ref().zip(front.gateway.cluster()).filter(|_| !onward.forwarded && !local);
+    let Some((link, cluster)) = asking else {
         return Json(v1::TaskList { tasks }).into_response();
     };
-    if onward.forwarded || local {
-        return Json(v1::TaskList { tasks }).into_response();
-    }
     let nodes = match cluster.other_nodes().await {
         Ok(nodes) => nodes,
         Err(e) => return error(&RpcError::internal(e.to_string())),
