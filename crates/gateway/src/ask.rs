@@ -107,8 +107,29 @@ impl Asks {
         self.cluster.get().map_or(&self.key, |(key, _)| key)
     }
 
+    /// This node, for what it seals: its id and URL encrypted under the cluster's key
+    /// (the caller holds what is sealed, and must not learn an address inside the
+    /// cluster), covered by the seal's tag like the rest.
     fn node(&self) -> Option<Value> {
-        self.cluster.get().map(|(_, node)| json!({ "id": node.id, "url": node.url }))
+        self.cluster.get().map(|(key, node)| {
+            let mut nonce = [0u8; 16];
+            getrandom::fill(&mut nonce).expect("the OS random source is available");
+            let plain = format!("{}\n{}", node.id, node.url);
+            let mut sealed = nonce.to_vec();
+            sealed.extend(node_stream(key, &nonce, plain.len()).iter().zip(plain.as_bytes()).map(|(k, p)| k ^ p));
+            Value::String(B64.encode(sealed))
+        })
+    }
+
+    /// The node a sealed payload names (see [`Asks::node`]); `None` outside a cluster.
+    /// The payload's tag was checked: nobody but a node of the cluster wrote it.
+    fn node_in(&self, payload: &Value) -> Option<Node> {
+        let (key, _) = self.cluster.get()?;
+        let sealed = B64.decode(payload["node"].as_str()?).ok()?;
+        let (nonce, cipher) = sealed.split_at_checked(16)?;
+        let plain: Vec<u8> = node_stream(key, nonce, cipher.len()).iter().zip(cipher).map(|(k, c)| k ^ c).collect();
+        let (id, url) = std::str::from_utf8(&plain).ok()?.split_once('\n')?;
+        Some(Node { id: id.to_owned(), url: url.to_owned() })
     }
 
     /// The state the caller gets for a question from `asker` about `params`.
@@ -190,10 +211,7 @@ impl Asks {
             serde_json::from_value(payload["instance"].clone()).map_err(|_| refuse("not a state mcpx issued"))?;
         let upstream_state = Some(payload["state"].clone()).filter(|s| !s.is_null());
         let call_id = payload["call"].as_str().ok_or_else(|| refuse("not a state mcpx issued"))?.to_owned();
-        let node = match (&payload["node"]["id"], &payload["node"]["url"]) {
-            (Value::String(id), Value::String(url)) => Some(Node { id: id.clone(), url: url.clone() }),
-            _ => None,
-        };
+        let node = self.node_in(&payload);
         Ok(Resume { instance, upstream_state, call_id, node })
     }
 
@@ -244,10 +262,7 @@ impl Asks {
             return None;
         }
         let instance = serde_json::from_value(payload["instance"].clone()).ok()?;
-        let node = match (&payload["node"]["id"], &payload["node"]["url"]) {
-            (Value::String(id), Value::String(url)) => Some(Node { id: id.clone(), url: url.clone() }),
-            _ => None,
-        };
+        let node = self.node_in(&payload);
         Some((payload["server"].as_str()?.to_owned(), instance, node))
     }
 
@@ -280,6 +295,25 @@ impl Asks {
         mac.update(data);
         mac.finalize().into_bytes().to_vec()
     }
+}
+
+/// `len` bytes of keystream for sealing a node under the cluster's `key` with `nonce`:
+/// HMAC-SHA256 blocks under a key of this purpose only.
+fn node_stream(key: &[u8; 32], nonce: &[u8], len: usize) -> Vec<u8> {
+    let mut purpose = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    purpose.update(b"mcpx sealed node");
+    let stream_key = purpose.finalize().into_bytes();
+    let mut out = Vec::with_capacity(len + 32);
+    let mut counter: u32 = 0;
+    while out.len() < len {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&stream_key).expect("HMAC takes any key length");
+        mac.update(nonce);
+        mac.update(&counter.to_be_bytes());
+        out.extend_from_slice(&mac.finalize().into_bytes());
+        counter += 1;
+    }
+    out.truncate(len);
+    out
 }
 
 /// What identifies a request across its retries: the method and its params without the
@@ -408,6 +442,8 @@ mod tests {
         );
         let resume = b.open(&state, "s", &ctx(Some("a")), "tools/call", &params).unwrap();
         assert_eq!((resume.instance, resume.node), (Some(instance), Some(node("a"))));
+        let readable = String::from_utf8_lossy(&B64.decode(state.split_once('.').unwrap().0).unwrap()).into_owned();
+        assert!(!readable.contains("http://a"), "the caller reads no node URL in its state: {readable}");
         assert!(foreign.open(&state, "s", &ctx(Some("a")), "tools/call", &params).is_err());
         assert!(foreign.route(&state, "s", &ctx(Some("a"))).is_none());
         // Routing skips only the request's check: never the session's or the server's.
@@ -425,6 +461,8 @@ mod tests {
         foreign.join_cluster([8; 32], node("b"));
         let id = a.seal_task("s", &asker(), &ctx(Some("a")), now_ms() + 3_600_000);
         assert_eq!(b.task_node(&id, &ctx(Some("a"))), Some(node("a")));
+        let readable = String::from_utf8_lossy(&B64.decode(id.split_once('.').unwrap().0).unwrap()).into_owned();
+        assert!(!readable.contains("http://a"), "the caller reads no node URL in its id: {readable}");
         assert_eq!(b.task_node(&id, &ctx(Some("b"))), None, "another session's");
         assert_eq!(foreign.task_node(&id, &ctx(Some("a"))), None, "another cluster's");
         let (body, tag) = id.split_once('.').unwrap();

@@ -35,6 +35,54 @@ pub struct Node {
     pub url: String,
 }
 
+/// What another node keeps for a caller, so that the caller's request must go there.
+/// It names the request's subject in the caller's error when that node cannot be
+/// reached: the error names the node by its id, never by its URL (an address inside
+/// the cluster, which the node's log has).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// The instance of this server that serves the caller.
+    Instance(String),
+    /// What a first round of a call to this server left in one node's memory (a call
+    /// held open, a login being waited for).
+    Round(String),
+    /// A task's record.
+    Task,
+    /// A legacy HTTP session.
+    Session,
+    /// A background call (`/v1/ask/begin`).
+    Call,
+}
+
+impl Kept {
+    /// The caller's error when `node`, which keeps this, cannot be reached or answers
+    /// with no HTTP response.
+    pub fn unreachable(&self, node: &str) -> String {
+        let (what, then) = match self {
+            Kept::Instance(server) => (
+                format!("server {server:?}: the cluster node that owns this caller's instance ({node:?})"),
+                "if that node is gone, the instance moves to a live node within cluster.leaseTtl: send the request again",
+            ),
+            Kept::Round(server) => (
+                format!("server {server:?}: the cluster node that holds this call's first round ({node:?})"),
+                "if that node is gone, so is what it held: make the call again",
+            ),
+            Kept::Task => {
+                (format!("the cluster node that keeps this task ({node:?})"), "if that node is gone, so is the task")
+            }
+            Kept::Session => (
+                format!("the cluster node that holds this session ({node:?})"),
+                "if that node is gone, so is the session: initialize a new one",
+            ),
+            Kept::Call => (
+                format!("the cluster node that runs this background call ({node:?})"),
+                "if that node is gone, so is the call",
+            ),
+        };
+        format!("{what} is unreachable; {then}")
+    }
+}
+
 /// Who serves a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
@@ -125,6 +173,17 @@ end
 return 0
 ";
 
+/// The live nodes: a sorted set of `"<node> <url> <tag>"`, each scored with when it
+/// lapses (unix ms) unless its node announces itself again.
+const NODES_KEY: &str = "mcpx:nodes";
+
+/// Announces a node until ARGV[2] (unix ms), and forgets every node lapsed by ARGV[3].
+/// KEYS: the nodes. ARGV: the member, its expiry, now.
+const ANNOUNCE: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+return redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+";
+
 /// Who this node is in its cluster, with `${NAME}`s in the config read from the environment.
 pub struct Joining {
     pub node: String,
@@ -194,6 +253,7 @@ struct Scripts {
     claim: redis::Script,
     renew: redis::Script,
     release: redis::Script,
+    announce: redis::Script,
 }
 
 impl Cluster {
@@ -225,6 +285,7 @@ impl Cluster {
                 claim: redis::Script::new(CLAIM),
                 renew: redis::Script::new(RENEW),
                 release: redis::Script::new(RELEASE),
+                announce: redis::Script::new(ANNOUNCE),
             },
             state_key: derive(&config.secret, "mcpx request state sealing"),
             credentials_key: derive(&config.secret, "mcpx oauth credentials sealing"),
@@ -290,7 +351,7 @@ impl Cluster {
         if !constant_eq(self.tag(node, url).as_bytes(), tag.as_bytes()) {
             tracing::error!(instance = %key, node, url, "a lease in Redis was not written by a node of this cluster");
             return Err(ClusterError::Protocol(format!(
-                "the lease of this instance names node {node:?} at {url:?}, but no node of this cluster wrote it (its tag does not match cluster.secret): nothing is sent there"
+                "the lease of this instance names node {node:?}, but no node of this cluster wrote it (its tag does not match cluster.secret): nothing is sent there"
             )));
         }
         if won == 0 {
@@ -368,12 +429,9 @@ impl Cluster {
     /// whose instance has been gone two rounds in a row, and stops the instance of a lease
     /// found lost (another node took the key after this one could not renew it in time).
     pub async fn upkeep(&self, pool: &Pool) {
-        if self.redis_down().is_some() {
-            // Whether Redis is back, even for a node that holds no lease: what skips Redis
-            // while it is down (reading OAuth credentials) looks at this.
-            let mut redis = self.redis.clone();
-            let _ = self.timed(redis::cmd("PING").query_async::<String>(&mut redis)).await;
-        }
+        // Also whether Redis is back, even for a node that holds no lease: what skips
+        // Redis while it is down (reading OAuth credentials) looks at this.
+        self.announce().await;
         let leases: Vec<(String, InstanceKey, String, bool)> = {
             let mut held = self.held.lock().expect("cluster lock");
             held.iter_mut()
@@ -414,8 +472,56 @@ impl Cluster {
         }
     }
 
+    /// Tells the other nodes this one is live until a ttl from now (`upkeep` renews it
+    /// every third of that).
+    async fn announce(&self) {
+        let now = unix_ms();
+        let mut invocation = self.scripts.announce.prepare_invoke();
+        invocation.key(NODES_KEY).arg(self.member()).arg(now + self.ttl.as_millis() as u64).arg(now);
+        let mut redis = self.redis.clone();
+        let _ = self.timed(invocation.invoke_async::<i64>(&mut redis)).await;
+    }
+
+    /// This node as the set of live nodes lists it.
+    fn member(&self) -> String {
+        format!("{} {} {}", self.node, self.url, self.tag(&self.node, &self.url))
+    }
+
+    /// The other live nodes of the cluster: each announced itself within a ttl. An entry
+    /// no node wrote (its tag does not match) is left out, and logged: nothing is sent
+    /// where it says.
+    pub async fn other_nodes(&self) -> Result<Vec<Node>, ClusterError> {
+        let mut redis = self.redis.clone();
+        let mut command = redis::cmd("ZRANGEBYSCORE");
+        command.arg(NODES_KEY).arg(unix_ms()).arg("+inf");
+        let members: Vec<String> = self.timed(command.query_async(&mut redis)).await?;
+        let mut nodes = Vec::new();
+        for member in members {
+            let mut parts = member.split(' ');
+            let (Some(node), Some(url), Some(tag), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                tracing::error!(member, "an unreadable entry in the cluster's set of live nodes");
+                continue;
+            };
+            if !constant_eq(self.tag(node, url).as_bytes(), tag.as_bytes()) {
+                tracing::error!(
+                    node,
+                    url,
+                    "an entry in the set of live nodes was not written by a node of this cluster"
+                );
+                continue;
+            }
+            if node != self.node {
+                nodes.push(Node { id: node.to_owned(), url: url.to_owned() });
+            }
+        }
+        Ok(nodes)
+    }
+
     /// Releases every lease (the daemon is stopping and its instances are gone).
     pub async fn release_all(&self) {
+        let mut redis = self.redis.clone();
+        let _ = self.timed(redis::cmd("ZREM").arg(NODES_KEY).arg(self.member()).query_async::<i64>(&mut redis)).await;
         let held: Vec<(String, String)> =
             self.held.lock().expect("cluster lock").drain().map(|(lease, h)| (lease, h.value)).collect();
         for (lease, value) in held {
@@ -485,6 +591,10 @@ fn parse_lease(value: &str) -> Option<(u64, &str, &str, &str)> {
     let mut parts = rest.splitn(3, ' ');
     let fence = parts.next()?.parse().ok()?;
     Some((fence, parts.next()?, parts.next()?, tag))
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Equality that takes as long whichever byte differs.

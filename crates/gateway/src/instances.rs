@@ -55,8 +55,8 @@ impl Instances {
                 }
                 Claim::Elsewhere(node) => {
                     return Err(Error::internal(format!(
-                        "instance {key} is served by cluster node {:?} ({}); this request reached another node and cannot be forwarded from here: send it again",
-                        node.id, node.url
+                        "instance {key} is served by cluster node {:?}; this request reached another node and cannot be forwarded from here: send it again",
+                        node.id
                     )));
                 }
             }

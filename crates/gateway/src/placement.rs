@@ -19,7 +19,7 @@
 use serde_json::Value;
 
 use crate::asking::LOGIN_KEY;
-use crate::cluster::Node;
+use crate::cluster::{Kept, Node};
 use crate::error::Error;
 use crate::tools::CALL;
 use crate::{CallContext, Gateway, ask, held, roots, tasks};
@@ -27,19 +27,26 @@ use crate::{CallContext, Gateway, ask, held, roots, tasks};
 impl Gateway {
     /// The node that should answer this request, when it is another node of this
     /// node's cluster; `None` without a cluster, or when this node answers (it takes
-    /// the key's lease if it was free). An error when the cluster's Redis cannot say.
-    pub async fn placement(&self, ctx: &CallContext, method: &str, params: &Value) -> Result<Option<Node>, Error> {
+    /// the key's lease if it was free), with what that node keeps for the request. An
+    /// error when the cluster's Redis cannot say.
+    pub async fn placement(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        params: &Value,
+    ) -> Result<Option<(Node, Kept)>, Error> {
         let Some(cluster) = self.instances.cluster.get() else { return Ok(None) };
         if tasks::METHODS.contains(&method) {
             // A task's record is kept by the node that relayed or ran it, named in its id.
             let id = params.get("taskId").and_then(Value::as_str);
             let node = id.and_then(|id| self.task_node(ctx, id));
-            return Ok(node.filter(|node| node.id != cluster.node()));
+            return Ok(node.filter(|node| node.id != cluster.node()).map(|node| (node, Kept::Task)));
         }
         let Some(server) = self.server_of(ctx, method, params).await else { return Ok(None) };
         let config = self.settings.config();
+        let instance = |node: Option<Node>| node.map(|node| (node, Kept::Instance(server.clone())));
         let Some(state) = params.get("requestState") else {
-            return self.instances.owner_elsewhere(&config, ctx, &server, None).await;
+            return self.instances.owner_elsewhere(&config, ctx, &server, None).await.map(instance);
         };
         let state = state.as_str().filter(|_| ask::METHODS.contains(&method));
         let Some(resume) = state.and_then(|state| self.asks.route(state, &server, ctx)) else {
@@ -47,7 +54,8 @@ impl Gateway {
         };
         let marker = |key: &str| resume.upstream_state.as_ref().is_some_and(|s| s.get(key).is_some());
         if marker(held::HELD_KEY) || marker(LOGIN_KEY) {
-            return Ok(resume.node.filter(|node| node.id != cluster.node()));
+            let node = resume.node.filter(|node| node.id != cluster.node());
+            return Ok(node.map(|node| (node, Kept::Round(server.clone()))));
         }
         if marker(roots::KEY) {
             // A fresh call, in the directory the caller's answer names.
@@ -56,10 +64,10 @@ impl Gateway {
             if let Some(cwd) = roots::first_dir(&answer) {
                 rooted.identity.cwd = Some(cwd);
             }
-            return self.instances.owner_elsewhere(&config, &rooted, &server, None).await;
+            return self.instances.owner_elsewhere(&config, &rooted, &server, None).await.map(instance);
         }
         match resume.instance {
-            Some(owner) => self.instances.owner_elsewhere(&config, ctx, &server, Some(owner)).await,
+            Some(owner) => self.instances.owner_elsewhere(&config, ctx, &server, Some(owner)).await.map(instance),
             None => Ok(None),
         }
     }

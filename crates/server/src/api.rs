@@ -16,6 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use mcpx_gateway::cluster::Kept;
 use mcpx_gateway::{CallContext, Gateway, Identity, journal, policy};
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::shape::shape_result;
@@ -209,7 +210,7 @@ async fn call(
     let call = json!(call);
     let params = call_params(&call, None);
     match onward.elsewhere(&front, &caller, &params).await {
-        Ok(Some(node)) => onward.forward(&front, &node, &caller, "/v1/call", &call).await,
+        Ok(Some((node, kept))) => onward.forward(&front, &node, &kept, &caller, "/v1/call", &call).await,
         Ok(None) => continue_call(&front, &caller, call, None).await,
         Err(e) => error(&e),
     }
@@ -239,7 +240,7 @@ impl Onward {
         front: &Front,
         caller: &Identity,
         params: &Value,
-    ) -> Result<Option<mcpx_gateway::cluster::Node>, RpcError> {
+    ) -> Result<Option<(mcpx_gateway::cluster::Node, Kept)>, RpcError> {
         // What the socket told this node about a local caller (its pid and cwd) cannot
         // travel with the request: such a caller is answered here.
         let local = caller.pid.is_some() || caller.cwd.is_some();
@@ -255,26 +256,30 @@ impl Onward {
         &self,
         front: &Front,
         node: &mcpx_gateway::cluster::Node,
+        kept: &Kept,
         caller: &Identity,
         target: &str,
         body: &Value,
     ) -> Response {
         let body = axum::body::Bytes::from(body.to_string());
-        self.send(front, node, caller, axum::http::Method::POST, target, body).await
+        self.send(front, node, kept, caller, axum::http::Method::POST, target, body).await
     }
 
-    /// Sends the request as `method` at `target` with `body` to `node` for `caller`.
+    /// Sends the request as `method` at `target` with `body` to `node` (which keeps
+    /// `kept`) for `caller`.
+    #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
         front: &Front,
         node: &mcpx_gateway::cluster::Node,
+        kept: &Kept,
         caller: &Identity,
         method: axum::http::Method,
         target: &str,
         body: axum::body::Bytes,
     ) -> Response {
         let link = front.cluster.as_ref().expect("only a node of a cluster forwards");
-        link.forward(node, method, target, &self.headers, &caller.principal, body).await
+        link.forward(node, kept, method, target, &self.headers, &caller.principal, body).await
     }
 
     /// The other node that keeps what `id` names (a task, a begun call), read from the id
@@ -545,7 +550,8 @@ async fn ask_poll(
     let link = front.cluster.as_ref();
     if let Some(node) = onward.keeper(&front, &caller, || link.and_then(|link| link.node_of_id(&id))) {
         let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
-        return onward.send(&front, &node, &caller, axum::http::Method::GET, target, Default::default()).await;
+        let kept = Kept::Call;
+        return onward.send(&front, &node, &kept, &caller, axum::http::Method::GET, target, Default::default()).await;
     }
     let Some(mut outcome) = front.pending.call(&id, &caller) else {
         return error(&RpcError::invalid_params(format!("no call {id:?} runs for this session")));
@@ -598,7 +604,9 @@ async fn ask_answer(
         let responses = Value::Object(answer.responses.clone());
         let params = call_params(&question.call, Some((responses, question.request_state)));
         match onward.elsewhere(&front, &caller, &params).await {
-            Ok(Some(node)) => return onward.forward(&front, &node, &caller, "/v1/ask/answer", &json!(answer)).await,
+            Ok(Some((node, kept))) => {
+                return onward.forward(&front, &node, &kept, &caller, "/v1/ask/answer", &json!(answer)).await;
+            }
             Ok(None) => {}
             Err(e) => return error(&e),
         }
@@ -735,8 +743,57 @@ async fn task_start(
 }
 
 /// The caller's tasks: the same identity (principal and session) that started them.
-async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::TaskList> {
-    Json(v1::TaskList { tasks: front.gateway.tasks_of(&task_context(&caller)) })
+///
+/// In a cluster, every node's: this node asks each other live node for the caller's
+/// tasks there (with the caller's principal, signed as any forwarded request is; that
+/// node answers with its own tasks only, as for any forwarded request). A node that
+/// cannot be reached is left out (its tasks are out of reach too) and logged; one that
+/// answers with anything but a listing fails the listing, naming it. A caller on this
+/// node's socket, whose pid and cwd cannot travel, is answered with this node's tasks.
+async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
+    let mut tasks = front.gateway.tasks_of(&task_context(&caller));
+    let local = caller.pid.is_some() || caller.cwd.is_some();
+    let asking = front.cluster.as_ref().zip(front.gateway.cluster()).filter(|_| !onward.forwarded && !local);
+    let Some((link, cluster)) = asking else {
+        return Json(v1::TaskList { tasks }).into_response();
+    };
+    let nodes = match cluster.other_nodes().await {
+        Ok(nodes) => nodes,
+        Err(e) => return error(&RpcError::internal(e.to_string())),
+    };
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let (headers, principal) = (&onward.headers, &caller.principal);
+    let asks = nodes.iter().map(|node| async move {
+        let get = axum::http::Method::GET;
+        let answer = link.send(node, get, "/v1/tasks", headers, principal, Default::default()).await;
+        let listed = match answer {
+            Ok(answer) => {
+                let status = answer.status();
+                let body = axum::body::to_bytes(axum::body::Body::new(answer.into_body()), limit).await;
+                let listed = body.ok().filter(|_| status == StatusCode::OK);
+                Ok(listed.and_then(|b| serde_json::from_slice::<v1::TaskList>(&b).ok()).ok_or(status))
+            }
+            Err(e) => Err(e),
+        };
+        (node, listed)
+    });
+    for (node, listed) in futures::future::join_all(asks).await {
+        match listed {
+            Ok(Ok(theirs)) => tasks.extend(theirs.tasks),
+            Ok(Err(status)) => {
+                tracing::warn!(node = node.id, url = node.url, %status, "listing tasks: a node answered no listing");
+                let e =
+                    format!("cluster node {:?} answered no listing of this caller's tasks (HTTP {status})", node.id);
+                return error(&RpcError::internal(e));
+            }
+            Err(e) => {
+                tracing::warn!(node = node.id, url = node.url, "listing tasks: a live node is unreachable: {e}");
+            }
+        }
+    }
+    // Oldest first, as one node lists them.
+    tasks.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
+    Json(v1::TaskList { tasks }).into_response()
 }
 
 /// One of the caller's tasks (`?waitMs=` waits for it to end); another's is 404, as none.
@@ -750,7 +807,8 @@ async fn task_get(
 ) -> Response {
     if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
         let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
-        return onward.send(&front, &node, &caller, axum::http::Method::GET, target, Default::default()).await;
+        let kept = Kept::Task;
+        return onward.send(&front, &node, &kept, &caller, axum::http::Method::GET, target, Default::default()).await;
     }
     let wait = std::time::Duration::from_millis(q.wait_ms.unwrap_or(0).min(60_000));
     match front.gateway.task_now(&task_context(&caller), &id, wait).await {
@@ -770,7 +828,7 @@ async fn task_cancel(
 ) -> Response {
     if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
         let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
-        return onward.send(&front, &node, &caller, axum::http::Method::POST, target, body).await;
+        return onward.send(&front, &node, &Kept::Task, &caller, axum::http::Method::POST, target, body).await;
     }
     match front.gateway.cancel_task(&task_context(&caller), &id).await {
         Ok(task) => Json(task).into_response(),

@@ -26,7 +26,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use mcpx_gateway::Principal;
-use mcpx_gateway::cluster::Node;
+use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_protocol::RpcError;
 use sha2::{Digest, Sha256};
 
@@ -280,8 +280,43 @@ impl Link {
     }
 
     /// Sends the caller's request, as it came, to `node` for `principal`, and streams
-    /// the owner's answer back as it comes (an event stream stays one).
+    /// the owner's answer back as it comes (an event stream stays one). When `node`
+    /// cannot be reached, the caller's error names it by its id and says what it keeps
+    /// (`kept`); its URL and the failure's detail go to this node's log only.
+    #[allow(clippy::too_many_arguments)]
     pub async fn forward(
+        &self,
+        node: &Node,
+        kept: &Kept,
+        method: Method,
+        target: &str,
+        headers: &HeaderMap,
+        principal: &Principal,
+        body: Bytes,
+    ) -> Response {
+        let answer = match self.send(node, method, target, headers, principal, body).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(node = node.id, url = node.url, ?kept, "forwarding to another node failed: {e}");
+                let e = RpcError::internal(kept.unreachable(&node.id));
+                return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
+            }
+        };
+        let mut response = Response::builder().status(answer.status().as_u16());
+        for name in RETURNED_HEADERS {
+            if let Some(value) = answer.headers().get(name).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
+                response = response.header(HeaderName::from_static(name), value);
+            }
+        }
+        response.body(Body::new(answer.into_body())).unwrap_or_else(|_| {
+            reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
+        })
+    }
+
+    /// Sends the caller's request, as it came, to `node` for `principal`, signed: the
+    /// node's answer as it starts (its head), or why none came (for this node's log: it
+    /// may name the node's URL, which no caller is shown).
+    pub async fn send(
         &self,
         node: &Node,
         method: Method,
@@ -289,7 +324,7 @@ impl Link {
         headers: &HeaderMap,
         principal: &Principal,
         body: Bytes,
-    ) -> Response {
+    ) -> Result<mcpx_http::Response, String> {
         let principal = URL_SAFE_NO_PAD.encode(serde_json::to_vec(principal).expect("a principal serializes"));
         let time = unix_now().to_string();
         let nonce = new_nonce();
@@ -329,30 +364,10 @@ impl Link {
             *request.headers_mut() = sent.clone();
             request
         };
-        let sent = match &uri {
+        match &uri {
             Ok(_) => self.client.send(make).await,
             Err(e) => Err(format!("{url}: {e}")),
-        };
-        let answer = match sent {
-            Ok(answer) => answer,
-            Err(e) => {
-                tracing::warn!(node = node.id, url = node.url, "forwarding to the owner failed: {e}");
-                let e = RpcError::internal(format!(
-                    "cluster node {:?} ({}), which serves this caller's instance, is unreachable: {}; if it is gone, its instances move to another node within cluster.leaseTtl",
-                    node.id, node.url, e
-                ));
-                return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
-            }
-        };
-        let mut response = Response::builder().status(answer.status().as_u16());
-        for name in RETURNED_HEADERS {
-            if let Some(value) = answer.headers().get(name).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
-                response = response.header(HeaderName::from_static(name), value);
-            }
         }
-        response.body(Body::new(answer.into_body())).unwrap_or_else(|_| {
-            reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
-        })
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcpx_e2e::client::{http, plain};
+use mcpx_e2e::client::{base_url, http, plain};
 use mcpx_e2e::cluster::Cluster;
 use mcpx_e2e::{Daemon, LegacySession, Modern, Whoami, config, fakemcp, poll, tag, wait_until_gone};
 use serde_json::{Value, json};
@@ -189,6 +189,76 @@ fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl(
     assert_eq!(recovered.len(), gone.len(), "each taken-over key is shown once: {recovered:?}");
     assert!(recovered.iter().all(|r| r["previousOwner"] == format!("n{}", victim + 1)), "{recovered:?}");
     assert_one_instance_per_key(&cluster);
+}
+
+/// A caller whose request must go to a node that died (its lease not expired yet) is told
+/// which server (or task, or session) and that the node that owns it is unreachable,
+/// naming the node by its id: never its address inside the cluster. The forwarding
+/// node's log has the address.
+#[test]
+fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
+    let tag = tag();
+    let alice = "alice-token-0123456789";
+    let bearer = format!("Bearer {alice}");
+    let tokens = json!({"http": {"tokens": {"alice": alice}}});
+    // A long lease: the dead node's keys stay its own while the callers are answered.
+    let mut cluster = Cluster::start(servers(&tag), "60s", tokens);
+    let owner_url = cluster.nodes[0].url().to_owned();
+    let call = || Modern::mcpx_call("notes", "whoami", json!({})).session("work").header("Authorization", &bearer);
+    Whoami::of(&call().send(&owner_url));
+    assert_eq!(cluster.owner_of("notes", ":work"), Some(0), "the first call took the key on node 0");
+    let v1_headers =
+        [("Authorization", bearer.as_str()), ("Content-Type", "application/json"), ("X-Mcpx-Session", "work")];
+    let v1 = |url: &str, method: &str, path: &str, body: Option<&str>| {
+        plain(method, &format!("{}{path}", base_url(url)), &v1_headers, body)
+    };
+    let slow = r#"{"server": "notes", "tool": "slow", "arguments": {"ms": 600000}}"#;
+    let task = v1(&owner_url, "POST", "/v1/tasks", Some(slow));
+    assert_eq!(task.status, 202, "{task}");
+    let task = task.json()["taskId"].as_str().unwrap().to_owned();
+    let body = task.split('.').next().unwrap();
+    let readable = base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, body).unwrap();
+    let readable = String::from_utf8_lossy(&readable).into_owned();
+    assert!(
+        !readable.contains("127.0.0.1") && !readable.contains("http://"),
+        "the task id shows an address: {readable}"
+    );
+    let session = LegacySession::open_as(&owner_url, "2025-11-25", &[("Authorization", &bearer)]);
+    let address = base_url(&owner_url).trim_start_matches("http://").to_owned();
+    let port = address.rsplit(':').next().unwrap().to_owned();
+    cluster.nodes[0].kill();
+
+    let leaks =
+        |text: &str| ["http://", "127.0.0.1", address.as_str(), port.as_str()].into_iter().find(|a| text.contains(a));
+    let alive = cluster.nodes[1].url().to_owned();
+    let mut answers = Vec::new();
+    for url in [alive.as_str(), &cluster.nginx.url()] {
+        let reply = call().send(url);
+        assert_eq!(reply.status, 502, "through {url}: {reply}");
+        answers.push(("a 2026 call", reply.error()["message"].as_str().unwrap().to_owned()));
+    }
+    let reply = v1(&alive, "POST", "/v1/call", Some(r#"{"server": "notes", "tool": "whoami", "arguments": {}}"#));
+    assert_eq!(reply.status, 502, "{reply}");
+    answers.push(("/v1/call", reply.json()["error"]["message"].as_str().unwrap_or(&reply.body).to_owned()));
+    for (what, message) in &answers {
+        assert_eq!(leaks(message), None, "{what}: the error shows the dead node's address: {message}");
+        assert!(message.contains("server \"notes\"") && message.contains("\"n1\""), "{what}: {message}");
+        assert!(
+            message.contains("owns this caller's instance") && message.contains("unreachable"),
+            "{what}: {message}"
+        );
+    }
+    let reply = v1(&alive, "GET", &format!("/v1/tasks/{task}"), None);
+    assert_eq!(reply.status, 502, "{reply}");
+    assert_eq!(leaks(&reply.body), None, "a task's follow-up shows the dead node's address: {reply}");
+    let message = reply.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("this task (\"n1\") is unreachable"), "{reply}");
+    let reply = session.via(&alive).mcpx_call("notes", "whoami", json!({}));
+    assert_eq!(reply.status, 502, "{reply}");
+    assert_eq!(leaks(&reply.body), None, "a legacy session's request shows the dead node's address: {reply}");
+    assert!(reply.error()["message"].as_str().unwrap().contains("this session (\"n1\") is unreachable"), "{reply}");
+    // The node that forwarded says where it tried, to whoever reads its log.
+    assert!(cluster.nodes[1].stderr().contains(&address), "{}", cluster.nodes[1].stderr());
 }
 
 #[test]

@@ -186,3 +186,49 @@ fn a_2025_11_25_sessions_task_is_read_awaited_and_cancelled_through_every_node_b
     let read = session.via(cluster.nodes[0].url()).request("tasks/get", json!({"taskId": long}));
     assert_eq!(read.result()["status"], "cancelled", "{read}");
 }
+
+/// `GET /v1/tasks` lists the caller's tasks on every node, through any node: two tasks
+/// started through two nodes (each on the node that owns its instance) are both listed
+/// through the third, and through nginx. Another caller lists none of them, and a node
+/// that dies takes only its own tasks out of the listing.
+#[test]
+fn v1_tasks_lists_the_callers_tasks_from_every_node_and_no_one_elses() {
+    let tag = tag();
+    let servers = json!({
+        "plain": fakemcp("session", &tag, &[]),
+        "other": fakemcp("session", &tag, &[]),
+    });
+    let mut cluster = Cluster::start(servers, "60s", json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}));
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let start = |url: &str, server: &str| {
+        let slow = json!({"server": server, "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
+        let started = v1(url, "POST", "/v1/tasks", ALICE, Some(&slow));
+        assert_eq!(started.status, 202, "{started}");
+        started.json()["taskId"].as_str().unwrap().to_owned()
+    };
+    let first = start(&urls[0], "plain");
+    let second = start(&urls[1], "other");
+    assert_eq!(cluster.owner_of("plain", ":work"), Some(0));
+    assert_eq!(cluster.owner_of("other", ":work"), Some(1));
+    let listed = |url: &str, token: &str| {
+        let reply = v1(url, "GET", "/v1/tasks", token, None);
+        assert_eq!(reply.status, 200, "{reply}");
+        let mut ids: Vec<String> = reply.json()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["taskId"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    for url in urls.iter().chain([&cluster.nginx.url()]) {
+        assert_eq!(listed(url, ALICE), both, "alice's tasks through {url}");
+        assert_eq!(listed(url, BOB), Vec::<String>::new(), "bob lists alice's tasks through {url}");
+    }
+    // Node 1 dies: its task is gone, node 0's is still listed through node 2.
+    cluster.nodes[1].kill();
+    assert_eq!(listed(&urls[2], ALICE), vec![first], "after node 1 died");
+}

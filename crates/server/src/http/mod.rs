@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::{any, get};
 use axum::{Extension, Router};
-use mcpx_gateway::cluster::Node;
+use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_gateway::{CallContext, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
 use mcpx_protocol::{Message, Revision, RpcError, message, meta};
@@ -67,7 +67,7 @@ async fn mcp(
     let elsewhere = session_id.as_deref().and_then(|id| to.session_node(id)).filter(|_| forwarded.is_none());
     if let Some(node) = elsewhere {
         return match read_body(&front, &headers, body).await {
-            Ok(body) => to.forward(&node, body).await,
+            Ok(body) => to.forward(&node, &Kept::Session, body).await,
             Err(refusal) => refusal,
         };
     }
@@ -157,7 +157,7 @@ async fn without_session(
         // The cluster's steps are boxed, as the answer in `modern::handle` is (see `post`).
         if let (Some(onward), Message::Request { id, method, params }) = (&onward, &message) {
             match Box::pin(onward.owner(base, method, params)).await {
-                Ok(Some(node)) => return Box::pin(onward.forward(&node, body)).await,
+                Ok(Some((node, kept))) => return Box::pin(onward.forward(&node, &kept, body)).await,
                 Ok(None) => {}
                 Err(e) => return reply::answer(format, &dispatch::response(&id.to_value(), Err(e))),
             }
@@ -204,7 +204,7 @@ impl Onward<'_> {
         base: &Transport,
         method: &str,
         params: &serde_json::Value,
-    ) -> Result<Option<Node>, RpcError> {
+    ) -> Result<Option<(Node, Kept)>, RpcError> {
         if self.front.cluster.is_none() {
             return Ok(None);
         }
@@ -213,11 +213,11 @@ impl Onward<'_> {
         self.front.gateway.placement(&ctx, method, params).await.map_err(RpcError::from)
     }
 
-    /// Sends the request, as it came, to `node`, and relays its answer.
-    async fn forward(&self, node: &Node, body: axum::body::Bytes) -> Response {
+    /// Sends the request, as it came, to `node` (which keeps `kept`), and relays its answer.
+    async fn forward(&self, node: &Node, kept: &Kept, body: axum::body::Bytes) -> Response {
         let link = self.front.cluster.as_ref().expect("only a node of a cluster forwards");
         let target = self.uri.path_and_query().map_or("/mcp", |t| t.as_str());
-        link.forward(node, self.method.clone(), target, self.headers, self.principal, body).await
+        link.forward(node, kept, self.method.clone(), target, self.headers, self.principal, body).await
     }
 }
 
