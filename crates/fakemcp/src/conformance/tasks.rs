@@ -243,6 +243,8 @@ impl Control {
         let task = map.get_mut(&self.id)?;
         task.asking = questions;
         task.set("input_required");
+        // A `tasks/result` may already be waiting for the task to change: wake it to ask.
+        tasks.changed.notify_all();
         loop {
             let task = map.get_mut(&self.id)?;
             if task.terminal() {
