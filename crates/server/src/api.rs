@@ -7,7 +7,7 @@
 //! over the socket the daemon adds the peer's pid and cwd, over TCP they are unknown.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use axum::Json;
 use axum::Router;
@@ -747,7 +747,8 @@ async fn task_start(
 /// In a cluster, every node's: this node asks each other live node for the caller's
 /// tasks there (with the caller's principal, signed as any forwarded request is; that
 /// node answers with its own tasks only, as for any forwarded request). A node that
-/// cannot be reached is left out (its tasks are out of reach too) and logged; one that
+/// cannot be reached, or has not answered within `cluster.leaseTtl`, is left out (its
+/// tasks are out of reach too) and logged; one that
 /// answers with anything but a listing fails the listing, naming it. A caller on this
 /// node's socket, whose pid and cwd cannot travel, is answered with this node's tasks.
 async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
@@ -761,20 +762,23 @@ async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onwa
         Ok(nodes) => nodes,
         Err(e) => return error(&RpcError::internal(e.to_string())),
     };
-    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let config = front.gateway.settings().config();
+    let limit = config.http.max_body_bytes;
+    // A node silent for a whole lease is as good as gone: it is left out, never waited on.
+    let patience = config.cluster.as_ref().map_or(Duration::from_secs(10), |c| c.lease_ttl);
     let (headers, principal) = (&onward.headers, &caller.principal);
     let asks = nodes.iter().map(|node| async move {
-        let get = axum::http::Method::GET;
-        let answer = link.send(node, get, "/v1/tasks", headers, principal, Default::default()).await;
-        let listed = match answer {
-            Ok(answer) => {
-                let status = answer.status();
-                let body = axum::body::to_bytes(axum::body::Body::new(answer.into_body()), limit).await;
-                let listed = body.ok().filter(|_| status == StatusCode::OK);
-                Ok(listed.and_then(|b| serde_json::from_slice::<v1::TaskList>(&b).ok()).ok_or(status))
-            }
-            Err(e) => Err(e),
+        let ask = async {
+            let get = axum::http::Method::GET;
+            let answer = link.send(node, get, "/v1/tasks", headers, principal, Default::default()).await?;
+            let status = answer.status();
+            let body = axum::body::to_bytes(axum::body::Body::new(answer.into_body()), limit).await;
+            let listed = body.ok().filter(|_| status == StatusCode::OK);
+            Ok(listed.and_then(|b| serde_json::from_slice::<v1::TaskList>(&b).ok()).ok_or(status))
         };
+        let listed = tokio::time::timeout(patience, ask)
+            .await
+            .unwrap_or_else(|_| Err(format!("no listing within cluster.leaseTtl ({patience:?})")));
         (node, listed)
     });
     for (node, listed) in futures::future::join_all(asks).await {

@@ -232,3 +232,36 @@ fn v1_tasks_lists_the_callers_tasks_from_every_node_and_no_one_elses() {
     cluster.nodes[1].kill();
     assert_eq!(listed(&urls[2], ALICE), vec![first], "after node 1 died");
 }
+
+/// A node that takes the listing's connection but never answers (stopped, so the kernel
+/// still accepts for it) is left out once `cluster.leaseTtl` passes: `GET /v1/tasks`
+/// answers with the tasks the live nodes hold instead of waiting on it.
+#[test]
+fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
+    let tag = tag();
+    let servers = json!({
+        "plain": fakemcp("session", &tag, &[]),
+        "other": fakemcp("session", &tag, &[]),
+    });
+    let cluster = Cluster::start(servers, "2s", json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}));
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let start = |url: &str, server: &str| {
+        let slow = json!({"server": server, "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
+        let started = v1(url, "POST", "/v1/tasks", ALICE, Some(&slow));
+        assert_eq!(started.status, 202, "{started}");
+        started.json()["taskId"].as_str().unwrap().to_owned()
+    };
+    let first = start(&urls[0], "plain");
+    start(&urls[1], "other");
+    let signal = |which: &str| {
+        let pid = cluster.nodes[1].pid().to_string();
+        assert!(std::process::Command::new("kill").args([which, &pid]).status().unwrap().success(), "kill {which}");
+    };
+    signal("-STOP");
+    let reply = v1(&urls[2], "GET", "/v1/tasks", ALICE, None);
+    signal("-CONT");
+    assert_eq!(reply.status, 200, "{reply}");
+    let listed = reply.json();
+    let ids: Vec<&str> = listed["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
+    assert_eq!(ids, vec![first.as_str()], "{reply}");
+}
