@@ -5,7 +5,9 @@
 //!
 //! - `legacy`: `--streams` 2025-11-25 sessions (`initialize`, `notifications/initialized`),
 //!   each holding its standalone stream (`GET /mcp` with its `Mcp-Session-Id`).
-//! - `listen`: `--streams` 2026-07-28 `subscriptions/listen` streams, idle.
+//! - `listen`: `--streams` 2026-07-28 `subscriptions/listen` streams, idle, each asking
+//!   for tool list changes of fakemcp, which mcpx exposes in this phase (a listen with
+//!   nothing to watch ends at once, so it would hold nothing open).
 //!
 //! In each, a normal caller makes `--calls` sequential `mcpx_call` → `echo` calls on a
 //! connection of its own before any stream is open and again while all are open.
@@ -15,8 +17,10 @@
 //! open within twice its p99 with none.
 //!
 //! Each stream is a TCP connection of its own, held by a plain socket that sent its request
-//! and read its response head (a 200 with an event stream), so the bench holds them for a
-//! few KiB each. The daemon's connection and session limits are raised to fit.
+//! and read its response head (a 200 with an event stream) and, for a listen, the
+//! acknowledgement event, so the bench holds them for a few KiB each. A stream counts as
+//! still open after the calls only if its connection is up and its body has not ended.
+//! The daemon's connection and session limits are raised to fit.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -81,10 +85,13 @@ fn phase(binaries: &Binaries, options: &Options, kind: Kind, runtime: &tokio::ru
     let scratch = Scratch::new(&format!("streams-{}", kind.label()))?;
     let streams = options.streams.max(1);
     let room = streams + 256;
-    let config = json!({
+    let mut config = json!({
         "mcpServers": {UPSTREAM: {"command": binaries.fakemcp}},
         "http": {"maxConnections": room, "maxSessions": room, "maxSessionsPerClient": room},
     });
+    if let Kind::Listen = kind {
+        config["expose"] = json!([UPSTREAM]);
+    }
     let daemon = Daemon::start(binaries, &scratch, &config)?;
     let outcome = runtime.block_on(measure(&daemon, kind, streams, options));
     let peak_rss = daemon.peak_rss();
@@ -217,7 +224,11 @@ async fn open(addr: SocketAddr, kind: Kind, n: usize) -> anyhow::Result<TcpStrea
                  Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
             );
-            send(addr, &head).await?
+            let mut stream = send(addr, &head).await?;
+            read_until(&mut stream, b"notifications/subscriptions/acknowledged", 64 * 1024)
+                .await
+                .context("no acknowledgement of the listen")?;
+            stream
         }
     };
     Ok(stream)
@@ -235,21 +246,7 @@ async fn legacy_session(addr: SocketAddr) -> anyhow::Result<String> {
 async fn send(addr: SocketAddr, request: &str) -> anyhow::Result<TcpStream> {
     let mut stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
     stream.write_all(request.as_bytes()).await?;
-    let mut head = Vec::with_capacity(512);
-    let mut byte = [0u8; 1];
-    let read = async {
-        while !head.ends_with(b"\r\n\r\n") {
-            if stream.read(&mut byte).await? == 0 {
-                bail!("the daemon closed the connection before its response head");
-            }
-            head.push(byte[0]);
-            if head.len() > 16 * 1024 {
-                bail!("a response head over 16 KiB");
-            }
-        }
-        Ok(())
-    };
-    tokio::time::timeout(REQUEST_TIMEOUT, read).await.context("no response head in time")??;
+    let head = read_until(&mut stream, b"\r\n\r\n", 16 * 1024).await.context("reading the response head")?;
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
     if !head.starts_with("http/1.1 200") || !head.contains("content-type: text/event-stream") {
         bail!("not an open event stream: {head}");
@@ -257,15 +254,41 @@ async fn send(addr: SocketAddr, request: &str) -> anyhow::Result<TcpStream> {
     Ok(stream)
 }
 
-/// Whether the daemon still holds `stream` open: nothing to read now and no end of file.
-fn is_open(stream: &TcpStream) -> bool {
+/// Reads byte by byte (so nothing past `end` is taken) until what was read ends with
+/// `end`; at most `limit` bytes, within [`REQUEST_TIMEOUT`].
+async fn read_until(stream: &mut TcpStream, end: &[u8], limit: usize) -> anyhow::Result<Vec<u8>> {
+    let mut read = Vec::with_capacity(512);
     let mut byte = [0u8; 1];
-    match stream.try_read(&mut byte) {
-        Ok(0) => false,
-        // Bytes (an event, a keep-alive) mean it is open; so does nothing to read yet.
-        Ok(_) => true,
-        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+    let reading = async {
+        while !read.ends_with(end) {
+            if stream.read(&mut byte).await? == 0 {
+                bail!("the daemon closed the connection");
+            }
+            read.push(byte[0]);
+            if read.len() > limit {
+                bail!("nothing like {:?} in {limit} bytes", String::from_utf8_lossy(end));
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, reading).await.context("not in time")??;
+    Ok(read)
+}
+
+/// Whether the daemon still holds `stream` open: its connection is up and what it has sent
+/// since (keep-alives, events) does not end the response body, a chunked body's last chunk.
+fn is_open(stream: &TcpStream) -> bool {
+    let mut pending = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.try_read(&mut buffer) {
+            Ok(0) => return false,
+            Ok(n) => pending.extend_from_slice(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
     }
+    !pending.ends_with(b"\r\n0\r\n\r\n") && !pending.starts_with(b"0\r\n\r\n")
 }
 
 fn round2(value: f64) -> f64 {
