@@ -72,6 +72,8 @@ pub struct HttpTap {
     sent: Connections,
     /// What the target answered on each connection (same order as `sent`).
     received: Connections,
+    /// The client side of every connection relayed, so [`HttpTap::cut`] can end them.
+    live: Arc<Mutex<Vec<TcpStream>>>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -94,11 +96,13 @@ impl HttpTap {
         let port = listener.local_addr().expect("the tap's address").port();
         let sent: Connections = Arc::default();
         let received: Connections = Arc::default();
+        let live: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = {
             let target = Arc::clone(&target);
             let sent = Arc::clone(&sent);
             let received = Arc::clone(&received);
+            let live = Arc::clone(&live);
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
                 for client in listener.incoming() {
@@ -111,6 +115,9 @@ impl HttpTap {
                         // Nothing to relay to: the client sees the connection close.
                         continue;
                     };
+                    if let Ok(handle) = client.try_clone() {
+                        live.lock().unwrap().push(handle);
+                    }
                     let log = Arc::new(Mutex::new(Vec::new()));
                     let answers = Arc::new(Mutex::new(Vec::new()));
                     // One lock for both lists keeps their indexes in step.
@@ -122,7 +129,16 @@ impl HttpTap {
                 }
             })
         };
-        HttpTap { port, path: "/".to_owned(), target, sent, received, stop, acceptor: Some(acceptor) }
+        HttpTap { port, path: "/".to_owned(), target, sent, received, live, stop, acceptor: Some(acceptor) }
+    }
+
+    /// Cuts the line: every connection relayed so far is ended, and new ones are closed
+    /// unanswered until [`HttpTap::relay_to`] names a target again.
+    pub fn cut(&self) {
+        self.target.lock().unwrap().clear();
+        for connection in self.live.lock().unwrap().drain(..) {
+            let _ = connection.shutdown(Shutdown::Both);
+        }
     }
 
     /// Relays from now on to the host and port of `url`; [`HttpTap::url`] takes its path.

@@ -10,6 +10,7 @@ use mcpx_e2e::client::{LegacySession, Reply, next_id};
 use mcpx_e2e::daemon::Daemon;
 use mcpx_e2e::fixtures::{config, fakemcp};
 use mcpx_e2e::process::{poll, processes_with, tag};
+use mcpx_e2e::tap::HttpTap;
 use serde_json::{Value, json};
 
 const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
@@ -537,4 +538,35 @@ fn cancelling_a_task_whose_http_upstream_is_gone_records_the_cancellation() {
     session.request("tasks/result", json!({"taskId": id})).assert_error(200, -32602);
     // Cancelled is terminal: cancelling again is refused as for any ended task.
     session.request("tasks/cancel", json!({"taskId": id})).assert_error(200, -32602);
+}
+
+/// A cancellation the server could not hear is sent again once it can: the line to an
+/// HTTP upstream is cut while it runs a task, the task is cancelled, the line comes back,
+/// and the upstream's own task ends cancelled without anyone asking again.
+#[test]
+fn a_cancellation_the_http_upstream_missed_reaches_it_once_it_is_back() {
+    let fake = mcpx_e2e::FakeHttp::start(&["--fixture", "conformance", "--era", "legacy"]);
+    let mut line = HttpTap::start(&fake.url);
+    let cfg = config(&[("fx", json!({"url": line.url()}))]);
+    let daemon = Daemon::start(&cfg);
+    let session = LegacySession::open(daemon.url());
+    let task = start(&session, "fx", "slow_compute", json!({"seconds": 600}), 120_000);
+    let id = task["taskId"].as_str().unwrap();
+
+    line.cut();
+    let cancelled = session.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled.result()["status"], "cancelled", "{cancelled}");
+    assert!(cancelled.result()["statusMessage"].as_str().is_some_and(|m| m.contains("could not be reached")));
+    line.relay_to(&fake.url);
+
+    // The upstream answers a `tasks/cancel` of its task with the task, now cancelled.
+    let told = || {
+        line.exchanges().into_iter().find(|(request, response)| {
+            request.rpc_method() == Some("tasks/cancel")
+                && response.as_ref().is_some_and(|r| r.messages.iter().any(|m| m["result"]["status"] == "cancelled"))
+        })
+    };
+    let heard = poll(Duration::from_secs(60), told);
+    assert!(heard.is_some(), "the upstream never heard the cancellation:\n{}", line.transcript());
+    assert_eq!(get(&session, id).result()["status"], "cancelled");
 }
