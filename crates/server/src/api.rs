@@ -279,7 +279,9 @@ impl Onward {
         body: axum::body::Bytes,
     ) -> Response {
         let link = front.cluster.as_ref().expect("only a node of a cluster forwards");
-        link.forward(node, kept, method, target, &self.headers, &caller.principal, body).await
+        link.forward(node, kept, method, target, &self.headers, &caller.principal, body)
+            .await
+            .unwrap_or_else(|e| error(&e))
     }
 
     /// The other node that keeps what `id` names (a task, a begun call), read from the id

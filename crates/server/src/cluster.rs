@@ -30,7 +30,7 @@ use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_protocol::RpcError;
 use sha2::{Digest, Sha256};
 
-use crate::reply::{self, Format};
+use crate::reply;
 
 /// The node a forwarded request comes from.
 pub const NODE_HEADER: &str = "x-mcpx-node";
@@ -281,8 +281,9 @@ impl Link {
 
     /// Sends the caller's request, as it came, to `node` for `principal`, and streams
     /// the owner's answer back as it comes (an event stream stays one). When `node`
-    /// cannot be reached, the caller's error names it by its id and says what it keeps
-    /// (`kept`); its URL and the failure's detail go to this node's log only.
+    /// cannot be reached, the error (for the caller, in the shape of the route it asked)
+    /// names it by its id and says what it keeps (`kept`); its URL and the failure's
+    /// detail go to this node's log only.
     #[allow(clippy::too_many_arguments)]
     pub async fn forward(
         &self,
@@ -293,13 +294,12 @@ impl Link {
         headers: &HeaderMap,
         principal: &Principal,
         body: Bytes,
-    ) -> Response {
+    ) -> Result<Response, RpcError> {
         let answer = match self.send(node, method, target, headers, principal, body).await {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::warn!(node = node.id, url = node.url, ?kept, "forwarding to another node failed: {e}");
-                let e = RpcError::internal(kept.unreachable(&node.id));
-                return reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e);
+                return Err(RpcError::internal(kept.unreachable(&node.id)));
             }
         };
         let mut response = Response::builder().status(answer.status().as_u16());
@@ -308,9 +308,9 @@ impl Link {
                 response = response.header(HeaderName::from_static(name), value);
             }
         }
-        response.body(Body::new(answer.into_body())).unwrap_or_else(|_| {
+        Ok(response.body(Body::new(answer.into_body())).unwrap_or_else(|_| {
             reply::status(StatusCode::BAD_GATEWAY, "the owner node's answer could not be relayed\n")
-        })
+        }))
     }
 
     /// Sends the caller's request, as it came, to `node` for `principal`, signed: the

@@ -195,6 +195,15 @@ fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl(
 /// which server (or task, or session) and that the node that owns it is unreachable,
 /// naming the node by its id: never its address inside the cluster. The forwarding
 /// node's log has the address.
+/// A `/v1` error body: `{"error": {"code", "message"}}`, as every `/v1` route answers,
+/// not a JSON-RPC response.
+#[track_caller]
+fn assert_v1_error(body: &Value) {
+    let keys: Vec<&String> = body.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+    assert_eq!(keys, ["error"], "not a /v1 error body: {body}");
+    assert!(body["error"]["code"].is_i64() && body["error"]["message"].is_string(), "{body}");
+}
+
 #[test]
 fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
     let tag = tag();
@@ -239,6 +248,7 @@ fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
     }
     let reply = v1(&alive, "POST", "/v1/call", Some(r#"{"server": "notes", "tool": "whoami", "arguments": {}}"#));
     assert_eq!(reply.status, 502, "{reply}");
+    assert_v1_error(&reply.json());
     answers.push(("/v1/call", reply.json()["error"]["message"].as_str().unwrap_or(&reply.body).to_owned()));
     for (what, message) in &answers {
         assert_eq!(leaks(message), None, "{what}: the error shows the dead node's address: {message}");
@@ -250,6 +260,7 @@ fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
     }
     let reply = v1(&alive, "GET", &format!("/v1/tasks/{task}"), None);
     assert_eq!(reply.status, 502, "{reply}");
+    assert_v1_error(&reply.json());
     assert_eq!(leaks(&reply.body), None, "a task's follow-up shows the dead node's address: {reply}");
     let message = reply.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
     assert!(message.contains("this task (\"n1\") is unreachable"), "{reply}");

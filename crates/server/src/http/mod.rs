@@ -217,7 +217,9 @@ impl Onward<'_> {
     async fn forward(&self, node: &Node, kept: &Kept, body: axum::body::Bytes) -> Response {
         let link = self.front.cluster.as_ref().expect("only a node of a cluster forwards");
         let target = self.uri.path_and_query().map_or("/mcp", |t| t.as_str());
-        link.forward(node, kept, self.method.clone(), target, self.headers, self.principal, body).await
+        link.forward(node, kept, self.method.clone(), target, self.headers, self.principal, body)
+            .await
+            .unwrap_or_else(|e| reply::error(StatusCode::BAD_GATEWAY, Format::Json, None, &e))
     }
 }
 
