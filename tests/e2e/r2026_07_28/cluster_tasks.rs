@@ -187,27 +187,30 @@ fn a_2025_11_25_sessions_task_is_read_awaited_and_cancelled_through_every_node_b
     assert_eq!(read.result()["status"], "cancelled", "{read}");
 }
 
+/// Three nodes with two session-scoped servers, `plain` and `other`, and `leaseTtl` as given.
+fn two_servers(tag: &str, lease_ttl: &str) -> Cluster {
+    let servers = json!({"plain": fakemcp("session", tag, &[]), "other": fakemcp("session", tag, &[])});
+    Cluster::start(servers, lease_ttl, json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}))
+}
+
+/// Starts a ten-minute `/v1` task on `server` through `url` as alice; its id.
+fn slow_v1_task(url: &str, server: &str) -> String {
+    let slow = json!({"server": server, "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
+    let started = v1(url, "POST", "/v1/tasks", ALICE, Some(&slow));
+    assert_eq!(started.status, 202, "{started}");
+    started.json()["taskId"].as_str().unwrap().to_owned()
+}
+
 /// `GET /v1/tasks` lists the caller's tasks on every node, through any node: two tasks
 /// started through two nodes (each on the node that owns its instance) are both listed
 /// through the third, and through nginx. Another caller lists none of them, and a node
 /// that dies takes only its own tasks out of the listing.
 #[test]
 fn v1_tasks_lists_the_callers_tasks_from_every_node_and_no_one_elses() {
-    let tag = tag();
-    let servers = json!({
-        "plain": fakemcp("session", &tag, &[]),
-        "other": fakemcp("session", &tag, &[]),
-    });
-    let mut cluster = Cluster::start(servers, "60s", json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}));
+    let mut cluster = two_servers(&tag(), "60s");
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
-    let start = |url: &str, server: &str| {
-        let slow = json!({"server": server, "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
-        let started = v1(url, "POST", "/v1/tasks", ALICE, Some(&slow));
-        assert_eq!(started.status, 202, "{started}");
-        started.json()["taskId"].as_str().unwrap().to_owned()
-    };
-    let first = start(&urls[0], "plain");
-    let second = start(&urls[1], "other");
+    let first = slow_v1_task(&urls[0], "plain");
+    let second = slow_v1_task(&urls[1], "other");
     assert_eq!(cluster.owner_of("plain", ":work"), Some(0));
     assert_eq!(cluster.owner_of("other", ":work"), Some(1));
     let listed = |url: &str, token: &str| {
@@ -238,26 +241,25 @@ fn v1_tasks_lists_the_callers_tasks_from_every_node_and_no_one_elses() {
 /// answers with the tasks the live nodes hold instead of waiting on it.
 #[test]
 fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
-    let tag = tag();
-    let servers = json!({
-        "plain": fakemcp("session", &tag, &[]),
-        "other": fakemcp("session", &tag, &[]),
-    });
-    let cluster = Cluster::start(servers, "2s", json!({"http": {"tokens": {"alice": ALICE, "bob": BOB}}}));
+    let cluster = two_servers(&tag(), "2s");
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
-    let start = |url: &str, server: &str| {
-        let slow = json!({"server": server, "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
-        let started = v1(url, "POST", "/v1/tasks", ALICE, Some(&slow));
-        assert_eq!(started.status, 202, "{started}");
-        started.json()["taskId"].as_str().unwrap().to_owned()
-    };
-    let first = start(&urls[0], "plain");
-    start(&urls[1], "other");
+    let first = slow_v1_task(&urls[0], "plain");
+    slow_v1_task(&urls[1], "other");
     let signal = |which: &str| {
         let pid = cluster.nodes[1].pid().to_string();
         assert!(std::process::Command::new("kill").args([which, &pid]).status().unwrap().success(), "kill {which}");
     };
+    assert_eq!((cluster.owner_of("plain", ":work"), cluster.owner_of("other", ":work")), (Some(0), Some(1)));
     signal("-STOP");
+    // Stopped once every thread's state is `T`: a stop takes effect as each thread runs.
+    let threads = format!("/proc/{}/task", cluster.nodes[1].pid());
+    let state = |stat: String| stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+    let stopped = || {
+        let mut stats =
+            std::fs::read_dir(&threads).ok()?.map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok());
+        stats.all(|stat| stat.and_then(state) == Some('T')).then_some(())
+    };
+    assert!(mcpx_e2e::process::poll(PATIENCE, stopped).is_some(), "node 1 never stopped");
     let reply = v1(&urls[2], "GET", "/v1/tasks", ALICE, None);
     signal("-CONT");
     assert_eq!(reply.status, 200, "{reply}");
