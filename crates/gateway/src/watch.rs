@@ -353,7 +353,12 @@ async fn open(lease: &Lease, server: &str, wanted: &Wanted) -> Option<Opened> {
 
 /// Relays one server's changes to the listen until it ends; when the instance exits,
 /// starts the caller's instance again and opens the same subscriptions on it.
-async fn relay(
+///
+/// An async block rather than an `async fn`: the task lives as long as the listen, and an
+/// `async fn`'s future held its arguments twice (as passed, and moved into its body),
+/// about 650 bytes more per relay.
+#[allow(clippy::manual_async_fn)]
+fn relay(
     gateway: Arc<Gateway>,
     ctx: CallContext,
     server: String,
@@ -361,39 +366,59 @@ async fn relay(
     mut lease: Lease,
     mut opened: Opened,
     tx: outbox::Sender,
-) {
-    let mut pause = REOPEN_FIRST;
-    let weak = Arc::downgrade(&gateway);
-    loop {
-        let started = Instant::now();
-        let upstream = lease.upstream().clone();
-        if let Stopped::ListenerGone = pass_on(&weak, &server, &wanted, &upstream, &mut opened.changes, &tx).await {
-            return;
-        }
-        drop(opened);
-        drop(lease);
-        if started.elapsed() > REOPEN_MAX {
-            pause = REOPEN_FIRST;
-        }
+) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        let mut pause = REOPEN_FIRST;
+        let weak = Arc::downgrade(&gateway);
         loop {
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = tx.closed() => return,
-                _ = gateway.closing() => return,
+            let started = Instant::now();
+            let upstream = lease.upstream().clone();
+            if let Stopped::ListenerGone = pass_on(&weak, &server, &wanted, &upstream, &mut opened.changes, &tx).await {
+                return;
             }
-            pause = (pause * 2).min(REOPEN_MAX);
-            let reopened = match gateway.lease(&ctx, &server).await {
-                Ok(l) => open(&l, &server, &wanted).await.map(|o| (l, o)),
-                Err(e) => {
-                    tracing::warn!(server, "cannot reopen a watched instance: {}", e);
-                    None
-                }
-            };
-            if let Some((l, o)) = reopened {
-                tracing::info!(server, "a watched instance exited; its subscriptions are open again on a new one");
-                (lease, opened) = (l, o);
-                break;
+            drop(opened);
+            drop(lease);
+            if started.elapsed() > REOPEN_MAX {
+                pause = REOPEN_FIRST;
             }
+            // Boxed: a relay spends its life in `pass_on`, and reopening (a lease, the
+            // subscriptions) is a future several times larger that would otherwise size every
+            // relay's task while it waits.
+            match Box::pin(reopen(&gateway, &ctx, &server, &wanted, &tx, &mut pause)).await {
+                Some((l, o)) => (lease, opened) = (l, o),
+                None => return,
+            }
+        }
+    }
+}
+
+/// Starts the caller's instance of `server` again after `pause` (doubled each failed
+/// try) and opens `wanted` on it; `None` once nobody listens or the daemon is closing.
+async fn reopen(
+    gateway: &Arc<Gateway>,
+    ctx: &CallContext,
+    server: &str,
+    wanted: &Wanted,
+    tx: &outbox::Sender,
+    pause: &mut Duration,
+) -> Option<(Lease, Opened)> {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(*pause) => {}
+            _ = tx.closed() => return None,
+            _ = gateway.closing() => return None,
+        }
+        *pause = (*pause * 2).min(REOPEN_MAX);
+        let reopened = match gateway.lease(ctx, server).await {
+            Ok(l) => open(&l, server, wanted).await.map(|o| (l, o)),
+            Err(e) => {
+                tracing::warn!(server, "cannot reopen a watched instance: {}", e);
+                None
+            }
+        };
+        if reopened.is_some() {
+            tracing::info!(server, "a watched instance exited; its subscriptions are open again on a new one");
+            return reopened;
         }
     }
 }

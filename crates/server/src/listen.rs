@@ -58,19 +58,20 @@ pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch) -> Next
 }
 
 /// Every frame of a listen, the acknowledgement first and the end last.
+///
+/// Everything is kept in the stream's state and borrowed, not moved into each step's
+/// future: the stream lives as long as the listen, and a step holding its own copy of the
+/// watch (and of the gateway and id) beside the state's made every listen larger.
 pub fn frames(gateway: Arc<Gateway>, id: Value, watch: Watch) -> impl futures::Stream<Item = Value> + Send {
     let first = acknowledgement(&id, &watch);
-    futures::stream::unfold(Some((Some(first), watch)), move |state| {
-        let (gateway, id) = (gateway.clone(), id.clone());
-        async move {
-            let (first, mut watch) = state?;
-            if let Some(ack) = first {
-                return Some((ack, Some((None, watch))));
-            }
-            match next(&gateway, &id, &mut watch).await {
-                Next::Frame(frame) => Some((frame, Some((None, watch)))),
-                Next::End(last) => Some((last, None)),
-            }
+    futures::stream::unfold(Some((Some(first), watch, gateway, id)), |mut state| async move {
+        let (first, watch, gateway, id) = state.as_mut()?;
+        if let Some(ack) = first.take() {
+            return Some((ack, state));
+        }
+        match next(gateway, id, watch).await {
+            Next::Frame(frame) => Some((frame, state)),
+            Next::End(last) => Some((last, None)),
         }
     })
 }

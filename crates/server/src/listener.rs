@@ -211,9 +211,12 @@ pub async fn serve(
         };
         let mut builder = http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(http.header_read_timeout);
-        let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
         let stop = stop.clone();
         tracker.spawn(async move {
+            // Built here, not captured: a captured connection would be held twice in the
+            // task (the capture, and the pinned copy), the first of them dead weight for as
+            // long as the connection lives.
+            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let mut connection = std::pin::pin!(connection);
             let mut stopping = false;
             loop {
