@@ -191,10 +191,6 @@ fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl(
     assert_one_instance_per_key(&cluster);
 }
 
-/// A caller whose request must go to a node that died (its lease not expired yet) is told
-/// which server (or task, or session) and that the node that owns it is unreachable,
-/// naming the node by its id: never its address inside the cluster. The forwarding
-/// node's log has the address.
 /// A `/v1` error body: `{"error": {"code", "message"}}`, as every `/v1` route answers,
 /// not a JSON-RPC response.
 #[track_caller]
@@ -204,6 +200,10 @@ fn assert_v1_error(body: &Value) {
     assert!(body["error"]["code"].is_i64() && body["error"]["message"].is_string(), "{body}");
 }
 
+/// A caller whose request must go to a node that died (its lease not expired yet) is told
+/// which server (or task, or session) and that the node that owns it is unreachable,
+/// naming the node by its id: never its address inside the cluster. The forwarding
+/// node's log has the address.
 #[test]
 fn a_dead_owner_is_named_to_callers_by_its_id_never_by_its_address() {
     let tag = tag();
