@@ -296,6 +296,11 @@ impl Cluster {
         &self.node
     }
 
+    /// How long a lease lasts unrenewed (`cluster.leaseTtl`, as this node runs with it).
+    pub fn lease_ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// This node as the others reach it.
     pub fn me(&self) -> Node {
         Node { id: self.node.clone(), url: self.url.clone() }

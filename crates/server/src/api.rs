@@ -7,7 +7,7 @@
 //! over the socket the daemon adds the peer's pid and cwd, over TCP they are unknown.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::Router;
@@ -764,10 +764,9 @@ async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onwa
         Ok(nodes) => nodes,
         Err(e) => return error(&RpcError::internal(e.to_string())),
     };
-    let config = front.gateway.settings().config();
-    let limit = config.http.max_body_bytes;
+    let limit = front.gateway.settings().config().http.max_body_bytes;
     // A node silent for a whole lease is as good as gone: it is left out, never waited on.
-    let patience = config.cluster.as_ref().map_or(Duration::from_secs(10), |c| c.lease_ttl);
+    let patience = cluster.lease_ttl();
     let (headers, principal) = (&onward.headers, &caller.principal);
     let asks = nodes.iter().map(|node| async move {
         let ask = async {
