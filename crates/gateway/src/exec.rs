@@ -193,7 +193,7 @@ impl Host<'_> {
         let ctx = CallContext { reached: Default::default(), ..self.ctx.clone() };
         let result = self.gateway.forward_call(&ctx, server, tool, arguments.clone(), &json!({}), None).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
-        self.gateway.finished(pending.finish(caller, ctx.reached.get(), result.as_ref(), true));
+        self.gateway.finished(pending.finish(caller, &ctx.reached, result.as_ref(), true));
         result
     }
 

@@ -16,7 +16,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcpx_upstream::UpstreamError;
+use mcpx_upstream::{Meter, UpstreamError};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -148,8 +148,46 @@ pub struct Record {
     pub arguments: Option<String>,
 }
 
-/// Where a request went: set once the pool leased its instance.
-pub type Reached = Arc<OnceLock<InstanceKey>>;
+/// Where a request went, shared by every copy of its context.
+pub type Reached = Arc<Reach>;
+
+/// The instance a request reached (set once the pool leased it), and the bytes of the
+/// messages exchanged with it for the request ([`Meter`]): what the journal records as
+/// the request's `bytes_in` and `bytes_out`, read off the wire rather than measured again.
+#[derive(Debug, Default)]
+pub struct Reach {
+    key: OnceLock<InstanceKey>,
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+impl Reach {
+    pub fn get(&self) -> Option<&InstanceKey> {
+        self.key.get()
+    }
+
+    /// Records the instance; the first one set stays (a request reaches one instance).
+    pub fn set(&self, key: InstanceKey) {
+        let _ = self.key.set(key);
+    }
+
+    /// The bytes sent to the instance and received from it so far, as the journal keeps
+    /// them.
+    fn traffic(&self) -> (i64, i64) {
+        let size = |n: &AtomicU64| i64::try_from(n.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        (size(&self.sent), size(&self.received))
+    }
+}
+
+impl Meter for Reach {
+    fn sent(&self, bytes: usize) {
+        self.sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn received(&self, bytes: usize) {
+        self.received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
 
 /// A request being journaled: what is known before it is answered.
 pub(crate) struct Pending {
@@ -158,8 +196,9 @@ pub(crate) struct Pending {
     method: &'static str,
     server: Option<String>,
     name: Option<String>,
-    /// Whether the record is kept: only then are its sizes measured (a walk of the JSON).
-    kept: bool,
+    /// A call of one of mcpx's own tools, whose params and result are measured (when the
+    /// record is kept) as no server exchanged them: a walk of the JSON.
+    measured: bool,
     bytes_in: i64,
     arguments: Option<String>,
 }
@@ -171,31 +210,40 @@ pub(crate) fn journaled(method: &str) -> Option<&'static str> {
 
 impl Pending {
     /// Notes a request before it is answered: its target as the params name it and, when
-    /// the journal keeps records (`kept` is how it keeps arguments), its size and its
-    /// arguments. Reads `params`; copies only short names.
+    /// the journal keeps records (`kept` is how it keeps arguments), its arguments, and
+    /// the size of a call of mcpx's own tools. Reads `params`; copies only short names.
     pub(crate) fn start(method: &'static str, params: &Value, kept: Option<JournalArguments>) -> Pending {
         let (server, name, arguments) = target(method, params);
+        let own = method == "tools/call"
+            && matches!(params.get("name").and_then(Value::as_str), Some(crate::SEARCH | crate::EXEC));
+        let measured = own && kept.is_some();
         Pending {
             started: Instant::now(),
             time_ms: now_ms(),
             method,
             server,
             name,
-            kept: kept.is_some(),
-            bytes_in: kept.map_or(0, |_| json_len(params)),
+            measured,
+            bytes_in: if measured { json_len(params) } else { 0 },
             arguments: arguments.zip(kept).and_then(|(a, mode)| keep_arguments(a, mode)),
         }
     }
 
-    /// The finished record.
+    /// The finished record: its sizes are those of the messages exchanged with the
+    /// instance it reached (none if it reached none), or as measured for mcpx's own tools.
     pub(crate) fn finish(
         self,
         caller: Caller,
-        reached: Option<&InstanceKey>,
+        reach: &Reach,
         answer: Result<&Value, &Error>,
         in_script: bool,
     ) -> Record {
+        let reached = reach.get();
         let (outcome, code) = Outcome::of(answer);
+        let (bytes_in, bytes_out) = match self.measured {
+            true => (self.bytes_in, answer.map_or(0, json_len)),
+            false => reach.traffic(),
+        };
         // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
         let name = match (reached, self.name) {
             (Some(key), Some(name)) if self.method == "tools/call" => {
@@ -216,8 +264,8 @@ impl Pending {
             duration_us: i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX),
             outcome,
             code,
-            bytes_in: self.bytes_in,
-            bytes_out: answer.ok().filter(|_| self.kept).map_or(0, json_len),
+            bytes_in,
+            bytes_out,
             arguments: self.arguments,
         }
     }
@@ -230,8 +278,8 @@ impl Pending {
             method: "tools/call",
             server: Some(server.to_owned()),
             name: Some(tool.to_owned()),
-            kept: kept.is_some(),
-            bytes_in: kept.map_or(0, |_| json_len(arguments)),
+            measured: false,
+            bytes_in: 0,
             arguments: kept.and_then(|mode| keep_arguments(arguments, mode)),
         }
     }

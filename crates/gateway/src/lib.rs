@@ -463,7 +463,11 @@ impl Gateway {
 /// Whom a request sent upstream for `ctx` serves: an upstream's question during it may
 /// go to this caller, and to no other.
 fn caller_of(ctx: &CallContext) -> mcpx_upstream::Caller {
-    mcpx_upstream::Caller { key: ctx.caller_key().into(), call_id: ctx.call_id.as_str().into() }
+    mcpx_upstream::Caller {
+        key: ctx.caller_key().into(),
+        call_id: ctx.call_id.as_str().into(),
+        meter: Some(ctx.reached.clone()),
+    }
 }
 
 /// Every item of an upstream list, as the instance keeps it while it is fresh (see

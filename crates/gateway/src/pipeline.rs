@@ -63,7 +63,7 @@ impl Gateway {
         let pending = journal::Pending::start(method, &params, self.journal_keeps());
         let answer = self.answer(ctx, method, params).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
-        self.finished(pending.finish(caller, ctx.reached.get(), answer.as_ref().map(|a| &a.result), false));
+        self.finished(pending.finish(caller, &ctx.reached, answer.as_ref().map(|a| &a.result), false));
         answer
     }
 
@@ -169,7 +169,7 @@ impl Gateway {
         original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let lease = self.lease_at(ctx, server, at).await.map_err(|e| (e, None))?;
-        let _ = ctx.reached.set(lease.key().clone());
+        ctx.reached.set(lease.key().clone());
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);
         }

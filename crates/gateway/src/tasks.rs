@@ -1021,7 +1021,7 @@ impl Gateway {
             return Err(Error::Relayed(RpcError::missing_capability(required)));
         }
         let (id, found) = self.open_task(ctx, method, &params)?;
-        let _ = ctx.reached.set(found.key.clone());
+        ctx.reached.set(found.key.clone());
         let ack = || Ok(Answer::uncached(json!({})));
         match method {
             "tasks/get" => {
@@ -1076,7 +1076,7 @@ impl Gateway {
             return self.list_tasks(ctx, &params).map(Answer::uncached);
         }
         let (id, found) = self.open_task(ctx, method, &params)?;
-        let _ = ctx.reached.set(found.key.clone());
+        ctx.reached.set(found.key.clone());
         match method {
             "tasks/get" => {
                 let state = self.current(&id, &found).await?;

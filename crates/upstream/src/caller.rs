@@ -2,6 +2,7 @@
 //! gateway request carries, and its [`Listener`] (progress, log messages, questions).
 //! Who the caller is, is the gateway's business; this crate only keeps them apart.
 
+use std::fmt::Debug;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -26,10 +27,32 @@ pub struct Listener {
 /// (`call_id`, which mcpx tells the servers it launched as `_meta["dev.mcpx/invocation"]
 /// .callId`). mcpx's own requests (the era probe, listings) serve no caller and carry none.
 /// The connection uses it to decide whom a question from a handshake-era upstream is for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Two callers are the same when their keys and calls are; how they are metered is not
+/// part of who they are.
+#[derive(Clone, Debug)]
 pub struct Caller {
     pub key: Arc<str>,
     pub call_id: Arc<str>,
+    /// Told the size of each message of the call as it crossed the wire, when someone
+    /// accounts for them (the gateway's journal).
+    pub meter: Option<Arc<dyn Meter>>,
+}
+
+impl PartialEq for Caller {
+    fn eq(&self, other: &Caller) -> bool {
+        self.key == other.key && self.call_id == other.call_id
+    }
+}
+
+impl Eq for Caller {}
+
+/// Counts the bytes of a call's messages: each request as it was written to the server,
+/// and each response as the server wrote it (a stdio line without its newline, an HTTP
+/// body, or the `data` of the event that carried the response). Notifications and
+/// questions on the way are not counted.
+pub trait Meter: Send + Sync + Debug {
+    fn sent(&self, bytes: usize);
+    fn received(&self, bytes: usize);
 }
 
 /// Puts a server→client request (method, params) to a caller and resolves to its answer.

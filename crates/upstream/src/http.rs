@@ -26,7 +26,7 @@ use mcpx_protocol::param_headers::{self, ParamHeader};
 use mcpx_protocol::{Era, Revision, RpcError, code, header, meta};
 use serde_json::{Value, json};
 
-use crate::caller::{Ask, Caller, Listener};
+use crate::caller::{Ask, Caller, Listener, Meter};
 use crate::changes::{Changes, TASK_STATUS, is_change};
 use crate::client::{self, Body, Client, Response};
 use crate::error::UpstreamError;
@@ -257,10 +257,11 @@ impl HttpConn {
             let list = json!({ "_meta": handshake::modern_envelope() });
             let _ = Box::pin(self.post_once("tools/list", list, None)).await;
         }
+        let meter = caller.as_ref().and_then(|c| c.meter.clone());
         let serving = Serving { caller, ask: listener.as_ref().and_then(|l| l.ask.clone()) };
         let _serving = serving.is_for_someone().then(|| ServingGuard::register(self, id, serving));
         for attempt in 0..2 {
-            match self.exchange(id, method, &params, listener.as_ref()).await? {
+            match self.exchange(id, method, &params, listener.as_ref(), meter.as_deref()).await? {
                 Outcome::Answer(answer) => return answer.map_err(UpstreamError::Rpc),
                 Outcome::SessionGone if attempt == 0 && self.era == Era::Legacy => {
                     tracing::info!(server = self.server, "the server ended our session; starting a new one");
@@ -325,20 +326,25 @@ impl HttpConn {
         listener: Option<&Listener>,
     ) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.exchange(id, method, &params, listener).await
+        self.exchange(id, method, &params, listener, None).await
     }
 
+    /// One POST of request `id` and its answer, their sizes told to `meter`.
     async fn exchange(
         &self,
         id: i64,
         method: &str,
         params: &Value,
         listener: Option<&Listener>,
+        meter: Option<&dyn Meter>,
     ) -> Result<Outcome, UpstreamError> {
         let body = message::request_bytes(&RequestId::Number(id), method, params);
+        if let Some(meter) = meter {
+            meter.sent(body.len());
+        }
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(body, method, Some(params), revision).await?;
-        let outcome = self.read_reply(id, method, response, listener).await?;
+        let outcome = self.read_reply(id, method, response, listener, meter).await?;
         match outcome {
             Outcome::Answer(Ok(mut result)) if method == "tools/list" && self.era == Era::Modern => {
                 self.learn_param_headers(&mut result);
@@ -375,6 +381,7 @@ impl HttpConn {
         method: &str,
         response: Response,
         listener: Option<&Listener>,
+        meter: Option<&dyn Meter>,
     ) -> Result<Outcome, UpstreamError> {
         let status = response.status();
         if status == StatusCode::NOT_FOUND && self.session.lock().await.is_some() {
@@ -391,7 +398,7 @@ impl HttpConn {
             .is_some_and(|t| t.starts_with("text/event-stream"));
         if is_stream && status.is_success() {
             // Boxed: see `call_as`.
-            return Box::pin(self.read_stream(id, response, listener)).await;
+            return Box::pin(self.read_stream(id, response, listener, meter)).await;
         }
         let bytes = match response.into_body().collect().await {
             Ok(body) => body.to_bytes(),
@@ -399,12 +406,21 @@ impl HttpConn {
         };
         // The answer as a response, its envelope read without a tree; anything else is
         // parsed whole, only to say what it is.
-        if let Some((_, outcome)) = message::response_of(&bytes) {
-            return Ok(Outcome::Answer(outcome));
-        }
-        match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
-            Some(Ok(Message::Response { outcome, .. })) => Ok(Outcome::Answer(outcome)),
-            _ => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
+        let answer = match message::response_of(&bytes) {
+            Some((_, outcome)) => Some(outcome),
+            None => match serde_json::from_slice::<Value>(&bytes).ok().map(Message::classify) {
+                Some(Ok(Message::Response { outcome, .. })) => Some(outcome),
+                _ => None,
+            },
+        };
+        match answer {
+            Some(outcome) => {
+                if let Some(meter) = meter {
+                    meter.received(bytes.len());
+                }
+                Ok(Outcome::Answer(outcome))
+            }
+            None => Err(self.broken(format!("HTTP {status}: {}", excerpt(&bytes)))),
         }
     }
 
@@ -618,11 +634,12 @@ impl HttpConn {
         id: i64,
         response: Response,
         listener: Option<&Listener>,
+        meter: Option<&dyn Meter>,
     ) -> Result<Outcome, UpstreamError> {
         let mut response = response;
         let mut resume = Resume { last_event: None, retry: DEFAULT_RETRY };
         for _ in 0..=MAX_RESUMES {
-            if let Some(answer) = self.read_events(id, response, listener, &mut resume).await? {
+            if let Some(answer) = self.read_events(id, response, listener, &mut resume, meter).await? {
                 return Ok(Outcome::Answer(answer));
             }
             let Some(last_event) = resume.last_event.clone().filter(|_| self.era == Era::Legacy) else {
@@ -645,6 +662,7 @@ impl HttpConn {
         response: Response,
         listener: Option<&Listener>,
         resume: &mut Resume,
+        meter: Option<&dyn Meter>,
     ) -> Result<Option<Result<Value, RpcError>>, UpstreamError> {
         let mut events = Events::new(response, self.max_line);
         while let Some(event) = events.next().await {
@@ -659,6 +677,9 @@ impl HttpConn {
                 continue;
             }
             if let Some(answer) = self.event(id, &event.data, listener).await {
+                if let Some(meter) = meter {
+                    meter.received(event.data.len());
+                }
                 return Ok(Some(answer));
             }
         }

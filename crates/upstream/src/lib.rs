@@ -38,7 +38,7 @@ mod questions;
 mod spec;
 mod stdio;
 
-pub use caller::{Ask, Caller, LOG_LEVELS, Listener};
+pub use caller::{Ask, Caller, LOG_LEVELS, Listener, Meter};
 pub use changes::CHANGE_NOTIFICATIONS;
 pub use connection::{ResourceWatch, Upstream};
 pub use error::{LostLine, UpstreamError};

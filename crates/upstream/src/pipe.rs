@@ -305,20 +305,26 @@ impl Inner {
             }
             self.listeners.lock().expect("listeners lock").insert(id, listener);
         }
+        let meter = serving.caller.as_ref().and_then(|c| c.meter.clone());
         let (tx, rx) = oneshot::channel();
         let pending = Pending { reply: tx, listen: method == "subscriptions/listen", serving };
         self.pending.lock().expect("pending lock").insert(id, pending);
         let waiting = Waiting { inner: self.clone(), id, reply: rx, done: false };
-        self.write(&message::request(&RequestId::Number(id), method, params)).await?;
+        let sent = self.write(&message::request(&RequestId::Number(id), method, params)).await?;
+        if let Some(meter) = meter {
+            meter.sent(sent);
+        }
         Ok(waiting)
     }
 
     async fn notify(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
-        self.write(&message::notification(method, params)).await
+        self.write(&message::notification(method, params)).await.map(drop)
     }
 
-    async fn write(&self, frame: &Value) -> Result<(), UpstreamError> {
+    /// Writes one frame as a line; returns its size without the newline.
+    async fn write(&self, frame: &Value) -> Result<usize, UpstreamError> {
         let mut line = serde_json::to_vec(frame).expect("a JSON value always serializes");
+        let size = line.len();
         line.push(b'\n');
         let written = match self.stdin.lock().await.as_mut() {
             Some(pipe) => pipe.write_all(&line).await.is_ok() && pipe.flush().await.is_ok(),
@@ -327,7 +333,7 @@ impl Inner {
         if !written {
             return Err(self.exited().await);
         }
-        Ok(())
+        Ok(size)
     }
 
     /// The error for a connection found dead, with how the process ended: a write can
@@ -539,6 +545,9 @@ async fn read_stdout(inner: Weak<Inner>, stdout: tokio::process::ChildStdout, ma
             Message::Response { id: RequestId::Number(id), outcome } => {
                 let pending = inner.pending.lock().expect("pending lock").remove(&id);
                 if let Some(pending) = pending {
+                    if let Some(meter) = pending.serving.caller.as_ref().and_then(|c| c.meter.as_ref()) {
+                        meter.received(line.len());
+                    }
                     let _ = pending.reply.send(outcome.map_err(UpstreamError::Rpc));
                 }
             }

@@ -145,7 +145,10 @@ mod tests {
     }
 
     fn of(key: &str, call_id: &str, askable: bool) -> Serving {
-        Serving { caller: Some(Caller { key: key.into(), call_id: call_id.into() }), ask: askable.then(ask) }
+        Serving {
+            caller: Some(Caller { key: key.into(), call_id: call_id.into(), meter: None }),
+            ask: askable.then(ask),
+        }
     }
 
     fn mcpx_own() -> Serving {

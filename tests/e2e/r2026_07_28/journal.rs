@@ -113,6 +113,45 @@ fn every_call_is_journaled_with_its_outcome_class() {
     assert_eq!((&fail["calls"], &fail["errors"], &fail["errorRate"]), (&json!(1), &json!(1), &json!(1.0)));
 }
 
+/// `bytesIn` and `bytesOut` are the sizes of what went to the server and came back, read
+/// off the wire, whichever transport: a longer argument grows the request by its length and
+/// the response (which carries it twice) by twice that. A call that reached no server has
+/// exchanged nothing; mcpx's own tools are measured as JSON.
+#[test]
+fn a_records_sizes_are_the_bytes_exchanged_with_the_server_it_reached() {
+    let web = mcpx_e2e::FakeHttp::start(&[]);
+    let servers = [("up", fakemcp("global", &tag(), &[])), ("web", json!({ "url": web.url }))];
+    let daemon = Daemon::start(&config(&servers));
+    let long = "a".repeat(1001);
+    for server in ["up", "web"] {
+        for text in ["a", long.as_str()] {
+            Modern::mcpx_call(server, "echo", json!({ "text": text })).send(daemon.url()).structured();
+        }
+    }
+    Modern::mcpx_call("ghost", "nothing-here", json!({ "text": "a" })).send(daemon.url()).assert_error(200, -32602);
+    Modern::tools_call("mcpx_search", json!({ "query": "echo" })).send(daemon.url()).structured();
+    let records = records(daemon.home(), "", 6);
+    let sizes = |server: &str| -> Vec<(i64, i64)> {
+        // Newest first: the long text's call, then the short one's.
+        let mut sizes = records
+            .iter()
+            .filter(|r| r["server"] == server && r["name"] == "echo")
+            .map(|r| (r["bytesIn"].as_i64().unwrap_or(-1), r["bytesOut"].as_i64().unwrap_or(-1)));
+        [(); 2].map(|_| sizes.next().unwrap_or_else(|| panic!("two records of {server}: {records:#?}"))).to_vec()
+    };
+    for server in ["up", "web"] {
+        let [(long_in, long_out), (short_in, short_out)] = sizes(server)[..] else { unreachable!() };
+        // The server's request id may have gained a digit between the two calls.
+        assert!((1000..=1001).contains(&(long_in - short_in)), "{server}: {short_in} then {long_in}");
+        assert!((2000..=2001).contains(&(long_out - short_out)), "{server}: {short_out} then {long_out}");
+        assert!(short_in > r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#.len() as i64);
+    }
+    let ghost = named(&records, "nothing-here");
+    assert_eq!((&ghost["bytesIn"], &ghost["bytesOut"]), (&json!(0), &json!(0)), "{ghost}");
+    let search = named(&records, "mcpx_search");
+    assert!(search["bytesIn"].as_i64() > Some(0) && search["bytesOut"].as_i64() > Some(0), "{search}");
+}
+
 #[test]
 fn a_scripts_tool_calls_are_journaled_each_and_marked_as_the_scripts() {
     let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
