@@ -44,6 +44,46 @@ pub struct Metrics {
     pub requests: Family<CallLabels, Counter>,
     pub durations: Durations,
     tools: Mutex<ToolLabels>,
+    /// The label set counted last, and its counter and histogram: calls come in runs of
+    /// one tool, and a run is counted without making labels or looking them up.
+    last: Mutex<Option<Counted>>,
+}
+
+/// A label set's metrics, as [`Metrics::last`] keeps them.
+struct Counted {
+    labels: CallLabels,
+    requests: Counter,
+    durations: Histogram,
+}
+
+/// A request's labels as its record has them, before a tool name is admitted as a label.
+struct Borrowed<'a> {
+    server: &'a str,
+    method: &'a str,
+    tool: Tool<'a>,
+    outcome: &'static str,
+}
+
+enum Tool<'a> {
+    /// The tool's name: its label if it is one, or can become one under the cap.
+    Named(&'a str),
+    /// `other`, or none for a method that calls no tool.
+    Fixed(&'static str),
+}
+
+impl CallLabels {
+    /// Whether these are the labels `borrowed` makes. A name that is a tool label of the
+    /// server stays one, so a label equal to the name is the name's.
+    fn are(&self, borrowed: &Borrowed) -> bool {
+        let tool = match borrowed.tool {
+            Tool::Named(name) => name,
+            Tool::Fixed(label) => label,
+        };
+        self.server == borrowed.server
+            && self.method == borrowed.method
+            && self.tool == tool
+            && self.outcome == borrowed.outcome
+    }
 }
 
 /// The tool names used as labels so far, per server (at most [`MAX_TOOL_LABELS`]).
@@ -63,6 +103,7 @@ impl Default for Metrics {
             requests: Family::default(),
             durations: Family::new_with_constructor(histogram as fn() -> Histogram),
             tools: Mutex::default(),
+            last: Mutex::default(),
         }
     }
 }
@@ -70,26 +111,38 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one finished request.
     pub fn observe(&self, record: &Record, config: &Config) {
-        let labels = self.labels(record, config);
-        self.requests.get_or_create(&labels).inc();
-        self.durations.get_or_create(&labels).observe(record.duration_us as f64 / 1e6);
+        let seconds = record.duration_us as f64 / 1e6;
+        let borrowed = borrowed(record, config);
+        let mut last = self.last.lock().expect("metrics lock");
+        if let Some(counted) = last.as_ref().filter(|c| c.labels.are(&borrowed)) {
+            counted.requests.inc();
+            counted.durations.observe(seconds);
+            return;
+        }
+        let labels = self.owned(borrowed);
+        let requests = self.requests.get_or_create(&labels).clone();
+        let durations = self.durations.get_or_create(&labels).clone();
+        requests.inc();
+        durations.observe(seconds);
+        *last = Some(Counted { labels, requests, durations });
     }
 
     /// The bounded labels of a request.
     pub fn labels(&self, record: &Record, config: &Config) -> CallLabels {
-        let server = match record.server.as_deref() {
-            Some(s) if s == "mcpx" || config.mcp_servers.contains_key(s) => s.to_owned(),
-            _ => OTHER.to_owned(),
+        self.owned(borrowed(record, config))
+    }
+
+    fn owned(&self, borrowed: Borrowed) -> CallLabels {
+        let tool = match borrowed.tool {
+            Tool::Named(name) => self.tool_label(borrowed.server, name),
+            Tool::Fixed(label) => label.to_owned(),
         };
-        // A name the upstream refused as unknown (-32601/-32602) may be anything a caller typed.
-        let known = !matches!(record.code, Some(-32601 | -32602))
-            && !matches!(record.outcome, Outcome::Refused | Outcome::Denied);
-        let tool = match record.name.as_deref() {
-            Some(name) if record.method == "tools/call" && server != OTHER && known => self.tool_label(&server, name),
-            _ if record.method == "tools/call" => OTHER.to_owned(),
-            _ => String::new(),
-        };
-        CallLabels { server, method: record.method.clone(), tool, outcome: record.outcome.as_str().to_owned() }
+        CallLabels {
+            server: borrowed.server.to_owned(),
+            method: borrowed.method.to_owned(),
+            tool,
+            outcome: borrowed.outcome.to_owned(),
+        }
     }
 
     fn tool_label(&self, server: &str, tool: &str) -> String {
@@ -116,6 +169,24 @@ pub struct PoolCounters {
     pub crashes: Family<ServerLabel, Counter>,
     /// Instances mcpx stopped: idle, reconfigured, orphaned or their session ended.
     pub reaps: Family<ServerLabel, Counter>,
+}
+
+/// A request's labels, read off its record: a server only if configured, a tool only if
+/// the call reached a configured server's tool.
+fn borrowed<'a>(record: &'a Record, config: &Config) -> Borrowed<'a> {
+    let server = match record.server.as_deref() {
+        Some(s) if s == "mcpx" || config.mcp_servers.contains_key(s) => s,
+        _ => OTHER,
+    };
+    // A name the upstream refused as unknown (-32601/-32602) may be anything a caller typed.
+    let known =
+        !matches!(record.code, Some(-32601 | -32602)) && !matches!(record.outcome, Outcome::Refused | Outcome::Denied);
+    let tool = match record.name.as_deref() {
+        Some(name) if record.method == "tools/call" && server != OTHER && known => Tool::Named(name),
+        _ if record.method == "tools/call" => Tool::Fixed(OTHER),
+        _ => Tool::Fixed(""),
+    };
+    Borrowed { server, method: &record.method, tool, outcome: record.outcome.as_str() }
 }
 
 impl PoolCounters {
@@ -178,6 +249,37 @@ mod tests {
         assert_eq!((typo.server.as_str(), typo.tool.as_str()), ("up", OTHER));
         let read = metrics.labels(&record("up", "resources/read", "file:///a/b", Outcome::Ok, None), &config);
         assert_eq!(read.tool, "");
+    }
+
+    /// A run of calls with the same labels is counted on the label set counted last; a call
+    /// with other labels, even one that differs only by its outcome or by being refused as
+    /// unknown, is counted on its own.
+    #[test]
+    fn each_call_is_counted_on_its_own_label_set_in_and_out_of_a_run() {
+        let metrics = Metrics::default();
+        let config = config();
+        let calls = [
+            record("up", "tools/call", "echo", Outcome::Ok, None),
+            record("up", "tools/call", "echo", Outcome::Ok, None),
+            record("up", "tools/call", "echo", Outcome::Error, Some(-32603)),
+            record("up", "tools/call", "echo", Outcome::Error, Some(-32602)),
+            record("up", "tools/call", "echo", Outcome::Ok, None),
+            record("nowhere", "tools/call", "echo", Outcome::Ok, None),
+            record("up", "resources/read", "echo", Outcome::Ok, None),
+        ];
+        for call in &calls {
+            metrics.observe(call, &config);
+        }
+        let count = |server: &str, method: &str, tool: &str, outcome: &str| {
+            let labels =
+                CallLabels { server: server.into(), method: method.into(), tool: tool.into(), outcome: outcome.into() };
+            (metrics.requests.get_or_create(&labels).get(), metrics.durations.get_or_create(&labels).count())
+        };
+        assert_eq!(count("up", "tools/call", "echo", "ok"), (3, 3));
+        assert_eq!(count("up", "tools/call", "echo", "error"), (1, 1));
+        assert_eq!(count("up", "tools/call", OTHER, "error"), (1, 1));
+        assert_eq!(count(OTHER, "tools/call", OTHER, "ok"), (1, 1));
+        assert_eq!(count("up", "resources/read", "", "ok"), (1, 1));
     }
 
     #[test]
