@@ -280,6 +280,12 @@ impl Modern {
         self
     }
 
+    /// The request's JSON-RPC id, in place of the next number.
+    pub fn with_id(mut self, id: Value) -> Modern {
+        self.id = id;
+        self
+    }
+
     /// Names the session: `_meta["dev.mcpx/session"]`.
     pub fn session(self, name: &str) -> Modern {
         self.meta("dev.mcpx/session", json!(name))

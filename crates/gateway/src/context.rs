@@ -26,6 +26,9 @@ pub struct Trace {
     /// The span mcpx opened for the request, once opened: the parent of everything mcpx
     /// sends upstream for it (copies of the context made after it opened keep it).
     pub(crate) span: std::sync::OnceLock<opentelemetry::trace::SpanContext>,
+    /// The JSON-RPC id the caller gave the request, when it came as a request of its own
+    /// (not from `/v1` or a script): the span's `jsonrpc.request.id`.
+    pub request_id: Option<Value>,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +74,12 @@ impl CallContext {
     /// `tracestate` headers), a parent for its span when its `_meta` names none.
     pub fn with_trace_headers(mut self, headers: Option<TraceHeaders>) -> CallContext {
         self.trace.headers = headers.map(Arc::new);
+        self
+    }
+
+    /// The caller's JSON-RPC id for the request (a number costs no allocation).
+    pub fn with_request_id(mut self, id: &Value) -> CallContext {
+        self.trace.request_id = Some(id.clone());
         self
     }
 

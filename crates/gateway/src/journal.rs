@@ -767,24 +767,47 @@ impl Store {
                  outcome, code, bytes_in, bytes_out, arguments) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )?;
+            // A statement's bindings outlive each execution, so a field equal to the one
+            // before is not bound again: in a run of calls of one tool by one caller, only
+            // the id, the times and the sizes are.
+            let mut before: Option<(&Record, i64)> = None;
             for r in batch {
                 let caller = ids.caller(&transaction, &r.caller)?;
-                statement.execute(rusqlite::params![
-                    ids.record(r.time_ms),
-                    r.time_ms,
-                    caller,
-                    r.server,
-                    r.instance,
-                    r.method,
-                    r.name,
-                    r.in_script,
-                    r.duration_us,
-                    r.outcome.as_str(),
-                    r.code,
-                    r.bytes_in,
-                    r.bytes_out,
-                    r.arguments,
-                ])?;
+                let changed = |same: fn(&Record, &Record) -> bool| before.is_none_or(|(b, _)| !same(b, r));
+                statement.raw_bind_parameter(1, ids.record(r.time_ms))?;
+                statement.raw_bind_parameter(2, r.time_ms)?;
+                if before.is_none_or(|(_, c)| c != caller) {
+                    statement.raw_bind_parameter(3, caller)?;
+                }
+                if changed(|a, b| a.server == b.server) {
+                    statement.raw_bind_parameter(4, &r.server)?;
+                }
+                if changed(|a, b| a.instance == b.instance) {
+                    statement.raw_bind_parameter(5, &r.instance)?;
+                }
+                if changed(|a, b| a.method == b.method) {
+                    statement.raw_bind_parameter(6, &r.method)?;
+                }
+                if changed(|a, b| a.name == b.name) {
+                    statement.raw_bind_parameter(7, &r.name)?;
+                }
+                if changed(|a, b| a.in_script == b.in_script) {
+                    statement.raw_bind_parameter(8, r.in_script)?;
+                }
+                statement.raw_bind_parameter(9, r.duration_us)?;
+                if changed(|a, b| a.outcome == b.outcome) {
+                    statement.raw_bind_parameter(10, r.outcome.as_str())?;
+                }
+                if changed(|a, b| a.code == b.code) {
+                    statement.raw_bind_parameter(11, r.code)?;
+                }
+                statement.raw_bind_parameter(12, r.bytes_in)?;
+                statement.raw_bind_parameter(13, r.bytes_out)?;
+                if changed(|a, b| a.arguments == b.arguments) {
+                    statement.raw_bind_parameter(14, &r.arguments)?;
+                }
+                statement.raw_execute()?;
+                before = Some((r, caller));
             }
         }
         let written = transaction.commit();
@@ -1113,6 +1136,63 @@ mod tests {
 
     fn count(connection: &Connection) -> i64 {
         connection.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).unwrap()
+    }
+
+    /// A batch binds only the fields that changed since the record before: each record
+    /// still reads back with its own values, a field that goes back to NULL included, and
+    /// a second batch (its statement's bindings cleared) with its own.
+    #[test]
+    fn each_record_of_a_batch_reads_back_as_it_was_whatever_the_record_before_held() {
+        let mut store = memory();
+        let base = now_ms() - 60_000;
+        let mut batch: Vec<Record> = (0..6).map(|i| record(base + i, "", Outcome::Ok)).collect();
+        batch[1].server = None;
+        batch[1].caller.principal = "@\"ci\"".into();
+        batch[2].instance = Some("alpha[global]".into());
+        batch[2].method = "resources/read".into();
+        batch[2].name = None;
+        batch[3].in_script = true;
+        batch[3].outcome = Outcome::Error;
+        batch[3].code = Some(-32602);
+        batch[3].arguments = Some("{\"a\":1}".into());
+        for (i, r) in batch.iter_mut().enumerate() {
+            r.duration_us = 100 + i as i64;
+            r.bytes_in = 10 + i as i64;
+            r.bytes_out = 20 + i as i64;
+        }
+        let (first, second) = batch.split_at(4);
+        store.insert(first).unwrap();
+        store.insert(second).unwrap();
+        let read: Vec<Record> = store
+            .connection
+            .prepare("SELECT * FROM calls ORDER BY id")
+            .unwrap()
+            .query_map([], row_record)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(read.len(), batch.len());
+        for (read, written) in read.iter().zip(&batch) {
+            let fields = |r: &Record| {
+                format!(
+                    "{} {:?} {:?} {:?} {} {:?} {} {} {:?} {:?} {} {} {:?}",
+                    r.time_ms,
+                    r.caller,
+                    r.server,
+                    r.instance,
+                    r.method,
+                    r.name,
+                    r.in_script,
+                    r.duration_us,
+                    r.outcome,
+                    r.code,
+                    r.bytes_in,
+                    r.bytes_out,
+                    r.arguments
+                )
+            };
+            assert_eq!(fields(read), fields(written));
+        }
     }
 
     #[test]

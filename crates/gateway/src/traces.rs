@@ -153,6 +153,11 @@ impl Traces {
         if let Some(session) = ctx.identity.session_for_upstream() {
             attributes.push(KeyValue::new("mcp.session.id", session));
         }
+        match &ctx.trace.request_id {
+            Some(Value::String(id)) => attributes.push(KeyValue::new("jsonrpc.request.id", id.clone())),
+            Some(id @ Value::Number(_)) => attributes.push(KeyValue::new("jsonrpc.request.id", id.to_string())),
+            _ => {}
+        }
         let name = span_name(method, target);
         let builder = tracer.span_builder(name).with_kind(SpanKind::Server).with_attributes(attributes);
         let span = tracer.build_with_context(builder, &parent);

@@ -178,7 +178,9 @@ pub async fn answer(caller: &Caller, negotiated: &Negotiated, frame: Value, noti
             let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
             match dispatch::listener(&params, notify, ask, Some(negotiated.log_level.get())) {
                 Ok(listener) => {
-                    let ctx = caller.context(&params, negotiated.revision, negotiated.capabilities.clone(), listener);
+                    let ctx = caller
+                        .context(&params, negotiated.revision, negotiated.capabilities.clone(), listener)
+                        .with_request_id(&id);
                     // The caller may cancel this request with notifications/cancelled: then
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.

@@ -73,16 +73,17 @@ pub fn admit(
     Ok(Admitted { revision, capabilities: envelope.capabilities })
 }
 
-/// Answers an admitted request for `caller`.
+/// Answers an admitted request (the caller's `id` for it) for `caller`.
 pub async fn answer(
     caller: &Caller,
     admitted: Admitted,
+    id: &Value,
     method: &str,
     params: Value,
     notify: Option<&Notify>,
 ) -> Result<Value, RpcError> {
     let listener = dispatch::listener(&params, notify, None, None)?;
-    let ctx = caller.context(&params, admitted.revision, admitted.capabilities, listener);
+    let ctx = caller.context(&params, admitted.revision, admitted.capabilities, listener).with_request_id(id);
     if method == "server/discover" {
         dispatch::shaped(Ok(caller.gateway.discover(&supported_versions(), &caller.transport.principal)), &ctx, method)
     } else {

@@ -260,7 +260,10 @@ impl Stream {
             }
             let (caller, notify) = (self.caller.clone(), self.notify());
             return self.spawn(id, async move {
-                dispatch::response(&id_value, modern::answer(&caller, admitted, &method, params, Some(&notify)).await)
+                dispatch::response(
+                    &id_value,
+                    modern::answer(&caller, admitted, &id_value, &method, params, Some(&notify)).await,
+                )
             });
         }
         if method == "initialize" && self.negotiated.is_none() {

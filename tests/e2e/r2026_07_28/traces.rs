@@ -180,6 +180,7 @@ fn one_trace_runs_from_the_caller_through_mcpx_into_the_tool() {
     let receiver = Receiver::start();
     let daemon = daemon_exporting_to(&receiver, &[("up", fakemcp("global", &tag(), &[]))]);
     let reply = Modern::mcpx_call("up", "meta", json!({}))
+        .with_id(json!("traced-call-7"))
         .meta("traceparent", json!(format!("00-{TRACE_ID}-{PARENT_ID}-01")))
         .meta("tracestate", json!("rojo=00f067aa0ba902b7"))
         .session("traced")
@@ -196,6 +197,7 @@ fn one_trace_runs_from_the_caller_through_mcpx_into_the_tool() {
     assert_eq!(server.attribute("gen_ai.operation.name"), Some("execute_tool"));
     assert_eq!(server.attribute("mcp.protocol.version"), Some("2026-07-28"));
     assert_eq!(server.attribute("mcp.session.id"), Some("traced"));
+    assert_eq!(server.attribute("jsonrpc.request.id"), Some("traced-call-7"));
     assert_eq!(server.attribute("mcpx.server.name"), Some("up"));
     assert_eq!(server.attribute("error.type"), None);
 

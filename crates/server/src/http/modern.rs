@@ -65,11 +65,11 @@ pub async fn handle(
     if format.allows_stream() && dispatch::may_notify(&params) {
         let max_notes = front.gateway.settings().config().limits.max_buffered_notifications;
         return reply::streamed(true, format, max_notes, move |notify| async move {
-            dispatch::response(&id, modern::answer(&caller, admitted, &method, params, Some(&notify)).await)
+            dispatch::response(&id, modern::answer(&caller, admitted, &id, &method, params, Some(&notify)).await)
         })
         .await;
     }
-    reply::outcome(format, &id, Box::pin(modern::answer(&caller, admitted, &method, params, None)).await)
+    reply::outcome(format, &id, Box::pin(modern::answer(&caller, admitted, &id, &method, params, None)).await)
 }
 
 /// A `subscriptions/listen`: a long-lived event stream. The caller closing it ends the
