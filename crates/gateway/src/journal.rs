@@ -16,6 +16,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use mcpx_protocol::RpcError;
 use mcpx_upstream::{Meter, UpstreamError};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde::Serialize;
@@ -208,6 +209,10 @@ pub(crate) fn journaled(method: &str) -> Option<&'static str> {
     ["tools/call", "resources/read", "prompts/get", "completion/complete"].into_iter().find(|m| *m == method)
 }
 
+/// The questions a server may put to a caller during a request, journaled when the caller
+/// answers them (or fails to).
+const QUESTIONS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
+
 impl Pending {
     /// Notes a request before it is answered: its target as the params name it and, when
     /// the journal keeps records (`kept` is how it keeps arguments), its arguments, and
@@ -268,6 +273,58 @@ impl Pending {
             bytes_out,
             arguments: self.arguments,
         }
+    }
+
+    /// A question put to the caller during the request `during` names (by its tool,
+    /// prompt or resource), asked now; `None` for a method that is not a question.
+    pub(crate) fn question(
+        method: &str,
+        params: &Value,
+        during: Option<&str>,
+        kept: Option<JournalArguments>,
+    ) -> Option<Pending> {
+        let method = QUESTIONS.into_iter().find(|m| *m == method)?;
+        Some(Pending {
+            started: Instant::now(),
+            time_ms: now_ms(),
+            method,
+            server: None,
+            name: during.map(str::to_owned),
+            measured: kept.is_some(),
+            bytes_in: kept.map_or(0, |_| json_len(params)),
+            arguments: None,
+        })
+    }
+
+    /// The record of a question: asked of the caller, so its sizes are the question
+    /// (in) and the caller's answer (out) as JSON; an error is the caller's (or the
+    /// `timeouts.request` mcpx waited).
+    pub(crate) fn answered(self, caller: Caller, reach: &Reach, answer: Result<&Value, &RpcError>) -> Record {
+        let (outcome, code) = match answer {
+            Ok(_) => (Outcome::Ok, None),
+            Err(e) => (Outcome::Error, Some(e.code)),
+        };
+        Record {
+            id: 0,
+            time_ms: self.time_ms,
+            caller,
+            server: reach.get().map(|k| k.server.clone()),
+            instance: reach.get().map(ToString::to_string),
+            method: self.method.to_owned(),
+            name: self.name,
+            in_script: false,
+            duration_us: i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX),
+            outcome,
+            code,
+            bytes_in: self.bytes_in,
+            bytes_out: answer.ok().filter(|_| self.measured).map_or(0, json_len),
+            arguments: None,
+        }
+    }
+
+    /// The name this request is recorded under: what its questions are asked during.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     /// A script's tool call, named by the server and tool the script reached.

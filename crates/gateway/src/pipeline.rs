@@ -27,8 +27,10 @@
 //! request sent upstream in step 5 gets a span of its own, whose context the upstream
 //! receives in `_meta` (`traces`).
 
+use std::sync::Arc;
+
 use mcpx_protocol::Era;
-use mcpx_upstream::UpstreamError;
+use mcpx_upstream::{Ask, Listener, UpstreamError};
 use serde_json::{Map, Value};
 
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
@@ -61,10 +63,44 @@ impl Gateway {
             return self.answer(ctx, method, params).await;
         };
         let pending = journal::Pending::start(method, &params, self.journal_keeps());
-        let answer = self.answer(ctx, method, params).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
+        let answer = match self.asking_journaled(ctx, &caller, pending.name()) {
+            Some(asking) => Box::pin(self.answer(&asking, method, params)).await,
+            None => self.answer(ctx, method, params).await,
+        };
         self.finished(pending.finish(caller, &ctx.reached, answer.as_ref().map(|a| &a.result), false));
         answer
+    }
+
+    /// A copy of `ctx` whose questions to the caller are journaled as they are answered
+    /// (named by the request they come `during`), when the journal keeps records and the
+    /// caller can be asked; `None` otherwise.
+    fn asking_journaled(
+        &self,
+        ctx: &CallContext,
+        caller: &journal::Caller,
+        during: Option<&str>,
+    ) -> Option<CallContext> {
+        self.journal_keeps()?;
+        let listener = ctx.listener.as_ref()?;
+        let inner = listener.ask.clone()?;
+        let gateway = self.me.get()?.clone();
+        let (caller, reach, during) = (caller.clone(), ctx.reached.clone(), during.map(Arc::<str>::from));
+        let ask: Ask = Arc::new(move |method: String, params: Value| {
+            let Some(gateway) = gateway.upgrade() else { return inner(method, params) };
+            let pending = journal::Pending::question(&method, &params, during.as_deref(), gateway.journal_keeps());
+            let asked = inner(method, params);
+            let (caller, reach) = (caller.clone(), reach.clone());
+            Box::pin(async move {
+                let answer = asked.await;
+                if let Some(pending) = pending {
+                    gateway.finished(pending.answered(caller, &reach, answer.as_ref()));
+                }
+                answer
+            })
+        });
+        let listener = Some(Listener { ask: Some(ask), ..listener.clone() });
+        Some(CallContext { listener, ..ctx.clone() })
     }
 
     /// Admits the request under the caller's limits and routes it.

@@ -108,6 +108,47 @@ fn a_handshake_era_upstreams_question_is_asked_on_the_callers_connection_and_ans
     assert_eq!(wait_until_gone(&t, std::time::Duration::from_secs(10)), Vec::<u32>::new());
 }
 
+/// Each question put to the caller is a journal record of its own, named by the call it
+/// came during, with how the caller answered: an answer, or an error of the caller's.
+#[test]
+fn each_question_asked_and_how_the_caller_answered_it_is_journaled() {
+    let t = tag();
+    let home = Home::new(&config(&[("fx", fakemcp("global", &t, &["--fixture", "conformance", "--era", "legacy"]))]));
+    let mut serve = home.serve().start();
+    let answer = serve.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "e2e", "version": "0"}}}));
+    assert_eq!(answer.result()["protocolVersion"], "2025-11-25");
+    serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (id, reply) in [
+        (2, json!({"result": {"role": "assistant", "content": {"type": "text", "text": "Four"}, "model": "e2e"}})),
+        (3, json!({"error": {"code": -1, "message": "the user said no"}})),
+    ] {
+        let mut call = sampling_call("What is 2+2?");
+        call["id"] = id.into();
+        serve.send(&call);
+        let question = serve.next_frame(Duration::from_secs(10)).expect("the upstream's question");
+        assert_eq!(question["method"], "sampling/createMessage", "{question}");
+        let mut frame = json!({"jsonrpc": "2.0", "id": question["id"]});
+        frame.as_object_mut().unwrap().extend(reply.as_object().unwrap().clone());
+        serve.send(&frame);
+        serve.answer(&json!(id), Duration::from_secs(10));
+    }
+    let records = mcpx_e2e::poll(Duration::from_secs(15), || {
+        let reply = home.v1("GET", "/v1/log?limit=10", None);
+        let records: Vec<Value> = serde_json::from_str::<Value>(&reply.body).ok()?["records"].as_array()?.clone();
+        let questions: Vec<Value> = records.into_iter().filter(|r| r["method"] == "sampling/createMessage").collect();
+        (questions.len() == 2).then_some(questions)
+    })
+    .unwrap_or_else(|| panic!("two question records: {}", home.v1("GET", "/v1/log", None).body));
+    // Newest first: the refused question, then the answered one.
+    for (record, outcome, code) in [(&records[1], "ok", Value::Null), (&records[0], "error", json!(-1))] {
+        assert_eq!((&record["server"], &record["name"]), (&json!("fx"), &json!("test_sampling")), "{record}");
+        assert_eq!((&record["outcome"], &record["code"]), (&json!(outcome), &code), "{record}");
+        assert_eq!(record["transport"], "socket", "{record}");
+    }
+}
+
 #[test]
 fn a_handshake_era_caller_without_the_capability_is_never_asked() {
     let t = tag();
