@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use mcpx_protocol::meta;
 use mcpx_protocol::shape::Cacheability;
+use mcpx_protocol::{RpcError, meta};
 use serde_json::{Value, json};
 
 /// The names of mcpx's own tools: answered in `tools` and `exec`, named in the journal.
@@ -290,6 +290,29 @@ impl Gateway {
     /// Exports a span per request and per upstream request to `endpoint` from now on
     /// (`telemetry.otlpEndpoint`, or the `OTEL_EXPORTER_OTLP_*` environment), in batches
     /// from a task on the current runtime.
+    /// Whether spans are exported.
+    pub fn traces_on(&self) -> bool {
+        self.traces.on()
+    }
+
+    /// The span of a request its front end answered itself (the handshake: `initialize`,
+    /// `ping`, `logging/setLevel`, `server/discover`), opened and ended at once, so that
+    /// every request a caller sends has one.
+    pub fn trace_answered(&self, ctx: &CallContext, method: &str, params: &Value, outcome: Result<&Value, &RpcError>) {
+        let Some(span) = self.traces.answering(ctx, method, params) else { return };
+        let relayed;
+        span.end(
+            ctx,
+            match outcome {
+                Ok(result) => Ok(result),
+                Err(e) => {
+                    relayed = Error::Relayed(e.clone());
+                    Err(&relayed)
+                }
+            },
+        );
+    }
+
     pub fn export_traces(&self, endpoint: &traces::Endpoint) -> Result<(), traces::ExportError> {
         self.traces.export(endpoint)
     }

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use mcpx_gateway::{Answer, Ask, CallContext, Gateway, LOG_LEVELS, Listener};
 use mcpx_protocol::message::{error_response, result_response};
 use mcpx_protocol::shape::{shape_error, shape_result};
-use mcpx_protocol::{RequestId, RpcError, meta};
+use mcpx_protocol::{RequestId, Revision, RpcError, meta};
 use serde_json::Value;
+
+use crate::caller::Caller;
 
 /// Sends one notification frame to the caller of a request (its SSE stream, its stdio).
 pub type Notify = Arc<dyn Fn(Value) + Send + Sync>;
@@ -22,6 +24,23 @@ pub fn shaped(outcome: Result<Answer, RpcError>, ctx: &CallContext, method: &str
     let Answer { mut result, cache } = outcome.map_err(|e| shape_error(e, ctx.revision))?;
     shape_result(&mut result, method, ctx.revision, Gateway::server_info(), cache);
     Ok(result)
+}
+
+/// The span of a request the front end answered itself (`initialize`, `ping`,
+/// `logging/setLevel`, `server/discover`), when spans are exported: its context is made
+/// only then.
+pub fn traced(
+    caller: &Caller,
+    revision: Revision,
+    id: &Value,
+    method: &str,
+    params: &Value,
+    outcome: Result<&Value, &RpcError>,
+) {
+    if caller.gateway.traces_on() {
+        let ctx = caller.context(params, revision, Value::Null, None).with_request_id(id);
+        caller.gateway.trace_answered(&ctx, method, params, outcome);
+    }
 }
 
 /// The response frame to request `id`: its result, or its error. Every front end answers

@@ -166,14 +166,23 @@ pub async fn answer(caller: &Caller, negotiated: &Negotiated, frame: Value, noti
         Err(invalid) => return Reply::Invalid(error_response(invalid.id.as_ref(), &invalid.error)),
     };
     let params_uri = params.get("uri").and_then(Value::as_str).map(str::to_owned);
-    let outcome = match method.as_str() {
-        "initialize" => Err(RpcError::invalid_request("already initialized")),
-        "ping" => Ok(json!({})),
+    let answered_here = match method.as_str() {
+        "initialize" => Some(Err(RpcError::invalid_request("already initialized"))),
+        "ping" => Some(Ok(json!({}))),
         // The session's level from now on: stateless upstreams are asked for it in `_meta`,
         // and what any upstream sends below it stops here. A handshake-era upstream is not
         // told: its instance may serve other callers with other levels.
-        "logging/setLevel" => negotiated.log_level.set(params.get("level").and_then(Value::as_str)).map(|()| json!({})),
-        _ => {
+        "logging/setLevel" => {
+            Some(negotiated.log_level.set(params.get("level").and_then(Value::as_str)).map(|()| json!({})))
+        }
+        _ => None,
+    };
+    let outcome = match answered_here {
+        Some(outcome) => {
+            dispatch::traced(caller, negotiated.revision, &id, &method, &params, outcome.as_ref());
+            outcome
+        }
+        None => {
             let expiry = caller.gateway.settings().config().timeouts.request;
             let ask = notify.map(|n| negotiated.questions.asker(n.clone(), negotiated.capabilities.clone(), expiry));
             match dispatch::listener(&params, notify, ask, Some(negotiated.log_level.get())) {

@@ -85,7 +85,10 @@ pub async fn answer(
     let listener = dispatch::listener(&params, notify, None, None)?;
     let ctx = caller.context(&params, admitted.revision, admitted.capabilities, listener).with_request_id(id);
     if method == "server/discover" {
-        dispatch::shaped(Ok(caller.gateway.discover(&supported_versions(), &caller.transport.principal)), &ctx, method)
+        let discovered = caller.gateway.discover(&supported_versions(), &caller.transport.principal);
+        let outcome = dispatch::shaped(Ok(discovered), &ctx, method);
+        caller.gateway.trace_answered(&ctx, method, &params, outcome.as_ref());
+        outcome
     } else {
         dispatch::answer(&caller.gateway, &ctx, method, params).await
     }

@@ -270,6 +270,7 @@ impl Stream {
             let negotiated = Negotiated::from_initialize(&params);
             let result =
                 legacy::initialize_result(&self.caller.gateway, negotiated.revision, &self.caller.transport.principal);
+            dispatch::traced(&self.caller, negotiated.revision, &id_value, &method, &params, Ok(&result));
             self.negotiated = Some(negotiated);
             return self.send(result_response(&id_value, result)).await;
         }

@@ -249,6 +249,31 @@ fn a_tool_error_and_a_json_rpc_error_are_recorded_on_the_spans() {
     assert_eq!(unknown.attribute("error.type"), Some("-32602"), "{unknown:?}");
 }
 
+/// The requests a front end answers itself have spans too: a handshake-era session's
+/// `initialize`, `ping` and `logging/setLevel` (a bad level as an error), and a stateless
+/// caller's `server/discover`.
+#[test]
+fn the_handshake_requests_mcpx_answers_itself_have_server_spans() {
+    let receiver = Receiver::start();
+    let daemon = daemon_exporting_to(&receiver, &[("up", fakemcp("global", &tag(), &[]))]);
+    let session = mcpx_e2e::client::LegacySession::open(daemon.url());
+    session.request("ping", json!({}));
+    session.request("logging/setLevel", json!({"level": "loud"}));
+    Modern::discover().with_id(json!(41)).send(daemon.url());
+    let spans = receiver.until("the handshake's spans", |s| {
+        ["initialize", "ping", "logging/setLevel", "server/discover"].iter().all(|n| named(s, n).is_some())
+    });
+    for name in ["initialize", "ping", "logging/setLevel", "server/discover"] {
+        let span = named(&spans, name).unwrap();
+        assert_eq!(span.kind, SpanKind::Server as i32, "{span:?}");
+        assert_eq!(span.attribute("mcp.method.name"), Some(name), "{span:?}");
+        assert!(span.attribute("jsonrpc.request.id").is_some(), "{span:?}");
+    }
+    assert_eq!(named(&spans, "server/discover").unwrap().attribute("jsonrpc.request.id"), Some("41"));
+    assert_eq!(named(&spans, "ping").unwrap().attribute("error.type"), None);
+    assert_eq!(named(&spans, "logging/setLevel").unwrap().attribute("error.type"), Some("-32602"));
+}
+
 #[test]
 fn an_http_requests_traceparent_header_is_the_parent_when_meta_names_none() {
     let receiver = Receiver::start();

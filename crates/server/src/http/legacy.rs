@@ -4,12 +4,13 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mcpx_gateway::{Principal, Transport};
+use mcpx_gateway::Transport;
 use mcpx_protocol::message::result_response;
 use mcpx_protocol::{Era, Revision, RpcError};
 use serde_json::Value;
 
 use crate::caller::Caller;
+use crate::dispatch;
 use crate::front::Front;
 use crate::legacy::{self, Negotiated, Reply};
 use crate::reply::{self, Format};
@@ -25,8 +26,17 @@ fn caller(front: &Front, base: &Transport, session: &Session) -> Caller {
     Caller::new(front.gateway.clone(), transport)
 }
 
-/// `initialize` outside any session: negotiate and mint a session for `owner`.
-pub fn initialize(front: &Front, owner: &Principal, format: Format, id: &Value, params: &Value) -> Response {
+/// `initialize` outside any session: negotiate and mint a session for the transport's
+/// principal.
+pub fn initialize(
+    front: &Front,
+    base: &Transport,
+    headers: &HeaderMap,
+    format: Format,
+    id: &Value,
+    params: &Value,
+) -> Response {
+    let owner = &base.principal;
     let negotiated = Negotiated::from_initialize(params);
     let revision = negotiated.revision;
     let http = front.gateway.settings().config().http.clone();
@@ -39,6 +49,10 @@ pub fn initialize(front: &Front, owner: &Principal, format: Format, id: &Value, 
     };
     tracing::debug!(session = session.id, %revision, "legacy HTTP session opened");
     let result = legacy::initialize_result(&front.gateway, revision, owner);
+    if front.gateway.traces_on() {
+        let caller = caller(front, base, &session).with_trace_headers(headers);
+        dispatch::traced(&caller, revision, id, "initialize", params, Ok(&result));
+    }
     let mut response = reply::frame(StatusCode::OK, format, &result_response(id, result));
     response
         .headers_mut()

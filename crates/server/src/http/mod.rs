@@ -166,7 +166,7 @@ async fn without_session(
     }
     match message {
         Message::Request { id, method, params } if method == "initialize" => {
-            legacy::initialize(front, &base.principal, format, &id.to_value(), &params)
+            legacy::initialize(front, base, headers, format, &id.to_value(), &params)
         }
         Message::Request { id, .. } => {
             let e = RpcError::invalid_request(
