@@ -176,6 +176,9 @@ struct Inner {
     shared: std::sync::OnceLock<Shared>,
     /// In a cluster, when each credential was last read from the shared store.
     pulled: Mutex<HashMap<CredentialKey, std::time::Instant>>,
+    /// In a cluster, the generation of each credential set this node forgot (a logout,
+    /// here or through another node): a set of that generation or older is not taken back.
+    forgotten: Mutex<HashMap<CredentialKey, u64>>,
 }
 
 /// Whose turn it is to spend a credential's refresh token, in a cluster.
@@ -205,6 +208,10 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
 }
 
+fn now_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Authorizer {
     /// The lock that keeps one credential's token requests one at a time.
     fn renewing(&self, key: &CredentialKey) -> Arc<tokio::sync::Mutex<()>> {
@@ -231,6 +238,7 @@ impl Authorizer {
                 renewing: Default::default(),
                 shared: std::sync::OnceLock::new(),
                 pulled: Default::default(),
+                forgotten: Default::default(),
             }),
         }
     }
@@ -268,10 +276,21 @@ impl Authorizer {
             opened
         });
         let local = self.inner.store.tokens(key);
+        let seen = self.newest_seen(key, local.as_ref());
         let outcome = match opened {
-            Some(tokens) if local.as_ref() != Some(&tokens) => self.inner.store.put_tokens(key, tokens),
-            None if local.is_some() => self.inner.store.forget_tokens(key).map(|_| ()),
-            _ => Ok(()),
+            Some(tokens) if local.as_ref() == Some(&tokens) => Ok(()),
+            // Whoever writes to Redis put back a set a node sealed earlier: after a logout,
+            // one that was revoked or should serve no more; after a refresh, a spent one.
+            Some(tokens) if seen.is_some_and(|seen| seen > 0 && tokens.generation <= seen) => {
+                tracing::error!(
+                    server = key.server,
+                    "a credential in the cluster's Redis is older than one this node has seen (put back by whoever writes to Redis): ignored"
+                );
+                Ok(())
+            }
+            Some(tokens) => self.inner.store.put_tokens(key, tokens),
+            None if local.is_some() => self.forget_here(key).map(|_| ()),
+            None => Ok(()),
         };
         if let Err(e) = outcome {
             tracing::warn!(server = key.server, "could not keep a shared credential on disk: {e}");
@@ -286,10 +305,32 @@ impl Authorizer {
         }
     }
 
+    /// The newest generation of `key`'s credential set this node has seen: the one it
+    /// keeps (`local`) or the last one it forgot; `None` if it has seen none.
+    fn newest_seen(&self, key: &CredentialKey, local: Option<&Tokens>) -> Option<u64> {
+        let forgotten = self.inner.forgotten.lock().expect("forgotten lock").get(key).copied();
+        local.map(|t| t.generation).max(forgotten)
+    }
+
+    /// Forgets `key`'s credential set on this node only, remembering its generation.
+    fn forget_here(&self, key: &CredentialKey) -> Result<Option<Tokens>, OAuthError> {
+        let forgotten = self.inner.store.forget_tokens(key)?;
+        if let Some(tokens) = &forgotten {
+            let mut generations = self.inner.forgotten.lock().expect("forgotten lock");
+            let generation = generations.entry(key.clone()).or_default();
+            *generation = (*generation).max(tokens.generation);
+        }
+        Ok(forgotten)
+    }
+
     /// Keeps `tokens` as `key`'s credential set, and in a cluster writes them to the shared
-    /// store (with `lock`, only while this node holds the credential's lock).
-    async fn keep(&self, key: &CredentialKey, tokens: Tokens, lock: Option<&str>) -> Result<(), OAuthError> {
+    /// store (with `lock`, only while this node holds the credential's lock) as a
+    /// generation newer than any this node has seen of it: the time in milliseconds, or
+    /// one past the newest seen when that is later (another node's clock ahead).
+    async fn keep(&self, key: &CredentialKey, mut tokens: Tokens, lock: Option<&str>) -> Result<(), OAuthError> {
         if let Some(shared) = self.inner.shared.get() {
+            let seen = self.newest_seen(key, self.inner.store.tokens(key).as_ref());
+            tokens.generation = now_ms().max(seen.map_or(0, |s| s + 1));
             let lock_name = Shared::lock_name(key);
             let held = lock.map(|value| (lock_name.as_str(), value));
             match shared.store.put(&Shared::name(key), shared.seal(key, &tokens), held).await {
@@ -316,7 +357,7 @@ impl Authorizer {
         {
             tracing::warn!(server = key.server, "could not forget a credential in the cluster's Redis: {e}");
         }
-        self.inner.store.forget_tokens(key)
+        self.forget_here(key)
     }
 
     /// In a cluster, waits for this node's turn to spend `key`'s refresh token: another
@@ -630,6 +671,7 @@ impl Authorizer {
             revocation_endpoint: discovered.auth.revocation_endpoint.clone(),
             resource: discovered.resource.clone(),
             client,
+            generation: 0,
         };
         self.keep(&target.key, tokens, None).await
     }

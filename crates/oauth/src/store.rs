@@ -116,6 +116,15 @@ pub struct Tokens {
     pub revocation_endpoint: Option<String>,
     pub resource: String,
     pub client: Client,
+    /// In a cluster, which write of the credential this set is: a later write has a
+    /// larger one (`Authorizer::keep`), so a node that has seen a set never takes an
+    /// older one back. 0 outside a cluster and for a set written before generations.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl std::fmt::Debug for Tokens {
@@ -127,6 +136,7 @@ impl std::fmt::Debug for Tokens {
             .field("scopes", &self.scopes)
             .field("issuer", &self.issuer)
             .field("client", &self.client)
+            .field("generation", &self.generation)
             .finish()
     }
 }
@@ -261,6 +271,7 @@ pub(crate) mod tests {
                 auth_method: AuthMethod::ClientSecretBasic,
                 redirect_uris: vec![],
             },
+            generation: 0,
         }
     }
 

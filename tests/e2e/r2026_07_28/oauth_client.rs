@@ -880,6 +880,53 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
     assert_eq!(docs.seen(|s| s.grants.len()), 2, "no refresh with a planted token");
 }
 
+/// Whoever writes to Redis cannot put a credential set back once a node has seen it go:
+/// after a logout through one node, a copy taken before it is ignored by every node that
+/// saw the logout, and the server never sees that set's token again.
+#[test]
+fn in_a_cluster_a_credential_put_back_in_redis_after_a_logout_is_ignored() {
+    let docs = Protected::start(Mode::Protected, 3600);
+    let servers = json!({ "docs": { "url": docs.url(), "scope": "session" } });
+    let cluster = mcpx_e2e::cluster::Cluster::start(servers, "3s", json!({}));
+    let (id, url) = begin(&cluster.nodes[0], "docs");
+    assert_eq!(open_in_browser(&url).0, 200);
+    assert_eq!(wait(&cluster.nodes[0], &id)["status"], "done");
+    let call = |i: usize| {
+        Modern::mcpx_call("docs", "whoami", json!({})).session(&format!("s{i}")).send(cluster.nodes[i].url())
+    };
+    for i in 0..3 {
+        assert_eq!(call(i).structured_or_text(), "ok", "through node {i}");
+    }
+    let redis = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &cluster.redis.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let key = redis(&["--scan", "--pattern", "mcpx:oauth:*"]);
+    assert_eq!(key.lines().count(), 1, "one credential: {key}");
+    assert_eq!(redis(&["COPY", &key, "kept-by-the-attacker"]), "1");
+
+    cluster.nodes[1].home().cli(&["auth", "logout", "docs", "--json"]).assert_code(0);
+    let state = |i: usize| cluster.nodes[i].home().cli(&["auth", "ls", "--json"]).json()["servers"][0]["state"].clone();
+    for i in 0..3 {
+        assert_ne!(state(i), "loggedIn", "node {i} still logged in after the logout");
+    }
+    assert_eq!(redis(&["COPY", "kept-by-the-attacker", &key, "REPLACE"]), "1");
+    for i in 0..3 {
+        assert_ne!(state(i), "loggedIn", "node {i} took the set put back");
+    }
+    let before = docs.seen(|s| s.mcp.len());
+    for i in 0..3 {
+        let reply = call(i);
+        assert!(reply.to_string().contains("mcpx auth login docs"), "through node {i}: {reply}");
+    }
+    let sent = docs.seen(|s| s.mcp[before..].to_vec());
+    assert!(sent.iter().all(Option::is_none), "a bearer after the logout: {sent:?}");
+}
+
 #[test]
 fn in_a_cluster_a_slow_authorization_server_never_sees_one_refresh_token_twice() {
     let docs = Protected::start(Mode::Protected, 3600);
