@@ -157,7 +157,7 @@ impl Caller for Stateless {
             let call = tokio::spawn(async move {
                 upstream.request_reporting(&method_owned, params, &capabilities, Some(caller), Some(listener)).await
             });
-            let held = held::Held::new(call, questions, lease);
+            let held = held::Held::new(call, questions, lease, ctx.reached.clone());
             return Box::pin(gateway.follow(ctx, method, original.cloned().unwrap_or_default(), held)).await;
         }
         let (mut result, lease) = request(ctx, lease, method, params).await?;
@@ -331,8 +331,9 @@ impl Gateway {
         ctx: &CallContext,
         method: &str,
         original: Value,
-        held: held::Held,
+        mut held: held::Held,
     ) -> Result<Value, (Error, Option<Lease>)> {
+        held.taken_over_by(&ctx.reached);
         match held.next().await {
             held::Next::Finished(Ok(result), _) => Ok(result),
             held::Next::Finished(Err(e), lease) => Err((Error::from(e), Some(lease))),

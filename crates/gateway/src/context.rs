@@ -77,9 +77,12 @@ impl CallContext {
         self
     }
 
-    /// The caller's JSON-RPC id for the request (a number costs no allocation).
-    pub fn with_request_id(mut self, id: &Value) -> CallContext {
-        self.trace.request_id = Some(id.clone());
+    /// The caller's JSON-RPC id for the request, kept only when `traced` (spans are
+    /// exported: it is a span attribute, and an id may be a long string).
+    pub fn with_request_id(mut self, id: &Value, traced: bool) -> CallContext {
+        if traced {
+            self.trace.request_id = Some(id.clone());
+        }
         self
     }
 

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::Lease;
+use crate::journal::Reached;
 
 /// Where a held call's token travels inside the sealed `requestState`.
 pub const HELD_KEY: &str = "dev.mcpx/held";
@@ -45,6 +46,8 @@ pub struct Held {
     open: Vec<(String, Question)>,
     asked: usize,
     pub lease: Lease,
+    /// The request the call is journaled for now: the first, then each retry that resumed it.
+    reach: Reached,
 }
 
 /// What a held call did next.
@@ -79,12 +82,21 @@ impl Held {
         (ask, rx)
     }
 
+    /// A call made for the request `reach` journals (its upstream call meters into it).
     pub fn new(
         call: JoinHandle<Result<Value, UpstreamError>>,
         questions: mpsc::UnboundedReceiver<Question>,
         lease: Lease,
+        reach: Reached,
     ) -> Held {
-        Held { call: Call(call), questions, open: Vec::new(), asked: 0, lease }
+        Held { call: Call(call), questions, open: Vec::new(), asked: 0, lease, reach }
+    }
+
+    /// The call goes on for the request `reach` journals (the caller's retry): what its
+    /// upstream call exchanges from now on is that request's.
+    pub fn taken_over_by(&mut self, reach: &Reached) {
+        self.reach.hand_over(reach, self.lease.key());
+        self.reach = reach.clone();
     }
 
     /// Hands the caller's answers to the questions they answer; the rest stay open.

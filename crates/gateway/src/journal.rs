@@ -160,6 +160,9 @@ pub struct Reach {
     key: OnceLock<InstanceKey>,
     sent: AtomicU64,
     received: AtomicU64,
+    /// The request that took this one's upstream call over, once one did (a held call
+    /// resumed by the caller's retry): what the call exchanges from then on is its.
+    then: OnceLock<Reached>,
 }
 
 impl Reach {
@@ -172,6 +175,19 @@ impl Reach {
         let _ = self.key.set(key);
     }
 
+    /// Hands what this request's upstream call exchanges from now on to `next`, the
+    /// request that took the call over (at `key`), and to whichever takes it over from it.
+    pub fn hand_over(self: &Arc<Reach>, next: &Reached, key: &InstanceKey) {
+        let mut last = self;
+        while let Some(then) = last.then.get() {
+            last = then;
+        }
+        if !Arc::ptr_eq(last, next) {
+            next.set(key.clone());
+            let _ = last.then.set(next.clone());
+        }
+    }
+
     /// The bytes sent to the instance and received from it so far, as the journal keeps
     /// them.
     fn traffic(&self) -> (i64, i64) {
@@ -182,11 +198,17 @@ impl Reach {
 
 impl Meter for Reach {
     fn sent(&self, bytes: usize) {
-        self.sent.fetch_add(bytes as u64, Ordering::Relaxed);
+        match self.then.get() {
+            Some(next) => next.sent(bytes),
+            None => _ = self.sent.fetch_add(bytes as u64, Ordering::Relaxed),
+        }
     }
 
     fn received(&self, bytes: usize) {
-        self.received.fetch_add(bytes as u64, Ordering::Relaxed);
+        match self.then.get() {
+            Some(next) => next.received(bytes),
+            None => _ = self.received.fetch_add(bytes as u64, Ordering::Relaxed),
+        }
     }
 }
 
@@ -818,59 +840,10 @@ impl Store {
     fn insert(&mut self, batch: &[Record]) -> Result<(), rusqlite::Error> {
         let Store { connection, ids } = self;
         let transaction = connection.transaction()?;
-        {
-            let mut statement = transaction.prepare_cached(
-                "INSERT INTO records (id, time_ms, caller, server, instance, method, name, in_script, duration_us, \
-                 outcome, code, bytes_in, bytes_out, arguments) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            )?;
-            // A statement's bindings outlive each execution, so a field equal to the one
-            // before is not bound again: in a run of calls of one tool by one caller, only
-            // the id, the times and the sizes are.
-            let mut before: Option<(&Record, i64)> = None;
-            for r in batch {
-                let caller = ids.caller(&transaction, &r.caller)?;
-                let changed = |same: fn(&Record, &Record) -> bool| before.is_none_or(|(b, _)| !same(b, r));
-                statement.raw_bind_parameter(1, ids.record(r.time_ms))?;
-                statement.raw_bind_parameter(2, r.time_ms)?;
-                if before.is_none_or(|(_, c)| c != caller) {
-                    statement.raw_bind_parameter(3, caller)?;
-                }
-                if changed(|a, b| a.server == b.server) {
-                    statement.raw_bind_parameter(4, &r.server)?;
-                }
-                if changed(|a, b| a.instance == b.instance) {
-                    statement.raw_bind_parameter(5, &r.instance)?;
-                }
-                if changed(|a, b| a.method == b.method) {
-                    statement.raw_bind_parameter(6, &r.method)?;
-                }
-                if changed(|a, b| a.name == b.name) {
-                    statement.raw_bind_parameter(7, &r.name)?;
-                }
-                if changed(|a, b| a.in_script == b.in_script) {
-                    statement.raw_bind_parameter(8, r.in_script)?;
-                }
-                statement.raw_bind_parameter(9, r.duration_us)?;
-                if changed(|a, b| a.outcome == b.outcome) {
-                    statement.raw_bind_parameter(10, r.outcome.as_str())?;
-                }
-                if changed(|a, b| a.code == b.code) {
-                    statement.raw_bind_parameter(11, r.code)?;
-                }
-                statement.raw_bind_parameter(12, r.bytes_in)?;
-                statement.raw_bind_parameter(13, r.bytes_out)?;
-                if changed(|a, b| a.arguments == b.arguments) {
-                    statement.raw_bind_parameter(14, &r.arguments)?;
-                }
-                statement.raw_execute()?;
-                before = Some((r, caller));
-            }
-        }
-        let written = transaction.commit();
+        let written = write_rows(&transaction, ids, batch).and_then(|()| transaction.commit());
         if written.is_err() {
-            // Callers added in the transaction are gone with it.
-            self.ids.forget_callers();
+            // Callers added in the transaction are gone with it (rolled back when dropped).
+            ids.forget_callers();
         }
         written
     }
@@ -887,6 +860,58 @@ impl Store {
             }
         }
     }
+}
+
+/// Writes `batch` into `transaction`, one row per record.
+fn write_rows(transaction: &rusqlite::Transaction, ids: &mut Ids, batch: &[Record]) -> Result<(), rusqlite::Error> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO records (id, time_ms, caller, server, instance, method, name, in_script, duration_us, \
+             outcome, code, bytes_in, bytes_out, arguments) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?;
+    // A statement's bindings outlive each execution, so a field equal to the one
+    // before is not bound again: in a run of calls of one tool by one caller, only
+    // the id, the times and the sizes are.
+    let mut before: Option<(&Record, i64)> = None;
+    for r in batch {
+        let caller = ids.caller(transaction, &r.caller)?;
+        let changed = |same: fn(&Record, &Record) -> bool| before.is_none_or(|(b, _)| !same(b, r));
+        statement.raw_bind_parameter(1, ids.record(r.time_ms))?;
+        statement.raw_bind_parameter(2, r.time_ms)?;
+        if before.is_none_or(|(_, c)| c != caller) {
+            statement.raw_bind_parameter(3, caller)?;
+        }
+        if changed(|a, b| a.server == b.server) {
+            statement.raw_bind_parameter(4, &r.server)?;
+        }
+        if changed(|a, b| a.instance == b.instance) {
+            statement.raw_bind_parameter(5, &r.instance)?;
+        }
+        if changed(|a, b| a.method == b.method) {
+            statement.raw_bind_parameter(6, &r.method)?;
+        }
+        if changed(|a, b| a.name == b.name) {
+            statement.raw_bind_parameter(7, &r.name)?;
+        }
+        if changed(|a, b| a.in_script == b.in_script) {
+            statement.raw_bind_parameter(8, r.in_script)?;
+        }
+        statement.raw_bind_parameter(9, r.duration_us)?;
+        if changed(|a, b| a.outcome == b.outcome) {
+            statement.raw_bind_parameter(10, r.outcome.as_str())?;
+        }
+        if changed(|a, b| a.code == b.code) {
+            statement.raw_bind_parameter(11, r.code)?;
+        }
+        statement.raw_bind_parameter(12, r.bytes_in)?;
+        statement.raw_bind_parameter(13, r.bytes_out)?;
+        if changed(|a, b| a.arguments == b.arguments) {
+            statement.raw_bind_parameter(14, &r.arguments)?;
+        }
+        statement.raw_execute()?;
+        before = Some((r, caller));
+    }
+    Ok(())
 }
 
 /// The id of `caller`'s row, added if there is none.
@@ -1250,6 +1275,26 @@ mod tests {
             };
             assert_eq!(fields(read), fields(written));
         }
+    }
+
+    /// A batch that fails part-way is rolled back whole, the callers it added with it: a
+    /// later record of the same caller adds it again, so it is read back with its caller.
+    #[test]
+    fn after_a_batch_fails_a_new_callers_next_record_reads_back_with_its_caller() {
+        let mut store = memory();
+        store
+            .connection
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.name = 'boom' \
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+            )
+            .unwrap();
+        let mut first = record(now_ms(), "@\"new\"", Outcome::Ok);
+        first.name = Some("boom".into());
+        assert!(store.insert(&[first]).is_err());
+        store.connection.execute_batch("DROP TRIGGER refuse").unwrap();
+        store.insert(&[record(now_ms(), "@\"new\"", Outcome::Ok)]).unwrap();
+        assert_eq!(count(&store.connection), 1, "the record lost its caller");
     }
 
     #[test]

@@ -297,7 +297,7 @@ impl Gateway {
 
     /// The span of a request its front end answered itself (the handshake: `initialize`,
     /// `ping`, `logging/setLevel`, `server/discover`), opened and ended at once, so that
-    /// every request a caller sends has one.
+    /// the handshake shows in the caller's trace too.
     pub fn trace_answered(&self, ctx: &CallContext, method: &str, params: &Value, outcome: Result<&Value, &RpcError>) {
         let Some(span) = self.traces.answering(ctx, method, params) else { return };
         let relayed;
@@ -348,6 +348,14 @@ impl Gateway {
         self.metrics.observe(&record, &config);
         // Turning the journal off takes effect at once; on, at the next start (it opens then).
         if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
+            journal.record(record);
+        }
+    }
+
+    /// A question put to a caller, answered: journaled when the journal is kept. Not a
+    /// request mcpx answered, so not counted with them for `/metrics`.
+    pub(crate) fn answered_question(&self, record: journal::Record) {
+        if let Some(journal) = self.journal.get().filter(|_| self.settings.config().journal.enabled) {
             journal.record(record);
         }
     }

@@ -74,7 +74,8 @@ impl Gateway {
 
     /// A copy of `ctx` whose questions to the caller are journaled as they are answered
     /// (named by the request they come `during`), when the journal keeps records and the
-    /// caller can be asked; `None` otherwise.
+    /// caller can be asked; `None` otherwise. A question asked before the request reached
+    /// an instance is mcpx's own (the caller's roots, to find its cwd): not journaled.
     fn asking_journaled(
         &self,
         ctx: &CallContext,
@@ -87,14 +88,16 @@ impl Gateway {
         let gateway = self.me.get()?.clone();
         let (caller, reach, during) = (caller.clone(), ctx.reached.clone(), during.map(Arc::<str>::from));
         let ask: Ask = Arc::new(move |method: String, params: Value| {
-            let Some(gateway) = gateway.upgrade() else { return inner(method, params) };
+            let Some(gateway) = gateway.upgrade().filter(|_| reach.get().is_some()) else {
+                return inner(method, params);
+            };
             let pending = journal::Pending::question(&method, &params, during.as_deref(), gateway.journal_keeps());
             let asked = inner(method, params);
             let (caller, reach) = (caller.clone(), reach.clone());
             Box::pin(async move {
                 let answer = asked.await;
                 if let Some(pending) = pending {
-                    gateway.finished(pending.answered(caller, &reach, answer.as_ref()));
+                    gateway.answered_question(pending.answered(caller, &reach, answer.as_ref()));
                 }
                 answer
             })

@@ -571,7 +571,8 @@ impl Gateway {
             state: task.state,
             ended: tokio::sync::watch::channel(false).0,
             unreachable_since: None,
-            caller: caller_of(ctx),
+            // Kept for the task's life: its follow-ups are journaled as requests of their own.
+            caller: mcpx_upstream::Caller { meter: None, ..caller_of(ctx) },
             questions: Questions { max: config.limits.pending_questions, ..Questions::default() },
         };
         if let Err(refused) = self.tasks.admit(id.clone(), entry, &config.tasks) {

@@ -38,7 +38,7 @@ pub fn traced(
     outcome: Result<&Value, &RpcError>,
 ) {
     if caller.gateway.traces_on() {
-        let ctx = caller.context(params, revision, Value::Null, None).with_request_id(id);
+        let ctx = caller.context(params, revision, Value::Null, None).with_request_id(id, true);
         caller.gateway.trace_answered(&ctx, method, params, outcome);
     }
 }

@@ -189,7 +189,7 @@ pub async fn answer(caller: &Caller, negotiated: &Negotiated, frame: Value, noti
                 Ok(listener) => {
                     let ctx = caller
                         .context(&params, negotiated.revision, negotiated.capabilities.clone(), listener)
-                        .with_request_id(&id);
+                        .with_request_id(&id, caller.gateway.traces_on());
                     // The caller may cancel this request with notifications/cancelled: then
                     // the work stops (and its upstream request is cancelled) and no answer
                     // is sent, as the spec asks.

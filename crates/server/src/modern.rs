@@ -83,7 +83,9 @@ pub async fn answer(
     notify: Option<&Notify>,
 ) -> Result<Value, RpcError> {
     let listener = dispatch::listener(&params, notify, None, None)?;
-    let ctx = caller.context(&params, admitted.revision, admitted.capabilities, listener).with_request_id(id);
+    let ctx = caller
+        .context(&params, admitted.revision, admitted.capabilities, listener)
+        .with_request_id(id, caller.gateway.traces_on());
     if method == "server/discover" {
         let discovered = caller.gateway.discover(&supported_versions(), &caller.transport.principal);
         let outcome = dispatch::shaped(Ok(discovered), &ctx, method);

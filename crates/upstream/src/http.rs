@@ -339,11 +339,12 @@ impl HttpConn {
         meter: Option<&dyn Meter>,
     ) -> Result<Outcome, UpstreamError> {
         let body = message::request_bytes(&RequestId::Number(id), method, params);
-        if let Some(meter) = meter {
-            meter.sent(body.len());
-        }
+        let size = body.len();
         let revision = (self.era == Era::Legacy).then_some(self.revision);
         let response = self.send(body, method, Some(params), revision).await?;
+        if let Some(meter) = meter {
+            meter.sent(size);
+        }
         let outcome = self.read_reply(id, method, response, listener, meter).await?;
         match outcome {
             Outcome::Answer(Ok(mut result)) if method == "tools/list" && self.era == Era::Modern => {

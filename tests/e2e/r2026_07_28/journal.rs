@@ -152,6 +152,51 @@ fn a_records_sizes_are_the_bytes_exchanged_with_the_server_it_reached() {
     assert!(search["bytesIn"].as_i64() > Some(0) && search["bytesOut"].as_i64() > Some(0), "{search}");
 }
 
+/// A handshake-era server that asks mid-call keeps its call open while a stateless caller
+/// answers: the call's final response arrives for the caller's retry, and is that
+/// request's, not the first one's (already journaled as `input_required`).
+#[test]
+fn a_held_calls_final_response_counts_for_the_retry_that_received_it() {
+    const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    let legacy = fakemcp("global", &tag(), &["--fixture", "conformance", "--era", "legacy"]);
+    let daemon = Daemon::start(&config(&[("fx", legacy)]));
+    let call = |extra: Value| {
+        let mut params = json!({"name": "mcpx_call",
+            "arguments": {"server": "fx", "tool": "test_elicitation", "arguments": {"message": "Who?"}}});
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            params[key] = value.clone();
+        }
+        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"elicitation": {}})).session("q")
+    };
+    let first = call(json!({})).send(daemon.url());
+    let asked = first.result();
+    let key = asked["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a question");
+    let answer = json!({"action": "accept", "content": {"response": "a test"}});
+    let retry = json!({"inputResponses": {key: answer}, "requestState": asked["requestState"]});
+    assert_eq!(call(retry).send(daemon.url()).result()["resultType"], "complete");
+    let records = records(daemon.home(), "", 2);
+    // Newest first: the retry, then the first request.
+    let (retried, first) = (&records[0], &records[1]);
+    assert_eq!((&first["bytesOut"], &first["instance"]), (&json!(0), &json!("fx[global]")), "{first}");
+    assert!(first["bytesIn"].as_i64() > Some(0), "{first}");
+    assert_eq!(retried["instance"], "fx[global]", "{retried}");
+    assert!(retried["bytesOut"].as_i64() > Some(0), "the final response went uncounted: {retried}");
+}
+
+/// A request to an HTTP server that cannot be reached was never sent: no bytes.
+#[test]
+fn a_request_an_http_server_never_received_counts_no_bytes() {
+    let web = mcpx_e2e::FakeHttp::start(&[]);
+    let daemon = Daemon::start(&config(&[("web", json!({ "url": web.url }))]));
+    Modern::mcpx_call("web", "echo", json!({ "text": "a" })).send(daemon.url()).structured();
+    drop(web);
+    Modern::mcpx_call("web", "echo", json!({ "text": "b" })).send(daemon.url()).assert_error(200, -32603);
+    let records = records(daemon.home(), "", 2);
+    let failed = &records[0];
+    assert_eq!(failed["outcome"], "error", "{failed}");
+    assert_eq!((&failed["bytesIn"], &failed["bytesOut"]), (&json!(0), &json!(0)), "{failed}");
+}
+
 #[test]
 fn a_scripts_tool_calls_are_journaled_each_and_marked_as_the_scripts() {
     let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
