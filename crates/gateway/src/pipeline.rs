@@ -63,30 +63,44 @@ impl Gateway {
             return self.answer(ctx, method, params).await;
         };
         let pending = journal::Pending::start(method, &params, self.journal_keeps());
-        let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
-        let answer = match self.asking_journaled(ctx, &caller, pending.name()) {
-            Some(asking) => Box::pin(self.answer(&asking, method, params)).await,
-            None => self.answer(ctx, method, params).await,
+        // A caller that can be asked has its questions journaled too. That rare path is
+        // boxed, its copy of the context inside: held here, it would make every request's
+        // future (moved, so copied, several times) larger.
+        let asked = self.journal_keeps().is_some() && ctx.listener.as_ref().is_some_and(|l| l.ask.is_some());
+        let answer = match asked {
+            true => Box::pin(self.answer_journaling_questions(ctx, pending.name(), method, params)).await,
+            false => self.answer(ctx, method, params).await,
         };
+        let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
         self.finished(pending.finish(caller, &ctx.reached, answer.as_ref().map(|a| &a.result), false));
         answer
     }
 
-    /// A copy of `ctx` whose questions to the caller are journaled as they are answered
-    /// (named by the request they come `during`), when the journal keeps records and the
-    /// caller can be asked; `None` otherwise. A question asked before the request reached
-    /// an instance is mcpx's own (the caller's roots, to find its cwd): not journaled.
-    fn asking_journaled(
+    /// Answers the request with its questions to the caller journaled as they are
+    /// answered, named by the request they come `during`.
+    async fn answer_journaling_questions(
         &self,
         ctx: &CallContext,
-        caller: &journal::Caller,
         during: Option<&str>,
-    ) -> Option<CallContext> {
-        self.journal_keeps()?;
+        method: &str,
+        params: Value,
+    ) -> Result<Answer, Error> {
+        match self.asking_journaled(ctx, during) {
+            Some(asking) => self.answer(&asking, method, params).await,
+            None => self.answer(ctx, method, params).await,
+        }
+    }
+
+    /// A copy of `ctx` whose questions to the caller are journaled as they are answered
+    /// (named by the request they come `during`), when the caller can be asked; `None`
+    /// otherwise. A question asked before the request reached an instance is mcpx's own
+    /// (the caller's roots, to find its cwd): not journaled.
+    fn asking_journaled(&self, ctx: &CallContext, during: Option<&str>) -> Option<CallContext> {
         let listener = ctx.listener.as_ref()?;
         let inner = listener.ask.clone()?;
         let gateway = self.me.get()?.clone();
-        let (caller, reach, during) = (caller.clone(), ctx.reached.clone(), during.map(Arc::<str>::from));
+        let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
+        let (reach, during) = (ctx.reached.clone(), during.map(Arc::<str>::from));
         let ask: Ask = Arc::new(move |method: String, params: Value| {
             let Some(gateway) = gateway.upgrade().filter(|_| reach.get().is_some()) else {
                 return inner(method, params);
