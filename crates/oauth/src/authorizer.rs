@@ -176,9 +176,6 @@ struct Inner {
     shared: std::sync::OnceLock<Shared>,
     /// In a cluster, when each credential was last read from the shared store.
     pulled: Mutex<HashMap<CredentialKey, std::time::Instant>>,
-    /// In a cluster, the generation of each credential set this node forgot (a logout,
-    /// here or through another node): a set of that generation or older is not taken back.
-    forgotten: Mutex<HashMap<CredentialKey, u64>>,
 }
 
 /// Whose turn it is to spend a credential's refresh token, in a cluster.
@@ -238,7 +235,6 @@ impl Authorizer {
                 renewing: Default::default(),
                 shared: std::sync::OnceLock::new(),
                 pulled: Default::default(),
-                forgotten: Default::default(),
             }),
         }
     }
@@ -289,7 +285,7 @@ impl Authorizer {
                 Ok(())
             }
             Some(tokens) => self.inner.store.put_tokens(key, tokens),
-            None if local.is_some() => self.forget_here(key).map(|_| ()),
+            None if local.is_some() => self.inner.store.forget_tokens(key).map(|_| ()),
             None => Ok(()),
         };
         if let Err(e) = outcome {
@@ -306,21 +302,10 @@ impl Authorizer {
     }
 
     /// The newest generation of `key`'s credential set this node has seen: the one it
-    /// keeps (`local`) or the last one it forgot; `None` if it has seen none.
+    /// keeps (`local`) or the last one it forgot (the store remembers it across
+    /// restarts); `None` if it has seen none.
     fn newest_seen(&self, key: &CredentialKey, local: Option<&Tokens>) -> Option<u64> {
-        let forgotten = self.inner.forgotten.lock().expect("forgotten lock").get(key).copied();
-        local.map(|t| t.generation).max(forgotten)
-    }
-
-    /// Forgets `key`'s credential set on this node only, remembering its generation.
-    fn forget_here(&self, key: &CredentialKey) -> Result<Option<Tokens>, OAuthError> {
-        let forgotten = self.inner.store.forget_tokens(key)?;
-        if let Some(tokens) = &forgotten {
-            let mut generations = self.inner.forgotten.lock().expect("forgotten lock");
-            let generation = generations.entry(key.clone()).or_default();
-            *generation = (*generation).max(tokens.generation);
-        }
-        Ok(forgotten)
+        local.map(|t| t.generation).max(self.inner.store.forgotten(key))
     }
 
     /// Keeps `tokens` as `key`'s credential set, and in a cluster writes them to the shared
@@ -357,7 +342,7 @@ impl Authorizer {
         {
             tracing::warn!(server = key.server, "could not forget a credential in the cluster's Redis: {e}");
         }
-        self.forget_here(key)
+        self.inner.store.forget_tokens(key)
     }
 
     /// In a cluster, waits for this node's turn to spend `key`'s refresh token: another

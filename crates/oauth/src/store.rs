@@ -145,6 +145,9 @@ impl std::fmt::Debug for Tokens {
 struct TokenFile {
     #[serde(default)]
     tokens: BTreeMap<String, Tokens>,
+    /// The generation of the last set forgotten of each credential, where it had one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    forgotten: BTreeMap<String, u64>,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -158,6 +161,10 @@ struct ClientFile {
 pub struct Store {
     dir: Option<PathBuf>,
     tokens: std::sync::Mutex<BTreeMap<CredentialKey, Tokens>>,
+    /// The generation of the last set forgotten of each credential (in a cluster, where
+    /// sets have generations): a set that old or older is not taken back, even after a
+    /// restart.
+    forgotten: std::sync::Mutex<BTreeMap<CredentialKey, u64>>,
     clients: std::sync::Mutex<BTreeMap<String, Client>>,
 }
 
@@ -178,13 +185,16 @@ impl Store {
             tokens: std::sync::Mutex::new(
                 tokens.tokens.into_iter().map(|(k, v)| (CredentialKey::from_text(&k), v)).collect(),
             ),
+            forgotten: std::sync::Mutex::new(
+                tokens.forgotten.into_iter().map(|(k, v)| (CredentialKey::from_text(&k), v)).collect(),
+            ),
             clients: std::sync::Mutex::new(clients.clients),
         })
     }
 
     /// A store that keeps nothing on disk (tests, and a daemon without a state dir).
     pub fn in_memory() -> Store {
-        Store { dir: None, tokens: Default::default(), clients: Default::default() }
+        Store { dir: None, tokens: Default::default(), forgotten: Default::default(), clients: Default::default() }
     }
 
     pub fn tokens(&self, key: &CredentialKey) -> Option<Tokens> {
@@ -201,13 +211,24 @@ impl Store {
         self.write_tokens(&all)
     }
 
+    /// Forgets `key`'s set, remembering its generation (when it has one).
     pub fn forget_tokens(&self, key: &CredentialKey) -> Result<Option<Tokens>, OAuthError> {
         let mut all = self.tokens.lock().expect("store lock");
         let gone = all.remove(key);
-        if gone.is_some() {
+        if let Some(tokens) = &gone {
+            if tokens.generation > 0 {
+                let mut forgotten = self.forgotten.lock().expect("store lock");
+                let generation = forgotten.entry(key.clone()).or_default();
+                *generation = (*generation).max(tokens.generation);
+            }
             self.write_tokens(&all)?;
         }
         Ok(gone)
+    }
+
+    /// The generation of the last set of `key` forgotten, if it had one.
+    pub fn forgotten(&self, key: &CredentialKey) -> Option<u64> {
+        self.forgotten.lock().expect("store lock").get(key).copied()
     }
 
     pub fn client(&self, issuer: &str) -> Option<Client> {
@@ -223,7 +244,8 @@ impl Store {
 
     fn write_tokens(&self, all: &BTreeMap<CredentialKey, Tokens>) -> Result<(), OAuthError> {
         let Some(dir) = &self.dir else { return Ok(()) };
-        let file = TokenFile { tokens: all.iter().map(|(k, v)| (k.text(), v.clone())).collect() };
+        let forgotten = self.forgotten.lock().expect("store lock").iter().map(|(k, g)| (k.text(), *g)).collect();
+        let file = TokenFile { tokens: all.iter().map(|(k, v)| (k.text(), v.clone())).collect(), forgotten };
         write_private(&dir.join("tokens.json"), &file)
     }
 }
@@ -273,6 +295,24 @@ pub(crate) mod tests {
             },
             generation: 0,
         }
+    }
+
+    /// The generation of a forgotten set outlives the store: a node restarted after a
+    /// logout still knows which sets are older than the one it forgot.
+    #[test]
+    fn a_forgotten_sets_generation_is_remembered_across_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("mcpx-store-forgotten-{}", std::process::id()));
+        let key = CredentialKey::shared("docs");
+        let store = Store::open(&dir).unwrap();
+        store.put_tokens(&key, Tokens { generation: 41, ..sample("https://docs/mcp") }).unwrap();
+        store.forget_tokens(&key).unwrap();
+        let other = CredentialKey::shared("plain");
+        store.put_tokens(&other, sample("https://plain/mcp")).unwrap();
+        store.forget_tokens(&other).unwrap();
+        let reopened = Store::open(&dir).unwrap();
+        assert_eq!((reopened.tokens(&key), reopened.forgotten(&key)), (None, Some(41)));
+        assert_eq!(reopened.forgotten(&other), None, "a set without a generation leaves none");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
