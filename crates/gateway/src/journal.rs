@@ -265,12 +265,23 @@ impl Pending {
         answer: Result<&Value, &Error>,
         in_script: bool,
     ) -> Record {
-        let reached = reach.get();
-        let (outcome, code) = Outcome::of(answer);
-        let (bytes_in, bytes_out) = match self.measured {
+        let sizes = match self.measured {
             true => (self.bytes_in, answer.map_or(0, json_len)),
             false => reach.traffic(),
         };
+        self.record(caller, reach, Outcome::of(answer), sizes, in_script)
+    }
+
+    /// The record of the request as it `ended` (its outcome and code), with its sizes.
+    fn record(
+        self,
+        caller: Caller,
+        reach: &Reach,
+        (outcome, code): (Outcome, Option<i64>),
+        (bytes_in, bytes_out): (i64, i64),
+        in_script: bool,
+    ) -> Record {
+        let reached = reach.get();
         // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
         let name = match (reached, self.name) {
             (Some(key), Some(name)) if self.method == "tools/call" => {
@@ -322,26 +333,12 @@ impl Pending {
     /// (in) and the caller's answer (out) as JSON; an error is the caller's (or the
     /// `timeouts.request` mcpx waited).
     pub(crate) fn answered(self, caller: Caller, reach: &Reach, answer: Result<&Value, &RpcError>) -> Record {
-        let (outcome, code) = match answer {
+        let ended = match answer {
             Ok(_) => (Outcome::Ok, None),
             Err(e) => (Outcome::Error, Some(e.code)),
         };
-        Record {
-            id: 0,
-            time_ms: self.time_ms,
-            caller,
-            server: reach.get().map(|k| k.server.clone()),
-            instance: reach.get().map(ToString::to_string),
-            method: self.method.to_owned(),
-            name: self.name,
-            in_script: false,
-            duration_us: i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX),
-            outcome,
-            code,
-            bytes_in: self.bytes_in,
-            bytes_out: answer.ok().filter(|_| self.measured).map_or(0, json_len),
-            arguments: None,
-        }
+        let sizes = (self.bytes_in, answer.ok().filter(|_| self.measured).map_or(0, json_len));
+        self.record(caller, reach, ended, sizes, false)
     }
 
     /// The name this request is recorded under: what its questions are asked during.

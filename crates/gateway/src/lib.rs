@@ -287,9 +287,6 @@ impl Gateway {
         Ok(())
     }
 
-    /// Exports a span per request and per upstream request to `endpoint` from now on
-    /// (`telemetry.otlpEndpoint`, or the `OTEL_EXPORTER_OTLP_*` environment), in batches
-    /// from a task on the current runtime.
     /// Whether spans are exported.
     pub fn traces_on(&self) -> bool {
         self.traces.on()
@@ -313,6 +310,9 @@ impl Gateway {
         );
     }
 
+    /// Exports a span per request and per upstream request to `endpoint` from now on
+    /// (`telemetry.otlpEndpoint`, or the `OTEL_EXPORTER_OTLP_*` environment), in batches
+    /// from a task on the current runtime.
     pub fn export_traces(&self, endpoint: &traces::Endpoint) -> Result<(), traces::ExportError> {
         self.traces.export(endpoint)
     }
@@ -346,16 +346,19 @@ impl Gateway {
     pub(crate) fn finished(&self, record: journal::Record) {
         let config = self.settings.config();
         self.metrics.observe(&record, &config);
-        // Turning the journal off takes effect at once; on, at the next start (it opens then).
-        if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
-            journal.record(record);
-        }
+        self.keep_record(record, &config);
     }
 
     /// A question put to a caller, answered: journaled when the journal is kept. Not a
     /// request mcpx answered, so not counted with them for `/metrics`.
     pub(crate) fn answered_question(&self, record: journal::Record) {
-        if let Some(journal) = self.journal.get().filter(|_| self.settings.config().journal.enabled) {
+        self.keep_record(record, &self.settings.config());
+    }
+
+    /// Hands `record` to the journal, when it is kept. Turning the journal off takes
+    /// effect at once; on, at the next start (it opens then).
+    fn keep_record(&self, record: journal::Record, config: &config::Config) {
+        if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
             journal.record(record);
         }
     }
