@@ -142,6 +142,10 @@ async fn measure(
     let open_seconds = opened.elapsed().as_secs_f64();
     tokio::time::sleep(SETTLE).await;
     let with_all = rss()?;
+    // Opening the streams can take longer than `http.headerReadTimeout`, which also bounds
+    // how long a connection may sit idle between requests: the caller connects again, as
+    // a real client does when the daemon has closed its idle connection.
+    caller = HttpClient::connect(addr).await?;
     let busy =
         calls(&mut caller, &call, options.calls, 1_000_000, REQUEST_TIMEOUT).await.context("calls, streams open")?;
     // Every stream must still be open after the calls: a closed one did not count.
