@@ -83,6 +83,54 @@ impl Kept {
     }
 }
 
+/// A request for one server that reached a node which cannot send it to the owner of its
+/// instance whole (a script's `call()` inside `mcpx_exec`, a handshake-era session's
+/// call, a caller on the node's own socket): the node relays just the upstream request to
+/// the owner. It carries the key this node resolved for the caller and what of the
+/// caller the owner's upstream is told; the caller's principal travels beside it, signed
+/// by the sending node, its credentials never. The owner answers for a caller that can
+/// be asked nothing.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRequest {
+    pub server: String,
+    /// One of [`RELAYED`].
+    pub method: String,
+    /// The upstream's params, names already mapped, without `_meta`.
+    pub params: serde_json::Value,
+    /// The caller's `_meta`, less what mcpx owns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The instance the request is for, as the sending node keyed it.
+    pub owner: Owner,
+    /// The session label the caller named, if it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub call_id: String,
+    /// What the caller's host attested over its stdio, where the upstream gets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The methods a node relays to the owner of their instance as a [`NodeRequest`]: those
+/// answered by one result. A subscription would live on a node that has no stream to the
+/// caller, so it is not relayed.
+pub const RELAYED: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
+
+/// How a node sends a [`NodeRequest`] to another node: the front end, which speaks HTTP to
+/// the other nodes, provides it when it joins the cluster. The answer is the upstream's
+/// result (at most `limit` bytes of it), or the error the owner answered, or why the
+/// owner could not be reached.
+pub trait Relay: Send + Sync {
+    fn send<'a>(
+        &'a self,
+        node: &'a Node,
+        principal: &'a crate::Principal,
+        request: &'a NodeRequest,
+        limit: usize,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, crate::Error>> + Send + 'a>>;
+}
+
 /// Who serves a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {

@@ -53,6 +53,8 @@ pub struct CallContext {
     pub trace: Trace,
     /// Run a tool call as a task mcpx runs, whatever `tasks.after` says (`/v1/tasks`).
     pub as_task: bool,
+    /// Relayed here by another node of the cluster: it goes to no further node.
+    pub relayed: bool,
 }
 
 impl CallContext {
@@ -67,6 +69,7 @@ impl CallContext {
             reached: Default::default(),
             trace: Default::default(),
             as_task: false,
+            relayed: false,
         }
     }
 

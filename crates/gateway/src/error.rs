@@ -40,6 +40,14 @@ pub enum Error {
     /// Something on mcpx's own side failed.
     #[error("{0}")]
     Internal(String),
+    /// Another node of the cluster serves the instance, and this request cannot be sent
+    /// there (it is not one a node relays, or another node relayed it here).
+    #[error(
+        "instance {} is served by cluster node {:?}; this request reached another node and cannot be forwarded from here: send it again",
+        .0.1,
+        .0.0.id
+    )]
+    Elsewhere(Box<(crate::cluster::Node, crate::scope::InstanceKey)>),
     /// The policy (a server's `tools`/`prompts`/`resources`, the caller's `clients` entry)
     /// hides what the request names. The caller gets exactly the error for something that
     /// does not exist (the one inside), so it learns nothing of what is hidden.
@@ -97,7 +105,8 @@ impl Error {
             | Error::Rate { .. }
             | Error::Clash { .. }
             | Error::Upstream(_)
-            | Error::Internal(_) => code::INTERNAL_ERROR,
+            | Error::Internal(_)
+            | Error::Elsewhere(_) => code::INTERNAL_ERROR,
         }
     }
 }

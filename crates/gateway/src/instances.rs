@@ -53,12 +53,7 @@ impl Instances {
                     key =
                         InstanceKey { server: server.to_owned(), owner: Owner::Lister(ctx.identity.principal.clone()) };
                 }
-                Claim::Elsewhere(node) => {
-                    return Err(Error::internal(format!(
-                        "instance {key} is served by cluster node {:?}; this request reached another node and cannot be forwarded from here: send it again",
-                        node.id
-                    )));
-                }
+                Claim::Elsewhere(node) => return Err(Error::Elsewhere(Box::new((node, key)))),
             }
         }
         let spec = || {

@@ -141,6 +141,8 @@ pub struct Gateway {
     traces: traces::Traces,
     /// Becomes true when the gateway shuts down, so long-lived streams can end properly.
     closing: tokio::sync::watch::Sender<bool>,
+    /// How a script's call reaches an instance another node of the cluster owns.
+    relay: std::sync::OnceLock<Arc<dyn cluster::Relay>>,
 }
 
 impl Gateway {
@@ -163,6 +165,7 @@ impl Gateway {
             metrics: Default::default(),
             traces: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
+            relay: Default::default(),
         });
         // Spawned only once the gateway exists: a worker may run the task at once, and a
         // reaper that found nothing to upgrade would end for good.
@@ -390,12 +393,13 @@ impl Gateway {
         let _ = closing.wait_for(|c| *c).await;
     }
 
-    /// Stops every upstream instance and waits until they are gone.
     /// Makes this gateway one node of a cluster: an instance key another node owns is
     /// never started here (the front end forwards such a request first: [`Gateway::placement`];
-    /// a lease inside a request it did not forward fails naming the owner, and a listing
-    /// goes through this node's lister), and its leases are kept until it stops.
-    pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster) {
+    /// a script's call goes to the owner through `relay`; any other lease inside a request
+    /// it did not forward fails naming the owner, and a listing goes through this node's
+    /// lister), and its leases are kept until it stops.
+    pub fn join_cluster(self: &Arc<Self>, cluster: cluster::Cluster, relay: Arc<dyn cluster::Relay>) {
+        let _ = self.relay.set(relay);
         let cluster = Arc::new(cluster);
         self.asks.join_cluster(cluster.state_key(), cluster.me());
         self.instances.scoper.join_cluster(cluster.node());
@@ -413,6 +417,7 @@ impl Gateway {
         self.instances.cluster.get().map(|c| &**c)
     }
 
+    /// Stops every upstream instance and waits until they are gone.
     pub async fn shutdown(&self) {
         self.closing.send_replace(true);
         if let Some(reaper) = self.reaper.get() {

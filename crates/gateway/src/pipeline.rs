@@ -36,7 +36,7 @@ use serde_json::{Map, Value};
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
 use crate::error::Error;
 use crate::scope::Owner;
-use crate::{Answer, CallContext, Gateway, Lease, invocation, journal, page, tasks};
+use crate::{Answer, CallContext, Gateway, Lease, cluster, invocation, journal, page, tasks};
 
 impl Gateway {
     /// Answers one request for the caller described by `ctx`, and journals, counts and
@@ -211,7 +211,7 @@ impl Gateway {
 
     /// Sends a settled request to its instance, and sees its questions through.
     #[allow(clippy::too_many_arguments)]
-    async fn send(
+    pub(crate) async fn send(
         &self,
         ctx: &CallContext,
         server: &str,
@@ -221,7 +221,14 @@ impl Gateway {
         at: Option<Owner>,
         original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
-        let lease = self.lease_at(ctx, server, at).await.map_err(|e| (e, None))?;
+        let lease = match self.lease_at(ctx, server, at).await {
+            Ok(lease) => lease,
+            Err(Error::Elsewhere(owner)) if !ctx.relayed && cluster::RELAYED.contains(&method) => {
+                let (node, key) = *owner;
+                return Box::pin(self.relay(ctx, node, key, method, params, caller_meta)).await.map_err(|e| (e, None));
+            }
+            Err(e) => return Err((e, None)),
+        };
         ctx.reached.set(lease.key().clone());
         if let Some(m) = caller_meta {
             params["_meta"] = Value::Object(m);

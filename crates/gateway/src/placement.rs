@@ -16,11 +16,14 @@
 //! (sealed like a state) names. An id that is not the caller's is answered where it lands,
 //! as an unknown task.
 
-use serde_json::Value;
+use mcpx_protocol::Revision;
+use serde_json::{Map, Value};
 
 use crate::asking::LOGIN_KEY;
-use crate::cluster::{Kept, Node};
+use crate::cluster::{Kept, Node, NodeRequest, RELAYED};
 use crate::error::Error;
+use crate::identity::{Identity, Principal, Session, Source};
+use crate::scope::InstanceKey;
 use crate::tools::CALL;
 use crate::{CallContext, Gateway, ask, held, roots, tasks};
 
@@ -80,6 +83,67 @@ impl Gateway {
         self.asks.task_node(id, ctx)
     }
 
+    /// Relays a request another node owns the instance of (see [`NodeRequest`]) to that
+    /// node, and returns its answer.
+    pub(crate) async fn relay(
+        &self,
+        ctx: &CallContext,
+        node: Node,
+        key: InstanceKey,
+        method: &str,
+        params: Value,
+        meta: Option<Map<String, Value>>,
+    ) -> Result<Value, Error> {
+        let Some(relay) = self.relay.get() else {
+            return Err(Error::Elsewhere(Box::new((node, key))));
+        };
+        let request = NodeRequest {
+            method: method.to_owned(),
+            params,
+            meta,
+            owner: key.owner,
+            server: key.server,
+            session: ctx.identity.session_label().map(str::to_owned),
+            call_id: ctx.call_id.clone(),
+            host: ctx.identity.host.clone(),
+        };
+        // The owner's answer is one upstream message, with the bound every one has.
+        let limit = self.settings.config().limits.max_line_bytes;
+        relay.send(&node, &ctx.identity.principal, &request, limit).await
+    }
+
+    /// Answers a request another node of the cluster relayed to this one, the owner of
+    /// its instance, for `principal` (whom that node vouched for). It goes to exactly the
+    /// instance the sending node keyed, only if that is one `principal` may use (a key
+    /// names its principal, so no relay reaches another principal's instance), and no
+    /// further: if this node no longer owns the key, the request fails here.
+    pub async fn relayed(&self, principal: Principal, request: NodeRequest) -> Result<Value, Error> {
+        if !RELAYED.contains(&request.method.as_str()) {
+            return Err(Error::NoMethod(request.method));
+        }
+        if !request.owner.is_visible_to(&principal) {
+            return Err(Error::params(format!(
+                "the instance of {:?} named is not one the calling principal may use",
+                request.server
+            )));
+        }
+        let identity = Identity {
+            session: request.session.map(Session::Named),
+            cwd: None,
+            pid: None,
+            principal,
+            source: Source::Transport,
+            host: request.host,
+        };
+        let mut ctx = CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new()));
+        ctx.call_id = request.call_id;
+        ctx.relayed = true;
+        let (server, method) = (request.server, request.method);
+        self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None)
+            .await
+            .map_err(|(e, _)| e)
+    }
+
     /// The one upstream server a request is for, if it is for one.
     async fn server_of(&self, ctx: &CallContext, method: &str, params: &Value) -> Option<String> {
         let name = || params.get("name").and_then(Value::as_str);
@@ -93,5 +157,54 @@ impl Gateway {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::identity::SessionKey;
+    use crate::scope::Owner;
+    use crate::settings::Settings;
+
+    /// A gateway serving one session-scoped server, which no test here may start.
+    fn gateway() -> (std::sync::Arc<Gateway>, std::path::PathBuf) {
+        let file = std::env::temp_dir().join(format!("mcpx-placement-{}.json", crate::context::new_call_id()));
+        let config = json!({"mcpServers": {"notes": {"command": "/nonexistent/notes", "scope": "session"}}});
+        std::fs::write(&file, config.to_string()).unwrap();
+        (Gateway::new(Settings::load(Some(file.clone())).unwrap()), file)
+    }
+
+    fn request(owner: Owner, method: &str) -> NodeRequest {
+        NodeRequest {
+            server: "notes".into(),
+            method: method.into(),
+            params: json!({"name": "whoami", "arguments": {}}),
+            meta: None,
+            owner,
+            session: Some("work".into()),
+            call_id: "c1".into(),
+            host: None,
+        }
+    }
+
+    /// Even a node's signed relay reaches no instance but the vouched principal's, and
+    /// nothing but the methods a node relays: each is refused before any instance starts.
+    #[tokio::test]
+    async fn a_relayed_request_for_another_principals_instance_or_of_another_method_is_refused() {
+        let (gateway, file) = gateway();
+        let alice = Principal::Token("alice".into());
+        let bobs = Owner::Session(SessionKey {
+            principal: Principal::Token("bob".into()),
+            session: Session::Named("work".into()),
+        });
+        let refused = gateway.relayed(alice.clone(), request(bobs.clone(), "tools/call")).await.unwrap_err();
+        assert!(refused.to_string().contains("not one the calling principal may use"), "{refused}");
+        let refused = gateway.relayed(alice, request(bobs, "resources/subscribe")).await.unwrap_err();
+        assert!(matches!(refused, Error::NoMethod(_)), "{refused}");
+        assert!(gateway.instances().is_empty(), "an instance started");
+        std::fs::remove_file(file).unwrap();
     }
 }

@@ -56,6 +56,7 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/tasks/{id}/cancel", post(task_cancel))
         .route("/v1/log", get(log))
         .route("/v1/stats", get(stats))
+        .route("/v1/cluster/relay", post(relayed))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -213,6 +214,30 @@ async fn call(
         Ok(Some((node, kept))) => onward.forward(&front, &node, &kept, &caller, "/v1/call", &call).await,
         Ok(None) => continue_call(&front, &caller, call, None).await,
         Err(e) => error(&e),
+    }
+}
+
+/// A request another node of the cluster relays to this one, the owner of its instance,
+/// for a caller of its own (`NodeRequest`). Only a node may send it: anyone else is
+/// refused, whatever it names.
+async fn relayed(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    onward: Onward,
+    body: axum::body::Bytes,
+) -> Response {
+    // Before the body is read as anything: what a caller names here does not matter.
+    if !onward.forwarded {
+        let e = RpcError::invalid_request("only another node of this daemon's cluster may send this request");
+        return (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&e))).into_response();
+    }
+    let request = match serde_json::from_slice::<mcpx_gateway::cluster::NodeRequest>(&body) {
+        Ok(request) => request,
+        Err(e) => return error(&RpcError::invalid_params(format!("not a relayed request: {e}"))),
+    };
+    match front.gateway.relayed(caller.principal, request).await {
+        Ok(result) => Json(result).into_response(),
+        Err(e) => error(&RpcError::from(e)),
     }
 }
 

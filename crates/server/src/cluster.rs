@@ -15,6 +15,7 @@
 //! or forward a request that was itself forwarded.
 
 use std::collections::{HashSet, VecDeque};
+use std::pin::Pin;
 use std::sync::Mutex;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,11 +27,13 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use mcpx_gateway::Principal;
-use mcpx_gateway::cluster::{Kept, Node};
+use mcpx_gateway::cluster::{Kept, Node, NodeRequest};
 use mcpx_protocol::RpcError;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::reply;
+use crate::v1::ErrorBody;
 
 /// The node a forwarded request comes from.
 pub const NODE_HEADER: &str = "x-mcpx-node";
@@ -368,6 +371,48 @@ impl Link {
             Ok(_) => self.client.send(make).await,
             Err(e) => Err(format!("{url}: {e}")),
         }
+    }
+}
+
+/// Where a node relays a request for one server to the node that owns its instance
+/// (`NodeRequest`; the route is `api::relayed`); only a node may send there.
+const RELAY_PATH: &str = "/v1/cluster/relay";
+
+impl mcpx_gateway::cluster::Relay for Link {
+    fn send<'a>(
+        &'a self,
+        node: &'a Node,
+        principal: &'a Principal,
+        request: &'a NodeRequest,
+        limit: usize,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, mcpx_gateway::Error>> + Send + 'a>> {
+        Box::pin(async move {
+            let kept = Kept::Instance(request.server.clone());
+            let unreachable = |e: String| {
+                tracing::warn!(node = node.id, url = node.url, ?kept, "relaying to another node failed: {e}");
+                mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
+            };
+            let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+            let answer = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body)
+                .await
+                .map_err(unreachable)?;
+            let status = answer.status();
+            let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
+            if status.is_success() {
+                return serde_json::from_slice(&body).map_err(|e| unreachable(format!("an unreadable answer: {e}")));
+            }
+            match serde_json::from_slice::<ErrorBody>(&body) {
+                Ok(ErrorBody { error }) => Err(mcpx_gateway::Error::Relayed(RpcError {
+                    code: error.code,
+                    message: error.message,
+                    data: error.data,
+                })),
+                Err(_) => Err(unreachable(format!("answered {status}: {}", String::from_utf8_lossy(&body)))),
+            }
+        })
     }
 }
 

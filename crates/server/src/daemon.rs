@@ -160,8 +160,9 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
         let base = url.trim_end_matches("/mcp");
         let joining = mcpx_gateway::cluster::Joining::new(&cluster, base).map_err(Error::Cluster)?;
         tracing::info!(node = joining.node, url = joining.url, "running as a node of a cluster");
-        front = front.in_cluster(crate::cluster::Link::new(joining.node, joining.url, &joining.secret));
-        gateway.join_cluster(joining.cluster);
+        let link = Arc::new(crate::cluster::Link::new(joining.node, joining.url, &joining.secret));
+        front = front.in_cluster(link.clone());
+        gateway.join_cluster(joining.cluster, link);
     }
     let front = Arc::new(front);
     let app = router(front.clone());

@@ -27,7 +27,7 @@ pub struct Front {
     pub bearer: Verifier,
     pub life: Life,
     /// This node and its keys, when the daemon runs as one node of a cluster.
-    pub cluster: Option<crate::cluster::Link>,
+    pub cluster: Option<Arc<crate::cluster::Link>>,
 }
 
 impl Front {
@@ -43,7 +43,7 @@ impl Front {
     }
 
     /// As one node of a cluster.
-    pub fn in_cluster(mut self, link: crate::cluster::Link) -> Front {
+    pub fn in_cluster(mut self, link: Arc<crate::cluster::Link>) -> Front {
         self.cluster = Some(link);
         self
     }

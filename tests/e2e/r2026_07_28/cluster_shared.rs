@@ -5,7 +5,7 @@
 
 use mcpx_e2e::client::Modern;
 use mcpx_e2e::cluster::{Cluster, Redis};
-use mcpx_e2e::{Daemon, Home, fakemcp, tag};
+use mcpx_e2e::{Daemon, Home, LegacySession, Whoami, fakemcp, tag};
 use serde_json::{Value, json};
 
 const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -279,4 +279,91 @@ fn the_pending_questions_limit_counts_every_nodes_questions() {
     assert_eq!(status, 200);
     let (status, body) = v1(&cluster.nodes[1], "POST", "/v1/call", BOB, "two", Some(asked));
     assert_eq!(status, 202, "{body}");
+}
+
+/// `mcpx_exec` through `node` as `token`'s holder in session `session`: a script that
+/// calls `whoami` of `notes` (one instance per session) and of `shared` (one for all), and
+/// `meta` of `notes`; what it returned, or the failing reply.
+fn script_calls(node: &Daemon, token: &str, session: &str) -> Value {
+    let script = r#"return {
+        notes: await call("notes", "whoami", {}),
+        shared: await call("shared", "whoami", {}),
+        meta: (await call("notes", "meta", {})).meta,
+    };"#;
+    let reply = Modern::tools_call("mcpx_exec", json!({ "script": script }))
+        .session(session)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send(node.url());
+    reply.structured().clone()
+}
+
+/// A request that cannot go to the owner of its instance whole (a script's calls, a
+/// handshake-era session's, a local caller's on a node's socket) is relayed there, call by
+/// call: the instances the caller's direct calls reached, nothing started twice, and the
+/// upstream told the same invocation context. Another token's holder naming the same
+/// session reaches its own instance, and no caller can send a node's relay itself.
+#[test]
+fn calls_that_cannot_go_whole_are_relayed_to_the_instances_other_nodes_own_for_their_caller_only() {
+    let tag = tag();
+    let servers = json!({"notes": fakemcp("session", &tag, &[]), "shared": fakemcp("global", &tag, &[])});
+    let cluster = Cluster::start(servers, "60s", tokens());
+    let nodes = &cluster.nodes;
+    let direct = |server: &str, tool: &str| {
+        Modern::mcpx_call(server, tool, json!({}))
+            .session("work")
+            .header("Authorization", &format!("Bearer {ALICE}"))
+            .send(nodes[0].url())
+            .structured()
+            .clone()
+    };
+    let (notes, shared) = (Whoami::from_structured(&direct("notes", "whoami")), direct("shared", "whoami"));
+    let direct_meta = direct("notes", "meta")["meta"]["dev.mcpx/invocation"].clone();
+    assert_eq!(cluster.owner_of("notes", "\"alice\":work"), Some(0));
+
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        let ran = script_calls(node, ALICE, "work");
+        let (mine, all) = (Whoami::from_structured(&ran["notes"]), &ran["shared"]);
+        assert_eq!(mine.instance, notes.instance, "the script on node {i} reached another notes instance: {ran}");
+        assert_eq!(mine.calls, notes.calls + 2 * i as u64, "every call reached it, in order: {ran}");
+        assert_eq!(all["instance"], shared["instance"], "the script on node {i} reached another shared: {ran}");
+        let told = &ran["meta"]["dev.mcpx/invocation"];
+        for field in ["sessionId", "clientId", "scope"] {
+            assert_eq!(told[field], direct_meta[field], "{field} as the upstream is told it: {told} / {direct_meta}");
+        }
+    }
+    assert_eq!(cluster.owner_of("notes", "\"alice\":work"), Some(0), "the instance did not move");
+
+    // Bob's session "work" is his own, wherever his script runs; the global one is shared.
+    let bobs = script_calls(&nodes[1], BOB, "work");
+    assert_ne!(bobs["notes"]["instance"], json!(notes.instance), "bob reached alice's instance: {bobs}");
+    assert_eq!(bobs["shared"]["instance"], shared["instance"]);
+    assert_eq!(
+        Whoami::from_structured(&direct("notes", "whoami")).calls,
+        notes.calls + 6,
+        "bob's calls went elsewhere"
+    );
+
+    // A handshake-era session held by node 1, and a local caller on node 2's socket (whose
+    // pid and cwd only that node knows, so its requests are answered there), reach the
+    // global instance node 0 owns.
+    let bearer = format!("Bearer {ALICE}");
+    let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let through_session = session.mcpx_call("shared", "whoami", json!({}));
+    assert_eq!(through_session.structured()["instance"], shared["instance"], "{through_session}");
+    let call = json!({"server": "shared", "tool": "whoami", "arguments": {}});
+    let local = nodes[2].home().v1("POST", "/v1/call", Some(&call));
+    assert_eq!(local.status, 200, "{}", local.body);
+    assert_eq!(local.json()["structuredContent"]["instance"], shared["instance"], "{}", local.body);
+
+    // The node-to-node relay route, tried by a token holder: refused before anything is read.
+    for node in nodes {
+        let named = json!({"server": "notes", "tool": "whoami", "arguments": {}, "owner": "Everyone", "callId": "x"});
+        let (status, body) = v1(node, "POST", "/v1/cluster/relay", ALICE, "work", Some(named));
+        assert_eq!(status, 403, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("only another node"), "{body}");
+    }
+    assert_eq!(Whoami::from_structured(&direct("notes", "whoami")).calls, notes.calls + 7);
+    let counts = cluster.instance_counts();
+    assert!(counts.values().all(|n| *n == 1), "a key with an instance on two nodes: {counts:?}");
+    assert_eq!(counts.len(), 3, "alice's notes, bob's notes, shared: {counts:?}");
 }
