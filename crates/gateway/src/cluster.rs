@@ -134,8 +134,8 @@ pub trait Relay: Send + Sync {
 /// Who serves a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// This node: it holds the lease (or just took it).
-    Mine,
+    /// This node: it holds the lease (or just took it), under this fencing token.
+    Mine { fence: u64 },
     /// Another node holds the lease.
     Elsewhere(Node),
 }
@@ -382,12 +382,12 @@ impl Cluster {
     /// whoever Redis names, taking the lease for this node when it is free.
     pub async fn claim(&self, key: &InstanceKey) -> Result<Claim, ClusterError> {
         let lease = lease_key(key);
-        if self.holds(&lease) {
-            return Ok(Claim::Mine);
+        if let Some(fence) = self.fence_of(&lease) {
+            return Ok(Claim::Mine { fence });
         }
         let _one = self.claiming.lock().await;
-        if self.holds(&lease) {
-            return Ok(Claim::Mine);
+        if let Some(fence) = self.fence_of(&lease) {
+            return Ok(Claim::Mine { fence });
         }
         let mut invocation = self.scripts.claim.prepare_invoke();
         invocation
@@ -426,7 +426,7 @@ impl Cluster {
         tracing::debug!(instance = %key, fence, "took the lease");
         let held = Held { key: key.clone(), value, fence, absent: 0 };
         self.held.lock().expect("cluster lock").insert(lease, held);
-        Ok(Claim::Mine)
+        Ok(Claim::Mine { fence })
     }
 
     /// The tag of a lease naming `node` at `url`, hex.
@@ -438,8 +438,9 @@ impl Cluster {
         mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    fn holds(&self, lease: &str) -> bool {
-        self.held.lock().expect("cluster lock").contains_key(lease)
+    /// The fencing token of `lease`, when this node holds it.
+    fn fence_of(&self, lease: &str) -> Option<u64> {
+        self.held.lock().expect("cluster lock").get(lease).map(|held| held.fence)
     }
 
     /// Why Redis did not answer the last command sent to it, while that lasts (the lease

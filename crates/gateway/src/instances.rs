@@ -43,11 +43,12 @@ impl Instances {
             Pick::Caller => self.scoper.key(server, server_config.scope, &ctx.identity, &ctx.call_id),
             Pick::Listing => self.scoper.listing_key(server, server_config.scope, &ctx.identity, &ctx.call_id),
         };
+        let mut fence = None;
         if let Some(cluster) = self.cluster.get().filter(|c| c.clusters(&key)) {
             // Boxed, as the stream's join below: each is rare, or done once per instance, and
             // held inline would make every call's future (copied as it moves) larger.
             match Box::pin(cluster.claim(&key)).await.map_err(|e| Error::internal(e.to_string()))? {
-                Claim::Mine => {}
+                Claim::Mine { fence: held } => fence = Some(held),
                 // A listing carries nothing of the caller: this node's lister answers it.
                 Claim::Elsewhere(_) if listing => {
                     key =
@@ -81,6 +82,9 @@ impl Instances {
                 PoolError::Upstream(e) => Error::from(e),
                 other => Error::internal(other.to_string()),
             })?;
+        if let Some(fence) = fence {
+            lease.started_under(fence);
+        }
         // A stream that opened before the start joins it here (one that opens later finds
         // it running); before the call is sent, so a change it provokes is not missed.
         if lease.started_it() {
@@ -110,7 +114,7 @@ impl Instances {
             return Ok(None);
         }
         match cluster.claim(&key).await.map_err(|e| Error::internal(e.to_string()))? {
-            Claim::Mine => Ok(None),
+            Claim::Mine { .. } => Ok(None),
             Claim::Elsewhere(node) => Ok(Some(node)),
         }
     }

@@ -34,8 +34,9 @@ pub fn eligible(server: &ServerConfig) -> bool {
     matches!(server.launch, Launch::Stdio { .. }) && server.invocation_context
 }
 
-/// The context for one upstream request made on behalf of `ctx`, routed by `key`.
-pub fn context(ctx: &CallContext, key: &InstanceKey) -> Value {
+/// The context for one upstream request made on behalf of `ctx`, routed by `key`, to an
+/// instance that runs under the cluster lease `fence` names, in a cluster.
+pub fn context(ctx: &CallContext, key: &InstanceKey, fence: Option<u64>) -> Value {
     let mut context = json!({ "version": 1 });
     if let Some(session) = ctx.identity.session_for_upstream() {
         context["sessionId"] = session.into();
@@ -47,6 +48,9 @@ pub fn context(ctx: &CallContext, key: &InstanceKey) -> Value {
     }
     if let Some(host) = &ctx.identity.host {
         context["host"] = Value::Object(host.clone());
+    }
+    if let Some(fence) = fence {
+        context["fence"] = fence.into();
     }
     context
 }
@@ -69,7 +73,7 @@ mod tests {
     fn the_context_names_session_call_and_instance_key() {
         let c = ctx(Some("a"));
         let key = InstanceKey { server: "s".into(), owner: Owner::Session(c.identity.session_key().unwrap()) };
-        let v = context(&c, &key);
+        let v = context(&c, &key, None);
         assert_eq!(v, json!({"version": 1, "sessionId": "a", "callId": c.call_id, "scope": "session:a"}));
     }
 
@@ -77,7 +81,7 @@ mod tests {
     fn an_unnamed_caller_has_no_session_in_its_context() {
         let c = ctx(None);
         let key = InstanceKey { server: "s".into(), owner: Owner::Call(c.call_id.clone()) };
-        assert!(context(&c, &key).get("sessionId").is_none());
+        assert!(context(&c, &key, None).get("sessionId").is_none());
     }
 
     #[test]

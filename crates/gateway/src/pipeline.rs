@@ -234,7 +234,7 @@ impl Gateway {
             params["_meta"] = Value::Object(m);
         }
         if self.settings.config().server(server).is_some_and(invocation::eligible) {
-            invocation::attach(&mut params, invocation::context(ctx, lease.key()));
+            invocation::attach(&mut params, invocation::context(ctx, lease.key(), lease.fence()));
         }
         if !self.traces.on() {
             return self.dispatch(ctx, lease, method, params, original).await;

@@ -105,6 +105,9 @@ struct Slot {
     retired: AtomicBool,
     /// The lists this instance answered, kept while they are fresh: this instance's own.
     listings: Listings,
+    /// In a cluster, the fencing token of the lease under which this node runs the
+    /// instance (a lost lease stops the instance, so it never changes).
+    fence: std::sync::OnceLock<u64>,
 }
 
 /// A caller's hold on an instance. While any lease is held the instance is not reaped;
@@ -460,6 +463,7 @@ impl Inner {
                     started: Instant::now(),
                     retired: AtomicBool::new(false),
                     listings: Listings::default(),
+                    fence: Default::default(),
                 });
                 slots.insert(key.clone(), slot.clone());
                 slot
@@ -533,6 +537,17 @@ impl Lease {
     /// Whether acquiring this lease started its instance.
     pub fn started_it(&self) -> bool {
         self.started_it
+    }
+
+    /// Records the fencing token of the cluster lease this instance runs under (the
+    /// first one recorded stands).
+    pub fn started_under(&self, fence: u64) {
+        let _ = self.slot.fence.set(fence);
+    }
+
+    /// The fencing token of the cluster lease this instance runs under, in a cluster.
+    pub fn fence(&self) -> Option<u64> {
+        self.slot.fence.get().copied()
     }
 }
 

@@ -24,6 +24,14 @@ fn whoami(url: &str, server: &str, session: Option<&str>) -> Whoami {
     Whoami::of(&call.send(url))
 }
 
+/// The fencing token the `notes` instance of session `label` is told with a request.
+#[track_caller]
+fn fence(url: &str, label: &str) -> u64 {
+    let reply = Modern::mcpx_call("notes", "meta", json!({})).session(label).send(url);
+    let context = &reply.structured()["meta"]["dev.mcpx/invocation"];
+    context["fence"].as_u64().unwrap_or_else(|| panic!("no fence in the invocation context: {context}"))
+}
+
 /// No key is listed by two nodes.
 #[track_caller]
 fn assert_one_instance_per_key(cluster: &Cluster) {
@@ -143,6 +151,7 @@ fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl(
         labels.iter().map(|l| cluster.owner_of("notes", &format!("session:{l}")).expect("an owner")).collect();
     let victim = owners[0];
     let (gone, kept): (Vec<usize>, Vec<usize>) = (0..labels.len()).partition(|i| owners[*i] == victim);
+    let fences_before: Vec<u64> = labels.iter().map(|l| fence(&cluster.nginx.url(), l)).collect();
     // A call in flight on the victim, sent straight to it.
     let victim_url = cluster.nodes[victim].url().to_owned();
     let slow = Modern::mcpx_call("notes", "slow", json!({"ms": 20_000})).session(&labels[gone[0]]);
@@ -179,6 +188,12 @@ fn kill_9_of_a_node_fails_only_its_calls_and_its_keys_move_within_the_lease_ttl(
         .unwrap_or_else(|| panic!("session {label} never answered again after its node died"));
         assert_ne!(answer.instance, first[*i].instance);
         assert_eq!(answer.calls, 1, "a fresh instance");
+        // Its upstream is told a fencing token larger than the dead owner's instance had.
+        let after = fence(&cluster.nginx.url(), &label);
+        assert!(after > fences_before[*i], "session {label}: fence {after} after, {} before", fences_before[*i]);
+    }
+    for i in &kept {
+        assert_eq!(fence(&cluster.nginx.url(), &labels[*i]), fences_before[*i], "an instance keeps its fence");
     }
     assert!(killed_at.elapsed() < Duration::from_secs(2 + 6), "keys moved within the lease ttl (and a margin)");
     let recovered: Vec<Value> = cluster
