@@ -295,6 +295,8 @@ pub struct Cluster {
     state_key: [u8; 32],
     /// Seals the OAuth credentials kept in Redis: from the secret.
     credentials_key: [u8; 32],
+    /// Signs the tasks' last states kept in Redis: from the secret.
+    task_key: [u8; 32],
 }
 
 struct Scripts {
@@ -337,6 +339,7 @@ impl Cluster {
             },
             state_key: derive(&config.secret, "mcpx request state sealing"),
             credentials_key: derive(&config.secret, "mcpx oauth credentials sealing"),
+            task_key: derive(&config.secret, "mcpx task records"),
         })
     }
 
@@ -572,6 +575,47 @@ impl Cluster {
         Ok(nodes)
     }
 
+    /// Whether `node` is live: it announced itself within a ttl (and has not stopped).
+    pub async fn is_live(&self, node: &Node) -> Result<bool, ClusterError> {
+        let member = format!("{} {} {}", node.id, node.url, self.tag(&node.id, &node.url));
+        let mut redis = self.redis.clone();
+        let mut command = redis::cmd("ZSCORE");
+        command.arg(NODES_KEY).arg(member);
+        let lapses: Option<f64> = self.timed(command.query_async(&mut redis)).await?;
+        Ok(lapses.is_some_and(|at| at >= unix_ms() as f64))
+    }
+
+    /// Keeps `record` (a task's last state, JSON) as task `id`'s for `ttl`, signed so that
+    /// whoever else writes to Redis cannot make a node answer with a record of its own.
+    pub(crate) async fn keep_task(&self, id: &str, record: &str, ttl: Duration) -> Result<(), ClusterError> {
+        let value = format!("{} {record}", self.task_tag(id, record));
+        let mut redis = self.redis.clone();
+        let mut command = redis::cmd("SET");
+        command.arg(task_name(id)).arg(value).arg("PX").arg(ttl.as_millis().max(1) as u64);
+        self.timed(command.query_async::<()>(&mut redis)).await
+    }
+
+    /// Task `id`'s last state as a node kept it (see [`Cluster::keep_task`]), if one did.
+    /// A value no node signed counts as none, and is logged.
+    pub(crate) async fn kept_task(&self, id: &str) -> Result<Option<String>, ClusterError> {
+        let mut redis = self.redis.clone();
+        let value: Option<String> = self.timed(redis::cmd("GET").arg(task_name(id)).query_async(&mut redis)).await?;
+        let Some((tag, record)) = value.as_deref().and_then(|v| v.split_once(' ')) else { return Ok(None) };
+        if !constant_eq(self.task_tag(id, record).as_bytes(), tag.as_bytes()) {
+            tracing::error!("a task record in the cluster's Redis was not written by a node of this cluster: ignored");
+            return Ok(None);
+        }
+        Ok(Some(record.to_owned()))
+    }
+
+    fn task_tag(&self, id: &str, record: &str) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.task_key).expect("any key length");
+        mac.update(id.as_bytes());
+        mac.update(b"\n");
+        mac.update(record.as_bytes());
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Releases every lease (the daemon is stopping and its instances are gone).
     pub async fn release_all(&self) {
         let mut redis = self.redis.clone();
@@ -626,6 +670,17 @@ fn lease_key(key: &InstanceKey) -> String {
     let digest = Sha256::digest(&bytes);
     let mut out = String::with_capacity(11 + 64);
     out.push_str("mcpx:lease:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Where task `id`'s last state is kept: a digest of the id, which is the caller's to hold.
+fn task_name(id: &str) -> String {
+    let digest = Sha256::digest(id.as_bytes());
+    let mut out = String::with_capacity(10 + 64);
+    out.push_str("mcpx:task:");
     for b in digest {
         out.push_str(&format!("{b:02x}"));
     }

@@ -407,6 +407,7 @@ impl Gateway {
             let store = Arc::new(shared::Credentials(cluster.clone()));
             authorizer.join_cluster(store, cluster.credentials_key());
         }
+        self.keep_task_records(cluster.clone());
         if self.instances.cluster.set(cluster.clone()).is_ok() {
             tokio::spawn(cluster::keep_leases(cluster, Arc::downgrade(self)));
         }

@@ -41,9 +41,8 @@ impl Gateway {
         let Some(cluster) = self.instances.cluster.get() else { return Ok(None) };
         if tasks::METHODS.contains(&method) {
             // A task's record is kept by the node that relayed or ran it, named in its id.
-            let id = params.get("taskId").and_then(Value::as_str);
-            let node = id.and_then(|id| self.task_node(ctx, id));
-            return Ok(node.filter(|node| node.id != cluster.node()).map(|node| (node, Kept::Task)));
+            let Some(id) = params.get("taskId").and_then(Value::as_str) else { return Ok(None) };
+            return Ok(self.task_node(ctx, id).await.map(|node| (node, Kept::Task)));
         }
         let Some(server) = self.server_of(ctx, method, params).await else { return Ok(None) };
         let config = self.settings.config();
@@ -75,12 +74,19 @@ impl Gateway {
         }
     }
 
-    /// The node that keeps the record of the caller's task `id`, in a cluster: the node
-    /// that sealed the id (with the cluster's key, so no caller and no Redis writer can
-    /// name another). `None` for an id that is not this caller's, which the node that
-    /// receives it refuses as any unknown task.
-    pub fn task_node(&self, ctx: &CallContext, id: &str) -> Option<Node> {
-        self.asks.task_node(id, ctx)
+    /// The other node that keeps the record of the caller's task `id`, in a cluster: the
+    /// node that sealed the id (with the cluster's key, so no caller and no Redis writer
+    /// can name another), while it is live. `None` for an id that is not this caller's
+    /// (which the node that receives it refuses as any unknown task), for one this node
+    /// sealed, and for one of a node that is gone: the record that node kept in Redis
+    /// answers it wherever it lands. A node whose liveness Redis cannot tell is asked.
+    pub async fn task_node(&self, ctx: &CallContext, id: &str) -> Option<Node> {
+        let cluster = self.instances.cluster.get()?;
+        let node = self.asks.task_node(id, ctx).filter(|node| node.id != cluster.node())?;
+        match cluster.is_live(&node).await {
+            Ok(false) => None,
+            Ok(true) | Err(_) => Some(node),
+        }
     }
 
     /// Relays a request another node owns the instance of (see [`NodeRequest`]) to that

@@ -129,7 +129,14 @@ pub(crate) struct Tasks {
     /// The 2026 `subscriptions/listen` streams that asked for a task's status pushes
     /// (`notifications.taskIds`), by the task's id.
     listens: Arc<Mutex<HashMap<String, Vec<crate::outbox::Sender>>>>,
+    /// In a cluster, where a 2026 task's record goes at each change of status, to be kept
+    /// in Redis (`Gateway::keep_task_records`): any node answers from it once this one is gone.
+    kept: Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<KeptTask>>>,
 }
+
+/// A task's record as a node keeps it in the cluster's Redis: its id, the record (JSON:
+/// `ttlMs` and the state), and how long the task has left.
+pub(crate) type KeptTask = (String, String, Duration);
 
 /// Who runs a task.
 #[derive(Clone)]
@@ -323,6 +330,7 @@ impl Tasks {
     fn update(&self, id: &str, state: Value) -> Option<Value> {
         let (kept, announce) = self.record(id, state)?;
         if let Some((owner, task, era)) = announce {
+            self.keep_in_cluster(id);
             match era {
                 Era::Legacy => self.announce(&owner, task),
                 Era::Modern => self.push(id, &task),
@@ -371,6 +379,23 @@ impl Tasks {
             (entry.owner.clone(), task, entry.era)
         });
         Some((entry.state.clone(), announce))
+    }
+
+    /// In a cluster, queues the record of 2026 task `id` as it is now to be kept in Redis
+    /// for the rest of its ttl. A full queue (Redis slow or down) drops it, logged.
+    fn keep_in_cluster(&self, id: &str) {
+        let Some(queue) = self.kept.get() else { return };
+        let record = {
+            let tasks = self.lock();
+            let Some(entry) = tasks.get(id).filter(|e| e.era == Era::Modern) else { return };
+            let left = entry.expires.saturating_duration_since(Instant::now());
+            (json!({ "ttlMs": entry.ttl_ms, "state": entry.state }).to_string(), left)
+        };
+        if queue.try_send((id.to_owned(), record.0, record.1)).is_err() {
+            tracing::warn!(
+                "a task's record was not kept in the cluster's Redis: tasks.max of them are waiting already"
+            );
+        }
     }
 
     /// The tasks handed to `owner` (in `era`, or in either), oldest first.
@@ -581,6 +606,7 @@ impl Gateway {
             let message = format!("{who} {setting} ({limit}) tasks already; try again later");
             return Err((Error::Limit { message, setting, limit }, entry.lease));
         }
+        self.tasks.keep_in_cluster(&id);
         Ok(id)
     }
 
@@ -1021,7 +1047,16 @@ impl Gateway {
             let required = json!({ "extensions": { meta::TASKS_EXTENSION: {} } });
             return Err(Error::Relayed(RpcError::missing_capability(required)));
         }
-        let (id, found) = self.open_task(ctx, method, &params)?;
+        let (id, found) = match self.open_task(ctx, method, &params) {
+            Ok(opened) => opened,
+            Err(unknown) => {
+                let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+                let Some((ttl_ms, state)) = Box::pin(self.left_behind(ctx, id)).await else { return Err(unknown) };
+                // Nothing runs it any more: a cancel or an answer has nothing to reach.
+                let answer = if method == "tasks/get" { render_modern(id, ttl_ms, &state) } else { json!({}) };
+                return Ok(Answer::uncached(answer));
+            }
+        };
         ctx.reached.set(found.key.clone());
         let ack = || Ok(Answer::uncached(json!({})));
         match method {
@@ -1328,7 +1363,12 @@ impl Gateway {
 
     /// The caller's task `id` as it is now, after waiting up to `wait` for it to end.
     pub async fn task_now(&self, ctx: &CallContext, id: &str, wait: Duration) -> Result<Value, Error> {
-        let (id, mut found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        let (id, mut found) = match self.open_task(ctx, "task", &json!({ "taskId": id })) {
+            Ok(opened) => opened,
+            Err(unknown) => {
+                return self.left_behind(ctx, id).await.map(|(ttl, s)| render_modern(id, ttl, &s)).ok_or(unknown);
+            }
+        };
         if !wait.is_zero() && !found.is_ended() {
             let mut ended = found.ended.clone();
             let _ = tokio::time::timeout(wait, ended.wait_for(|e| *e)).await;
@@ -1340,9 +1380,67 @@ impl Gateway {
 
     /// Cancels the caller's task `id` (nothing happens to one that ended) and returns it.
     pub async fn cancel_task(&self, ctx: &CallContext, id: &str) -> Result<Value, Error> {
-        let (id, found) = self.open_task(ctx, "task", &json!({ "taskId": id }))?;
+        let (id, found) = match self.open_task(ctx, "task", &json!({ "taskId": id })) {
+            Ok(opened) => opened,
+            Err(unknown) => {
+                return self.left_behind(ctx, id).await.map(|(ttl, s)| render_modern(id, ttl, &s)).ok_or(unknown);
+            }
+        };
         let state = if found.is_ended() { found.state.clone() } else { self.cancel(&id, &found).await? };
         Ok(render_modern(&id, found.ttl_ms, &state))
+    }
+}
+
+impl Gateway {
+    /// In a cluster, the caller's task `id` as the node that kept it last recorded it in
+    /// Redis, once that node no longer holds it (it died, stopped or restarted): its ttl
+    /// and its state. A task that had ended, as it ended; one that had not, failed, since
+    /// whatever ran it went with that node. `None` outside a cluster, for an id that is
+    /// not this caller's, and for a task no node kept (or whose ttl passed).
+    pub(crate) async fn left_behind(&self, ctx: &CallContext, id: &str) -> Option<(u64, Value)> {
+        let cluster = self.instances.cluster.get()?;
+        self.asks.open_task(id, ctx)?;
+        let record = match cluster.kept_task(id).await {
+            Ok(record) => record?,
+            Err(e) => {
+                tracing::warn!("a task's record in the cluster's Redis could not be read: {e}");
+                return None;
+            }
+        };
+        let record: Value = serde_json::from_str(&record).ok()?;
+        let (ttl_ms, state) = (record["ttlMs"].as_u64()?, &record["state"]);
+        if terminal(state) {
+            return Some((ttl_ms, state.clone()));
+        }
+        let mut failed = json!({
+            "status": "failed",
+            "statusMessage": "the cluster node that kept this task is gone, and whatever ran it went with that node: make the call again",
+            "createdAt": state.get("createdAt").cloned().unwrap_or_else(|| now_rfc3339().into()),
+            "lastUpdatedAt": now_rfc3339(),
+        });
+        if let Some(poll) = state.get("pollIntervalMs") {
+            failed["pollIntervalMs"] = poll.clone();
+        }
+        Some((ttl_ms, failed))
+    }
+
+    /// From now on, in a cluster, each 2026 task's record is kept in Redis at each change
+    /// of its status, in order, by one writer (see [`Gateway::left_behind`]). While Redis
+    /// is slow, at most `tasks.max` records wait; one past that is not kept (logged), and
+    /// the next change of that task's status writes a newer one.
+    pub(crate) fn keep_task_records(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let waiting = self.settings.config().tasks.max.max(1);
+        let (queue, mut records) = tokio::sync::mpsc::channel::<KeptTask>(waiting);
+        if self.tasks.kept.set(queue).is_err() {
+            return;
+        }
+        tokio::spawn(async move {
+            while let Some((id, record, left)) = records.recv().await {
+                if let Err(e) = cluster.keep_task(&id, &record, left).await {
+                    tracing::warn!("a task's record was not kept in the cluster's Redis: {e}");
+                }
+            }
+        });
     }
 }
 

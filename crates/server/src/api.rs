@@ -835,7 +835,8 @@ async fn task_get(
     axum::extract::Path(id): axum::extract::Path<String>,
     Query(q): Query<v1::TaskQuery>,
 ) -> Response {
-    if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
+    let keeper = front.gateway.task_node(&task_context(&caller), &id).await;
+    if let Some(node) = onward.keeper(&front, &caller, || keeper) {
         let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
         let kept = Kept::Task;
         return onward.send(&front, &node, &kept, &caller, axum::http::Method::GET, target, Default::default()).await;
@@ -856,7 +857,8 @@ async fn task_cancel(
     axum::extract::Path(id): axum::extract::Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Some(node) = onward.keeper(&front, &caller, || front.gateway.task_node(&task_context(&caller), &id)) {
+    let keeper = front.gateway.task_node(&task_context(&caller), &id).await;
+    if let Some(node) = onward.keeper(&front, &caller, || keeper) {
         let target = uri.path_and_query().map_or(uri.path(), |t| t.as_str());
         return onward.send(&front, &node, &Kept::Task, &caller, axum::http::Method::POST, target, body).await;
     }

@@ -267,3 +267,87 @@ fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
     let ids: Vec<&str> = listed["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
     assert_eq!(ids, vec![first.as_str()], "{reply}");
 }
+
+/// The task records kept in `cluster`'s Redis, as stored.
+fn kept_task_records(cluster: &Cluster) -> Vec<String> {
+    let redis = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &cluster.redis.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs (scripts/deps.sh installs it)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let names = redis(&["--scan", "--pattern", "mcpx:task:*"]);
+    names.lines().filter(|n| !n.is_empty()).map(|name| redis(&["GET", name])).collect()
+}
+
+/// Each 2026 task's record is kept in Redis at each change of its status: once the node
+/// that held the task dies, every other node answers for it from that record, to its
+/// caller only. A task that had ended reads as it ended, result included; one that was
+/// still running reads as failed, saying its node is gone, and cancelling it changes
+/// nothing. A record altered in Redis is not believed.
+#[test]
+fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record() {
+    let mut cluster = two_servers(&tag(), "2s");
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    // Long enough to be answered as a task, not with the call's own answer.
+    let short = json!({"server": "plain", "tool": "slow", "arguments": {"ms": 500}}).to_string();
+    let started = v1(&urls[0], "POST", "/v1/tasks", ALICE, Some(&short));
+    assert_eq!(started.status, 202, "{started}");
+    let done = started.json()["taskId"].as_str().unwrap().to_owned();
+    let ended_there = v1(&urls[0], "GET", &format!("/v1/tasks/{done}?waitMs=20000"), ALICE, None);
+    assert_eq!(ended_there.json()["status"], "completed", "{ended_there}");
+    let running = slow_v1_task(&urls[0], "plain");
+    assert_eq!(cluster.owner_of("plain", ":work"), Some(0));
+    let kept = mcpx_e2e::process::poll(PATIENCE, || {
+        let records = kept_task_records(&cluster);
+        (records.len() == 2 && records.iter().any(|r| r.contains("\"completed\""))).then_some(())
+    });
+    assert!(kept.is_some(), "the records never reached Redis: {:?}", kept_task_records(&cluster));
+    cluster.nodes[0].kill();
+
+    // Until node 0's announcement lapses a request for its tasks fails naming it; then
+    // the record answers, through each live node.
+    let path = format!("/v1/tasks/{done}");
+    let read = mcpx_e2e::process::poll(PATIENCE, || {
+        let reply = v1(&urls[1], "GET", &path, ALICE, None);
+        (reply.status == 200).then_some(reply)
+    })
+    .expect("the ended task was never answered again after its node died");
+    assert_eq!(read.json()["status"], "completed", "{read}");
+    assert_eq!(read.json()["result"]["structuredContent"], json!({"sleptMs": 500}), "{read}");
+    let modern = task_request(&urls[2], ALICE, "tasks/get", json!({"taskId": done}));
+    assert_eq!((&modern.result()["status"], &modern.result()["taskId"]), (&json!("completed"), &json!(done)));
+
+    let lost = v1(&urls[2], "GET", &format!("/v1/tasks/{running}"), ALICE, None);
+    assert_eq!((lost.status, &lost.json()["status"]), (200, &json!("failed")), "{lost}");
+    assert!(lost.json()["statusMessage"].as_str().unwrap_or_default().contains("is gone"), "{lost}");
+    let cancelled = v1(&urls[1], "POST", &format!("/v1/tasks/{running}/cancel"), ALICE, Some("{}"));
+    assert_eq!((cancelled.status, &cancelled.json()["status"]), (200, &json!("failed")), "{cancelled}");
+    let ack = task_request(&urls[1], ALICE, "tasks/cancel", json!({"taskId": running}));
+    assert_eq!(ack.result()["resultType"], "complete", "{ack}");
+
+    // Another token's holder finds nothing through any node.
+    for url in &urls[1..] {
+        assert_eq!(v1(url, "GET", &path, BOB, None).status, 404, "bob reads alice's task through {url}");
+        task_request(url, BOB, "tasks/get", json!({"taskId": done})).assert_error(200, -32602);
+    }
+
+    // Whoever else writes to Redis cannot make a node answer with a record of its own.
+    let record = kept_task_records(&cluster).into_iter().find(|r| r.contains("\"completed\"")).expect("a record");
+    let forged = record.trim_end().replace("\"sleptMs\":500", "\"sleptMs\":501");
+    assert_ne!(forged, record.trim_end(), "the result is in the record as it was answered");
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:task:*"])
+        .output()
+        .unwrap();
+    for name in String::from_utf8_lossy(&out.stdout).lines().filter(|n| !n.is_empty()) {
+        let set = std::process::Command::new("redis-cli")
+            .args(["-p", &cluster.redis.port.to_string(), "SET", name, &forged])
+            .status()
+            .unwrap();
+        assert!(set.success());
+    }
+    assert_eq!(v1(&urls[1], "GET", &path, ALICE, None).status, 404, "a forged record was believed");
+}
