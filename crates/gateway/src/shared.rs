@@ -288,6 +288,22 @@ return 1
     )
 });
 
+/// The next number of a counter, raised to a floor first when it is below it. KEYS: the
+/// counter. ARGV: the floor.
+static NEXT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local next = redis.call('INCR', KEYS[1])
+local floor = tonumber(ARGV[1])
+if next < floor then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return floor
+end
+return next
+",
+    )
+});
+
 /// Frees a lock only if it still holds the value written. KEYS: the lock. ARGV: the value.
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -368,6 +384,15 @@ impl mcpx_oauth::shared::SharedStore for Credentials {
             let mut invocation = UNLOCK.prepare_invoke();
             invocation.key(format!("mcpx:{name}")).arg(value);
             self.0.timed(invocation.invoke_async::<i64>(&mut redis)).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
+
+    fn next<'a>(&'a self, name: &'a str, floor: u64) -> mcpx_oauth::shared::Pending<'a, u64> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let mut invocation = NEXT.prepare_invoke();
+            invocation.key(format!("mcpx:{name}")).arg(floor);
+            self.0.timed(invocation.invoke_async::<u64>(&mut redis)).await.map_err(|e| e.to_string())
         })
     }
 }

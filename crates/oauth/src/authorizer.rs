@@ -310,12 +310,21 @@ impl Authorizer {
 
     /// Keeps `tokens` as `key`'s credential set, and in a cluster writes them to the shared
     /// store (with `lock`, only while this node holds the credential's lock) as a
-    /// generation newer than any this node has seen of it: the time in milliseconds, or
-    /// one past the newest seen when that is later (another node's clock ahead).
+    /// generation newer than any a node was given for it before: the store's counter,
+    /// raised first to the time in milliseconds or one past the newest this node has seen,
+    /// whichever is later, so no node's clock decides it. Only when the store cannot
+    /// answer is it that floor, as this node alone sees it.
     async fn keep(&self, key: &CredentialKey, mut tokens: Tokens, lock: Option<&str>) -> Result<(), OAuthError> {
         if let Some(shared) = self.inner.shared.get() {
             let seen = self.newest_seen(key, self.inner.store.tokens(key).as_ref());
-            tokens.generation = now_ms().max(seen.map_or(0, |s| s + 1));
+            let floor = now_ms().max(seen.map_or(0, |s| s + 1));
+            tokens.generation = match shared.store.next(&Shared::generation_name(key), floor).await {
+                Ok(generation) => generation.max(floor),
+                Err(e) => {
+                    tracing::debug!(server = key.server, "the cluster's credential store is unreachable: {e}");
+                    floor
+                }
+            };
             let lock_name = Shared::lock_name(key);
             let held = lock.map(|value| (lock_name.as_str(), value));
             match shared.store.put(&Shared::name(key), shared.seal(key, &tokens), held).await {
@@ -1139,5 +1148,68 @@ mod tests {
         );
         auth.registration_endpoint = None;
         assert_eq!(registration_for(&ServerOAuth::default(), None, &auth), Registration::Impossible);
+    }
+
+    /// A store that remembers what it is given and counts as Redis does.
+    #[derive(Default)]
+    struct Memory {
+        values: Mutex<HashMap<String, Vec<u8>>>,
+        counters: Mutex<HashMap<String, u64>>,
+    }
+
+    impl SharedStore for Memory {
+        fn get<'a>(&'a self, name: &'a str) -> crate::shared::Pending<'a, Option<Vec<u8>>> {
+            Box::pin(async move { Ok(self.values.lock().unwrap().get(name).cloned()) })
+        }
+        fn put<'a>(
+            &'a self,
+            name: &'a str,
+            value: Vec<u8>,
+            _: Option<(&'a str, &'a str)>,
+        ) -> crate::shared::Pending<'a, bool> {
+            Box::pin(async move {
+                self.values.lock().unwrap().insert(name.to_owned(), value);
+                Ok(true)
+            })
+        }
+        fn delete<'a>(&'a self, name: &'a str) -> crate::shared::Pending<'a, ()> {
+            Box::pin(async move {
+                self.values.lock().unwrap().remove(name);
+                Ok(())
+            })
+        }
+        fn lock<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> crate::shared::Pending<'a, bool> {
+            Box::pin(async { Ok(true) })
+        }
+        fn unlock<'a>(&'a self, _: &'a str, _: &'a str) -> crate::shared::Pending<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn next<'a>(&'a self, name: &'a str, floor: u64) -> crate::shared::Pending<'a, u64> {
+            Box::pin(async move {
+                let mut counters = self.counters.lock().unwrap();
+                let counter = counters.entry(name.to_owned()).or_default();
+                *counter = (*counter + 1).max(floor);
+                Ok(*counter)
+            })
+        }
+    }
+
+    /// A node whose clock is an hour behind the node that wrote the last set still writes
+    /// a newer generation: it comes from the store's counter, not from the node's clock
+    /// (else every node that saw the newer set would ignore this login).
+    #[tokio::test]
+    async fn a_set_written_by_a_node_whose_clock_is_behind_is_still_the_newest_generation() {
+        let dir = std::env::temp_dir().join(format!("mcpx-generation-{}", std::process::id()));
+        let authorizer = Authorizer::open(&dir, Settings::default()).unwrap();
+        let store = Arc::new(Memory::default());
+        authorizer.join_cluster(store.clone(), [3; 32]);
+        let key = CredentialKey::shared("docs");
+        let ahead = now_ms() + 3_600_000;
+        store.counters.lock().unwrap().insert(Shared::generation_name(&key), ahead);
+        authorizer.keep(&key, crate::store::tests::sample("https://docs/mcp"), None).await.unwrap();
+        let written = store.values.lock().unwrap()[&Shared::name(&key)].clone();
+        let opened = Shared::new(store.clone(), [3; 32]).open(&key, &written).expect("a sealed set");
+        assert!(opened.generation > ahead, "generation {} is not newer than {ahead}", opened.generation);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

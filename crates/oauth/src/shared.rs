@@ -35,6 +35,9 @@ pub trait SharedStore: Send + Sync {
     fn lock<'a>(&'a self, name: &'a str, value: &'a str, ttl: Duration) -> Pending<'a, bool>;
     /// Frees the lock `name` if it still holds `value`.
     fn unlock<'a>(&'a self, name: &'a str, value: &'a str) -> Pending<'a, ()>;
+    /// A number for `name` larger than every one any node was given for it before, and at
+    /// least `floor`: the store's counter, raised to `floor` first when it is below.
+    fn next<'a>(&'a self, name: &'a str, floor: u64) -> Pending<'a, u64>;
 }
 
 /// The cluster's store and the key its values are sealed with.
@@ -57,6 +60,11 @@ impl Shared {
     /// The lock a node holds while it spends `key`'s refresh token.
     pub fn lock_name(key: &CredentialKey) -> String {
         format!("oauth-lock:{}", digest(key))
+    }
+
+    /// The counter `key`'s credential sets take their generations from.
+    pub fn generation_name(key: &CredentialKey) -> String {
+        format!("oauth-generation:{}", digest(key))
     }
 
     pub fn seal(&self, key: &CredentialKey, tokens: &Tokens) -> Vec<u8> {
@@ -117,6 +125,9 @@ mod tests {
         }
         fn unlock<'a>(&'a self, _: &'a str, _: &'a str) -> Pending<'a, ()> {
             Box::pin(async { Ok(()) })
+        }
+        fn next<'a>(&'a self, _: &'a str, floor: u64) -> Pending<'a, u64> {
+            Box::pin(async move { Ok(floor) })
         }
     }
 

@@ -860,6 +860,18 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&value.stdout).contains("secret"), "a token in the clear in Redis");
+    // The login and the refresh each took their generation from one counter in Redis.
+    let counter = std::process::Command::new("redis-cli")
+        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:oauth-generation:*"])
+        .output()
+        .unwrap();
+    let counter = String::from_utf8_lossy(&counter.stdout).trim().to_owned();
+    let count = std::process::Command::new("redis-cli")
+        .args(["-p", &cluster.redis.port.to_string(), "GET", &counter])
+        .output()
+        .unwrap();
+    let count: u64 = String::from_utf8_lossy(&count.stdout).trim().parse().unwrap_or_else(|_| panic!("{counter:?}"));
+    assert!(count > 1_700_000_000_000, "the generation counter starts at the time in ms: {count}");
 
     // Whoever writes to Redis plants a credential of its own: no node uses it (nor the
     // endpoints it names); the next call needs a login again.
