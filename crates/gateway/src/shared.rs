@@ -304,6 +304,19 @@ return next
     )
 });
 
+/// Writes a value and starts its counter, only if neither exists. KEYS: the value, the
+/// counter. ARGV: the value, the counter's first number.
+static PUT_FIRST: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+",
+    )
+});
+
 /// Frees a lock only if it still holds the value written. KEYS: the lock. ARGV: the value.
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -393,6 +406,22 @@ impl mcpx_oauth::shared::SharedStore for Credentials {
             let mut invocation = NEXT.prepare_invoke();
             invocation.key(format!("mcpx:{name}")).arg(floor);
             self.0.timed(invocation.invoke_async::<u64>(&mut redis)).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn put_first<'a>(
+        &'a self,
+        name: &'a str,
+        counter: &'a str,
+        value: Vec<u8>,
+        first: u64,
+    ) -> mcpx_oauth::shared::Pending<'a, bool> {
+        Box::pin(async move {
+            let mut redis = self.0.redis.clone();
+            let mut invocation = PUT_FIRST.prepare_invoke();
+            invocation.key(format!("mcpx:{name}")).key(format!("mcpx:{counter}")).arg(value).arg(first);
+            let written = self.0.timed(invocation.invoke_async::<i64>(&mut redis)).await;
+            written.map(|w| w == 1).map_err(|e| e.to_string())
         })
     }
 }

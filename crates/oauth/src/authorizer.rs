@@ -242,7 +242,49 @@ impl Authorizer {
     /// From now on, credential sets live in `store`, which every node of this daemon's
     /// cluster shares, sealed with `key` (32 bytes derived from the cluster's secret).
     pub fn join_cluster(&self, store: Arc<dyn SharedStore>, key: [u8; 32]) {
-        let _ = self.inner.shared.set(Shared::new(store, key));
+        if self.inner.shared.set(Shared::new(store, key)).is_err() {
+            return;
+        }
+        // Logins made before this node joined: offered to the others at once (a first pull
+        // of each offers it too, so no request finds it missing meanwhile).
+        let before: Vec<(CredentialKey, Tokens)> =
+            self.inner.store.all_tokens().into_iter().filter(|(_, tokens)| tokens.generation == 0).collect();
+        if before.is_empty() {
+            return;
+        }
+        let authorizer = self.clone();
+        tokio::spawn(async move {
+            for (key, tokens) in before {
+                authorizer.offer(&key, tokens).await;
+            }
+        });
+    }
+
+    /// Offers `tokens`, a set this node kept before it joined its cluster (generation 0),
+    /// to the cluster's store as `key`'s first: written (and kept here as written) only if
+    /// no node of the cluster ever wrote a set of that credential, so a login logged out
+    /// through another node meanwhile never comes back this way. Whether it was.
+    async fn offer(&self, key: &CredentialKey, tokens: Tokens) -> bool {
+        let Some(shared) = self.inner.shared.get() else { return false };
+        let tokens = Tokens { generation: now_ms(), ..tokens };
+        let (name, counter) = (Shared::name(key), Shared::generation_name(key));
+        match shared.store.put_first(&name, &counter, shared.seal(key, &tokens), tokens.generation).await {
+            Ok(true) => {
+                tracing::info!(
+                    server = key.server,
+                    "a login made before this node joined its cluster now serves every node"
+                );
+                if let Err(e) = self.inner.store.put_tokens(key, tokens) {
+                    tracing::warn!(server = key.server, "could not keep a shared credential on disk: {e}");
+                }
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::debug!(server = key.server, "the cluster's credential store is unreachable: {e}");
+                false
+            }
+        }
     }
 
     /// In a cluster, takes `key`'s credential set from the shared store into this node's
@@ -285,8 +327,12 @@ impl Authorizer {
                 Ok(())
             }
             Some(tokens) => self.inner.store.put_tokens(key, tokens),
-            None if local.is_some() => self.inner.store.forget_tokens(key).map(|_| ()),
-            None => Ok(()),
+            None => match local {
+                // A login made before this node joined its cluster, if no node ever wrote one.
+                Some(local) if local.generation == 0 && self.offer(key, local.clone()).await => Ok(()),
+                Some(_) => self.inner.store.forget_tokens(key).map(|_| ()),
+                None => Ok(()),
+            },
         };
         if let Err(e) = outcome {
             tracing::warn!(server = key.server, "could not keep a shared credential on disk: {e}");
@@ -1183,6 +1229,9 @@ mod tests {
         }
         fn unlock<'a>(&'a self, _: &'a str, _: &'a str) -> crate::shared::Pending<'a, ()> {
             Box::pin(async { Ok(()) })
+        }
+        fn put_first<'a>(&'a self, _: &'a str, _: &'a str, _: Vec<u8>, _: u64) -> crate::shared::Pending<'a, bool> {
+            Box::pin(async { Ok(false) })
         }
         fn next<'a>(&'a self, name: &'a str, floor: u64) -> crate::shared::Pending<'a, u64> {
             Box::pin(async move {

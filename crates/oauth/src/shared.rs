@@ -38,6 +38,9 @@ pub trait SharedStore: Send + Sync {
     /// A number for `name` larger than every one any node was given for it before, and at
     /// least `floor`: the store's counter, raised to `floor` first when it is below.
     fn next<'a>(&'a self, name: &'a str, floor: u64) -> Pending<'a, u64>;
+    /// Writes `value` under `name` and starts the counter `counter` at `first`, only if
+    /// neither exists (nothing was ever written under that counter): whether it was.
+    fn put_first<'a>(&'a self, name: &'a str, counter: &'a str, value: Vec<u8>, first: u64) -> Pending<'a, bool>;
 }
 
 /// The cluster's store and the key its values are sealed with.
@@ -128,6 +131,9 @@ mod tests {
         }
         fn next<'a>(&'a self, _: &'a str, floor: u64) -> Pending<'a, u64> {
             Box::pin(async move { Ok(floor) })
+        }
+        fn put_first<'a>(&'a self, _: &'a str, _: &'a str, _: Vec<u8>, _: u64) -> Pending<'a, bool> {
+            Box::pin(async { Ok(false) })
         }
     }
 

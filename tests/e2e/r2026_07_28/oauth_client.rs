@@ -975,3 +975,70 @@ fn in_a_cluster_a_slow_authorization_server_never_sees_one_refresh_token_twice()
     }
     assert_eq!(docs.seen(|s| s.grants.clone()), ["authorization_code", "refresh_token"], "refreshed once");
 }
+
+/// A daemon that logged in before it joined a cluster keeps its login there, and every
+/// node uses it: the node offers it to the cluster as the credential's first set. Offered
+/// only while no node of the cluster ever wrote a set of that credential: a daemon that
+/// logged in alone and joins after the cluster's login was logged out does not bring a
+/// login back.
+#[test]
+fn a_login_made_before_a_node_joined_the_cluster_serves_every_node_unless_one_was_logged_out() {
+    use mcpx_e2e::cluster::{Redis, SECRET};
+    let docs = Protected::start(Mode::Protected, 3600);
+    let servers = json!({ "docs": { "url": docs.url(), "scope": "session" } });
+    // Two daemons log in on their own, before any cluster.
+    let alone = || {
+        let mut daemon = Daemon::start_in(mcpx_e2e::Home::new(&json!({ "mcpServers": servers })), &[]);
+        let (id, url) = begin(&daemon, "docs");
+        assert_eq!(open_in_browser(&url).0, 200);
+        assert_eq!(wait(&daemon, &id)["status"], "done");
+        daemon.stop();
+        daemon
+    };
+    let (mut first, mut late) = (alone(), alone());
+
+    let redis = Redis::start();
+    let node = |i: usize| {
+        json!({
+            "mcpServers": servers,
+            "cluster": {"redis": redis.url(), "secret": SECRET, "nodeId": format!("n{i}"), "leaseTtl": "3s"},
+        })
+    };
+    std::fs::write(first.home().config_path(), node(1).to_string()).unwrap();
+    first.restart();
+    let mut second = Daemon::start_in(mcpx_e2e::Home::new(&node(2)), &[]);
+    let keys = |pattern: &str| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "--scan", "--pattern", pattern])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).count()
+    };
+    let offered = mcpx_e2e::poll(Duration::from_secs(10), || (keys("mcpx:oauth:*") == 1).then_some(()));
+    assert!(offered.is_some(), "the login made before the cluster never reached Redis");
+    let state = |daemon: &Daemon| daemon.home().cli(&["auth", "ls", "--json"]).json()["servers"][0]["state"].clone();
+    assert_eq!(state(&second), "loggedIn", "the other node does not see the login");
+    let call = |daemon: &Daemon, session: &str| {
+        Modern::mcpx_call("docs", "whoami", json!({})).session(session).send(daemon.url())
+    };
+    assert_eq!(call(&second, "s2").structured_or_text(), "ok", "through the other node");
+    assert_eq!(call(&first, "s1").structured_or_text(), "ok", "through the node that logged in");
+
+    // Logged out through node 2; then the daemon that logged in alone joins.
+    second.home().cli(&["auth", "logout", "docs", "--json"]).assert_code(0);
+    assert_eq!(keys("mcpx:oauth:*"), 0, "the logout left the credential in Redis");
+    assert_ne!(state(&first), "loggedIn", "node 1 did not hear of the logout");
+    std::fs::write(late.home().config_path(), node(3).to_string()).unwrap();
+    late.restart();
+    let before = docs.seen(|s| s.mcp.len());
+    for (daemon, session) in [(&late, "s3"), (&second, "s4"), (&first, "s5")] {
+        let reply = call(daemon, session);
+        assert!(reply.to_string().contains("mcpx auth login docs"), "a login came back ({session}): {reply}");
+    }
+    assert_eq!(keys("mcpx:oauth:*"), 0, "the late daemon's login was put in Redis");
+    let sent = docs.seen(|s| s.mcp[before..].to_vec());
+    assert!(sent.iter().all(Option::is_none), "a bearer after the logout: {sent:?}");
+    for daemon in [&mut first, &mut second, &mut late] {
+        daemon.stop();
+    }
+}
