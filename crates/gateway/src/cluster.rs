@@ -103,9 +103,10 @@ pub struct NodeRequest {
     pub meta: Option<serde_json::Map<String, serde_json::Value>>,
     /// The instance the request is for, as the sending node keyed it.
     pub owner: Owner,
-    /// The session label the caller named, if it named one.
+    /// The caller's session, if it has one: what the owner's upstream is told of it (its
+    /// invocation context's `sessionId`) is the same as where the caller landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
+    pub session: Option<crate::identity::Session>,
     pub call_id: String,
     /// What the caller's host attested over its stdio, where the upstream gets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

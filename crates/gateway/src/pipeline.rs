@@ -225,6 +225,8 @@ impl Gateway {
             Ok(lease) => lease,
             Err(Error::Elsewhere(owner)) if !ctx.relayed && cluster::RELAYED.contains(&method) => {
                 let (node, key) = *owner;
+                // Journaled as reaching that instance, as a call answered here would be.
+                ctx.reached.set(key.clone());
                 return Box::pin(self.relay(ctx, node, key, method, params, caller_meta)).await.map_err(|e| (e, None));
             }
             Err(e) => return Err((e, None)),

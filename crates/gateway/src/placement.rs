@@ -17,12 +17,14 @@
 //! as an unknown task.
 
 use mcpx_protocol::Revision;
+use mcpx_upstream::Meter as _;
 use serde_json::{Map, Value};
 
 use crate::asking::LOGIN_KEY;
 use crate::cluster::{Kept, Node, NodeRequest, RELAYED};
 use crate::error::Error;
-use crate::identity::{Identity, Principal, Session, Source};
+use crate::identity::{Identity, Principal, Source};
+use crate::journal::json_len;
 use crate::scope::InstanceKey;
 use crate::tools::CALL;
 use crate::{CallContext, Gateway, ask, held, roots, tasks};
@@ -109,13 +111,23 @@ impl Gateway {
             meta,
             owner: key.owner,
             server: key.server,
-            session: ctx.identity.session_label().map(str::to_owned),
+            session: ctx.identity.session.clone(),
             call_id: ctx.call_id.clone(),
             host: ctx.identity.host.clone(),
         };
         // The owner's answer is one upstream message, with the bound every one has.
         let limit = self.settings.config().limits.max_line_bytes;
-        relay.send(&node, &ctx.identity.principal, &request, limit).await
+        // What went to the owner and came back, where the journal keeps a call's sizes.
+        let measured = self.journal_keeps().is_some();
+        if measured {
+            let meta = request.meta.as_ref().map_or(0, |m| json_len(&Value::Object(m.clone())));
+            ctx.reached.sent(usize::try_from(json_len(&request.params) + meta).unwrap_or_default());
+        }
+        let answer = relay.send(&node, &ctx.identity.principal, &request, limit).await;
+        if let (true, Ok(result)) = (measured, &answer) {
+            ctx.reached.received(usize::try_from(json_len(result)).unwrap_or_default());
+        }
+        answer
     }
 
     /// Answers a request another node of the cluster relayed to this one, the owner of
@@ -134,7 +146,7 @@ impl Gateway {
             )));
         }
         let identity = Identity {
-            session: request.session.map(Session::Named),
+            session: request.session,
             cwd: None,
             pid: None,
             principal,
@@ -171,7 +183,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::identity::SessionKey;
+    use crate::identity::{Session, SessionKey};
     use crate::scope::Owner;
     use crate::settings::Settings;
 
@@ -190,7 +202,7 @@ mod tests {
             params: json!({"name": "whoami", "arguments": {}}),
             meta: None,
             owner,
-            session: Some("work".into()),
+            session: Some(Session::Named("work".into())),
             call_id: "c1".into(),
             host: None,
         }

@@ -9,6 +9,7 @@ mod capabilities;
 mod clashes;
 mod cli;
 mod cluster;
+mod cluster_relay;
 mod cluster_shared;
 mod cluster_tasks;
 mod config_watch;

@@ -1,0 +1,67 @@
+//! A call relayed to the node that owns its instance (a handshake-era session's, here) is
+//! the same call as one answered where it landed: the upstream is told the same
+//! invocation context, and the relaying node journals it as reaching that instance.
+
+use std::time::Duration;
+
+use mcpx_e2e::client::Modern;
+use mcpx_e2e::cluster::Cluster;
+use mcpx_e2e::{Daemon, LegacySession, fakemcp, poll, tag};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-token-relay";
+
+/// The `tools/call` records `node` journaled (newest first), once it holds at least `n`.
+fn calls(node: &Daemon, n: usize) -> Vec<Value> {
+    let read = || {
+        let reply = node.home().v1("GET", "/v1/log?limit=100", None);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let records = reply.json()["records"].as_array().cloned().unwrap_or_default();
+        records.into_iter().filter(|r| r["method"] == "tools/call").collect::<Vec<_>>()
+    };
+    poll(Duration::from_secs(15), || Some(read()).filter(|r| r.len() >= n))
+        .unwrap_or_else(|| panic!("node never journaled {n} calls: {:#?}", read()))
+}
+
+#[test]
+fn a_relayed_legacy_call_is_told_its_session_and_journaled_with_the_instance_it_reached() {
+    let tag = tag();
+    let cluster = Cluster::start(
+        json!({"shared": fakemcp("global", &tag, &[])}),
+        "60s",
+        json!({"http": {"tokens": {"alice": ALICE}}}),
+    );
+    let nodes = &cluster.nodes;
+    let bearer = format!("Bearer {ALICE}");
+    // Node 0 takes the global instance.
+    let first = Modern::mcpx_call("shared", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    assert_eq!(cluster.owner_of("shared", "global"), Some(0));
+
+    // The same call from a handshake-era session held by node 0 (answered there) and by
+    // node 1 (relayed to node 0).
+    let meta_through = |node: &Daemon| {
+        let session = LegacySession::open_as(node.url(), "2025-11-25", &[("Authorization", &bearer)]);
+        let reply = session.mcpx_call("shared", "meta", json!({}));
+        reply.structured()["meta"]["dev.mcpx/invocation"].clone()
+    };
+    let (here, relayed) = (meta_through(&nodes[0]), meta_through(&nodes[1]));
+    assert!(here["sessionId"].as_str().is_some_and(|s| s.starts_with("mcpx-")), "{here}");
+    assert!(
+        relayed["sessionId"].as_str().is_some_and(|s| s.starts_with("mcpx-") && s != here["sessionId"]),
+        "a relayed call from a legacy session is told its own session: {relayed} / {here}"
+    );
+    for field in ["scope", "clientId"] {
+        assert_eq!(relayed[field], here[field], "{field}: {relayed} / {here}");
+    }
+
+    // Node 1 journals its relayed call as reaching node 0's instance, with its traffic.
+    let owner = calls(&nodes[0], 2);
+    let relaying = calls(&nodes[1], 1);
+    let (direct, via) = (&owner[0], &relaying[0]);
+    assert_eq!(via["instance"], direct["instance"], "{via} / {direct}");
+    assert_eq!(via["server"], json!("shared"), "{via}");
+    assert_eq!(via["name"], direct["name"], "{via} / {direct}");
+    assert!(via["bytesIn"].as_i64().unwrap_or_default() > 0, "{via}");
+    assert!(via["bytesOut"].as_i64().unwrap_or_default() > 0, "{via}");
+}
