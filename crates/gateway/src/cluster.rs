@@ -108,6 +108,10 @@ pub struct NodeRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<crate::identity::Session>,
     pub call_id: String,
+    /// Where the caller works, for an instance keyed by a directory it named (its roots):
+    /// where the owner starts that instance, as it would start where the caller landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
     /// What the caller's host attested over its stdio, where the upstream gets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<serde_json::Map<String, serde_json::Value>>,

@@ -105,6 +105,7 @@ impl Gateway {
         let Some(relay) = self.relay.get() else {
             return Err(Error::Elsewhere(Box::new((node, key))));
         };
+        let cwd = key.owner.named_place().and(ctx.identity.cwd.clone());
         let request = NodeRequest {
             method: method.to_owned(),
             params,
@@ -113,6 +114,7 @@ impl Gateway {
             server: key.server,
             session: ctx.identity.session.clone(),
             call_id: ctx.call_id.clone(),
+            cwd,
             host: ctx.identity.host.clone(),
         };
         // The owner's answer is one upstream message, with the bound every one has.
@@ -133,13 +135,15 @@ impl Gateway {
     /// Answers a request another node of the cluster relayed to this one, the owner of
     /// its instance, for `principal` (whom that node vouched for). It goes to exactly the
     /// instance the sending node keyed, only if that is one `principal` may use (a key
-    /// names its principal, so no relay reaches another principal's instance), and no
+    /// names its principal, so no relay reaches another principal's instance; a directory
+    /// a caller named over the network keys the instance of whoever names it), and no
     /// further: if this node no longer owns the key, the request fails here.
     pub async fn relayed(&self, principal: Principal, request: NodeRequest) -> Result<Value, Error> {
         if !RELAYED.contains(&request.method.as_str()) {
             return Err(Error::NoMethod(request.method));
         }
-        if !request.owner.is_visible_to(&principal) {
+        let named = request.owner.named_place().is_some();
+        if !named && !request.owner.is_visible_to(&principal) {
             return Err(Error::params(format!(
                 "the instance of {:?} named is not one the calling principal may use",
                 request.server
@@ -147,7 +151,7 @@ impl Gateway {
         }
         let identity = Identity {
             session: request.session,
-            cwd: None,
+            cwd: request.cwd.filter(|_| named),
             pid: None,
             principal,
             source: Source::Transport,
@@ -204,6 +208,7 @@ mod tests {
             owner,
             session: Some(Session::Named("work".into())),
             call_id: "c1".into(),
+            cwd: None,
             host: None,
         }
     }
@@ -224,5 +229,32 @@ mod tests {
         assert!(matches!(refused, Error::NoMethod(_)), "{refused}");
         assert!(gateway.instances().is_empty(), "an instance started");
         std::fs::remove_file(file).unwrap();
+    }
+
+    /// A directory a caller named over the network (its roots) keys the instance of
+    /// whoever names it, whatever its principal: a relay for one reaches it, and starts it
+    /// where the caller works, as the node the caller landed on would have.
+    #[tokio::test]
+    async fn a_relayed_request_for_a_named_directorys_instance_starts_it_where_the_caller_works() {
+        let dir = std::env::temp_dir().join(format!("mcpx-placement-{}", crate::context::new_call_id()));
+        let work = dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let marker = dir.join("started-in");
+        // No MCP server: it says where it started, and its handshake fails.
+        let config = json!({"mcpServers": {"here": {
+            "command": "/bin/sh", "args": ["-c", format!("pwd > '{}'", marker.display())], "scope": "cwd"
+        }}});
+        let file = dir.join("mcpx.json");
+        std::fs::write(&file, config.to_string()).unwrap();
+        let gateway = Gateway::new(Settings::load(Some(file)).unwrap());
+        let owner = Owner::Cwd(crate::scope::Place { path: work.clone(), node: None });
+        let request = NodeRequest { server: "here".into(), cwd: Some(work.clone()), ..request(owner, "tools/call") };
+        let answer = gateway.relayed(Principal::Token("alice".into()), request).await;
+        if let Err(e) = &answer {
+            assert!(!e.to_string().contains("not one the calling principal may use"), "{e}");
+        }
+        let started = std::fs::read_to_string(&marker).expect("the instance started");
+        assert_eq!(std::path::Path::new(started.trim()), work.canonicalize().unwrap(), "where it started");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -147,6 +147,17 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// The directory a caller named over the network (its roots) that this key is for:
+    /// every principal naming it shares the instance. `None` for any other key.
+    pub fn named_place(&self) -> Option<&Place> {
+        match self {
+            Owner::Cwd(place) | Owner::Repo(place) | Owner::Worktree(place) => place.node.is_none().then_some(place),
+            _ => None,
+        }
+    }
+}
+
 impl InstanceKey {
     /// Whether the instance lives only as long as one call.
     pub fn is_per_call(&self) -> bool {
