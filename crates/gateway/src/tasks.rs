@@ -1396,10 +1396,21 @@ impl Gateway {
     /// Redis, once that node no longer holds it (it died, stopped or restarted): its ttl
     /// and its state. A task that had ended, as it ended; one that had not, failed, since
     /// whatever ran it went with that node. `None` outside a cluster, for an id that is
-    /// not this caller's, and for a task no node kept (or whose ttl passed).
+    /// not this caller's, for a task another live node (or one Redis cannot tell is gone)
+    /// keeps, and for a task no node kept (or whose ttl passed).
     pub(crate) async fn left_behind(&self, ctx: &CallContext, id: &str) -> Option<(u64, Value)> {
         let cluster = self.instances.cluster.get()?;
         self.asks.open_task(id, ctx)?;
+        // Only for a node that is gone (or this one, which has forgotten it): a request
+        // answered here without being forwarded (a caller on this node's socket, one
+        // forwarded here) may name a task another node still runs, and whoever is told
+        // that it failed would make the call again. Unsure (Redis down) is not gone.
+        let kept_by = self.asks.task_node(id, ctx).filter(|node| node.id != cluster.node());
+        if let Some(node) = kept_by
+            && !matches!(cluster.is_live(&node).await, Ok(false))
+        {
+            return None;
+        }
         let record = match cluster.kept_task(id).await {
             Ok(record) => record?,
             Err(e) => {

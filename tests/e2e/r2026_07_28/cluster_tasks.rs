@@ -351,3 +351,27 @@ fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record()
     }
     assert_eq!(v1(&urls[1], "GET", &path, ALICE, None).status, 404, "a forged record was believed");
 }
+
+/// A task still running on a live node is never answered from its record: the local user
+/// (no tokens, so the same caller over TCP and over a node's socket) who started it through
+/// node 0 and asks through node 1's socket, which forwards nothing, gets what such a caller
+/// gets for another node's task (404), not `failed`, which would have it make the call
+/// again while the first one runs.
+#[test]
+fn a_task_running_on_a_live_node_is_not_answered_as_failed_from_its_record() {
+    let cluster = Cluster::start(json!({"plain": fakemcp("global", &tag(), &[])}), "60s", json!({}));
+    let url = cluster.nodes[0].url();
+    let headers = [("Content-Type", "application/json"), ("X-Mcpx-Session", "work")];
+    let slow = json!({"server": "plain", "tool": "slow", "arguments": {"ms": 600_000}}).to_string();
+    let started = plain("POST", &format!("{}/v1/tasks", base_url(url)), &headers, Some(&slow));
+    assert_eq!(started.status, 202, "{started}");
+    let id = started.json()["taskId"].as_str().unwrap().to_owned();
+    let kept = mcpx_e2e::process::poll(PATIENCE, || (!kept_task_records(&cluster).is_empty()).then_some(()));
+    assert!(kept.is_some(), "the record never reached Redis");
+
+    let path = format!("/v1/tasks/{id}");
+    let through_socket = cluster.nodes[1].home().v1_as("GET", &path, None, "work");
+    assert_eq!(through_socket.status, 404, "a running task read as: {}", through_socket.body);
+    let there = plain("GET", &format!("{}{path}", base_url(url)), &headers, None);
+    assert_eq!((there.status, &there.json()["status"]), (200, &json!("working")), "{there}");
+}
