@@ -224,13 +224,20 @@ async fn relayed(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,
     onward: Onward,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Response {
-    // Before the body is read as anything: what a caller names here does not matter.
+    // Before the body is read at all: what a caller names here does not matter, and a
+    // body extracted as bytes would be read first, whatever its size.
     if !onward.forwarded {
         let e = RpcError::invalid_request("only another node of this daemon's cluster may send this request");
         return (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&e))).into_response();
     }
+    // Admission read a node's body already, within http.maxBodyBytes.
+    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        let e = RpcError::invalid_request("request body exceeds http.maxBodyBytes");
+        return (StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response();
+    };
     let request = match serde_json::from_slice::<mcpx_gateway::cluster::NodeRequest>(&body) {
         Ok(request) => request,
         Err(e) => return error(&RpcError::invalid_params(format!("not a relayed request: {e}"))),

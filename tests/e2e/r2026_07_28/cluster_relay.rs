@@ -1,12 +1,15 @@
 //! A call relayed to the node that owns its instance (a handshake-era session's, here) is
 //! the same call as one answered where it landed: the upstream is told the same
 //! invocation context, and the relaying node journals it as reaching that instance.
+//! The relay route itself is a node's only: anyone else is refused before its body.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use mcpx_e2e::client::Modern;
 use mcpx_e2e::cluster::Cluster;
-use mcpx_e2e::{Daemon, LegacySession, fakemcp, poll, tag};
+use mcpx_e2e::{Daemon, LegacySession, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-token-relay";
@@ -64,4 +67,29 @@ fn a_relayed_legacy_call_is_told_its_session_and_journaled_with_the_instance_it_
     assert_eq!(via["name"], direct["name"], "{via} / {direct}");
     assert!(via["bytesIn"].as_i64().unwrap_or_default() > 0, "{via}");
     assert!(via["bytesOut"].as_i64().unwrap_or_default() > 0, "{via}");
+}
+
+/// A token holder's request to the node-to-node relay route is refused before its body is
+/// read: a body declared a gigabyte long, of which a kilobyte is sent, gets its 403 at
+/// once, instead of the node waiting for (and holding) the rest.
+#[test]
+fn the_relay_route_refuses_a_caller_before_reading_its_body() {
+    let daemon = Daemon::start(&{
+        let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+        cfg["http"] = json!({"tokens": {"alice": ALICE}});
+        cfg
+    });
+    let port: u16 = daemon.url().rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let head = format!(
+        "POST /v1/cluster/relay HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ALICE}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&[b' '; 1024]).unwrap();
+    let mut got = [0u8; 64];
+    let n = stream.read(&mut got).unwrap_or_else(|e| panic!("no answer before the body came: {e}"));
+    let text = String::from_utf8_lossy(&got[..n]);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
 }
