@@ -94,6 +94,12 @@ pub async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: 
         return refuse(path, StatusCode::UNSUPPORTED_MEDIA_TYPE, &why);
     }
     request.extensions_mut().insert(Admitted(transport));
+    // A `/v1` handler reads its body whole (`/mcp` reads its own within the limit): a
+    // body that grows past http.maxBodyBytes fails there, as 413.
+    if request.uri().path().starts_with("/v1/") {
+        let limit = config.http.max_body_bytes;
+        request = request.map(|body| axum::body::Body::new(http_body_util::Limited::new(body, limit)));
+    }
     next.run(request).await
 }
 

@@ -552,7 +552,13 @@ impl<T: RequestBody, S: Send + Sync> FromRequest<S> for Body<T> {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &S) -> Result<Body<T>, Response> {
-        let bytes = axum::body::Bytes::from_request(request, state).await.map_err(IntoResponse::into_response)?;
+        let bytes = axum::body::Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() != StatusCode::PAYLOAD_TOO_LARGE {
+                return rejection.into_response();
+            }
+            let error = RpcError::invalid_request("request body exceeds http.maxBodyBytes");
+            (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(ErrorBody::from(&error))).into_response()
+        })?;
         serde_json::from_slice(&bytes).map(Body).map_err(|e| {
             let error = match e.classify() {
                 serde_json::error::Category::Data => {

@@ -254,6 +254,28 @@ fn a_body_over_the_configured_limit_is_413() {
     assert_serving(daemon.url());
 }
 
+/// The limit holds for the `/v1` API too: a `/v1` body over `http.maxBodyBytes` is 413
+/// with the API's error object, and one under it is served.
+#[test]
+fn a_v1_body_over_the_configured_limit_is_413() {
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["http"] = json!({"maxBodyBytes": 4096, "tokens": {"ci": "ci-token-0123456789abcdef"}});
+    let daemon = Daemon::start(&cfg);
+    let url = format!("{}/v1/call", client::base_url(daemon.url()));
+    let headers = [("Authorization", "Bearer ci-token-0123456789abcdef"), ("Content-Type", "application/json")];
+    let call = |pad: usize| {
+        let body = json!({"server": "up", "tool": "echo", "arguments": {"pad": "x".repeat(pad)}}).to_string();
+        client::plain("POST", &url, &headers, Some(&body))
+    };
+    let small = call(1000);
+    assert_eq!(small.status, 200, "{}", small.body);
+    let huge = call(64 * 1024);
+    let told = &huge.body[..huge.body.len().min(300)];
+    assert_eq!(huge.status, 413, "a 64 KiB /v1 body over a 4 KiB limit must get 413: {told}");
+    assert!(huge.json()["error"]["message"].as_str().unwrap_or_default().contains("http.maxBodyBytes"), "{told}");
+    assert_eq!(call(1000).status, 200, "the daemon serves on");
+}
+
 /// Unknown methods, and legacy-only methods sent modern-style, are 404 + -32601.
 #[test]
 fn an_unknown_method_is_404_method_not_found() {
