@@ -227,7 +227,9 @@ impl Gateway {
                 let (node, key) = *owner;
                 // Journaled as reaching that instance, as a call answered here would be.
                 ctx.reached.set(key.clone());
-                return Box::pin(self.relay(ctx, node, key, method, params, caller_meta)).await.map_err(|e| (e, None));
+                return Box::pin(self.relay_call(ctx, node, key, method, params, caller_meta))
+                    .await
+                    .map_err(|e| (e, None));
             }
             Err(e) => return Err((e, None)),
         };

@@ -91,6 +91,35 @@ impl Gateway {
         }
     }
 
+    /// Relays a request another node owns the instance of to that node (see
+    /// [`Gateway::relay`]). A 2025-11-25 caller's task-augmented call is a task mcpx runs
+    /// here, where the caller's session follows it, sending the owner the plain call: the
+    /// owner answers a relayed request as a call, and its tasks are not the session's.
+    pub(crate) async fn relay_call(
+        &self,
+        ctx: &CallContext,
+        node: Node,
+        key: InstanceKey,
+        method: &str,
+        mut params: Value,
+        meta: Option<Map<String, Value>>,
+    ) -> Result<Value, Error> {
+        let legacy_task = ctx.revision.era() == mcpx_protocol::Era::Legacy
+            && method == "tools/call"
+            && params.get("task").is_some_and(Value::is_object);
+        if !legacy_task {
+            return self.relay(ctx, node, key, method, params, meta).await;
+        }
+        let asked = params.pointer("/task/ttl").and_then(Value::as_u64);
+        params.as_object_mut().map(|p| p.remove("task"));
+        let gateway = self.shared()?;
+        // Nobody can answer the call's questions once it runs as a task.
+        let quiet = ctx.clone().with_listener(None);
+        let at = key.clone();
+        let call = async move { gateway.relay(&quiet, node, at, "tools/call", params, meta).await };
+        self.run_task(ctx, key, asked, call)
+    }
+
     /// Relays a request another node owns the instance of (see [`NodeRequest`]) to that
     /// node, and returns its answer.
     pub(crate) async fn relay(

@@ -93,3 +93,38 @@ fn the_relay_route_refuses_a_caller_before_reading_its_body() {
     let text = String::from_utf8_lossy(&got[..n]);
     assert!(text.starts_with("HTTP/1.1 403"), "{text}");
 }
+
+/// A handshake-era session's task-augmented call whose instance another node owns is a
+/// task of the session, as on the node that owns it: its `tasks/get` and `tasks/result`
+/// inside the session reach it.
+#[test]
+fn a_relayed_legacy_task_call_is_a_task_of_the_session() {
+    let tag = tag();
+    let cluster = Cluster::start(
+        json!({"plain": fakemcp("global", &tag, &["--era", "legacy"])}),
+        "60s",
+        json!({"http": {"tokens": {"alice": ALICE}}}),
+    );
+    let nodes = &cluster.nodes;
+    let bearer = format!("Bearer {ALICE}");
+    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    assert_eq!(cluster.owner_of("plain", "global"), Some(0));
+
+    for node in &nodes[..2] {
+        let session = LegacySession::open_as(node.url(), "2025-11-25", &[("Authorization", &bearer)]);
+        let params = json!({"name": "mcpx_call", "arguments": {"server": "plain", "tool": "whoami", "arguments": {}},
+            "task": {"ttl": 60_000}});
+        let created = session.request("tools/call", params);
+        let id = created.result()["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {created}")).to_owned();
+        let ended = poll(Duration::from_secs(30), || {
+            let got = session.request("tasks/get", json!({"taskId": id}));
+            let status = got.result()["status"].as_str().unwrap_or_default().to_owned();
+            (status != "working").then_some(got)
+        })
+        .expect("the task never ended");
+        assert_eq!(ended.result()["status"], "completed", "{ended}");
+        let result = session.request("tasks/result", json!({"taskId": id}));
+        assert!(result.result()["structuredContent"]["instance"].is_string(), "{result}");
+    }
+}
