@@ -385,13 +385,15 @@ impl Tasks {
     /// for the rest of its ttl. A full queue (Redis slow or down) drops it, logged.
     fn keep_in_cluster(&self, id: &str) {
         let Some(queue) = self.kept.get() else { return };
-        let record = {
-            let tasks = self.lock();
-            let Some(entry) = tasks.get(id).filter(|e| e.era == Era::Modern) else { return };
-            let left = entry.expires.saturating_duration_since(Instant::now());
-            (json!({ "ttlMs": entry.ttl_ms, "state": entry.state }).to_string(), left)
-        };
-        if queue.try_send((id.to_owned(), record.0, record.1)).is_err() {
+        // Queued under the lock the state is read under: two changes queue their records
+        // in the order they read them, so an older one is never written after a newer.
+        let tasks = self.lock();
+        let Some(entry) = tasks.get(id).filter(|e| e.era == Era::Modern) else { return };
+        let left = entry.expires.saturating_duration_since(Instant::now());
+        let record = json!({ "ttlMs": entry.ttl_ms, "state": entry.state }).to_string();
+        let queued = queue.try_send((id.to_owned(), record, left));
+        drop(tasks);
+        if queued.is_err() {
             tracing::warn!(
                 "a task's record was not kept in the cluster's Redis: tasks.max of them are waiting already"
             );
