@@ -129,9 +129,16 @@ async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
         Ok(vouched) => vouched,
         Err(why) => return refused(why),
     };
-    let limit = front.gateway.settings().config().http.max_body_bytes;
+    let limit = match path.as_str() {
+        cluster::RELAY_PATH => cluster::relay_body_limit(&front.gateway.settings().config()),
+        _ => front.gateway.settings().config().http.max_body_bytes,
+    };
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
-        return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes");
+        let why = match path.as_str() {
+            cluster::RELAY_PATH => "a relayed request over limits.maxLineBytes (or http.maxBodyBytes)",
+            _ => "request body exceeds http.maxBodyBytes",
+        };
+        return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, why);
     };
     let (forwarded, principal) = match link.accept(vouched, &body) {
         Ok(accepted) => accepted,

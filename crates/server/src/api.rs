@@ -232,10 +232,10 @@ async fn relayed(
         let e = RpcError::invalid_request("only another node of this daemon's cluster may send this request");
         return (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&e))).into_response();
     }
-    // Admission read a node's body already, within http.maxBodyBytes.
-    let limit = front.gateway.settings().config().http.max_body_bytes;
+    // Admission read a node's body already, within what a relayed request may carry.
+    let limit = crate::cluster::relay_body_limit(&front.gateway.settings().config());
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
-        let e = RpcError::invalid_request("request body exceeds http.maxBodyBytes");
+        let e = RpcError::invalid_request("a relayed request over limits.maxLineBytes (or http.maxBodyBytes)");
         return (StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response();
     };
     let request = match serde_json::from_slice::<mcpx_gateway::cluster::NodeRequest>(&body) {

@@ -376,7 +376,15 @@ impl Link {
 
 /// Where a node relays a request for one server to the node that owns its instance
 /// (`NodeRequest`; the route is `api::relayed`); only a node may send there.
-const RELAY_PATH: &str = "/v1/cluster/relay";
+pub const RELAY_PATH: &str = "/v1/cluster/relay";
+
+/// The largest body a node takes at [`RELAY_PATH`]: a relayed request carries what a
+/// script or a session's caller sent, bound for an upstream, which no request body
+/// bounds (a script builds its calls' arguments), so the upstream message limit, as
+/// for the same call sent where the caller landed; at least `http.maxBodyBytes`.
+pub fn relay_body_limit(config: &mcpx_gateway::config::Config) -> usize {
+    config.http.max_body_bytes.max(config.limits.max_line_bytes)
+}
 
 impl mcpx_gateway::cluster::Relay for Link {
     fn send<'a>(

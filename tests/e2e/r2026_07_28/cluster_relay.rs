@@ -128,3 +128,29 @@ fn a_relayed_legacy_task_call_is_a_task_of_the_session() {
         assert!(result.result()["structuredContent"]["instance"].is_string(), "{result}");
     }
 }
+
+/// A script's call carries what the script built, which no request body bounds: one of
+/// 5 MiB (over `http.maxBodyBytes`, under the upstream message limit) reaches the instance
+/// another node owns as it reaches one this node owns.
+#[test]
+fn a_relayed_script_call_larger_than_a_request_body_goes_through() {
+    let tag = tag();
+    let cluster = Cluster::start(
+        json!({"plain": fakemcp("global", &tag, &[])}),
+        "60s",
+        json!({"http": {"tokens": {"alice": ALICE}}}),
+    );
+    let nodes = &cluster.nodes;
+    let bearer = format!("Bearer {ALICE}");
+    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    let script = r#"const r = await call("plain", "echo", {pad: "x".repeat(5 * 1024 * 1024)});
+        return {len: r.pad.length};"#;
+    for node in &nodes[..2] {
+        let reply = Modern::tools_call("mcpx_exec", json!({ "script": script }))
+            .header("Authorization", &bearer)
+            .send(node.url());
+        let told = reply.to_string();
+        assert_eq!(reply.structured()["len"], 5 * 1024 * 1024, "{}", &told[..told.len().min(600)]);
+    }
+}
