@@ -234,6 +234,22 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
         ("/v1/tasks", "post", "request") => vec![to_value(&call)],
         ("/v1/tasks", "post", "202") | ("/v1/tasks/{id}" | "/v1/tasks/{id}/cancel", _, "200") => vec![task()],
         ("/v1/tasks", "get", "200") => vec![to_value(TaskList { tasks: vec![task()] })],
+        ("/v1/cluster/relay", "post", "request") => {
+            let place = mcpx_gateway::scope::Place { path: "/w".into(), node: None };
+            vec![to_value(mcpx_gateway::cluster::NodeRequest {
+                server: "alpha".into(),
+                method: "tools/call".into(),
+                params: json!({"name": "echo", "arguments": {"text": "hi"}}),
+                meta: Some(Map::from_iter([("progressToken".to_owned(), json!(1))])),
+                owner: mcpx_gateway::Owner::Cwd(place),
+                session: Some(mcpx_gateway::Session::Named("a".into())),
+                call_id: "5f0c2c7e9b8a4d21a0f3c6d9e1b2a4c7".into(),
+                cwd: Some("/w".into()),
+                host: Some(Map::from_iter([("qwen-code/invocation".to_owned(), json!({"sessionId": "q"}))])),
+            })]
+        }
+        // What the owner's upstream answered, passed through as a `Value`.
+        ("/v1/cluster/relay", "post", "200") => return None,
         // A tool's result is the upstream's own, passed through as a `Value`.
         ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll" | "/v1/tasks", _, "200") => return None,
         _ => vec![],
