@@ -41,7 +41,9 @@ pub enum Session {
     /// from the socket's credentials.
     Process(u32),
     /// A handshake-era HTTP session, by its `Mcp-Session-Id`. The id admits requests to
-    /// the session, so it never leaves the daemon: keys and upstreams see a digest.
+    /// the session, so it never leaves the daemon (but for the other nodes of its
+    /// cluster, which the session's requests and relayed calls reach): keys and upstreams
+    /// see a digest.
     Http(String),
 }
 
