@@ -103,7 +103,8 @@ pub struct NodeRequest {
     pub meta: Option<serde_json::Map<String, serde_json::Value>>,
     /// The instance the request is for, as the sending node keyed it.
     pub owner: Owner,
-    /// The caller's session, if it has one: what the owner's upstream is told of it (its
+    /// The caller's session, if it has one (but a local process's, whose pid means
+    /// nothing on the owner's machine): what the owner's upstream is told of it (its
     /// invocation context's `sessionId`) is the same as where the caller landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<crate::identity::Session>,

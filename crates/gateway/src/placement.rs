@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::asking::LOGIN_KEY;
 use crate::cluster::{Kept, Node, NodeRequest, RELAYED};
 use crate::error::Error;
-use crate::identity::{Identity, Principal, Source};
+use crate::identity::{Identity, Principal, Session, Source};
 use crate::journal::json_len;
 use crate::scope::InstanceKey;
 use crate::tools::CALL;
@@ -141,7 +141,9 @@ impl Gateway {
             meta,
             owner: key.owner,
             server: key.server,
-            session: ctx.identity.session.clone(),
+            // A process's session names a pid of this machine, which on the owner's could
+            // be another process's: it stays here.
+            session: ctx.identity.session.clone().filter(|s| !matches!(s, Session::Process(_))),
             call_id: ctx.call_id.clone(),
             cwd,
             host: ctx.identity.host.clone(),
@@ -216,7 +218,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::identity::{Session, SessionKey};
+    use crate::identity::SessionKey;
     use crate::scope::Owner;
     use crate::settings::Settings;
 
