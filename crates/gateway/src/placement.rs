@@ -29,6 +29,10 @@ use crate::scope::InstanceKey;
 use crate::tools::CALL;
 use crate::{CallContext, Gateway, ask, held, roots, tasks};
 
+/// What a relayed request may take on top of the call's own timeouts there: the hop to
+/// the owner and back.
+const RELAY_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Gateway {
     /// The node that should answer this request, when it is another node of this
     /// node's cluster; `None` without a cluster, or when this node answers (it takes
@@ -148,15 +152,26 @@ impl Gateway {
             cwd,
             host: ctx.identity.host.clone(),
         };
-        // The owner's answer is one upstream message, with the bound every one has.
-        let limit = self.settings.config().limits.max_line_bytes;
+        // The owner's answer is one upstream message, with the bound every one has, and
+        // comes within what the call may take there: its instance's start, then the call.
+        let (limit, patience) = {
+            let config = self.settings.config();
+            let t = &config.timeouts;
+            (config.limits.max_line_bytes, t.probe + t.handshake + t.request + RELAY_GRACE)
+        };
         // What went to the owner and came back, where the journal keeps a call's sizes.
         let measured = self.journal_keeps().is_some();
         if measured {
             let meta = request.meta.as_ref().map_or(0, |m| json_len(&Value::Object(m.clone())));
             ctx.reached.sent(usize::try_from(json_len(&request.params) + meta).unwrap_or_default());
         }
-        let answer = relay.send(&node, &ctx.identity.principal, &request, limit).await;
+        let sent = relay.send(&node, &ctx.identity.principal, &request, limit);
+        let answer = tokio::time::timeout(patience, sent).await.unwrap_or_else(|_| {
+            Err(Error::internal(format!(
+                "cluster node {:?}, which serves the instance, did not answer within {patience:?}",
+                node.id
+            )))
+        });
         if let (true, Ok(result)) = (measured, &answer) {
             ctx.reached.received(usize::try_from(json_len(result)).unwrap_or_default());
         }

@@ -154,3 +154,31 @@ fn a_relayed_script_call_larger_than_a_request_body_goes_through() {
         assert_eq!(reply.structured()["len"], 5 * 1024 * 1024, "{}", &told[..told.len().min(600)]);
     }
 }
+
+/// A relayed call waits for the owner no longer than the call could take there (its
+/// instance's start and `timeouts.request`): an owner that took the request and then
+/// stopped answering (here: stopped with SIGSTOP) fails the call naming it, instead of
+/// holding the caller for good.
+#[test]
+fn a_relayed_call_to_an_owner_that_stopped_answering_fails_within_its_timeouts() {
+    let tag = tag();
+    let cluster = Cluster::start(
+        json!({"plain": fakemcp("global", &tag, &[])}),
+        "60s",
+        json!({"http": {"tokens": {"alice": ALICE}}, "timeouts": {"request": "2s", "handshake": "2s"}}),
+    );
+    let nodes = &cluster.nodes;
+    let bearer = format!("Bearer {ALICE}");
+    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let owner = nodes[0].pid();
+    mcpx_e2e::process::signal(owner, libc::SIGSTOP);
+    let started = std::time::Instant::now();
+    let reply = std::panic::catch_unwind(|| session.mcpx_call("plain", "whoami", json!({})).to_string());
+    let took = started.elapsed();
+    mcpx_e2e::process::signal(owner, libc::SIGCONT);
+    let reply = reply.unwrap_or_else(|_| panic!("no answer after {took:?}"));
+    assert!(took < Duration::from_secs(20), "answered after {took:?}: {reply}");
+    assert!(reply.contains("\"error\"") && reply.contains("n1"), "{reply}");
+}
