@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Measures mcpx as a cluster on loopback (docs/performance.md, "Cluster"): the cost of a
 # forwarded call (through a node that does not own the instance vs through its owner),
-# and calls/s through nginx to three nodes vs to one. Needs release binaries
+# of a relayed one (a 2025-11-25 session's call to a global instance another node owns,
+# against the same call in a session on the owner), and calls/s through nginx to three
+# nodes vs to one. Needs release binaries
 # (cargo build --release -p mcpx -p fakemcp), redis-server, nginx and wrk
 # (scripts/deps.sh; apt-get install wrk). Everything listens on 127.0.0.1 only.
 set -euo pipefail
@@ -21,7 +23,8 @@ NODES=()
 for i in 1 2 3; do
     p=$(port); mkdir -p "$WORK/n$i/state"; chmod 700 "$WORK/n$i/state"
     cat > "$WORK/n$i/config.json" <<JSON
-{"mcpServers": {"notes": {"command": "$BIN/fakemcp", "args": ["--tag", "cluster-bench"], "scope": "session"}},
+{"mcpServers": {"notes": {"command": "$BIN/fakemcp", "args": ["--tag", "cluster-bench"], "scope": "session"},
+                "shared": {"command": "$BIN/fakemcp", "args": ["--tag", "cluster-bench"], "scope": "global"}},
  "pool": {"maxInstancesPerServer": 256},
  "cluster": {"redis": "redis://127.0.0.1:$RP", "secret": "a benchmark cluster's secret, 32+ chars", "nodeId": "n$i"}}
 JSON
@@ -61,8 +64,28 @@ request = function()
   return wrk.format(nil, "/mcp", nil, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcpx_call","arguments":{"server":"notes","tool":"echo","arguments":{"message":"hi"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"0"},"dev.mcpx/session":"' .. label .. '"}}}')
 end
 LUA
-run() { # label, url, connections, labels
-    local out; out=$(LABELS=$4 wrk -t1 -c"$3" -d"$DUR" --latency -s "$WORK/call.lua" "http://$2/mcp")
+# One 2025-11-25 tools/call of the global server's echo in the session SESSION names.
+cat > "$WORK/legacy.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+wrk.headers["Mcp-Session-Id"] = os.getenv("SESSION")
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcpx_call","arguments":{"server":"shared","tool":"echo","arguments":{"message":"hi"}}}}'
+LUA
+# A 2025-11-25 session opened on the node at $1: its Mcp-Session-Id.
+legacy_session() {
+    local id
+    id=$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}' \
+        "http://$1/mcp" | awk 'tolower($1) == "mcp-session-id:" {print $2}' | tr -d '\r')
+    curl -s -o /dev/null -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -H 'MCP-Protocol-Version: 2025-11-25' -H "Mcp-Session-Id: $id" \
+        -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "http://$1/mcp"
+    echo "$id"
+}
+run() { # label, url, connections, labels[, script]
+    local out; out=$(LABELS=$4 wrk -t1 -c"$3" -d"$DUR" --latency -s "$WORK/${5:-call}.lua" "http://$2/mcp")
     local rps lat p99 errs
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out"); lat=$(awk '/^    Latency/ {print $2}' <<<"$out")
     p99=$(awk '/ 99%/ {print $2}' <<<"$out"); errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out")
@@ -74,6 +97,16 @@ for n in "${NODES[@]}"; do LABELS=1 wrk -t1 -c1 -d1s -s "$WORK/call.lua" "http:/
 echo "one caller, one session (owner: node 1)"
 run "  through the owner (node 1)" "${NODES[0]}" 1 1
 run "  through another node (node 2, forwarded)" "${NODES[1]}" 1 1
+echo "one 2025-11-25 session calling a global server (owner: node 1)"
+curl -s -o /dev/null -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: mcpx_call' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcpx_call","arguments":{"server":"shared","tool":"echo","arguments":{}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}' \
+    "http://${NODES[0]}/mcp"
+for n in 0 1; do
+    SESSION=$(legacy_session "${NODES[$n]}") wrk -t1 -c1 -d1s -s "$WORK/legacy.lua" "http://${NODES[$n]}/mcp" >/dev/null
+done
+SESSION=$(legacy_session "${NODES[0]}") run "  in a session on the owner (node 1)" "${NODES[0]}" 1 1 legacy
+SESSION=$(legacy_session "${NODES[1]}") run "  in a session on node 2 (relayed)" "${NODES[1]}" 1 1 legacy
 echo "16 connections, 64 sessions (their instances where their first call landed)"
 export PREFIX=one; LABELS=64 wrk -t1 -c16 -d2s -s "$WORK/call.lua" "http://127.0.0.1:$N1/mcp" >/dev/null
 run "  nginx -> one node" "127.0.0.1:$N1" 16 64
