@@ -44,10 +44,10 @@ pub enum Error {
     /// there (it is not one a node relays, or another node relayed it here).
     #[error(
         "instance {} is served by cluster node {:?}; this request reached another node and cannot be forwarded from here: send it again",
-        .0.1,
-        .0.0.id
+        .0.key,
+        .0.node
     )]
-    Elsewhere(Box<(crate::cluster::Node, crate::scope::InstanceKey)>),
+    Elsewhere(Box<Elsewhere>),
     /// The policy (a server's `tools`/`prompts`/`resources`, the caller's `clients` entry)
     /// hides what the request names. The caller gets exactly the error for something that
     /// does not exist (the one inside), so it learns nothing of what is hidden.
@@ -57,6 +57,15 @@ pub enum Error {
     /// names the rate that applies (`limits.rate`, `clients.<client>.limits.rate`).
     #[error("{message}")]
     Rate { message: String, setting: String, per_second: f64, burst: u32 },
+}
+
+/// Where another node of the cluster serves an instance: that node (its id and the URL
+/// the other nodes reach it at) and the instance's key.
+#[derive(Debug)]
+pub struct Elsewhere {
+    pub node: String,
+    pub url: String,
+    pub key: crate::scope::InstanceKey,
 }
 
 impl Error {

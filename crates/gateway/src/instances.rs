@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::cluster::{Claim, Cluster};
 use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig, expand_env};
 use crate::context::CallContext;
-use crate::error::Error;
+use crate::error::{Elsewhere, Error};
 use crate::identity::{Identity, Principal};
 use crate::pool::{Lease, Pool, PoolError};
 use crate::scope::{InstanceKey, Owner, Scope, Scoper};
@@ -54,7 +54,9 @@ impl Instances {
                     key =
                         InstanceKey { server: server.to_owned(), owner: Owner::Lister(ctx.identity.principal.clone()) };
                 }
-                Claim::Elsewhere(node) => return Err(Error::Elsewhere(Box::new((node, key)))),
+                Claim::Elsewhere(node) => {
+                    return Err(Error::Elsewhere(Box::new(Elsewhere { node: node.id, url: node.url, key })));
+                }
             }
         }
         let spec = || {

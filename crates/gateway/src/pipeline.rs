@@ -34,7 +34,7 @@ use mcpx_upstream::{Ask, Listener, UpstreamError};
 use serde_json::{Map, Value};
 
 use crate::asking::{Caller as _, LoggingIn, OnSession, Settle, Settled, Stateless};
-use crate::error::Error;
+use crate::error::{Elsewhere, Error};
 use crate::scope::Owner;
 use crate::{Answer, CallContext, Gateway, Lease, cluster, invocation, journal, page, tasks};
 
@@ -224,7 +224,8 @@ impl Gateway {
         let lease = match self.lease_at(ctx, server, at).await {
             Ok(lease) => lease,
             Err(Error::Elsewhere(owner)) if !ctx.relayed && cluster::RELAYED.contains(&method) => {
-                let (node, key) = *owner;
+                let Elsewhere { node, url, key } = *owner;
+                let node = cluster::Node { id: node, url };
                 // Journaled as reaching that instance, as a call answered here would be.
                 ctx.reached.set(key.clone());
                 return Box::pin(self.relay_call(ctx, node, key, method, params, caller_meta))

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::asking::LOGIN_KEY;
 use crate::cluster::{Kept, Node, NodeRequest, RELAYED};
-use crate::error::Error;
+use crate::error::{Elsewhere, Error};
 use crate::identity::{Identity, Principal, Session, Source};
 use crate::journal::json_len;
 use crate::scope::InstanceKey;
@@ -136,7 +136,7 @@ impl Gateway {
         meta: Option<Map<String, Value>>,
     ) -> Result<Value, Error> {
         let Some(relay) = self.relay.get() else {
-            return Err(Error::Elsewhere(Box::new((node, key))));
+            return Err(Error::Elsewhere(Box::new(Elsewhere { node: node.id, url: node.url, key })));
         };
         let cwd = key.owner.named_place().and(ctx.identity.cwd.clone());
         let request = NodeRequest {
