@@ -209,65 +209,76 @@ prometheus_deps() {
     log "prometheus installed ($(prometheus --version 2>&1 | head -n1))"
 }
 
-# --- Chromium (Debian's package, pinned): the /ui test renders the page in headless Chromium ---
-CHROMIUM_PIN="148.0.7778.167-1~deb12u1"
-chromium_deps() {
-    if [[ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" == "$CHROMIUM_PIN" ]]; then
-        log "chromium $CHROMIUM_PIN present"
-        return 0
-    fi
-    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        log "chromium missing: install Debian's 'chromium' package $CHROMIUM_PIN (the /ui test needs it)"
-        return 1
-    fi
-    if ! apt-cache show "chromium=$CHROMIUM_PIN" >/dev/null 2>&1; then
+# --- Debian's packages, pinned by upstream version ---
+# Debian's security archive keeps only the newest build of a package, so an exact Debian
+# revision cannot stay installable: each pin is an extended regex over the version, and the
+# newest build the archive offers that matches it is installed.
+#   debian_version NAME REGEX   sets $found to the version to install (apt lists refreshed
+#                               once per run if the archive as listed has none)
+debian_lists_fresh=0
+debian_version() {
+    local name="$1" regex="$2"
+    while :; do
+        found="$(apt-cache madison "$name" 2>/dev/null | awk -F' [|] ' '{print $2}' \
+            | grep -E "^($regex)\$" | sort -V | tail -n1 || true)"
+        if [[ -n "$found" || "$debian_lists_fresh" == 1 ]]; then break; fi
         DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$CHROMIUM_PIN" >/dev/null
-    log "chromium installed ($(chromium --version 2>&1 | head -n1))"
+        debian_lists_fresh=1
+    done
+    [[ -n "$found" ]] || { log "$name: Debian offers no version matching $regex"; return 1; }
 }
 
-# --- Redis and nginx (Debian's packages, pinned): the cluster tests run three daemons
-#     sharing a Redis behind an nginx, all on loopback, each started by the test itself ---
-REDIS_PIN="5:7.0.15-1~deb12u7"
-NGINX_PIN="1.22.1-9+deb12u7"
-cluster_deps() {
-    local want=() pkg pin
-    for pkg in "redis-server=$REDIS_PIN" "nginx=$NGINX_PIN"; do
-        pin="${pkg#*=}"
-        if [[ "$(dpkg-query -W -f='${Version}' "${pkg%%=*}" 2>/dev/null)" == "$pin" ]]; then
-            log "${pkg%%=*} $pin present"
+#   debian_deps WHAT NAME=REGEX...   install the packages whose installed version misses its pin
+debian_deps() {
+    local what="$1" pkg name regex have
+    shift
+    local want=()
+    for pkg in "$@"; do
+        name="${pkg%%=*}" regex="${pkg#*=}"
+        have="$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true)"
+        if [[ -n "$have" ]] && grep -qE "^($regex)\$" <<<"$have"; then
+            log "$name $have present"
         else
             want+=("$pkg")
         fi
     done
     ((${#want[@]})) || return 0
     if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        log "missing: install Debian's ${want[*]} (the cluster tests need them)"
+        log "missing: install Debian's ${want[*]} ($what)"
         return 1
     fi
-    if ! apt-cache show "${want[@]}" >/dev/null 2>&1; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    fi
+    local exact=() found
+    for pkg in "${want[@]}"; do
+        debian_version "${pkg%%=*}" "${pkg#*=}" || return 1
+        exact+=("${pkg%%=*}=$found")
+    done
     # The packages' services must not start (nginx would take port 80): the tests run
     # their own. policy-rc.d is Debian's switch for that, in place for the install only.
     local policy=/usr/sbin/policy-rc.d placed=0
     if [[ ! -e "$policy" ]]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && placed=1
     fi
-    # redis-tools comes along at the same version (redis-server depends on it exactly).
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${exact[@]}" >/dev/null
     ((placed)) && rm -f "$policy"
     if command -v systemctl >/dev/null 2>&1; then
         systemctl disable --now redis-server nginx >/dev/null 2>&1 || true
     fi
-    log "installed ${want[*]}"
+    log "installed ${exact[*]}"
 }
+
+# Chromium: the /ui test renders the page in headless Chromium. Bookworm's security builds
+# move from one major version to the next, so the pin is bookworm's stream from 148 on.
+CHROMIUM_PIN='(1(4[89]|[5-9][0-9])|[2-9][0-9]{2})\.[0-9.]+-[0-9]+~deb12u[0-9]+'
+# Redis and nginx: the cluster tests run three daemons sharing a Redis behind an nginx, all
+# on loopback, each started by the test itself. redis-tools comes along at the same version
+# (redis-server depends on it exactly).
+REDIS_PIN='5:7\.0\.15-[0-9]+~deb12u[0-9]+'
+NGINX_PIN='1\.22\.1-[0-9]+\+deb12u[0-9]+'
 
 python_deps
 node_deps
 oidc_deps
 host_deps
 prometheus_deps
-chromium_deps
-cluster_deps
+debian_deps "the /ui test and the cluster tests need them" \
+    "chromium=$CHROMIUM_PIN" "redis-server=$REDIS_PIN" "nginx=$NGINX_PIN"
