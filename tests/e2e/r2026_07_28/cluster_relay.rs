@@ -14,6 +14,23 @@ use serde_json::{Value, json};
 
 const ALICE: &str = "alice-token-relay";
 
+/// A cluster whose nodes know alice's token and one global fakemcp server `name` (started
+/// with `args`, the config merged with `extra`), its instance taken by node 0; and alice's
+/// `Authorization` value.
+fn with_instance_on_node_0(name: &str, args: &[&str], extra: Value) -> (Cluster, String) {
+    let mut cfg = json!({"http": {"tokens": {"alice": ALICE}}});
+    if let (Some(cfg), Some(extra)) = (cfg.as_object_mut(), extra.as_object()) {
+        cfg.extend(extra.clone());
+    }
+    let cluster = Cluster::start(json!({ name: fakemcp("global", &tag(), args) }), "60s", cfg);
+    let bearer = format!("Bearer {ALICE}");
+    let first =
+        Modern::mcpx_call(name, "whoami", json!({})).header("Authorization", &bearer).send(cluster.nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    assert_eq!(cluster.owner_of(name, "global"), Some(0));
+    (cluster, bearer)
+}
+
 /// The `tools/call` records `node` journaled (newest first), once it holds at least `n`.
 fn calls(node: &Daemon, n: usize) -> Vec<Value> {
     let read = || {
@@ -28,18 +45,8 @@ fn calls(node: &Daemon, n: usize) -> Vec<Value> {
 
 #[test]
 fn a_relayed_legacy_call_is_told_its_session_and_journaled_with_the_instance_it_reached() {
-    let tag = tag();
-    let cluster = Cluster::start(
-        json!({"shared": fakemcp("global", &tag, &[])}),
-        "60s",
-        json!({"http": {"tokens": {"alice": ALICE}}}),
-    );
+    let (cluster, bearer) = with_instance_on_node_0("shared", &[], json!({}));
     let nodes = &cluster.nodes;
-    let bearer = format!("Bearer {ALICE}");
-    // Node 0 takes the global instance.
-    let first = Modern::mcpx_call("shared", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
-    assert!(first.structured()["instance"].is_string(), "{first}");
-    assert_eq!(cluster.owner_of("shared", "global"), Some(0));
 
     // The same call from a handshake-era session held by node 0 (answered there) and by
     // node 1 (relayed to node 0).
@@ -99,17 +106,8 @@ fn the_relay_route_refuses_a_caller_before_reading_its_body() {
 /// inside the session reach it.
 #[test]
 fn a_relayed_legacy_task_call_is_a_task_of_the_session() {
-    let tag = tag();
-    let cluster = Cluster::start(
-        json!({"plain": fakemcp("global", &tag, &["--era", "legacy"])}),
-        "60s",
-        json!({"http": {"tokens": {"alice": ALICE}}}),
-    );
+    let (cluster, bearer) = with_instance_on_node_0("plain", &["--era", "legacy"], json!({}));
     let nodes = &cluster.nodes;
-    let bearer = format!("Bearer {ALICE}");
-    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
-    assert!(first.structured()["instance"].is_string(), "{first}");
-    assert_eq!(cluster.owner_of("plain", "global"), Some(0));
 
     for node in &nodes[..2] {
         let session = LegacySession::open_as(node.url(), "2025-11-25", &[("Authorization", &bearer)]);
@@ -134,16 +132,8 @@ fn a_relayed_legacy_task_call_is_a_task_of_the_session() {
 /// another node owns as it reaches one this node owns.
 #[test]
 fn a_relayed_script_call_larger_than_a_request_body_goes_through() {
-    let tag = tag();
-    let cluster = Cluster::start(
-        json!({"plain": fakemcp("global", &tag, &[])}),
-        "60s",
-        json!({"http": {"tokens": {"alice": ALICE}}}),
-    );
+    let (cluster, bearer) = with_instance_on_node_0("plain", &[], json!({}));
     let nodes = &cluster.nodes;
-    let bearer = format!("Bearer {ALICE}");
-    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
-    assert!(first.structured()["instance"].is_string(), "{first}");
     let script = r#"const r = await call("plain", "echo", {pad: "x".repeat(5 * 1024 * 1024)});
         return {len: r.pad.length};"#;
     for node in &nodes[..2] {
@@ -161,16 +151,9 @@ fn a_relayed_script_call_larger_than_a_request_body_goes_through() {
 /// holding the caller for good.
 #[test]
 fn a_relayed_call_to_an_owner_that_stopped_answering_fails_within_its_timeouts() {
-    let tag = tag();
-    let cluster = Cluster::start(
-        json!({"plain": fakemcp("global", &tag, &[])}),
-        "60s",
-        json!({"http": {"tokens": {"alice": ALICE}}, "timeouts": {"request": "2s", "handshake": "2s"}}),
-    );
+    let (cluster, bearer) =
+        with_instance_on_node_0("plain", &[], json!({"timeouts": {"request": "2s", "handshake": "2s"}}));
     let nodes = &cluster.nodes;
-    let bearer = format!("Bearer {ALICE}");
-    let first = Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(nodes[0].url());
-    assert!(first.structured()["instance"].is_string(), "{first}");
     let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
     let owner = nodes[0].pid();
     mcpx_e2e::process::signal(owner, libc::SIGSTOP);
