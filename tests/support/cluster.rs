@@ -59,6 +59,19 @@ impl Redis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// What `redis-cli` prints for one command (`args`), trimmed; it must succeed.
+    #[track_caller]
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs (scripts/deps.sh installs it)");
+        assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // Values may be binary (sealed credentials): read as text, lossily.
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// Kills Redis (SIGKILL) and waits until its port is closed.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -194,6 +207,16 @@ impl Cluster {
     /// it (`cluster.url`) instead of the address it listens on: a relay in front of it.
     #[track_caller]
     pub fn start_announcing(servers: Value, ttl: &str, extra: Value, announce: [Option<String>; 3]) -> Cluster {
+        Cluster::start_with(servers, ttl, extra, |_, i| match &announce[i - 1] {
+            Some(url) => json!({ "url": url }),
+            None => json!({}),
+        })
+    }
+
+    /// As [`Cluster::start`], node `i` (from 1) with what `node(&redis, i)` gives added to
+    /// its `cluster` settings, once Redis runs.
+    #[track_caller]
+    pub fn start_with(servers: Value, ttl: &str, extra: Value, node: impl Fn(&Redis, usize) -> Value) -> Cluster {
         let redis = Redis::start();
         let nodes: Vec<Daemon> = (1..=3)
             .map(|i| {
@@ -201,8 +224,8 @@ impl Cluster {
                     "mcpServers": servers,
                     "cluster": {"redis": redis.url(), "secret": SECRET, "nodeId": format!("n{i}"), "leaseTtl": ttl},
                 });
-                if let Some(url) = &announce[i - 1] {
-                    config["cluster"]["url"] = json!(url);
+                if let (Some(cluster), Value::Object(own)) = (config["cluster"].as_object_mut(), node(&redis, i)) {
+                    cluster.extend(own);
                 }
                 if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
                     config.extend(extra.clone());

@@ -9,7 +9,11 @@
 //! increments the key's fencing counter, so no two leases of a key ever carry the same
 //! number. The owner renews each lease every third of the ttl by compare-and-renew (only
 //! the exact value it wrote), releases it by compare-and-delete once its instance is gone,
-//! and stops an instance whose lease it finds lost: a key never has two live owners.
+//! and stops an instance whose lease it finds lost. A node also counts down each lease on
+//! its own clock from when it sent the command that set it: once the lease may have run
+//! out in Redis (a node cut off from Redis cannot tell whether another node took the key),
+//! it serves nothing more through that instance and stops it. A key never has two live
+//! owners.
 //!
 //! What this must never do: wait on Redis for a key this node already owns (those calls
 //! go on while Redis is down), or wait longer than `cluster.redisTimeout` for anything.
@@ -17,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use hmac::{Hmac, Mac};
 use redis::aio::ConnectionManager;
@@ -162,6 +166,10 @@ struct Held {
     /// The exact value written: renewal and release compare against it.
     value: String,
     fence: u64,
+    /// Until when this node may serve the key: a lease's ttl from when the command that set
+    /// it was sent, less a tenth for the clocks' drift (Redis counts from when it ran it,
+    /// later).
+    until: Instant,
     /// Renewal ticks in a row that found no instance for the key in the pool.
     absent: u8,
 }
@@ -408,6 +416,7 @@ impl Cluster {
             .arg(self.ttl.as_millis() as u64)
             .arg(self.tag(&self.node, &self.url));
         let mut redis = self.redis.clone();
+        let sent = Instant::now();
         let (won, value, previous): (i64, String, String) = self.timed(invocation.invoke_async(&mut redis)).await?;
         let (fence, node, url, tag) = parse_lease(&value).ok_or_else(|| ClusterError::Protocol(value.clone()))?;
         if !constant_eq(self.tag(node, url).as_bytes(), tag.as_bytes()) {
@@ -433,7 +442,7 @@ impl Cluster {
             recovered.push_back(Recovered { key: key.clone(), previous, fence, at: SystemTime::now() });
         }
         tracing::debug!(instance = %key, fence, "took the lease");
-        let held = Held { key: key.clone(), value, fence, absent: 0 };
+        let held = Held { key: key.clone(), value, fence, until: self.lasts_from(sent), absent: 0 };
         self.held.lock().expect("cluster lock").insert(lease, held);
         Ok(Claim::Mine { fence })
     }
@@ -447,9 +456,16 @@ impl Cluster {
         mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// The fencing token of `lease`, when this node holds it.
+    /// The fencing token of `lease`, when this node holds it and it cannot have run out in
+    /// Redis yet.
     fn fence_of(&self, lease: &str) -> Option<u64> {
-        self.held.lock().expect("cluster lock").get(lease).map(|held| held.fence)
+        let now = Instant::now();
+        self.held.lock().expect("cluster lock").get(lease).filter(|held| held.until > now).map(|held| held.fence)
+    }
+
+    /// Until when a lease set by a command sent at `sent` is surely still this node's.
+    fn lasts_from(&self, sent: Instant) -> Instant {
+        sent + self.ttl - self.ttl / 10
     }
 
     /// Why Redis did not answer the last command sent to it, while that lasts (the lease
@@ -490,7 +506,10 @@ impl Cluster {
 
     /// One round of upkeep: renews each lease whose instance is in `pool`, releases those
     /// whose instance has been gone two rounds in a row, and stops the instance of a lease
-    /// found lost (another node took the key after this one could not renew it in time).
+    /// found lost (another node took the key after this one could not renew it in time) or
+    /// that could not be renewed and would run out before the next round. The leases'
+    /// commands go out together, so a Redis that does not answer costs one
+    /// `cluster.redisTimeout`, not one per lease.
     pub async fn upkeep(&self, pool: &Pool) {
         // Also whether Redis is back, even for a node that holds no lease: what skips
         // Redis while it is down (reading OAuth credentials) looks at this.
@@ -504,7 +523,7 @@ impl Cluster {
                 })
                 .collect()
         };
-        for (lease, key, value, gone) in leases {
+        let rounds = leases.into_iter().map(|(lease, key, value, gone)| async move {
             if gone {
                 let mut invocation = self.scripts.release.prepare_invoke();
                 invocation.key(&lease).key(format!("mcpx:last:{}", &lease[11..])).arg(&value);
@@ -513,26 +532,40 @@ impl Cluster {
                     tracing::debug!(instance = %key, "released the lease of a stopped instance");
                     self.held.lock().expect("cluster lock").remove(&lease);
                 }
-                continue;
+                return;
             }
             let mut invocation = self.scripts.renew.prepare_invoke();
             invocation.key(&lease).arg(&value).arg(self.ttl.as_millis() as u64);
             let mut redis = self.redis.clone();
-            match self.timed(invocation.invoke_async::<i64>(&mut redis)).await {
-                Ok(1) => {}
+            let sent = Instant::now();
+            let renewed = self.timed(invocation.invoke_async::<i64>(&mut redis)).await;
+            let mut held = self.held.lock().expect("cluster lock");
+            let Some(h) = held.get_mut(&lease).filter(|h| h.value == value) else { return };
+            match renewed {
+                Ok(1) => h.until = self.lasts_from(sent),
                 Ok(_) => {
                     tracing::error!(
                         instance = %key,
                         "lost the lease (another node owns the key now): stopping this node's instance"
                     );
-                    self.held.lock().expect("cluster lock").remove(&lease);
+                    held.remove(&lease);
                     pool.retire_key(&key);
                 }
-                // Unreachable: keep serving what this node owns; nobody else can take it
-                // while Redis is down for everyone.
+                // Unreachable: keep serving what this node owns while its lease lasts;
+                // beyond that another node may have taken the key. The next round can come
+                // late by as much as two Redis timeouts (this one's announcement and renewal).
+                Err(_) if h.until <= Instant::now() + self.upkeep_every() + 2 * self.timeout => {
+                    tracing::error!(
+                        instance = %key,
+                        "could not renew the lease before it runs out (Redis unreachable): stopping this node's instance, as another node may take the key"
+                    );
+                    held.remove(&lease);
+                    pool.retire_key(&key);
+                }
                 Err(_) => {}
             }
-        }
+        });
+        futures::future::join_all(rounds).await;
     }
 
     /// Tells the other nodes this one is live until a ttl from now (`upkeep` renews it

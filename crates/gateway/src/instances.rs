@@ -70,21 +70,29 @@ impl Instances {
             }
             Ok(spec)
         };
-        let lease = self
-            .pool
-            .acquire(
+        let acquire = || {
+            self.pool.acquire(
                 &key,
                 &server_config.definition,
                 spec,
                 config.pool.max_instances_per_server,
                 config.pool.max_instances,
             )
-            .await
-            .map_err(|e| match e {
-                PoolError::Upstream(e) => Error::from(e),
-                other => Error::internal(other.to_string()),
-            })?;
+        };
+        let to_error = |e| match e {
+            PoolError::Upstream(e) => Error::from(e),
+            other => Error::internal(other.to_string()),
+        };
+        let mut lease = acquire().await.map_err(to_error)?;
         if let Some(fence) = fence {
+            // An instance serves under the lease it started under only: one this node kept
+            // past that lease (it ran out while Redis could not renew it) starts afresh.
+            if lease.fence().is_some_and(|started| started != fence) {
+                tracing::warn!(instance = %key, fence, "the lease this instance ran under ran out: starting it afresh");
+                self.pool.retire_key(&key);
+                drop(lease);
+                lease = acquire().await.map_err(to_error)?;
+            }
             lease.started_under(fence);
         }
         // A stream that opened before the start joins it here (one that opens later finds

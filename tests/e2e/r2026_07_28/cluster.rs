@@ -340,6 +340,49 @@ fn with_redis_down_owned_instances_answer_and_other_keys_fail_at_once_naming_red
     assert!(wait_until_gone(&tag, Duration::from_secs(10)).is_empty(), "every upstream stopped with its node");
 }
 
+/// A node cut off from Redis (not from its callers) cannot renew its leases, nor learn
+/// whether another node took a key once a lease may have run out. So it stops serving the
+/// key before then: a call through it fails naming Redis instead of reaching its old
+/// instance while another node's instance serves the same key, and the nodes' statuses
+/// never show the key twice.
+#[test]
+fn a_node_cut_off_from_redis_stops_serving_a_key_before_another_node_can_take_it() {
+    let tag = tag();
+    let cluster = Cluster::start_with(servers(&tag), "3s", json!({}), |redis, i| {
+        if i != 1 {
+            return json!({});
+        }
+        redis.cli(&["ACL", "SETUSER", "n1", "on", ">n1-password", "~*", "&*", "+@all"]);
+        json!({ "redis": format!("redis://n1:n1-password@127.0.0.1:{}", redis.port) })
+    });
+    let (a, b) = (cluster.nodes[0].url(), cluster.nodes[1].url());
+    let first = whoami(a, "notes", Some("mine"));
+    assert_eq!(cluster.owner_of("notes", "mine"), Some(0));
+
+    // Node 1 loses Redis: its user is switched off and its connections are closed.
+    cluster.redis.cli(&["ACL", "SETUSER", "n1", "off"]);
+    cluster.redis.cli(&["CLIENT", "KILL", "USER", "n1"]);
+    // Node 2 forwards the session's calls to node 1 until the lease runs out in Redis,
+    // then takes the key.
+    let moved = poll(Duration::from_secs(20), || {
+        let reply = Modern::mcpx_call("notes", "whoami", json!({})).session("mine").send(b);
+        let instance = reply.frame()["result"]["structuredContent"]["instance"].as_str().map(str::to_owned);
+        instance.filter(|i| *i != first.instance)
+    })
+    .expect("node 2 never took the key of the cut-off node");
+    let statuses = cluster.statuses();
+    let counts = cluster.instance_counts();
+    assert!(counts.values().all(|n| *n == 1), "a key has two live instances: {counts:?}\n{statuses:#?}");
+
+    let reply = Modern::mcpx_call("notes", "whoami", json!({})).session("mine").send(a);
+    let instance = reply.frame()["result"]["structuredContent"]["instance"].as_str();
+    assert_ne!(instance, Some(first.instance.as_str()), "node 1 still serves the key: {reply}");
+    assert!(reply.error()["message"].as_str().unwrap_or_default().contains("Redis"), "{reply}");
+    assert_eq!(whoami(b, "notes", Some("mine")).instance, moved, "node 2 serves it");
+    drop(cluster);
+    assert!(wait_until_gone(&tag, Duration::from_secs(10)).is_empty(), "every upstream stopped with its node");
+}
+
 fn base64_url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();

@@ -270,16 +270,8 @@ fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
 
 /// The task records kept in `cluster`'s Redis, as stored.
 fn kept_task_records(cluster: &Cluster) -> Vec<String> {
-    let redis = |args: &[&str]| {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &cluster.redis.port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli runs (scripts/deps.sh installs it)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let names = redis(&["--scan", "--pattern", "mcpx:task:*"]);
-    names.lines().filter(|n| !n.is_empty()).map(|name| redis(&["GET", name])).collect()
+    let names = cluster.redis.cli(&["--scan", "--pattern", "mcpx:task:*"]);
+    names.lines().filter(|n| !n.is_empty()).map(|name| cluster.redis.cli(&["GET", name])).collect()
 }
 
 /// Each 2026 task's record is kept in Redis at each change of its status: once the node
@@ -338,16 +330,8 @@ fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record()
     let record = kept_task_records(&cluster).into_iter().find(|r| r.contains("\"completed\"")).expect("a record");
     let forged = record.trim_end().replace("\"sleptMs\":500", "\"sleptMs\":501");
     assert_ne!(forged, record.trim_end(), "the result is in the record as it was answered");
-    let out = std::process::Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:task:*"])
-        .output()
-        .unwrap();
-    for name in String::from_utf8_lossy(&out.stdout).lines().filter(|n| !n.is_empty()) {
-        let set = std::process::Command::new("redis-cli")
-            .args(["-p", &cluster.redis.port.to_string(), "SET", name, &forged])
-            .status()
-            .unwrap();
-        assert!(set.success());
+    for name in cluster.redis.cli(&["--scan", "--pattern", "mcpx:task:*"]).lines().filter(|n| !n.is_empty()) {
+        assert_eq!(cluster.redis.cli(&["SET", name, &forged]), "OK");
     }
     assert_eq!(v1(&urls[1], "GET", &path, ALICE, None).status, 404, "a forged record was believed");
 }

@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::Duration;
 
 use mcpx_e2e::client::http;
@@ -14,16 +13,6 @@ use mcpx_e2e::{Modern, Reply, Whoami, fakemcp, tag};
 use serde_json::json;
 
 const ALICE: &str = "Bearer alice-token-0123456789";
-
-fn redis(cluster: &Cluster, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-cli runs (scripts/deps.sh installs it)");
-    assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("redis-cli prints text").trim().to_owned()
-}
 
 /// Sends a request again, byte for byte as it was captured, to `url`.
 fn replay(request: &TappedRequest, url: &str) -> Reply {
@@ -83,15 +72,15 @@ fn a_captured_node_request_is_refused_when_replayed_or_sent_to_another_node() {
 fn a_lease_naming_a_url_no_node_wrote_is_never_followed() {
     let cluster = alices_cluster([None, None, None]);
     Whoami::of(&alice(cluster.nodes[0].url()));
-    let leases = redis(&cluster, &["--scan", "--pattern", "mcpx:lease:*"]);
+    let leases = cluster.redis.cli(&["--scan", "--pattern", "mcpx:lease:*"]);
     let lease = leases.lines().next().unwrap_or_else(|| panic!("n1 holds a lease: {leases:?}"));
-    let value = redis(&cluster, &["GET", lease]);
+    let value = cluster.redis.cli(&["GET", lease]);
     // Only the URL changes: the fence, the node and whatever else the value holds stay.
     let elsewhere = HttpTap::start(cluster.nodes[0].url());
     let mut fields: Vec<String> = value.split(' ').map(str::to_owned).collect();
     assert!(fields.len() >= 3 && fields[2].starts_with("http://"), "a lease's third field is its URL: {value:?}");
     fields[2] = elsewhere.base();
-    redis(&cluster, &["SET", lease, &fields.join(" "), "KEEPTTL"]);
+    cluster.redis.cli(&["SET", lease, &fields.join(" "), "KEEPTTL"]);
 
     let refused = alice(cluster.nodes[1].url());
     assert!(elsewhere.requests().is_empty(), "a node followed a forged lease:\n{}", elsewhere.transcript());

@@ -798,13 +798,14 @@ fn a_stateless_caller_that_accepts_but_never_logs_in_is_told_after_the_login_tim
 
 /// Every `mcpx:oauth:*` value in the cluster's Redis replaced by `value` (redis-cli).
 fn plant(redis: &mcpx_e2e::cluster::Redis, value: &str) -> usize {
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new("redis-cli").args(["-p", &redis.port.to_string()]).args(args).output();
-        String::from_utf8_lossy(&out.expect("redis-cli runs").stdout).into_owned()
-    };
-    let keys: Vec<String> = cli(&["--scan", "--pattern", "mcpx:oauth:*"]).lines().map(str::to_owned).collect();
+    let keys: Vec<String> = redis
+        .cli(&["--scan", "--pattern", "mcpx:oauth:*"])
+        .lines()
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect();
     for key in &keys {
-        assert_eq!(cli(&["SET", key, value]).trim(), "OK");
+        assert_eq!(redis.cli(&["SET", key, value]), "OK");
     }
     keys.len()
 }
@@ -849,28 +850,12 @@ fn in_a_cluster_a_login_through_one_node_serves_every_node_and_each_refresh_toke
     let refused = sent.iter().filter(|a| a.as_deref() != Some("Bearer at-2-secret")).count();
     assert_eq!(refused, 1, "only the login's probe went without the refreshed token: {sent:?}");
     // The credential is in Redis sealed: no token in the clear.
-    let dump = std::process::Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:oauth:*"])
-        .output()
-        .unwrap();
-    let keys = String::from_utf8_lossy(&dump.stdout).into_owned();
+    let keys = cluster.redis.cli(&["--scan", "--pattern", "mcpx:oauth:*"]);
     assert_eq!(keys.lines().count(), 1, "one credential: {keys}");
-    let value = std::process::Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string(), "GET", keys.trim()])
-        .output()
-        .unwrap();
-    assert!(!String::from_utf8_lossy(&value.stdout).contains("secret"), "a token in the clear in Redis");
+    assert!(!cluster.redis.cli(&["GET", &keys]).contains("secret"), "a token in the clear in Redis");
     // The login and the refresh each took their generation from one counter in Redis.
-    let counter = std::process::Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string(), "--scan", "--pattern", "mcpx:oauth-generation:*"])
-        .output()
-        .unwrap();
-    let counter = String::from_utf8_lossy(&counter.stdout).trim().to_owned();
-    let count = std::process::Command::new("redis-cli")
-        .args(["-p", &cluster.redis.port.to_string(), "GET", &counter])
-        .output()
-        .unwrap();
-    let count: u64 = String::from_utf8_lossy(&count.stdout).trim().parse().unwrap_or_else(|_| panic!("{counter:?}"));
+    let counter = cluster.redis.cli(&["--scan", "--pattern", "mcpx:oauth-generation:*"]);
+    let count: u64 = cluster.redis.cli(&["GET", &counter]).parse().unwrap_or_else(|_| panic!("{counter:?}"));
     assert!(count > 1_700_000_000_000, "the generation counter starts at the time in ms: {count}");
 
     // Whoever writes to Redis plants a credential of its own: no node uses it (nor the
@@ -910,14 +895,7 @@ fn in_a_cluster_a_credential_put_back_in_redis_after_a_logout_is_ignored() {
     for i in 0..3 {
         assert_eq!(call(&cluster, i).structured_or_text(), "ok", "through node {i}");
     }
-    let redis = |args: &[&str]| {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &cluster.redis.port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let redis = |args: &[&str]| cluster.redis.cli(args);
     let key = redis(&["--scan", "--pattern", "mcpx:oauth:*"]);
     assert_eq!(key.lines().count(), 1, "one credential: {key}");
     assert_eq!(redis(&["COPY", &key, "kept-by-the-attacker"]), "1");
@@ -1007,13 +985,7 @@ fn a_login_made_before_a_node_joined_the_cluster_serves_every_node_unless_one_wa
     std::fs::write(first.home().config_path(), node(1).to_string()).unwrap();
     first.restart();
     let mut second = Daemon::start_in(mcpx_e2e::Home::new(&node(2)), &[]);
-    let keys = |pattern: &str| {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &redis.port.to_string(), "--scan", "--pattern", pattern])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).count()
-    };
+    let keys = |pattern: &str| redis.cli(&["--scan", "--pattern", pattern]).lines().filter(|l| !l.is_empty()).count();
     let offered = mcpx_e2e::poll(Duration::from_secs(10), || (keys("mcpx:oauth:*") == 1).then_some(()));
     assert!(offered.is_some(), "the login made before the cluster never reached Redis");
     let state = |daemon: &Daemon| daemon.home().cli(&["auth", "ls", "--json"]).json()["servers"][0]["state"].clone();
