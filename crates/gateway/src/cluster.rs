@@ -402,7 +402,11 @@ impl Cluster {
         if let Some(fence) = self.fence_of(&lease) {
             return Ok(Claim::Mine { fence });
         }
-        let _one = self.claiming.lock().await;
+        // One claim at a time, but never a wait longer than one Redis command's: while
+        // Redis is silent, requests must fail at once, not queue.
+        let _one = tokio::time::timeout(self.timeout, self.claiming.lock())
+            .await
+            .map_err(|_| ClusterError::Unreachable(format!("no lease taken within {:?}", self.timeout)))?;
         if let Some(fence) = self.fence_of(&lease) {
             return Ok(Claim::Mine { fence });
         }
@@ -441,8 +445,15 @@ impl Cluster {
             }
             recovered.push_back(Recovered { key: key.clone(), previous, fence, at: SystemTime::now() });
         }
+        let until = self.lasts_from(sent);
+        if until <= Instant::now() {
+            return Err(ClusterError::Unreachable(format!(
+                "Redis answered later than the lease it gave lasts ({:?})",
+                self.ttl
+            )));
+        }
         tracing::debug!(instance = %key, fence, "took the lease");
-        let held = Held { key: key.clone(), value, fence, until: self.lasts_from(sent), absent: 0 };
+        let held = Held { key: key.clone(), value, fence, until, absent: 0 };
         self.held.lock().expect("cluster lock").insert(lease, held);
         Ok(Claim::Mine { fence })
     }
@@ -513,6 +524,7 @@ impl Cluster {
     pub async fn upkeep(&self, pool: &Pool) {
         // Also whether Redis is back, even for a node that holds no lease: what skips
         // Redis while it is down (reading OAuth credentials) looks at this.
+        let round = Instant::now();
         self.announce().await;
         let leases: Vec<(String, InstanceKey, String, bool)> = {
             let mut held = self.held.lock().expect("cluster lock");
@@ -530,7 +542,11 @@ impl Cluster {
                 let mut redis = self.redis.clone();
                 if self.timed(invocation.invoke_async::<i64>(&mut redis)).await.is_ok() {
                     tracing::debug!(instance = %key, "released the lease of a stopped instance");
-                    self.held.lock().expect("cluster lock").remove(&lease);
+                    let mut held = self.held.lock().expect("cluster lock");
+                    // Unless a claim took the key again meanwhile, under a new value.
+                    if held.get(&lease).is_some_and(|h| h.value == value) {
+                        held.remove(&lease);
+                    }
                 }
                 return;
             }
@@ -549,18 +565,20 @@ impl Cluster {
                         "lost the lease (another node owns the key now): stopping this node's instance"
                     );
                     held.remove(&lease);
-                    pool.retire_key(&key);
+                    pool.evict_key(&key);
                 }
                 // Unreachable: keep serving what this node owns while its lease lasts;
-                // beyond that another node may have taken the key. The next round can come
-                // late by as much as two Redis timeouts (this one's announcement and renewal).
-                Err(_) if h.until <= Instant::now() + self.upkeep_every() + 2 * self.timeout => {
+                // beyond that another node may have taken the key. The next round starts
+                // an upkeep interval after this one did (or now, if this one ran longer),
+                // and its renewal goes out after its announcement: up to two Redis timeouts
+                // later.
+                Err(_) if h.until <= (round + self.upkeep_every()).max(Instant::now()) + 2 * self.timeout => {
                     tracing::error!(
                         instance = %key,
                         "could not renew the lease before it runs out (Redis unreachable): stopping this node's instance, as another node may take the key"
                     );
                     held.remove(&lease);
-                    pool.retire_key(&key);
+                    pool.evict_key(&key);
                 }
                 Err(_) => {}
             }

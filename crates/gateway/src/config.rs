@@ -896,6 +896,10 @@ fn check_cluster(cluster: &ClusterConfig) -> Result<(), (String, String)> {
     if cluster.redis_timeout.is_zero() {
         return Err(("\"cluster.redisTimeout\" must be longer than 0".into(), "redisTimeout".into()));
     }
+    // A lease taken by a command that took the whole timeout must still be worth serving.
+    if cluster.lease_ttl < 2 * cluster.redis_timeout {
+        return Err(("\"cluster.leaseTtl\" must be at least twice \"cluster.redisTimeout\"".into(), "leaseTtl".into()));
+    }
     if !cluster.secret.starts_with("${") && cluster.secret.len() < 32 {
         return Err(("\"cluster.secret\" must be at least 32 characters".into(), "secret".into()));
     }
@@ -1393,6 +1397,12 @@ mod tests {
             (r#"{"cluster": {"redis": "redis://r", "secret": "short"}}"#.to_owned(), "32 characters"),
             (format!(r#"{{"cluster": {{"redis": "http://r", "secret": "{secret}"}}}}"#), "redis://"),
             (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "leaseTtl": "10ms"}}}}"#), "1s"),
+            (
+                format!(
+                    r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "leaseTtl": "3s", "redisTimeout": "2s"}}}}"#
+                ),
+                "twice",
+            ),
             (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "global": "one"}}}}"#), "per-node"),
             (format!(r#"{{"cluster": {{"redis": "redis://r", "secret": "{secret}", "nodeId": "a b"}}}}"#), "nodeId"),
         ] {

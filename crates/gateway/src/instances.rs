@@ -87,9 +87,9 @@ impl Instances {
         if let Some(fence) = fence {
             // An instance serves under the lease it started under only: one this node kept
             // past that lease (it ran out while Redis could not renew it) starts afresh.
-            if lease.fence().is_some_and(|started| started != fence) {
+            if lease.fence().is_some_and(|started| started < fence) {
                 tracing::warn!(instance = %key, fence, "the lease this instance ran under ran out: starting it afresh");
-                self.pool.retire_key(&key);
+                lease.retire();
                 drop(lease);
                 lease = acquire().await.map_err(to_error)?;
             }

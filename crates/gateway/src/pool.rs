@@ -216,6 +216,16 @@ impl Pool {
         }
     }
 
+    /// Stops the instance at `key` now, whatever holds it: its calls, tasks and streams
+    /// fail or end (another node of the cluster may serve the key by now).
+    pub fn evict_key(&self, key: &InstanceKey) {
+        let removed = self.inner.slots.lock().expect("pool lock").remove(key);
+        if let Some(slot) = removed {
+            slot.retired.store(true, Ordering::SeqCst);
+            self.inner.stop(slot);
+        }
+    }
+
     /// Starts, crashes and reaps per server.
     pub fn counters(&self) -> &PoolCounters {
         &self.inner.counters
@@ -548,6 +558,17 @@ impl Lease {
     /// The fencing token of the cluster lease this instance runs under, in a cluster.
     pub fn fence(&self) -> Option<u64> {
         self.slot.fence.get().copied()
+    }
+
+    /// Takes this lease's instance out of service (if it still serves its key): it stops
+    /// once the calls holding it finish.
+    pub fn retire(&self) {
+        let mut slots = self.pool.slots.lock().expect("pool lock");
+        if slots.get(&self.slot.key).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
+            let slot = slots.remove(&self.slot.key).expect("just found");
+            drop(slots);
+            self.pool.retire_removed(slot);
+        }
     }
 }
 

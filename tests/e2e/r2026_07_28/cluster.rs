@@ -342,9 +342,9 @@ fn with_redis_down_owned_instances_answer_and_other_keys_fail_at_once_naming_red
 
 /// A node cut off from Redis (not from its callers) cannot renew its leases, nor learn
 /// whether another node took a key once a lease may have run out. So it stops serving the
-/// key before then: a call through it fails naming Redis instead of reaching its old
-/// instance while another node's instance serves the same key, and the nodes' statuses
-/// never show the key twice.
+/// key before then: its instance stops, with the call it was running; a call through it
+/// fails naming Redis instead of reaching its old instance while another node's instance
+/// serves the same key; and the nodes' statuses never show the key twice.
 #[test]
 fn a_node_cut_off_from_redis_stops_serving_a_key_before_another_node_can_take_it() {
     let tag = tag();
@@ -359,7 +359,12 @@ fn a_node_cut_off_from_redis_stops_serving_a_key_before_another_node_can_take_it
     let first = whoami(a, "notes", Some("mine"));
     assert_eq!(cluster.owner_of("notes", "mine"), Some(0));
 
-    // Node 1 loses Redis: its user is switched off and its connections are closed.
+    // A long call runs on node 1's instance as node 1 loses Redis: its user is switched
+    // off and its connections are closed.
+    let (done, running) = std::sync::mpsc::channel();
+    let slow = Modern::mcpx_call("notes", "slow", json!({"ms": 60_000})).session("mine");
+    let url = a.to_owned();
+    std::thread::spawn(move || done.send(slow.send(&url)));
     cluster.redis.cli(&["ACL", "SETUSER", "n1", "off"]);
     cluster.redis.cli(&["CLIENT", "KILL", "USER", "n1"]);
     // Node 2 forwards the session's calls to node 1 until the lease runs out in Redis,
@@ -373,6 +378,8 @@ fn a_node_cut_off_from_redis_stops_serving_a_key_before_another_node_can_take_it
     let statuses = cluster.statuses();
     let counts = cluster.instance_counts();
     assert!(counts.values().all(|n| *n == 1), "a key has two live instances: {counts:?}\n{statuses:#?}");
+    let ended = running.recv_timeout(Duration::from_secs(15)).expect("node 1's instance still runs its call");
+    assert!(ended.frame().get("error").is_some() || ended.result()["isError"] == true, "{ended}");
 
     let reply = Modern::mcpx_call("notes", "whoami", json!({})).session("mine").send(a);
     let instance = reply.frame()["result"]["structuredContent"]["instance"].as_str();
