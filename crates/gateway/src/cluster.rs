@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use hmac::{Hmac, Mac};
+use mcpx_upstream::Listener;
 use redis::aio::ConnectionManager;
 use sha2::{Digest, Sha256};
 
@@ -120,6 +121,34 @@ pub struct NodeRequest {
     /// What the caller's host attested over its stdio, where the upstream gets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<serde_json::Map<String, serde_json::Value>>,
+    /// What the caller hears while the request runs, when it listens: the owner sends it
+    /// back before the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<Listening>,
+}
+
+/// What the caller of a relayed request listens for while it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listening {
+    /// Its progress notifications (the caller sent a progress token, which stays with the
+    /// node it landed on: the owner's notifications carry [`RELAYED_PROGRESS_TOKEN`]).
+    #[serde(default)]
+    pub progress: bool,
+    /// Log messages from this level up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+}
+
+/// The progress token an owner's notifications for a relayed request carry; the relaying
+/// node puts its caller's own in its place.
+pub const RELAYED_PROGRESS_TOKEN: &str = "relayed";
+
+impl Listening {
+    /// What a caller with `listener` listens for.
+    pub fn of(listener: &Listener) -> Listening {
+        Listening { progress: listener.progress_token.is_some(), log_level: listener.log_level.clone() }
+    }
 }
 
 /// The methods a node relays to the owner of their instance as a [`NodeRequest`]: those
@@ -138,6 +167,7 @@ pub trait Relay: Send + Sync {
         principal: &'a crate::Principal,
         request: &'a NodeRequest,
         limit: usize,
+        listener: Option<&'a Listener>,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, crate::Error>> + Send + 'a>>;
 }
 

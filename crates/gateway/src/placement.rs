@@ -21,13 +21,13 @@ use mcpx_upstream::Meter as _;
 use serde_json::{Map, Value};
 
 use crate::asking::LOGIN_KEY;
-use crate::cluster::{Kept, Node, NodeRequest, RELAYED};
+use crate::cluster::{Kept, Listening, Node, NodeRequest, RELAYED};
 use crate::error::{Elsewhere, Error};
 use crate::identity::{Identity, Principal, Session, Source};
 use crate::journal::json_len;
 use crate::scope::InstanceKey;
 use crate::tools::CALL;
-use crate::{CallContext, Gateway, ask, held, roots, tasks};
+use crate::{CallContext, Gateway, Listener, ask, held, roots, tasks};
 
 /// What a relayed request may take on top of the call's own timeouts there: the hop to
 /// the owner and back.
@@ -151,6 +151,7 @@ impl Gateway {
             call_id: ctx.call_id.clone(),
             cwd,
             host: ctx.identity.host.clone(),
+            listen: ctx.listener.as_ref().map(Listening::of),
         };
         // The owner's answer is one upstream message, with the bound every one has, and
         // comes within what the call may take there: its instance's start, then the call.
@@ -165,7 +166,7 @@ impl Gateway {
             let meta = request.meta.as_ref().map_or(0, |m| json_len(&Value::Object(m.clone())));
             ctx.reached.sent(usize::try_from(json_len(&request.params) + meta).unwrap_or_default());
         }
-        let sent = relay.send(&node, &ctx.identity.principal, &request, limit);
+        let sent = relay.send(&node, &ctx.identity.principal, &request, limit, ctx.listener.as_ref());
         let answer = tokio::time::timeout(patience, sent).await.unwrap_or_else(|_| {
             Err(Error::internal(format!(
                 "cluster node {:?}, which serves the instance, did not answer within {patience:?}",
@@ -183,8 +184,15 @@ impl Gateway {
     /// instance the sending node keyed, only if that is one `principal` may use (a key
     /// names its principal, so no relay reaches another principal's instance; a directory
     /// a caller named over the network keys the instance of whoever names it), and no
-    /// further: if this node no longer owns the key, the request fails here.
-    pub async fn relayed(&self, principal: Principal, request: NodeRequest) -> Result<Value, Error> {
+    /// further: if this node no longer owns the key, the request fails here. What the
+    /// upstream says of it on the way goes to `listener` (which the front end builds for
+    /// what the request's caller listens for), as it would to the caller's.
+    pub async fn relayed(
+        &self,
+        principal: Principal,
+        request: NodeRequest,
+        listener: Option<Listener>,
+    ) -> Result<Value, Error> {
         if !RELAYED.contains(&request.method.as_str()) {
             return Err(Error::NoMethod(request.method));
         }
@@ -206,6 +214,7 @@ impl Gateway {
         let mut ctx = CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new()));
         ctx.call_id = request.call_id;
         ctx.relayed = true;
+        ctx.listener = listener;
         let (server, method) = (request.server, request.method);
         self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None)
             .await
@@ -256,6 +265,7 @@ mod tests {
             call_id: "c1".into(),
             cwd: None,
             host: None,
+            listen: None,
         }
     }
 
@@ -269,9 +279,9 @@ mod tests {
             principal: Principal::Token("bob".into()),
             session: Session::Named("work".into()),
         });
-        let refused = gateway.relayed(alice.clone(), request(bobs.clone(), "tools/call")).await.unwrap_err();
+        let refused = gateway.relayed(alice.clone(), request(bobs.clone(), "tools/call"), None).await.unwrap_err();
         assert!(refused.to_string().contains("not one the calling principal may use"), "{refused}");
-        let refused = gateway.relayed(alice, request(bobs, "resources/subscribe")).await.unwrap_err();
+        let refused = gateway.relayed(alice, request(bobs, "resources/subscribe"), None).await.unwrap_err();
         assert!(matches!(refused, Error::NoMethod(_)), "{refused}");
         assert!(gateway.instances().is_empty(), "an instance started");
         std::fs::remove_file(file).unwrap();
@@ -295,7 +305,7 @@ mod tests {
         let gateway = Gateway::new(Settings::load(Some(file)).unwrap());
         let owner = Owner::Cwd(crate::scope::Place { path: work.clone(), node: None });
         let request = NodeRequest { server: "here".into(), cwd: Some(work.clone()), ..request(owner, "tools/call") };
-        let answer = gateway.relayed(Principal::Token("alice".into()), request).await;
+        let answer = gateway.relayed(Principal::Token("alice".into()), request, None).await;
         if let Err(e) = &answer {
             assert!(!e.to_string().contains("not one the calling principal may use"), "{e}");
         }

@@ -242,7 +242,10 @@ async fn relayed(
         Ok(request) => request,
         Err(e) => return error(&RpcError::invalid_params(format!("not a relayed request: {e}"))),
     };
-    match front.gateway.relayed(caller.principal, request).await {
+    if let Some(listen) = request.listen.clone() {
+        return crate::cluster::listened_answer(front.gateway.clone(), caller.principal, request, &listen);
+    }
+    match front.gateway.relayed(caller.principal, request, None).await {
         Ok(result) => Json(result).into_response(),
         Err(e) => error(&RpcError::from(e)),
     }

@@ -15,14 +15,20 @@ use serde_json::{Value, json};
 const ALICE: &str = "alice-token-relay";
 
 /// A cluster whose nodes know alice's token and one global fakemcp server `name` (started
-/// with `args`, the config merged with `extra`), its instance taken by node 0; and alice's
-/// `Authorization` value.
+/// with `args`, the config merged with `extra`, whose `mcpServers` come beside it), its
+/// instance taken by node 0; and alice's `Authorization` value.
 fn with_instance_on_node_0(name: &str, args: &[&str], extra: Value) -> (Cluster, String) {
     let mut cfg = json!({"http": {"tokens": {"alice": ALICE}}});
-    if let (Some(cfg), Some(extra)) = (cfg.as_object_mut(), extra.as_object()) {
-        cfg.extend(extra.clone());
+    let mut servers = json!({ name: fakemcp("global", &tag(), args) });
+    if let (Some(cfg), Some(servers), Some(extra)) = (cfg.as_object_mut(), servers.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            match (key.as_str(), value.as_object()) {
+                ("mcpServers", Some(more)) => servers.extend(more.clone()),
+                _ => drop(cfg.insert(key.clone(), value.clone())),
+            }
+        }
     }
-    let cluster = Cluster::start(json!({ name: fakemcp("global", &tag(), args) }), "60s", cfg);
+    let cluster = Cluster::start(servers, "60s", cfg);
     let bearer = format!("Bearer {ALICE}");
     let first =
         Modern::mcpx_call(name, "whoami", json!({})).header("Authorization", &bearer).send(cluster.nodes[0].url());
@@ -74,6 +80,46 @@ fn a_relayed_legacy_call_is_told_its_session_and_journaled_with_the_instance_it_
     assert_eq!(via["name"], direct["name"], "{via} / {direct}");
     assert!(via["bytesIn"].as_i64().unwrap_or_default() > 0, "{via}");
     assert!(via["bytesOut"].as_i64().unwrap_or_default() > 0, "{via}");
+}
+
+/// A caller whose call is relayed hears what the upstream says of it on the way, as it
+/// would where its instance runs: its progress notifications, under its own token, and the
+/// log messages at or above its session's level, before the result.
+#[test]
+fn a_relayed_legacy_call_passes_back_its_progress_and_log_messages() {
+    let conf = fakemcp("global", &tag(), &["--fixture", "conformance"]);
+    let (cluster, bearer) = with_instance_on_node_0("shared", &[], json!({"mcpServers": {"conf": conf}}));
+    let nodes = &cluster.nodes;
+    let conformance =
+        Modern::mcpx_call("conf", "test_simple_text", json!({})).header("Authorization", &bearer).send(nodes[0].url());
+    assert!(conformance.result()["content"].is_array(), "{conformance}");
+    assert_eq!(cluster.owner_of("conf", "global"), Some(0));
+
+    let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let call = |server: &str, tool: &str, meta: Value| {
+        let arguments = json!({"server": server, "tool": tool, "arguments": {"count": 3}});
+        session.request("tools/call", json!({"name": "mcpx_call", "arguments": arguments, "_meta": meta}))
+    };
+    let notes = |reply: &mcpx_e2e::client::Reply, method: &str| -> Vec<Value> {
+        let response = reply.frames.iter().position(|f| f.get("id").is_some()).expect("a response");
+        let before = &reply.frames[..response];
+        assert_eq!(before.len() + 1, reply.frames.len(), "nothing follows the response: {reply}");
+        before.iter().filter(|f| f["method"] == method).map(|f| f["params"].clone()).collect()
+    };
+
+    let flooded = call("shared", "flood", json!({"progressToken": "mine"}));
+    assert_eq!(flooded.structured()["sent"], 3, "{flooded}");
+    let progress = notes(&flooded, "notifications/progress");
+    assert_eq!(progress.len(), 3, "every progress notification comes back: {flooded}");
+    assert!(progress.iter().all(|p| p["progressToken"] == "mine"), "{flooded}");
+
+    let level = session.request("logging/setLevel", json!({"level": "warning"}));
+    assert!(level.result().is_object(), "{level}");
+    let logged = call("conf", "test_logging_levels", json!({}));
+    assert!(logged.result()["content"].is_array(), "{logged}");
+    let messages = notes(&logged, "notifications/message");
+    assert_eq!(messages.len(), 1, "only the error message is at or above warning: {logged}");
+    assert_eq!(messages[0]["level"], "error", "{logged}");
 }
 
 /// A token holder's request to the node-to-node relay route is refused before its body is

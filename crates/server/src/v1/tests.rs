@@ -246,6 +246,7 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
                 call_id: "5f0c2c7e9b8a4d21a0f3c6d9e1b2a4c7".into(),
                 cwd: Some("/w".into()),
                 host: Some(Map::from_iter([("qwen-code/invocation".to_owned(), json!({"sessionId": "q"}))])),
+                listen: Some(mcpx_gateway::cluster::Listening { progress: true, log_level: Some("warning".into()) }),
             })]
         }
         // What the owner's upstream answered, passed through as a `Value`.
