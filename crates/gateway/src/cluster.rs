@@ -93,8 +93,9 @@ impl Kept {
 /// call, a caller on the node's own socket): the node relays just the upstream request to
 /// the owner. It carries the key this node resolved for the caller and what of the
 /// caller the owner's upstream is told; the caller's principal travels beside it, signed
-/// by the sending node, its credentials never. The owner answers for a caller that can
-/// be asked nothing.
+/// by the sending node, its credentials never. What the caller hears while it runs
+/// (progress, log messages, questions) goes back through the sending node, as far as
+/// `listen` says the caller listens.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRequest {
@@ -138,6 +139,11 @@ pub struct Listening {
     /// Log messages from this level up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    /// The caller's capabilities, when it can be asked questions (sampling, elicitation,
+    /// roots): a handshake-era session's. The owner then runs the request as that
+    /// session's, putting each question to the caller through the relaying node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asks: Option<serde_json::Value>,
 }
 
 /// The progress token an owner's notifications for a relayed request carry; the relaying
@@ -145,9 +151,13 @@ pub struct Listening {
 pub const RELAYED_PROGRESS_TOKEN: &str = "relayed";
 
 impl Listening {
-    /// What a caller with `listener` listens for.
-    pub fn of(listener: &Listener) -> Listening {
-        Listening { progress: listener.progress_token.is_some(), log_level: listener.log_level.clone() }
+    /// What a caller with `listener` and `capabilities` listens for.
+    pub fn of(listener: &Listener, capabilities: &serde_json::Value) -> Listening {
+        Listening {
+            progress: listener.progress_token.is_some(),
+            log_level: listener.log_level.clone(),
+            asks: listener.ask.is_some().then(|| capabilities.clone()),
+        }
     }
 }
 

@@ -151,7 +151,7 @@ impl Gateway {
             call_id: ctx.call_id.clone(),
             cwd,
             host: ctx.identity.host.clone(),
-            listen: ctx.listener.as_ref().map(Listening::of),
+            listen: ctx.listener.as_ref().map(|l| Listening::of(l, &ctx.client_capabilities)),
         };
         // The owner's answer is one upstream message, with the bound every one has, and
         // comes within what the call may take there: its instance's start, then the call.
@@ -211,7 +211,13 @@ impl Gateway {
             source: Source::Transport,
             host: request.host,
         };
-        let mut ctx = CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new()));
+        // A caller that can be asked is a handshake-era session: its questions are put to it
+        // as they would be where it landed (through `listener`), not left for a retry.
+        let asked = request.listen.and_then(|l| l.asks);
+        let mut ctx = match asked {
+            Some(capabilities) => CallContext::new(identity, Revision::LATEST_LEGACY, capabilities),
+            None => CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new())),
+        };
         ctx.call_id = request.call_id;
         ctx.relayed = true;
         ctx.listener = listener;

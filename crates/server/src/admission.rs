@@ -53,6 +53,7 @@ use sha2::{Digest, Sha256};
 use crate::cluster;
 use crate::front::Front;
 use crate::listener::LocalAddr;
+use crate::relayed;
 use crate::reply::{self, Format};
 use crate::resource_metadata;
 use crate::socket::{self, Peer};
@@ -130,12 +131,14 @@ async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
         Err(why) => return refused(why),
     };
     let limit = match path.as_str() {
-        cluster::RELAY_PATH => cluster::relay_body_limit(&front.gateway.settings().config()),
+        relayed::RELAY_PATH | relayed::ANSWER_PATH => relayed::body_limit(&front.gateway.settings().config()),
         _ => front.gateway.settings().config().http.max_body_bytes,
     };
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
         let why = match path.as_str() {
-            cluster::RELAY_PATH => "a relayed request over limits.maxLineBytes (or http.maxBodyBytes)",
+            relayed::RELAY_PATH | relayed::ANSWER_PATH => {
+                "a relayed request over limits.maxLineBytes (or http.maxBodyBytes)"
+            }
             _ => "request body exceeds http.maxBodyBytes",
         };
         return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, why);

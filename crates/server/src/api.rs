@@ -57,6 +57,7 @@ pub fn routes() -> Router<Arc<Front>> {
         .route("/v1/log", get(log))
         .route("/v1/stats", get(stats))
         .route("/v1/cluster/relay", post(relayed))
+        .route("/v1/cluster/relay/answer", post(relay_answer))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -226,29 +227,64 @@ async fn relayed(
     onward: Onward,
     body: axum::body::Body,
 ) -> Response {
-    // Before the body is read at all: what a caller names here does not matter, and a
-    // body extracted as bytes would be read first, whatever its size.
-    if !onward.forwarded {
-        let e = RpcError::invalid_request("only another node of this daemon's cluster may send this request");
-        return (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&e))).into_response();
-    }
-    // Admission read a node's body already, within what a relayed request may carry.
-    let limit = crate::cluster::relay_body_limit(&front.gateway.settings().config());
-    let Ok(body) = axum::body::to_bytes(body, limit).await else {
-        let e = RpcError::invalid_request("a relayed request over limits.maxLineBytes (or http.maxBodyBytes)");
-        return (StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response();
-    };
-    let request = match serde_json::from_slice::<mcpx_gateway::cluster::NodeRequest>(&body) {
+    let request = match node_body::<mcpx_gateway::cluster::NodeRequest>(&front, &onward, body).await {
         Ok(request) => request,
-        Err(e) => return error(&RpcError::invalid_params(format!("not a relayed request: {e}"))),
+        Err(refused) => return refused,
     };
-    if let Some(listen) = request.listen.clone() {
-        return crate::cluster::listened_answer(front.gateway.clone(), caller.principal, request, &listen);
+    if let (Some(listen), Some(link)) = (request.listen.clone(), &front.cluster) {
+        let (gateway, questions) = (front.gateway.clone(), link.questions.clone());
+        return crate::relayed::listened_answer(gateway, questions, caller.principal, request, &listen);
     }
     match front.gateway.relayed(caller.principal, request, None).await {
         Ok(result) => Json(result).into_response(),
         Err(e) => error(&RpcError::from(e)),
     }
+}
+
+/// A caller's answer to a question an upstream asked during a request another node
+/// relayed here, sent by that node: taken for the question of its id, only when the
+/// request was for the principal the node vouches for, and only while the question waits.
+async fn relay_answer(
+    State(front): State<Arc<Front>>,
+    Caller(caller): Caller,
+    onward: Onward,
+    body: axum::body::Body,
+) -> Response {
+    let answer = match node_body::<crate::relayed::Answer>(&front, &onward, body).await {
+        Ok(answer) => answer,
+        Err(refused) => return refused,
+    };
+    let taken = front
+        .cluster
+        .as_ref()
+        .is_some_and(|link| link.questions.answer(&answer.id, &caller.principal, answer.outcome.into()));
+    if taken {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let e = RpcError::invalid_params("no question of this id waits for this caller's answer");
+    (StatusCode::NOT_FOUND, Json(v1::ErrorBody::from(&e))).into_response()
+}
+
+/// The body of a request only another node of the cluster may send (a relayed request, an
+/// answer to a question): anyone else is refused (403) before the body is read at all,
+/// whatever its size and whatever it names.
+async fn node_body<T: serde::de::DeserializeOwned>(
+    front: &Front,
+    onward: &Onward,
+    body: axum::body::Body,
+) -> Result<T, Response> {
+    if !onward.forwarded {
+        let e = RpcError::invalid_request("only another node of this daemon's cluster may send this request");
+        return Err((StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&e))).into_response());
+    }
+    // Admission read a node's body already, within what a relayed request may carry.
+    let limit = crate::relayed::body_limit(&front.gateway.settings().config());
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        let e = RpcError::invalid_request("a relayed request over limits.maxLineBytes (or http.maxBodyBytes)");
+        return Err((StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response());
+    };
+    serde_json::from_slice::<T>(&body)
+        .map_err(|e| error(&RpcError::invalid_params(format!("not a node's request of this route: {e}"))))
 }
 
 /// A `/v1` request as it came, and whether it may go on to another node of the cluster:

@@ -15,7 +15,6 @@
 //! or forward a request that was itself forwarded.
 
 use std::collections::{HashSet, VecDeque};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,17 +24,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use futures::{StreamExt, TryStreamExt};
 use hmac::{Hmac, Mac};
-use mcpx_gateway::cluster::{Kept, Listening, Node, NodeRequest, RELAYED_PROGRESS_TOKEN};
-use mcpx_gateway::{Gateway, Line, Lines, Listener, Principal};
+use mcpx_gateway::Principal;
+use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_protocol::RpcError;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::reply;
-use crate::v1::{ErrorBody, ErrorDetail};
 
 /// The node a forwarded request comes from.
 pub const NODE_HEADER: &str = "x-mcpx-node";
@@ -100,6 +95,8 @@ pub struct Link {
     client: mcpx_http::Client,
     /// The nonces of the signed requests accepted whose time is still in the window.
     seen: Mutex<Seen>,
+    /// Upstreams' questions during requests relayed here, waiting for their callers.
+    pub questions: Arc<crate::relayed::Questions>,
 }
 
 /// Accepted nonces, each until its request's time leaves [`SIGNATURE_WINDOW`]. Only
@@ -139,6 +136,7 @@ impl Link {
             mac_key: derive(secret, "mcpx session id integrity"),
             client,
             seen: Mutex::default(),
+            questions: Arc::default(),
         }
     }
 
@@ -376,198 +374,12 @@ impl Link {
     }
 }
 
-/// Where a node relays a request for one server to the node that owns its instance
-/// (`NodeRequest`; the route is `api::relayed`); only a node may send there.
-pub const RELAY_PATH: &str = "/v1/cluster/relay";
-
-/// The largest body a node takes at [`RELAY_PATH`]: a relayed request carries what a
-/// script or a session's caller sent, bound for an upstream, which no request body
-/// bounds (a script builds its calls' arguments), so the upstream message limit, as
-/// for the same call sent where the caller landed; at least `http.maxBodyBytes`.
-pub fn relay_body_limit(config: &mcpx_gateway::config::Config) -> usize {
-    config.http.max_body_bytes.max(config.limits.max_line_bytes)
-}
-
-impl mcpx_gateway::cluster::Relay for Link {
-    fn send<'a>(
-        &'a self,
-        node: &'a Node,
-        principal: &'a Principal,
-        request: &'a NodeRequest,
-        limit: usize,
-        listener: Option<&'a Listener>,
-    ) -> Pin<Box<dyn Future<Output = Result<Value, mcpx_gateway::Error>> + Send + 'a>> {
-        Box::pin(async move {
-            let kept = Kept::Instance(request.server.clone());
-            let unreachable = |e: String| {
-                tracing::warn!(node = node.id, url = node.url, ?kept, "relaying to another node failed: {e}");
-                mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
-            };
-            let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
-            let listened = request.listen.is_some();
-            let mut headers = HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            let accept = if listened { NDJSON } else { "application/json" };
-            headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
-            let answer = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body)
-                .await
-                .map_err(unreachable)?;
-            let status = answer.status();
-            if listened && status.is_success() {
-                return match read_listened(answer, limit, listener).await {
-                    Ok(Relayed::Result(result)) => Ok(result),
-                    Ok(Relayed::Error(error)) => Err(mcpx_gateway::Error::Relayed(RpcError {
-                        code: error.code,
-                        message: error.message,
-                        data: error.data,
-                    })),
-                    Ok(Relayed::Notify(_)) => unreachable!("read_listened returns an outcome"),
-                    Err(e) => Err(unreachable(e)),
-                };
-            }
-            let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
-            if status.is_success() {
-                return serde_json::from_slice(&body).map_err(|e| unreachable(format!("an unreadable answer: {e}")));
-            }
-            match serde_json::from_slice::<ErrorBody>(&body) {
-                Ok(ErrorBody { error }) => Err(mcpx_gateway::Error::Relayed(RpcError {
-                    code: error.code,
-                    message: error.message,
-                    data: error.data,
-                })),
-                Err(_) => Err(unreachable(format!("answered {status}: {}", String::from_utf8_lossy(&body)))),
-            }
-        })
-    }
-}
-
-/// The media type of an owner's answer to a relayed request whose caller listens.
-const NDJSON: &str = "application/x-ndjson";
-
-/// How many of a relayed request's notifications wait to go back to the relaying node;
-/// more are dropped (progress and log messages are worth nothing late), never its outcome.
-const RELAYED_BACKLOG: usize = 256;
-
-/// Room for the envelope around an upstream message on a line of a listened answer.
-const LINE_ENVELOPE: usize = 64;
-
-/// One line of an owner's answer to a relayed request (a JSON object per line): what the
-/// caller hears while the request runs, then its outcome, last.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-enum Relayed {
-    /// A notification for the caller: progress or a log message.
-    Notify(Value),
-    /// The upstream's result.
-    Result(Value),
-    /// Why there is none.
-    Error(ErrorDetail),
-}
-
-impl Relayed {
-    /// What of a notification the owner sent goes on to the caller `listener`, as the
-    /// caller's own: progress under its token, a log message at a level it listens to;
-    /// nothing else (an owner speaks for an upstream, and only of this request).
-    fn notification(mut frame: Value, listener: &Listener) -> Option<Value> {
-        if frame.get("id").is_some() {
-            return None;
-        }
-        match frame.get("method")?.as_str()? {
-            "notifications/progress" => {
-                let token = listener.progress_token.clone()?;
-                *frame.get_mut("params")?.get_mut("progressToken")? = token;
-            }
-            "notifications/message" => {
-                let level = frame.pointer("/params/level")?.as_str()?;
-                if !listener.wants_log(level) {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-        Some(frame)
-    }
-}
-
-/// The owner's answer to a relayed request whose caller listens (`listen`): 200 and one
-/// [`Relayed`] per line, what the upstream says of the request while it runs, then its
-/// outcome. The request runs while the relaying node reads: when it hangs up, the call
-/// ends here as a caller's call ends when its caller goes.
-pub fn listened_answer(
-    gateway: Arc<Gateway>,
-    principal: Principal,
-    request: NodeRequest,
-    listen: &Listening,
-) -> Response {
-    let (lines, pending) = tokio::sync::mpsc::channel::<Relayed>(RELAYED_BACKLOG);
-    let notes = lines.clone();
-    let listener = Listener {
-        progress_token: listen.progress.then(|| Value::from(RELAYED_PROGRESS_TOKEN)),
-        log_level: listen.log_level.clone(),
-        notify: Arc::new(move |frame| {
-            let _ = notes.try_send(Relayed::Notify(frame));
-        }),
-        ask: None,
-    };
-    let run = tokio::spawn(async move {
-        let outcome = match gateway.relayed(principal, request, Some(listener)).await {
-            Ok(result) => Relayed::Result(result),
-            Err(e) => Relayed::Error(ErrorBody::from(&RpcError::from(e)).error),
-        };
-        let _ = lines.send(outcome).await;
-    });
-    let stop = tokio_util::task::AbortOnDropHandle::new(run);
-    let body = futures::stream::unfold(Some((pending, stop)), |running| async move {
-        let (mut pending, stop) = running?;
-        let line = pending.recv().await?;
-        // After the outcome, nothing: the stream ends (and so does its task, done).
-        let running = matches!(line, Relayed::Notify(_)).then_some((pending, stop));
-        let mut bytes = serde_json::to_vec(&line).expect("a relayed line serializes");
-        bytes.push(b'\n');
-        Some((Ok::<_, std::convert::Infallible>(Bytes::from(bytes)), running))
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, NDJSON)
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| reply::status(StatusCode::INTERNAL_SERVER_ERROR, "the answer could not be built\n"))
-}
-
-/// Reads an owner's listened answer (see [`listened_answer`]) up to its outcome, passing
-/// what the caller listens for to `listener`: the outcome, or why the answer was not one.
-async fn read_listened(
-    answer: mcpx_http::Response,
-    limit: usize,
-    listener: Option<&Listener>,
-) -> Result<Relayed, String> {
-    use http_body_util::BodyExt;
-    let body = answer.into_body().into_data_stream().map_err(std::io::Error::other);
-    let mut lines =
-        tokio_util::codec::FramedRead::new(tokio_util::io::StreamReader::new(body), Lines::new(limit + LINE_ENVELOPE));
-    while let Some(line) = lines.next().await {
-        let line = match line.map_err(|e| e.to_string())? {
-            Line::Text(line) => line,
-            Line::TooLong(_) => return Err(format!("a line of its answer over {limit} bytes")),
-            Line::NotUtf8 => return Err("a line of its answer that is not UTF-8".into()),
-        };
-        match serde_json::from_str::<Relayed>(&line).map_err(|e| format!("an unreadable line: {e}"))? {
-            Relayed::Notify(frame) => {
-                let heard = listener.and_then(|l| Relayed::notification(frame, l).map(|frame| (l, frame)));
-                if let Some((listener, frame)) = heard {
-                    (listener.notify)(frame);
-                }
-            }
-            outcome => return Ok(outcome),
-        }
-    }
-    Err("its answer ended before the outcome".into())
-}
-
 /// Whether a caller's header goes on with a forwarded request (and is signed).
 fn is_forwarded(name: &str) -> bool {
     FORWARDED_HEADERS.contains(&name) || name.starts_with("mcp-param-")
 }
 
-fn new_nonce() -> String {
+pub(crate) fn new_nonce() -> String {
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).expect("the OS random source is available");
     hex(&nonce)
@@ -600,39 +412,6 @@ mod tests {
 
     fn link(secret: &str) -> Link {
         Link::new("node-a".into(), "http://127.0.0.1:7001".into(), secret)
-    }
-
-    /// What an owner sends back of a relayed request reaches the caller only as what the
-    /// caller listens for: progress under the caller's own token (none if it sent none),
-    /// log messages at its level; no other notification and no request.
-    #[test]
-    fn an_owners_notification_reaches_the_caller_only_as_what_it_listens_for() {
-        let heard = |token: Option<Value>, level: Option<&str>, frame: Value| {
-            let listener = Listener {
-                progress_token: token,
-                log_level: level.map(str::to_owned),
-                notify: Arc::new(|_| {}),
-                ask: None,
-            };
-            Relayed::notification(frame, &listener)
-        };
-        let progress = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
-            "params": {"progressToken": RELAYED_PROGRESS_TOKEN, "progress": 1}});
-        let mine = heard(Some(Value::from(7)), None, progress.clone()).unwrap();
-        assert_eq!(mine["params"]["progressToken"], 7, "{mine}");
-        assert_eq!(heard(None, Some("debug"), progress), None);
-        let log = |level: &str| serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": "x"}});
-        assert!(heard(None, Some("warning"), log("error")).is_some());
-        assert_eq!(heard(None, Some("warning"), log("info")), None);
-        assert_eq!(heard(None, None, log("emergency")), None);
-        for frame in [
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}}),
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "notifications/progress",
-                "params": {"progressToken": RELAYED_PROGRESS_TOKEN, "progress": 1}}),
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}}),
-        ] {
-            assert_eq!(heard(Some(Value::from(7)), Some("debug"), frame.clone()), None, "{frame}");
-        }
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod modern;
 mod pending;
 mod questions;
 pub mod relay;
+mod relayed;
 mod reply;
 mod resource_metadata;
 mod session;

@@ -7,8 +7,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use mcpx_e2e::client::Modern;
+use mcpx_e2e::client::{Modern, Raw, next_id};
 use mcpx_e2e::cluster::Cluster;
+use mcpx_e2e::schema::LEGACY;
+use mcpx_e2e::upstreams::RawPost;
 use mcpx_e2e::{Daemon, LegacySession, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
@@ -122,29 +124,85 @@ fn a_relayed_legacy_call_passes_back_its_progress_and_log_messages() {
     assert_eq!(messages[0]["level"], "error", "{logged}");
 }
 
-/// A token holder's request to the node-to-node relay route is refused before its body is
-/// read: a body declared a gigabyte long, of which a kilobyte is sent, gets its 403 at
-/// once, instead of the node waiting for (and holding) the rest.
+/// A handshake-era upstream's question during a relayed call reaches the caller where it
+/// landed, and the caller's answer reaches the upstream: the call completes with it.
 #[test]
-fn the_relay_route_refuses_a_caller_before_reading_its_body() {
+fn a_question_during_a_relayed_legacy_call_is_put_to_its_caller() {
+    let (cluster, bearer) =
+        with_instance_on_node_0("asker", &["--era", "legacy", "--fixture", "conformance"], json!({}));
+    // On the node that owns the instance, and on another (relayed).
+    for node in &cluster.nodes[..2] {
+        asks_and_is_answered(node.url(), &bearer);
+    }
+}
+
+/// A session on the node at `url` that can be asked to elicit calls the handshake-era
+/// upstream `asker`'s `test_elicitation`, and answers its question.
+fn asks_and_is_answered(url: &str, bearer: &str) {
+    let headers = |session: &str| {
+        let mut headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            ("Accept".to_owned(), "application/json, text/event-stream".to_owned()),
+            ("MCP-Protocol-Version".to_owned(), LEGACY.to_owned()),
+            ("Authorization".to_owned(), bearer.to_owned()),
+        ];
+        if !session.is_empty() {
+            headers.push(("Mcp-Session-Id".to_owned(), session.to_owned()));
+        }
+        headers
+    };
+    let post = |session: &str, frame: Value, method: Option<&str>| {
+        let body = Some(frame.to_string().into_bytes());
+        Raw { http_method: "POST", url, headers: headers(session), body, revision: LEGACY, method }.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": next_id(), "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "mcpx-e2e", "version": "0"}}});
+    let opened = post("", initialize, Some("initialize"));
+    let session = opened.header("mcp-session-id").expect("a session").to_owned();
+    let ack = post(&session, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), None);
+    assert_eq!(ack.status, 202, "{ack}");
+
+    let call = json!({"jsonrpc": "2.0", "id": next_id(), "method": "tools/call", "params": {"name": "mcpx_call",
+        "arguments": {"server": "asker", "tool": "test_elicitation", "arguments": {"message": "Your name?"}}}});
+    let mut stream = RawPost::send(url, LEGACY, &headers(&session), &call);
+    assert_eq!(stream.status(), 200, "{:?}", stream.head);
+    let question = stream.read_until(Duration::from_secs(15), |f| f["method"] == "elicitation/create");
+    assert_eq!(question["params"]["message"], "Your name?", "{question}");
+    let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "accept", "content": {"response": "Ada"}}});
+    let taken = post(&session, answer, None);
+    assert_eq!(taken.status, 202, "the answer was not accepted: {taken}");
+    let reply = stream.read_until(Duration::from_secs(15), |f| f.get("result").is_some() || f.get("error").is_some());
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("accept") && text.contains("Ada"), "the upstream did not get the answer: {reply}");
+}
+
+/// A token holder's request to the node-to-node relay routes (a relayed request, an answer
+/// to a question) is refused before its body is read: a body declared a gigabyte long, of
+/// which a kilobyte is sent, gets its 403 at once, instead of the node waiting for (and
+/// holding) the rest.
+#[test]
+fn the_relay_routes_refuse_a_caller_before_reading_its_body() {
     let daemon = Daemon::start(&{
         let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
         cfg["http"] = json!({"tokens": {"alice": ALICE}});
         cfg
     });
     let port: u16 = daemon.url().rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let head = format!(
-        "POST /v1/cluster/relay HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ALICE}\r\n\
-         Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&[b' '; 1024]).unwrap();
-    let mut got = [0u8; 64];
-    let n = stream.read(&mut got).unwrap_or_else(|e| panic!("no answer before the body came: {e}"));
-    let text = String::from_utf8_lossy(&got[..n]);
-    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    for route in ["/v1/cluster/relay", "/v1/cluster/relay/answer"] {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let head = format!(
+            "POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ALICE}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&[b' '; 1024]).unwrap();
+        let mut got = [0u8; 64];
+        let n = stream.read(&mut got).unwrap_or_else(|e| panic!("{route}: no answer before the body came: {e}"));
+        let text = String::from_utf8_lossy(&got[..n]);
+        assert!(text.starts_with("HTTP/1.1 403"), "{route}: {text}");
+    }
 }
 
 /// A handshake-era session's task-augmented call whose instance another node owns is a

@@ -246,11 +246,26 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
                 call_id: "5f0c2c7e9b8a4d21a0f3c6d9e1b2a4c7".into(),
                 cwd: Some("/w".into()),
                 host: Some(Map::from_iter([("qwen-code/invocation".to_owned(), json!({"sessionId": "q"}))])),
-                listen: Some(mcpx_gateway::cluster::Listening { progress: true, log_level: Some("warning".into()) }),
+                listen: Some(mcpx_gateway::cluster::Listening {
+                    progress: true,
+                    log_level: Some("warning".into()),
+                    asks: Some(json!({"elicitation": {}})),
+                }),
             })]
         }
         // What the owner's upstream answered, passed through as a `Value`.
         ("/v1/cluster/relay", "post", "200") => return None,
+        ("/v1/cluster/relay/answer", "post", "request") => {
+            use crate::relayed::{Answer, Outcome};
+            let answered = Answer { id: "9c1f".into(), outcome: Outcome::Result(json!({"action": "decline"})) };
+            let failed = Answer {
+                id: "9c20".into(),
+                outcome: Outcome::from(Err::<Value, _>(
+                    RpcError::invalid_params("no form").with_data(json!({"why": "x"})),
+                )),
+            };
+            vec![to_value(answered), to_value(failed)]
+        }
         // A tool's result is the upstream's own, passed through as a `Value`.
         ("/v1/call" | "/v1/exec" | "/v1/ask/answer" | "/v1/ask/poll" | "/v1/tasks", _, "200") => return None,
         _ => vec![],
