@@ -683,13 +683,39 @@ impl Cluster {
     }
 
     /// Keeps `record` (a task's last state, JSON) as task `id`'s for `ttl`, signed so that
-    /// whoever else writes to Redis cannot make a node answer with a record of its own.
-    pub(crate) async fn keep_task(&self, id: &str, record: &str, ttl: Duration) -> Result<(), ClusterError> {
+    /// whoever else writes to Redis cannot make a node answer with a record of its own;
+    /// and `id` among the tasks of `owner` (the caller it was handed to) for as long, so
+    /// that a listing finds it once its node is gone.
+    pub(crate) async fn keep_task(
+        &self,
+        id: &str,
+        owner: &str,
+        record: &str,
+        ttl: Duration,
+    ) -> Result<(), ClusterError> {
         let value = format!("{} {record}", self.task_tag(id, record));
+        let ttl_ms = ttl.as_millis().max(1) as u64;
+        let (index, now) = (tasks_of_name(owner), unix_ms());
         let mut redis = self.redis.clone();
-        let mut command = redis::cmd("SET");
-        command.arg(task_name(id)).arg(value).arg("PX").arg(ttl.as_millis().max(1) as u64);
-        self.timed(command.query_async::<()>(&mut redis)).await
+        let mut commands = redis::pipe();
+        commands.cmd("SET").arg(task_name(id)).arg(value).arg("PX").arg(ttl_ms).ignore();
+        commands.cmd("ZADD").arg(&index).arg(now + ttl_ms).arg(id).ignore();
+        commands.cmd("ZREMRANGEBYSCORE").arg(&index).arg("-inf").arg(now).ignore();
+        // The index lasts as long as its longest-lived task.
+        commands.cmd("PEXPIRE").arg(&index).arg(ttl_ms).arg("GT").ignore();
+        commands.cmd("PEXPIRE").arg(&index).arg(ttl_ms).arg("NX").ignore();
+        self.timed(commands.query_async::<()>(&mut redis)).await
+    }
+
+    /// The ids of the tasks handed to `owner` whose records are kept (see
+    /// [`Cluster::keep_task`]), at most `limit` of them. Only ids: whoever writes to Redis
+    /// can add any, and each is believed only once opened for the caller and its record
+    /// checked.
+    pub(crate) async fn task_ids_of(&self, owner: &str, limit: usize) -> Result<Vec<String>, ClusterError> {
+        let mut redis = self.redis.clone();
+        let mut command = redis::cmd("ZRANGE");
+        command.arg(tasks_of_name(owner)).arg(unix_ms()).arg("+inf").arg("BYSCORE").arg("LIMIT").arg(0).arg(limit);
+        self.timed(command.query_async(&mut redis)).await
     }
 
     /// Task `id`'s last state as a node kept it (see [`Cluster::keep_task`]), if one did.
@@ -763,22 +789,25 @@ pub(crate) async fn keep_leases(cluster: Arc<Cluster>, gateway: Weak<crate::Gate
 /// `mcpx:lease:` and a digest of the key: keys hold paths and principals, which stay out
 /// of Redis's key space.
 fn lease_key(key: &InstanceKey) -> String {
-    let bytes = serde_json::to_vec(key).expect("an instance key serializes");
-    let digest = Sha256::digest(&bytes);
-    let mut out = String::with_capacity(11 + 64);
-    out.push_str("mcpx:lease:");
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    digest_name("mcpx:lease:", &serde_json::to_vec(key).expect("an instance key serializes"))
 }
 
 /// Where task `id`'s last state is kept: a digest of the id, which is the caller's to hold.
 fn task_name(id: &str) -> String {
-    let digest = Sha256::digest(id.as_bytes());
-    let mut out = String::with_capacity(10 + 64);
-    out.push_str("mcpx:task:");
-    for b in digest {
+    digest_name("mcpx:task:", id.as_bytes())
+}
+
+/// Where the ids of the tasks handed to `owner` are kept: a digest of the owner (a
+/// session or a principal), which stays out of Redis's key space.
+fn tasks_of_name(owner: &str) -> String {
+    digest_name("mcpx:tasks-of:", owner.as_bytes())
+}
+
+/// `prefix` and the SHA-256 of `bytes`, in hex.
+fn digest_name(prefix: &str, bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(prefix.len() + 64);
+    out.push_str(prefix);
+    for b in Sha256::digest(bytes) {
         out.push_str(&format!("{b:02x}"));
     }
     out

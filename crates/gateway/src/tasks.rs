@@ -29,7 +29,7 @@
 //! in flight.
 //! An instance that exits while a task runs ends it as `failed`, with an error that says so.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -136,7 +136,7 @@ pub(crate) struct Tasks {
 
 /// A task's record as a node keeps it in the cluster's Redis: its id, the record (JSON:
 /// `ttlMs` and the state), and how long the task has left.
-pub(crate) type KeptTask = (String, String, Duration);
+pub(crate) type KeptTask = (String, String, String, Duration);
 
 /// Who runs a task.
 #[derive(Clone)]
@@ -391,7 +391,7 @@ impl Tasks {
         let Some(entry) = tasks.get(id).filter(|e| e.era == Era::Modern) else { return };
         let left = entry.expires.saturating_duration_since(Instant::now());
         let record = json!({ "ttlMs": entry.ttl_ms, "state": entry.state }).to_string();
-        let queued = queue.try_send((id.to_owned(), record, left));
+        let queued = queue.try_send((id.to_owned(), entry.owner.clone(), record, left));
         drop(tasks);
         if queued.is_err() {
             tracing::warn!(
@@ -1437,6 +1437,29 @@ impl Gateway {
         Some((ttl_ms, failed))
     }
 
+    /// In a cluster, the caller's tasks whose node is gone (or has forgotten them), as
+    /// their records say (see [`Gateway::left_behind`]), but those in `listed` (the ids
+    /// the live nodes listed); at most `tasks.max` of them. Empty outside a cluster, or
+    /// when Redis cannot say (logged).
+    pub async fn tasks_left_behind(&self, ctx: &CallContext, listed: &HashSet<&str>) -> Vec<Value> {
+        let Some(cluster) = self.instances.cluster.get() else { return Vec::new() };
+        let limit = listed.len() + self.settings.config().tasks.max;
+        let ids = match cluster.task_ids_of(&ctx.identity.owner_key(), limit).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!(
+                    "listing tasks: the ids of the caller's tasks in the cluster's Redis were not read: {e}"
+                );
+                return Vec::new();
+            }
+        };
+        let unlisted = ids.into_iter().filter(|id| !listed.contains(id.as_str()));
+        let found = unlisted.map(|id| async move {
+            self.left_behind(ctx, &id).await.map(|(ttl, state)| render_modern(&id, ttl, &state))
+        });
+        futures::future::join_all(found).await.into_iter().flatten().collect()
+    }
+
     /// From now on, in a cluster, each 2026 task's record is kept in Redis at each change
     /// of its status, in order, by one writer (see [`Gateway::left_behind`]). While Redis
     /// is slow, at most `tasks.max` records wait; one past that is not kept (logged), and
@@ -1448,8 +1471,8 @@ impl Gateway {
             return;
         }
         tokio::spawn(async move {
-            while let Some((id, record, left)) = records.recv().await {
-                if let Err(e) = cluster.keep_task(&id, &record, left).await {
+            while let Some((id, owner, record, left)) = records.recv().await {
+                if let Err(e) = cluster.keep_task(&id, &owner, &record, left).await {
                     tracing::warn!("a task's record was not kept in the cluster's Redis: {e}");
                 }
             }

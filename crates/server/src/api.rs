@@ -819,9 +819,10 @@ async fn task_start(
 ///
 /// In a cluster, every node's: this node asks each other live node for the caller's
 /// tasks there (with the caller's principal, signed as any forwarded request is; that
-/// node answers with its own tasks only, as for any forwarded request). A node that
-/// cannot be reached, or has not answered within `cluster.leaseTtl`, is left out (its
-/// tasks are out of reach too) and logged; one that
+/// node answers with its own tasks only, as for any forwarded request), and lists those
+/// of nodes that are gone from their records in Redis. A live node that cannot be
+/// reached, or has not answered within `cluster.leaseTtl`, is left out (its tasks are
+/// out of reach too) and logged; one that
 /// answers with anything but a listing fails the listing, naming it. A caller on this
 /// node's socket, whose pid and cwd cannot travel, is answered with this node's tasks.
 async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
@@ -867,6 +868,10 @@ async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onwa
             }
         }
     }
+    // And those whose node is gone, from their records.
+    let listed: std::collections::HashSet<&str> = tasks.iter().filter_map(|t| t["taskId"].as_str()).collect();
+    let left = front.gateway.tasks_left_behind(&task_context(&caller), &listed).await;
+    tasks.extend(left);
     // Oldest first, as one node lists them.
     tasks.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
     Json(v1::TaskList { tasks }).into_response()

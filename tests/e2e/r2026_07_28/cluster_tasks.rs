@@ -238,13 +238,14 @@ fn v1_tasks_lists_the_callers_tasks_from_every_node_and_no_one_elses() {
 
 /// A node that takes the listing's connection but never answers (stopped, so the kernel
 /// still accepts for it) is left out once `cluster.leaseTtl` passes: `GET /v1/tasks`
-/// answers with the tasks the live nodes hold instead of waiting on it.
+/// answers with the tasks the live nodes hold instead of waiting on it (and, once the
+/// stopped node's announcement has lapsed meanwhile, its task as its record reads: failed).
 #[test]
 fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
     let cluster = two_servers(&tag(), "2s");
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
     let first = slow_v1_task(&urls[0], "plain");
-    slow_v1_task(&urls[1], "other");
+    let second = slow_v1_task(&urls[1], "other");
     let signal = |which: &str| {
         let pid = cluster.nodes[1].pid().to_string();
         assert!(std::process::Command::new("kill").args([which, &pid]).status().unwrap().success(), "kill {which}");
@@ -264,8 +265,13 @@ fn a_node_that_never_answers_is_left_out_of_v1_tasks_after_the_lease_ttl() {
     signal("-CONT");
     assert_eq!(reply.status, 200, "{reply}");
     let listed = reply.json();
-    let ids: Vec<&str> = listed["tasks"].as_array().unwrap().iter().filter_map(|t| t["taskId"].as_str()).collect();
-    assert_eq!(ids, vec![first.as_str()], "{reply}");
+    let tasks = listed["tasks"].as_array().unwrap();
+    let status = |id: &str| tasks.iter().find(|t| t["taskId"] == id).map(|t| t["status"].clone());
+    assert_eq!(status(&first), Some(json!("working")), "{reply}");
+    if let Some(theirs) = status(&second) {
+        assert_eq!(theirs, "failed", "a stopped node's task is listed only as its record reads: {reply}");
+    }
+    assert!(tasks.len() <= 2, "{reply}");
 }
 
 /// The task records kept in `cluster`'s Redis, as stored.
@@ -278,7 +284,8 @@ fn kept_task_records(cluster: &Cluster) -> Vec<String> {
 /// that held the task dies, every other node answers for it from that record, to its
 /// caller only. A task that had ended reads as it ended, result included; one that was
 /// still running reads as failed, saying its node is gone, and cancelling it changes
-/// nothing. A record altered in Redis is not believed.
+/// nothing; both are listed among the caller's tasks. A record altered in Redis is not
+/// believed.
 #[test]
 fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record() {
     let mut cluster = two_servers(&tag(), "2s");
@@ -320,10 +327,23 @@ fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record()
     let ack = task_request(&urls[1], ALICE, "tasks/cancel", json!({"taskId": running}));
     assert_eq!(ack.result()["resultType"], "complete", "{ack}");
 
+    // Both are listed among the caller's tasks, as they read.
+    for url in &urls[1..] {
+        let listed = v1(url, "GET", "/v1/tasks", ALICE, None);
+        assert_eq!(listed.status, 200, "{listed}");
+        let tasks = listed.json()["tasks"].as_array().cloned().unwrap_or_default();
+        let status = |id: &str| tasks.iter().find(|t| t["taskId"] == id).map(|t| t["status"].clone());
+        assert_eq!(status(&done), Some(json!("completed")), "through {url}: {listed}");
+        assert_eq!(status(&running), Some(json!("failed")), "through {url}: {listed}");
+        assert_eq!(tasks.len(), 2, "through {url}: {listed}");
+    }
+
     // Another token's holder finds nothing through any node.
     for url in &urls[1..] {
         assert_eq!(v1(url, "GET", &path, BOB, None).status, 404, "bob reads alice's task through {url}");
         task_request(url, BOB, "tasks/get", json!({"taskId": done})).assert_error(200, -32602);
+        let listed = v1(url, "GET", "/v1/tasks", BOB, None);
+        assert_eq!(listed.json()["tasks"], json!([]), "bob lists alice's tasks through {url}: {listed}");
     }
 
     // Whoever else writes to Redis cannot make a node answer with a record of its own.
