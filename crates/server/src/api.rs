@@ -231,8 +231,8 @@ async fn relayed(
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    if let (Some(listen), Some(link)) = (request.listen.clone(), &front.cluster) {
-        let (gateway, questions) = (front.gateway.clone(), link.questions.clone());
+    if let Some(listen) = request.listen.clone() {
+        let (gateway, questions) = (front.gateway.clone(), front.relayed_questions.clone());
         return crate::relayed::listened_answer(gateway, questions, caller.principal, request, &listen);
     }
     match front.gateway.relayed(caller.principal, request, None).await {
@@ -250,15 +250,11 @@ async fn relay_answer(
     onward: Onward,
     body: axum::body::Body,
 ) -> Response {
-    let answer = match node_body::<crate::relayed::Answer>(&front, &onward, body).await {
+    let answer = match node_body::<v1::RelayAnswer>(&front, &onward, body).await {
         Ok(answer) => answer,
         Err(refused) => return refused,
     };
-    let taken = front
-        .cluster
-        .as_ref()
-        .is_some_and(|link| link.questions.answer(&answer.id, &caller.principal, answer.outcome.into()));
-    if taken {
+    if front.relayed_questions.answer(&answer.id, &caller.principal, answer.outcome.into()) {
         return StatusCode::NO_CONTENT.into_response();
     }
     let e = RpcError::invalid_params("no question of this id waits for this caller's answer");

@@ -15,7 +15,7 @@
 //! or forward a request that was itself forwarded.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -95,8 +95,6 @@ pub struct Link {
     client: mcpx_http::Client,
     /// The nonces of the signed requests accepted whose time is still in the window.
     seen: Mutex<Seen>,
-    /// Upstreams' questions during requests relayed here, waiting for their callers.
-    pub questions: Arc<crate::relayed::Questions>,
 }
 
 /// Accepted nonces, each until its request's time leaves [`SIGNATURE_WINDOW`]. Only
@@ -136,7 +134,6 @@ impl Link {
             mac_key: derive(secret, "mcpx session id integrity"),
             client,
             seen: Mutex::default(),
-            questions: Arc::default(),
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Front {
     pub life: Life,
     /// This node and its keys, when the daemon runs as one node of a cluster.
     pub cluster: Option<Arc<crate::cluster::Link>>,
+    /// Upstreams' questions during requests other nodes relayed here, waiting for their
+    /// callers' answers.
+    pub relayed_questions: Arc<crate::relayed::Questions>,
 }
 
 impl Front {
@@ -39,6 +42,7 @@ impl Front {
             bearer: Verifier::default(),
             life,
             cluster: None,
+            relayed_questions: Arc::default(),
         }
     }
 

@@ -32,14 +32,14 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::cluster::Link;
 use crate::reply;
-use crate::v1::{ErrorBody, ErrorDetail};
+use crate::v1::{ErrorBody, ErrorDetail, RelayAnswer, RelayOutcome, rpc_error};
 
 /// Where a node relays a request for one server to the node that owns its instance
 /// (`NodeRequest`; the route is `api::relayed`); only a node may send there.
 pub const RELAY_PATH: &str = "/v1/cluster/relay";
 
 /// Where a node sends its caller's answer to a question an upstream asked during a
-/// request it relayed ([`Answer`]; the route is `api::relay_answer`); only a node may
+/// request it relayed ([`RelayAnswer`]; the route is `api::relay_answer`); only a node may
 /// send there.
 pub const ANSWER_PATH: &str = "/v1/cluster/relay/answer";
 
@@ -76,44 +76,6 @@ pub enum Relayed {
     Result(Value),
     /// Why there is none.
     Error(ErrorDetail),
-}
-
-/// A caller's answer to a question an owner put to it, sent to the owner's [`ANSWER_PATH`].
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Answer {
-    pub id: String,
-    #[serde(flatten)]
-    pub outcome: Outcome,
-}
-
-/// What a caller answered: a result, or an error.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Outcome {
-    Result(Value),
-    Error(ErrorDetail),
-}
-
-impl From<Result<Value, RpcError>> for Outcome {
-    fn from(outcome: Result<Value, RpcError>) -> Outcome {
-        match outcome {
-            Ok(result) => Outcome::Result(result),
-            Err(e) => Outcome::Error(ErrorBody::from(&e).error),
-        }
-    }
-}
-
-impl From<Outcome> for Result<Value, RpcError> {
-    fn from(outcome: Outcome) -> Result<Value, RpcError> {
-        match outcome {
-            Outcome::Result(result) => Ok(result),
-            Outcome::Error(e) => Err(rpc_error(e)),
-        }
-    }
-}
-
-fn rpc_error(e: ErrorDetail) -> RpcError {
-    RpcError { code: e.code, message: e.message, data: e.data }
 }
 
 impl Relayed {
@@ -306,7 +268,7 @@ impl Link {
         answer: mcpx_http::Response,
         limit: usize,
         listener: Option<&Listener>,
-    ) -> Result<Outcome, String> {
+    ) -> Result<RelayOutcome, String> {
         use http_body_util::BodyExt;
         let body = answer.into_body().into_data_stream().map_err(std::io::Error::other);
         let reader = tokio_util::io::StreamReader::new(body);
@@ -335,8 +297,8 @@ impl Link {
                     let ask = listener.and_then(|l| l.ask.clone());
                     answering.push(self.answer_question(node, principal, ask, id, method, params));
                 }
-                Relayed::Result(result) => return Ok(Outcome::Result(result)),
-                Relayed::Error(error) => return Ok(Outcome::Error(error)),
+                Relayed::Result(result) => return Ok(RelayOutcome::Result(result)),
+                Relayed::Error(error) => return Ok(RelayOutcome::Error(error)),
             }
         }
         Err("its answer ended before the outcome".into())
@@ -356,7 +318,7 @@ impl Link {
             Some(ask) => ask(method, params).await,
             None => Err(RpcError::new(mcpx_protocol::code::METHOD_NOT_FOUND, "the caller cannot be asked")),
         };
-        let answer = Answer { id, outcome: outcome.into() };
+        let answer = RelayAnswer { id, outcome: outcome.into() };
         let body = Bytes::from(serde_json::to_vec(&answer).expect("an answer serializes"));
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

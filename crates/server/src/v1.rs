@@ -544,6 +544,46 @@ impl RequestBody for AbandonRequest {
     const SHAPE: &'static str = "{\"id\": …}";
 }
 
+/// A caller's answer to a question an owner put to it, sent to the owner's
+/// `/v1/cluster/relay/answer` by the node that relayed the request.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RelayAnswer {
+    pub id: String,
+    #[serde(flatten)]
+    pub outcome: RelayOutcome,
+}
+
+/// What a caller answered: a result, or an error.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RelayOutcome {
+    Result(Value),
+    Error(ErrorDetail),
+}
+
+impl From<Result<Value, RpcError>> for RelayOutcome {
+    fn from(outcome: Result<Value, RpcError>) -> RelayOutcome {
+        match outcome {
+            Ok(result) => RelayOutcome::Result(result),
+            Err(e) => RelayOutcome::Error(ErrorBody::from(&e).error),
+        }
+    }
+}
+
+impl From<RelayOutcome> for Result<Value, RpcError> {
+    fn from(outcome: RelayOutcome) -> Result<Value, RpcError> {
+        match outcome {
+            RelayOutcome::Result(result) => Ok(result),
+            RelayOutcome::Error(e) => Err(rpc_error(e)),
+        }
+    }
+}
+
+/// The JSON-RPC error a `/v1` error body carries.
+pub fn rpc_error(e: ErrorDetail) -> RpcError {
+    RpcError { code: e.code, message: e.message, data: e.data }
+}
+
 /// A `/v1` request body as the handler takes it. Not JSON: a parse error; JSON of another
 /// shape: invalid params naming the shape. Both are 400, in the `/v1` error body.
 pub struct Body<T>(pub T);

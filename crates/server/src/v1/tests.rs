@@ -256,11 +256,11 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
         // What the owner's upstream answered, passed through as a `Value`.
         ("/v1/cluster/relay", "post", "200") => return None,
         ("/v1/cluster/relay/answer", "post", "request") => {
-            use crate::relayed::{Answer, Outcome};
-            let answered = Answer { id: "9c1f".into(), outcome: Outcome::Result(json!({"action": "decline"})) };
-            let failed = Answer {
+            let answered =
+                RelayAnswer { id: "9c1f".into(), outcome: RelayOutcome::Result(json!({"action": "decline"})) };
+            let failed = RelayAnswer {
                 id: "9c20".into(),
-                outcome: Outcome::from(Err::<Value, _>(
+                outcome: RelayOutcome::from(Err::<Value, _>(
                     RpcError::invalid_params("no form").with_data(json!({"why": "x"})),
                 )),
             };
