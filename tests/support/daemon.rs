@@ -30,6 +30,8 @@ pub struct Daemon {
     env: Vec<(String, String)>,
     /// The soft open-file limit the daemon starts under, when a test sets one.
     open_files: Option<u64>,
+    /// The port it listens on: 0, any free one, unless a restart keeps the last one.
+    port: u16,
     stderr_path: PathBuf,
     state: Value,
     /// Declared last: dropped after the child is stopped.
@@ -59,6 +61,7 @@ impl Daemon {
             child: None,
             env: env.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect(),
             open_files: None,
+            port: 0,
             stderr_path,
             state: Value::Null,
             home,
@@ -75,6 +78,7 @@ impl Daemon {
             child: None,
             env: Vec::new(),
             open_files: Some(soft),
+            port: 0,
             stderr_path: PathBuf::new(),
             state: Value::Null,
             home: Home::new(config),
@@ -93,7 +97,7 @@ impl Daemon {
             .arg("daemon")
             .arg("--config")
             .arg(self.home.config_path())
-            .args(["--port", "0"])
+            .args(["--port", &self.port.to_string()])
             .stdout(File::create(&stdout_path).expect("create the daemon's stdout file"))
             .stderr(
                 std::fs::OpenOptions::new()
@@ -150,6 +154,15 @@ impl Daemon {
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "restart() needs the daemon stopped or killed first");
         self.spawn();
+    }
+
+    /// As [`Daemon::restart`], on the port the last one listened on: the same URL, as a
+    /// restarted pod keeps its address.
+    #[track_caller]
+    pub fn restart_on_its_port(&mut self) {
+        let port = self.url().rsplit(':').next().and_then(|p| p.trim_end_matches("/mcp").parse().ok());
+        self.port = port.expect("the daemon's URL names its port");
+        self.restart();
     }
 
     /// SIGKILLs the daemon (no cleanup of its own) and reaps it.

@@ -169,7 +169,8 @@ pub const RELAYED: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "
 /// How a node sends a [`NodeRequest`] to another node: the front end, which speaks HTTP to
 /// the other nodes, provides it when it joins the cluster. The answer is the upstream's
 /// result (at most `limit` bytes of it), or the error the owner answered, or why the
-/// owner could not be reached.
+/// owner could not be reached or did not answer within `patience` (not counting the time
+/// `listener`'s caller takes to answer the owner's questions).
 pub trait Relay: Send + Sync {
     fn send<'a>(
         &'a self,
@@ -177,6 +178,7 @@ pub trait Relay: Send + Sync {
         principal: &'a crate::Principal,
         request: &'a NodeRequest,
         limit: usize,
+        patience: Duration,
         listener: Option<&'a Listener>,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, crate::Error>> + Send + 'a>>;
 }
@@ -286,6 +288,20 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
 return redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 ";
 
+/// Keeps a task's record (KEYS[1]) as ARGV[1] for ARGV[2] ms, and its id ARGV[3] in its
+/// caller's index (KEYS[2]) scored with when the record lapses (now is ARGV[4]); forgets
+/// the index's lapsed ids, and keeps the index as long as its longest-lived task.
+const KEEP_TASK: &str = r"
+local lapses = tonumber(ARGV[4]) + tonumber(ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], lapses, ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return 1
+";
+
 /// Who this node is in its cluster, with `${NAME}`s in the config read from the environment.
 pub struct Joining {
     pub node: String,
@@ -358,6 +374,7 @@ struct Scripts {
     renew: redis::Script,
     release: redis::Script,
     announce: redis::Script,
+    keep_task: redis::Script,
 }
 
 impl Cluster {
@@ -390,6 +407,7 @@ impl Cluster {
                 renew: redis::Script::new(RENEW),
                 release: redis::Script::new(RELEASE),
                 announce: redis::Script::new(ANNOUNCE),
+                keep_task: redis::Script::new(KEEP_TASK),
             },
             state_key: derive(&config.secret, "mcpx request state sealing"),
             credentials_key: derive(&config.secret, "mcpx oauth credentials sealing"),
@@ -694,17 +712,11 @@ impl Cluster {
         ttl: Duration,
     ) -> Result<(), ClusterError> {
         let value = format!("{} {record}", self.task_tag(id, record));
-        let ttl_ms = ttl.as_millis().max(1) as u64;
-        let (index, now) = (tasks_of_name(owner), unix_ms());
+        let mut invocation = self.scripts.keep_task.prepare_invoke();
+        invocation.key(task_name(id)).key(self.tasks_of_name(owner));
+        invocation.arg(value).arg(ttl.as_millis().max(1) as u64).arg(id).arg(unix_ms());
         let mut redis = self.redis.clone();
-        let mut commands = redis::pipe();
-        commands.cmd("SET").arg(task_name(id)).arg(value).arg("PX").arg(ttl_ms).ignore();
-        commands.cmd("ZADD").arg(&index).arg(now + ttl_ms).arg(id).ignore();
-        commands.cmd("ZREMRANGEBYSCORE").arg(&index).arg("-inf").arg(now).ignore();
-        // The index lasts as long as its longest-lived task.
-        commands.cmd("PEXPIRE").arg(&index).arg(ttl_ms).arg("GT").ignore();
-        commands.cmd("PEXPIRE").arg(&index).arg(ttl_ms).arg("NX").ignore();
-        self.timed(commands.query_async::<()>(&mut redis)).await
+        self.timed(invocation.invoke_async::<i64>(&mut redis)).await.map(drop)
     }
 
     /// The ids of the tasks handed to `owner` whose records are kept (see
@@ -714,7 +726,7 @@ impl Cluster {
     pub(crate) async fn task_ids_of(&self, owner: &str, limit: usize) -> Result<Vec<String>, ClusterError> {
         let mut redis = self.redis.clone();
         let mut command = redis::cmd("ZRANGE");
-        command.arg(tasks_of_name(owner)).arg(unix_ms()).arg("+inf").arg("BYSCORE").arg("LIMIT").arg(0).arg(limit);
+        command.arg(self.tasks_of_name(owner)).arg(unix_ms()).arg("+inf").arg("BYSCORE").arg("LIMIT").arg(0).arg(limit);
         self.timed(command.query_async(&mut redis)).await
     }
 
@@ -731,12 +743,22 @@ impl Cluster {
         Ok(Some(record.to_owned()))
     }
 
+    /// Where the ids of the tasks handed to `owner` are kept: a keyed digest of the owner
+    /// (a session or a principal), which stays out of Redis's key space and cannot be
+    /// guessed from it.
+    fn tasks_of_name(&self, owner: &str) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.task_key).expect("any key length");
+        mac.update(b"tasks of\n");
+        mac.update(owner.as_bytes());
+        hex_name("mcpx:tasks-of:", &mac.finalize().into_bytes())
+    }
+
     fn task_tag(&self, id: &str, record: &str) -> String {
         let mut mac = HmacSha256::new_from_slice(&self.task_key).expect("any key length");
         mac.update(id.as_bytes());
         mac.update(b"\n");
         mac.update(record.as_bytes());
-        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+        hex_name("", &mac.finalize().into_bytes())
     }
 
     /// Releases every lease (the daemon is stopping and its instances are gone).
@@ -797,17 +819,16 @@ fn task_name(id: &str) -> String {
     digest_name("mcpx:task:", id.as_bytes())
 }
 
-/// Where the ids of the tasks handed to `owner` are kept: a digest of the owner (a
-/// session or a principal), which stays out of Redis's key space.
-fn tasks_of_name(owner: &str) -> String {
-    digest_name("mcpx:tasks-of:", owner.as_bytes())
-}
-
 /// `prefix` and the SHA-256 of `bytes`, in hex.
 fn digest_name(prefix: &str, bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(prefix.len() + 64);
+    hex_name(prefix, &Sha256::digest(bytes))
+}
+
+/// `prefix` and `digest` in hex.
+fn hex_name(prefix: &str, digest: &[u8]) -> String {
+    let mut out = String::with_capacity(prefix.len() + 2 * digest.len());
     out.push_str(prefix);
-    for b in Sha256::digest(bytes) {
+    for b in digest {
         out.push_str(&format!("{b:02x}"));
     }
     out

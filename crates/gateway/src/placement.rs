@@ -166,13 +166,8 @@ impl Gateway {
             let meta = request.meta.as_ref().map_or(0, |m| json_len(&Value::Object(m.clone())));
             ctx.reached.sent(usize::try_from(json_len(&request.params) + meta).unwrap_or_default());
         }
-        let sent = relay.send(&node, &ctx.identity.principal, &request, limit, ctx.listener.as_ref());
-        let answer = tokio::time::timeout(patience, sent).await.unwrap_or_else(|_| {
-            Err(Error::internal(format!(
-                "cluster node {:?}, which serves the instance, did not answer within {patience:?}",
-                node.id
-            )))
-        });
+        let principal = &ctx.identity.principal;
+        let answer = relay.send(&node, principal, &request, limit, patience, ctx.listener.as_ref()).await;
         if let (true, Ok(result)) = (measured, &answer) {
             ctx.reached.received(usize::try_from(json_len(result)).unwrap_or_default());
         }

@@ -1439,9 +1439,16 @@ impl Gateway {
 
     /// In a cluster, the caller's tasks whose node is gone (or has forgotten them), as
     /// their records say (see [`Gateway::left_behind`]), but those in `listed` (the ids
-    /// the live nodes listed); at most `tasks.max` of them. Empty outside a cluster, or
-    /// when Redis cannot say (logged).
-    pub async fn tasks_left_behind(&self, ctx: &CallContext, listed: &HashSet<&str>) -> Vec<Value> {
+    /// the live nodes listed) and those this node holds; only those this node sealed and
+    /// has forgotten (it restarted) when `forgotten_here` (another node lists the rest);
+    /// at most `tasks.max` of them. Empty outside a cluster, or when Redis cannot say
+    /// (logged).
+    pub async fn tasks_left_behind(
+        &self,
+        ctx: &CallContext,
+        listed: &HashSet<&str>,
+        forgotten_here: bool,
+    ) -> Vec<Value> {
         let Some(cluster) = self.instances.cluster.get() else { return Vec::new() };
         let limit = listed.len() + self.settings.config().tasks.max;
         let ids = match cluster.task_ids_of(&ctx.identity.owner_key(), limit).await {
@@ -1453,7 +1460,13 @@ impl Gateway {
                 return Vec::new();
             }
         };
-        let unlisted = ids.into_iter().filter(|id| !listed.contains(id.as_str()));
+        let sealed_here = |id: &str| self.asks.task_node(id, ctx).is_none_or(|node| node.id == cluster.node());
+        // One this node holds is listed as it is now (it may have been started since the
+        // listing read this node's tasks).
+        let held = |id: &str| self.open_task(ctx, "task", &json!({ "taskId": id })).is_ok();
+        let unlisted = ids
+            .into_iter()
+            .filter(|id| !listed.contains(id.as_str()) && !held(id) && (!forgotten_here || sealed_here(id)));
         let found = unlisted.map(|id| async move {
             self.left_behind(ctx, &id).await.map(|(ttl, state)| render_modern(&id, ttl, &state))
         });

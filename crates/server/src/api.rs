@@ -233,7 +233,7 @@ async fn relayed(
     };
     if let Some(listen) = request.listen.clone() {
         let (gateway, questions) = (front.gateway.clone(), front.relayed_questions.clone());
-        return crate::relayed::listened_answer(gateway, questions, caller.principal, request, &listen);
+        return crate::relayed::listened_answer(gateway, questions, caller.principal, request, listen);
     }
     match front.gateway.relayed(caller.principal, request, None).await {
         Ok(result) => Json(result).into_response(),
@@ -822,10 +822,16 @@ async fn task_start(
 /// answers with anything but a listing fails the listing, naming it. A caller on this
 /// node's socket, whose pid and cwd cannot travel, is answered with this node's tasks.
 async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onward: Onward) -> Response {
-    let mut tasks = front.gateway.tasks_of(&task_context(&caller));
+    let ctx = task_context(&caller);
+    let mut tasks = front.gateway.tasks_of(&ctx);
     let local = caller.pid.is_some() || caller.cwd.is_some();
     let asking = front.cluster.as_ref().zip(front.gateway.cluster()).filter(|_| !onward.forwarded && !local);
     let Some((link, cluster)) = asking else {
+        if onward.forwarded {
+            // Asked by another node: and what this node kept before it restarted.
+            let forgotten = front.gateway.tasks_left_behind(&ctx, &task_ids(&tasks), true).await;
+            tasks.extend(forgotten);
+        }
         return Json(v1::TaskList { tasks }).into_response();
     };
     let nodes = match cluster.other_nodes().await {
@@ -865,12 +871,16 @@ async fn task_list(State(front): State<Arc<Front>>, Caller(caller): Caller, onwa
         }
     }
     // And those whose node is gone, from their records.
-    let listed: std::collections::HashSet<&str> = tasks.iter().filter_map(|t| t["taskId"].as_str()).collect();
-    let left = front.gateway.tasks_left_behind(&task_context(&caller), &listed).await;
+    let left = front.gateway.tasks_left_behind(&ctx, &task_ids(&tasks), false).await;
     tasks.extend(left);
     // Oldest first, as one node lists them.
     tasks.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
     Json(v1::TaskList { tasks }).into_response()
+}
+
+/// The ids of the tasks listed.
+fn task_ids(tasks: &[Value]) -> std::collections::HashSet<&str> {
+    tasks.iter().filter_map(|t| t["taskId"].as_str()).collect()
 }
 
 /// One of the caller's tasks (`?waitMs=` waits for it to end); another's is 404, as none.

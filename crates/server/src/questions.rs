@@ -21,6 +21,18 @@ use crate::dispatch::Notify;
 
 type Answer = Result<Value, RpcError>;
 
+/// A question open in [`Questions`], closed when dropped.
+struct Open {
+    questions: Arc<Questions>,
+    id: String,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.questions.open.lock().expect("questions lock").remove(&self.id);
+    }
+}
+
 /// The questions one session or stream has open.
 #[derive(Default)]
 pub struct Questions {
@@ -63,10 +75,12 @@ impl Questions {
             let (tx, rx) = oneshot::channel();
             questions.open.lock().expect("questions lock").insert(id.clone(), tx);
             notify(request(&RequestId::String(id.clone()), &method, params));
-            let questions = questions.clone();
+            // Given up however the wait ends: answered, expired, or dropped (the call it
+            // is about ended, a relayed one's owner went).
+            let open = Open { questions: questions.clone(), id };
             Box::pin(async move {
                 let outcome = tokio::time::timeout(expiry, rx).await;
-                questions.open.lock().expect("questions lock").remove(&id);
+                drop(open);
                 match outcome {
                     Ok(Ok(answer)) => answer,
                     Ok(Err(_)) => Err(RpcError::internal("the caller went away before answering")),
@@ -74,5 +88,27 @@ impl Questions {
                 }
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A question whose wait is dropped (the call it is about ended) is no longer open:
+    /// nothing the caller sends later answers it, and it is not counted as waiting.
+    #[tokio::test]
+    async fn a_question_given_up_is_closed() {
+        let questions = Arc::new(Questions::default());
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let heard = asked.clone();
+        let notify: Notify = Arc::new(move |frame| heard.lock().unwrap().push(frame));
+        let ask = questions.asker(notify, serde_json::json!({"elicitation": {}}), Duration::from_secs(60));
+        let waiting = ask("elicitation/create".into(), serde_json::json!({"message": "?"}));
+        assert_eq!(questions.count(), 1);
+        drop(waiting);
+        assert_eq!(questions.count(), 0, "a given-up question is still open");
+        let id = RequestId::from_value(&asked.lock().unwrap()[0]["id"]).expect("the question's id");
+        assert!(!questions.answer(&id, Ok(Value::Null)), "a given-up question took an answer");
     }
 }

@@ -3,12 +3,12 @@
 //! owner's answer (the route is `api::relayed`).
 //!
 //! A request whose caller listens (progress, log messages, questions) is answered as a
-//! stream, one [`Relayed`] per line: what the upstream says of the request while it
-//! runs, then its outcome. An upstream's question goes to the relaying node the same
-//! way, under a random id; that node puts it to its caller and sends the caller's answer
-//! to the owner's [`ANSWER_PATH`], signed as every node request is, where it is taken
-//! only for the question of that id, only from the principal the request was for, and
-//! only while the question waits.
+//! stream of JSON-RPC messages, one per line (`reply::lines`): each notification the
+//! upstream sends for the request, each question it asks (a request, under a random id),
+//! then the response. The relaying node puts each question to its caller and sends the
+//! caller's answer to the owner's [`ANSWER_PATH`], signed as every node request is, where
+//! it is taken only for the question of that id, only from the principal the request was
+//! for, and only while the question waits.
 //!
 //! Trust: an owner speaks for an upstream, of this request only. The relaying node passes
 //! its caller nothing but what the caller listens for: progress under the caller's own
@@ -17,21 +17,24 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::Response;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
 use mcpx_gateway::cluster::{Kept, Listening, Node, NodeRequest, RELAYED_PROGRESS_TOKEN};
 use mcpx_gateway::{Ask, Gateway, Line, Lines, Listener, Principal};
-use mcpx_protocol::RpcError;
-use serde::{Deserialize, Serialize};
+use mcpx_protocol::{RequestId, RpcError, message};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Link;
-use crate::reply;
+use crate::dispatch::Notify;
+use crate::reply::{self, NDJSON};
 use crate::v1::{ErrorBody, ErrorDetail, RelayAnswer, RelayOutcome, rpc_error};
 
 /// Where a node relays a request for one server to the node that owns its instance
@@ -52,33 +55,43 @@ pub fn body_limit(config: &mcpx_gateway::config::Config) -> usize {
     config.http.max_body_bytes.max(config.limits.max_line_bytes)
 }
 
-/// The media type of an owner's answer to a relayed request whose caller listens.
-const NDJSON: &str = "application/x-ndjson";
+/// The id of the owner's response on a listened answer.
+const RESPONSE_ID: &str = "relayed";
 
-/// How many of a relayed request's notifications wait to go back to the relaying node;
-/// more are dropped (progress and log messages are worth nothing late), never a question
-/// or the outcome.
-const BACKLOG: usize = 256;
-
-/// Room for the envelope around an upstream message on a line of a listened answer.
-const LINE_ENVELOPE: usize = 256;
-
-/// One line of an owner's answer to a relayed request (a JSON object per line): what the
-/// caller hears while the request runs, then its outcome, last.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Relayed {
+/// One line of an owner's listened answer, as the relaying node reads it.
+#[derive(Debug)]
+enum Relayed {
     /// A notification for the caller: progress or a log message.
     Notify(Value),
     /// A question for the caller, to be answered at [`ANSWER_PATH`] under `id`.
     Ask { id: String, method: String, params: Value },
-    /// The upstream's result.
-    Result(Value),
-    /// Why there is none.
-    Error(ErrorDetail),
+    /// The outcome, last.
+    Outcome(RelayOutcome),
 }
 
 impl Relayed {
+    /// What a line's message is; `None` for one that is none of them.
+    fn of(mut frame: Value) -> Option<Relayed> {
+        let method = frame.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (method, frame.get("id")) {
+            (Some(method), Some(id)) => {
+                let id = id.as_str()?.to_owned();
+                let params =
+                    frame.get_mut("params").map(Value::take).unwrap_or_else(|| Value::Object(Default::default()));
+                Some(Relayed::Ask { id, method, params })
+            }
+            (Some(_), None) => Some(Relayed::Notify(frame)),
+            (None, Some(_)) => {
+                if let Some(result) = frame.get_mut("result") {
+                    return Some(Relayed::Outcome(RelayOutcome::Result(result.take())));
+                }
+                let error = serde_json::from_value::<ErrorDetail>(frame.get_mut("error")?.take()).ok()?;
+                Some(Relayed::Outcome(RelayOutcome::Error(error)))
+            }
+            (None, None) => None,
+        }
+    }
+
     /// What of a notification the owner sent goes on to the caller `listener`, as the
     /// caller's own: progress under its token, a log message at a level it listens to;
     /// nothing else (an owner speaks for an upstream, and only of this request).
@@ -101,17 +114,11 @@ impl Relayed {
         }
         Some(frame)
     }
-
-    fn line(&self) -> Bytes {
-        let mut bytes = serde_json::to_vec(self).expect("a relayed line serializes");
-        bytes.push(b'\n');
-        Bytes::from(bytes)
-    }
 }
 
 /// The questions upstreams asked during requests relayed to this node, each waiting for
 /// the caller's answer from the node that relayed it. An entry lives as long as its
-/// question waits: answered, or given up when the request ends.
+/// question waits: answered, expired, or given up when the request ends.
 #[derive(Default)]
 pub struct Questions(Mutex<HashMap<String, Waiting>>);
 
@@ -153,63 +160,60 @@ impl Questions {
     }
 }
 
-/// The owner's answer to a relayed request whose caller listens (`listen`): 200 and one
-/// [`Relayed`] per line, what the upstream says of the request while it runs, then its
-/// outcome. The request runs while the relaying node reads: when it hangs up, the call
-/// ends here as a caller's call ends when its caller goes.
+/// The owner's answer to a relayed request whose caller listens (`listen`): 200 and, one
+/// JSON-RPC message per line, what the upstream says of the request while it runs (at
+/// most `limits.maxBufferedNotifications` waiting, the oldest progress or log message
+/// dropped first, never a question), then its response. The request runs while the
+/// relaying node reads: when it hangs up, the call ends here, its questions with it, as
+/// a caller's call ends when its caller goes.
 pub fn listened_answer(
     gateway: Arc<Gateway>,
     questions: Arc<Questions>,
     principal: Principal,
     request: NodeRequest,
-    listen: &Listening,
+    listen: Listening,
 ) -> Response {
-    let (lines, pending) = mpsc::channel::<Relayed>(BACKLOG);
-    let notes = lines.clone();
-    let ask = listen.asks.is_some().then(|| asker(questions, principal.clone(), lines.clone()));
-    let listener = Listener {
-        progress_token: listen.progress.then(|| Value::from(RELAYED_PROGRESS_TOKEN)),
-        log_level: listen.log_level.clone(),
-        notify: Arc::new(move |frame| {
-            let _ = notes.try_send(Relayed::Notify(frame));
-        }),
-        ask,
-    };
-    let run = tokio::spawn(async move {
-        let outcome = match gateway.relayed(principal, request, Some(listener)).await {
-            Ok(result) => Relayed::Result(result),
-            Err(e) => Relayed::Error(ErrorBody::from(&RpcError::from(e)).error),
+    let config = gateway.settings().config();
+    let (max_notes, expiry) = (config.limits.max_buffered_notifications, config.timeouts.request);
+    reply::lines(max_notes, move |notify| async move {
+        let ended = CancellationToken::new();
+        let _ends = ended.clone().drop_guard();
+        let ask = listen.asks.is_some().then(|| asker(questions, principal.clone(), notify.clone(), expiry, ended));
+        let listener = Listener {
+            progress_token: listen.progress.then(|| Value::from(RELAYED_PROGRESS_TOKEN)),
+            log_level: listen.log_level,
+            notify,
+            ask,
         };
-        let _ = lines.send(outcome).await;
-    });
-    let stop = tokio_util::task::AbortOnDropHandle::new(run);
-    let body = futures::stream::unfold(Some((pending, stop)), |running| async move {
-        let (mut pending, stop) = running?;
-        let line = pending.recv().await?;
-        // After the outcome, nothing: the stream ends (and so does its task, done).
-        let running = matches!(line, Relayed::Notify(_) | Relayed::Ask { .. }).then_some((pending, stop));
-        Some((Ok::<_, std::convert::Infallible>(line.line()), running))
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, NDJSON)
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| reply::status(StatusCode::INTERNAL_SERVER_ERROR, "the answer could not be built\n"))
+        let outcome = gateway.relayed(principal, request, Some(listener)).await;
+        crate::dispatch::response(&Value::from(RESPONSE_ID), outcome.map_err(RpcError::from))
+    })
 }
 
-/// Puts an upstream's question during a relayed request to the relaying node (on the
-/// request's answer, `lines`) and waits for its caller's answer, for as long as the
-/// request lasts.
-fn asker(questions: Arc<Questions>, principal: Principal, lines: mpsc::Sender<Relayed>) -> Ask {
+/// Puts an upstream's question during a relayed request to the relaying node (a request
+/// on the request's answer, through `notify`) and waits for its caller's answer: at most
+/// `expiry`, as a caller on this node is waited for, and no longer than the request
+/// lasts (`ended`).
+fn asker(
+    questions: Arc<Questions>,
+    principal: Principal,
+    notify: Notify,
+    expiry: Duration,
+    ended: CancellationToken,
+) -> Ask {
     Arc::new(move |method, params| {
-        let (questions, principal, lines) = (questions.clone(), principal.clone(), lines.clone());
+        let (pending, answered) = questions.open(principal.clone());
+        notify(message::request(&RequestId::String(pending.id.clone()), &method, params));
+        let ended = ended.clone();
         Box::pin(async move {
-            let gone = || RpcError::internal("the request this question is about has ended");
-            let (pending, answered) = questions.open(principal);
-            let asked = Relayed::Ask { id: pending.id.clone(), method, params };
-            lines.send(asked).await.map_err(|_| gone())?;
+            let _pending = pending;
             tokio::select! {
-                answer = answered => answer.map_err(|_| gone())?,
-                () = lines.closed() => Err(gone()),
+                answer = tokio::time::timeout(expiry, answered) => match answer {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(_)) => Err(RpcError::internal("the question was given up")),
+                    Err(_) => Err(RpcError::internal(format!("the caller did not answer {method} within {expiry:?}"))),
+                },
+                () = ended.cancelled() => Err(RpcError::internal("the request this question is about has ended")),
             }
         })
     })
@@ -222,6 +226,7 @@ impl mcpx_gateway::cluster::Relay for Link {
         principal: &'a Principal,
         request: &'a NodeRequest,
         limit: usize,
+        patience: Duration,
         listener: Option<&'a Listener>,
     ) -> Pin<Box<dyn Future<Output = Result<Value, mcpx_gateway::Error>> + Send + 'a>> {
         Box::pin(async move {
@@ -230,22 +235,33 @@ impl mcpx_gateway::cluster::Relay for Link {
                 tracing::warn!(node = node.id, url = node.url, ?kept, "relaying to another node failed: {e}");
                 mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
             };
+            let silent = || {
+                mcpx_gateway::Error::internal(format!(
+                    "cluster node {:?}, which serves the instance, did not answer within {patience:?}",
+                    node.id
+                ))
+            };
+            let deadline = Instant::now() + patience;
             let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
-            let listened = request.listen.is_some();
             let mut headers = HeaderMap::new();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            let accept = if listened { NDJSON } else { "application/json" };
+            let accept = if request.listen.is_some() { NDJSON } else { "application/json" };
             headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
-            let answer = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body)
-                .await
-                .map_err(unreachable)?;
+            let sent = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body);
+            let answer = tokio::time::timeout_at(deadline, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
             let status = answer.status();
-            if listened && status.is_success() {
-                let outcome =
-                    self.read_listened(node, principal, answer, limit, listener).await.map_err(unreachable)?;
-                return Result::from(outcome).map_err(mcpx_gateway::Error::Relayed);
+            let lines =
+                answer.headers().get(header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(NDJSON.as_bytes()));
+            if status.is_success() && lines {
+                let outcome = self.read_listened(node, principal, answer, limit, deadline, listener).await;
+                return match outcome {
+                    Ok(outcome) => Result::from(outcome).map_err(mcpx_gateway::Error::Relayed),
+                    Err(Unanswered::Silent) => Err(silent()),
+                    Err(Unanswered::Broken(e)) => Err(unreachable(e)),
+                };
             }
-            let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
+            let body = tokio::time::timeout_at(deadline, mcpx_http::body(answer, limit));
+            let body = body.await.map_err(|_| silent())?.map_err(unreachable)?;
             if status.is_success() {
                 return serde_json::from_slice(&body).map_err(|e| unreachable(format!("an unreadable answer: {e}")));
             }
@@ -257,51 +273,74 @@ impl mcpx_gateway::cluster::Relay for Link {
     }
 }
 
+/// Why a listened answer gave no outcome.
+enum Unanswered {
+    /// The owner said nothing more by the deadline.
+    Silent,
+    /// The answer broke off, or was not one.
+    Broken(String),
+}
+
 impl Link {
     /// Reads an owner's listened answer (see [`listened_answer`]) up to its outcome,
     /// passing what the caller listens for to `listener` and answering the owner's
-    /// questions with the caller's answers: the outcome, or why the answer was not one.
+    /// questions with the caller's answers. The owner has until `deadline`, which moves on
+    /// by the time its questions wait for the caller.
     async fn read_listened(
         &self,
         node: &Node,
         principal: &Principal,
         answer: mcpx_http::Response,
         limit: usize,
+        mut deadline: Instant,
         listener: Option<&Listener>,
-    ) -> Result<RelayOutcome, String> {
+    ) -> Result<RelayOutcome, Unanswered> {
         use http_body_util::BodyExt;
         let body = answer.into_body().into_data_stream().map_err(std::io::Error::other);
         let reader = tokio_util::io::StreamReader::new(body);
-        let mut lines = tokio_util::codec::FramedRead::new(reader, Lines::new(limit + LINE_ENVELOPE));
-        // The questions being put to the caller, each until its answer is sent.
+        // One upstream message per line, as the owner wrote it again: room for the line's
+        // envelope, and for numbers written longer than the upstream wrote them.
+        let mut lines = tokio_util::codec::FramedRead::new(reader, Lines::new(limit.saturating_mul(2)));
+        // The questions being put to the caller, each until its answer is sent; while any
+        // is, the owner's time does not run.
         let mut answering = FuturesUnordered::new();
+        let mut asking_since = None;
         loop {
             let line = tokio::select! {
                 line = lines.next() => line,
-                Some(()) = answering.next(), if !answering.is_empty() => continue,
+                Some(()) = answering.next(), if !answering.is_empty() => {
+                    if let (true, Some(since)) = (answering.is_empty(), asking_since.take()) {
+                        deadline += Instant::now().saturating_duration_since(since);
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep_until(deadline), if answering.is_empty() => return Err(Unanswered::Silent),
             };
             let Some(line) = line else { break };
-            let line = match line.map_err(|e| e.to_string())? {
+            let broken = |e: String| Unanswered::Broken(e);
+            let line = match line.map_err(|e| broken(e.to_string()))? {
                 Line::Text(line) => line,
-                Line::TooLong(_) => return Err(format!("a line of its answer over {limit} bytes")),
-                Line::NotUtf8 => return Err("a line of its answer that is not UTF-8".into()),
+                Line::TooLong(_) => return Err(broken(format!("a line of its answer over {limit} bytes"))),
+                Line::NotUtf8 => return Err(broken("a line of its answer that is not UTF-8".into())),
             };
-            match serde_json::from_str::<Relayed>(&line).map_err(|e| format!("an unreadable line: {e}"))? {
-                Relayed::Notify(frame) => {
+            let frame = serde_json::from_str::<Value>(&line).map_err(|e| broken(format!("an unreadable line: {e}")))?;
+            match Relayed::of(frame) {
+                Some(Relayed::Notify(frame)) => {
                     let heard = listener.and_then(|l| Relayed::notification(frame, l).map(|frame| (l, frame)));
                     if let Some((listener, frame)) = heard {
                         (listener.notify)(frame);
                     }
                 }
-                Relayed::Ask { id, method, params } => {
+                Some(Relayed::Ask { id, method, params }) => {
+                    asking_since.get_or_insert_with(Instant::now);
                     let ask = listener.and_then(|l| l.ask.clone());
                     answering.push(self.answer_question(node, principal, ask, id, method, params));
                 }
-                Relayed::Result(result) => return Ok(RelayOutcome::Result(result)),
-                Relayed::Error(error) => return Ok(RelayOutcome::Error(error)),
+                Some(Relayed::Outcome(outcome)) => return Ok(outcome),
+                None => return Err(broken(format!("a line that is no JSON-RPC message: {line}"))),
             }
         }
-        Err("its answer ended before the outcome".into())
+        Err(Unanswered::Broken("its answer ended before the outcome".into()))
     }
 
     /// Puts an owner's question to the caller (`ask`) and sends the owner its answer.

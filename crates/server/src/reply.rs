@@ -133,6 +133,32 @@ where
     events(StatusCode::OK, Sse::new(frames))
 }
 
+/// As [`streamed`], for another node of the cluster (a relayed request): every frame the
+/// work sends, then its answer, each a JSON line (`application/x-ndjson`), from the
+/// start. A caller that hangs up cancels the work.
+pub fn lines<F, Fut>(max_notes: usize, work: F) -> Response
+where
+    F: FnOnce(Notify) -> Fut,
+    Fut: Future<Output = Value> + Send + 'static,
+{
+    let notes = std::sync::Arc::new(Notes::new(max_notes));
+    let held = notes.clone();
+    let notify: Notify = std::sync::Arc::new(move |frame| held.push(frame));
+    let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close: true };
+    let progress = Progress { notes, work, last: None };
+    let lines = futures::stream::unfold(progress, |mut progress| async move {
+        let (Item::Note(frame) | Item::Last(frame)) = progress.next().await?;
+        let mut line = serde_json::to_vec(&frame).expect("a frame serializes");
+        line.push(b'\n');
+        Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(line)), progress))
+    });
+    let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON))];
+    (StatusCode::OK, content_type, axum::body::Body::from_stream(lines)).into_response()
+}
+
+/// The media type of [`lines`].
+pub const NDJSON: &str = "application/x-ndjson";
+
 enum Item {
     Note(Value),
     Last(Value),

@@ -356,6 +356,32 @@ fn a_task_whose_node_died_is_answered_through_every_other_node_from_its_record()
     assert_eq!(v1(&urls[1], "GET", &path, ALICE, None).status, 404, "a forged record was believed");
 }
 
+/// A node that restarted (the same id at the same URL, as a restarted pod) has forgotten
+/// the tasks it held: they are listed as their records read (a running one as failed)
+/// through every node, not only through that one, and only to their caller.
+#[test]
+fn a_restarted_nodes_forgotten_tasks_are_listed_through_every_node() {
+    let mut cluster = two_servers(&tag(), "60s");
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url().to_owned()).collect();
+    let running = slow_v1_task(&urls[0], "plain");
+    let kept = mcpx_e2e::process::poll(PATIENCE, || (!kept_task_records(&cluster).is_empty()).then_some(()));
+    assert!(kept.is_some(), "the task's record never reached Redis");
+    cluster.nodes[0].kill();
+    cluster.nodes[0].restart_on_its_port();
+    assert_eq!(cluster.nodes[0].url(), urls[0], "the node came back elsewhere");
+
+    for (node, url) in urls.iter().enumerate() {
+        let listed = v1(url, "GET", "/v1/tasks", ALICE, None);
+        assert_eq!(listed.status, 200, "{listed}");
+        let tasks = listed.json()["tasks"].as_array().cloned().unwrap_or_default();
+        let status = tasks.iter().find(|t| t["taskId"] == running.as_str()).map(|t| t["status"].clone());
+        assert_eq!(status, Some(json!("failed")), "through node {node}: {listed}");
+        assert_eq!(tasks.len(), 1, "through node {node}: {listed}");
+        let theirs = v1(url, "GET", "/v1/tasks", BOB, None);
+        assert_eq!(theirs.json()["tasks"], json!([]), "bob lists alice's task through node {node}: {theirs}");
+    }
+}
+
 /// A task still running on a live node is never answered from its record: the local user
 /// (no tokens, so the same caller over TCP and over a node's socket) who started it through
 /// node 0 and asks through node 1's socket, which forwards nothing, gets what such a caller
