@@ -107,11 +107,7 @@ where
     F: FnOnce(Notify) -> Fut,
     Fut: Future<Output = Value> + Send + 'static,
 {
-    let notes = std::sync::Arc::new(Notes::new(max_notes));
-    let held = notes.clone();
-    let notify: Notify = std::sync::Arc::new(move |frame| held.push(frame));
-    let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close };
-    let mut progress = Progress { notes, work, last: None };
+    let mut progress = Progress::start(cancel_on_close, max_notes, work);
     // Until the first notification, the answer can still be a plain JSON reply.
     let first = match progress.next().await {
         Some(Item::Last(last)) => return frame_or_nothing(format, &last),
@@ -141,11 +137,7 @@ where
     F: FnOnce(Notify) -> Fut,
     Fut: Future<Output = Value> + Send + 'static,
 {
-    let notes = std::sync::Arc::new(Notes::new(max_notes));
-    let held = notes.clone();
-    let notify: Notify = std::sync::Arc::new(move |frame| held.push(frame));
-    let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close: true };
-    let progress = Progress { notes, work, last: None };
+    let progress = Progress::start(true, max_notes, work);
     let lines = futures::stream::unfold(progress, |mut progress| async move {
         let (Item::Note(frame) | Item::Last(frame)) = progress.next().await?;
         let mut line = serde_json::to_vec(&frame).expect("a frame serializes");
@@ -229,6 +221,19 @@ struct Progress {
 }
 
 impl Progress {
+    /// Starts `work`, handing it where its notifications go (at most `max_notes` wait).
+    fn start<F, Fut>(cancel_on_close: bool, max_notes: usize, work: F) -> Progress
+    where
+        F: FnOnce(Notify) -> Fut,
+        Fut: Future<Output = Value> + Send + 'static,
+    {
+        let notes = std::sync::Arc::new(Notes::new(max_notes));
+        let held = notes.clone();
+        let notify: Notify = std::sync::Arc::new(move |frame| held.push(frame));
+        let work = Work { future: Some(Box::pin(work(notify))), cancel_on_close };
+        Progress { notes, work, last: None }
+    }
+
     /// The next notification, or the answer once every notification sent before it is
     /// out; `None` after the answer.
     async fn next(&mut self) -> Option<Item> {
