@@ -447,6 +447,29 @@ impl LegacySession {
         headers
     }
 
+    /// The events of the session's standalone stream (`GET`), as they arrive.
+    #[track_caller]
+    pub fn standalone_events(&self) -> std::sync::mpsc::Receiver<Value> {
+        let mut get = http().get(&self.url).header("Accept", "text/event-stream");
+        for (name, value) in self.headers().iter().filter(|(n, _)| n != "Content-Type" && n != "Accept") {
+            get = get.header(name, value);
+        }
+        let response = get.send().expect("GET the standalone stream");
+        assert_eq!(response.status(), 200);
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        let (events, arrived) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(response).lines() {
+                let Ok(line) = line else { return };
+                if let Some(data) = line.strip_prefix("data:") {
+                    let _ = events.send(serde_json::from_str(data.trim()).expect("an event is JSON"));
+                }
+            }
+        });
+        arrived
+    }
+
     /// A request inside the session.
     #[track_caller]
     pub fn request(&self, method: &str, params: Value) -> Reply {

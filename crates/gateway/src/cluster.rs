@@ -162,8 +162,8 @@ impl Listening {
 }
 
 /// The methods a node relays to the owner of their instance as a [`NodeRequest`]: those
-/// answered by one result. A subscription would live on a node that has no stream to the
-/// caller, so it is not relayed.
+/// answered by one result. A legacy session's `resources/subscribe` is relayed apart, as
+/// a stream of updates ([`Relay::watch`]).
 pub const RELAYED: [&str; 4] = ["tools/call", "prompts/get", "resources/read", "completion/complete"];
 
 /// How a node sends a [`NodeRequest`] to another node: the front end, which speaks HTTP to
@@ -181,7 +181,27 @@ pub trait Relay: Send + Sync {
         patience: Duration,
         listener: Option<&'a Listener>,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<serde_json::Value, crate::Error>> + Send + 'a>>;
+
+    /// Subscribes a caller to a resource of an instance `node` owns (`request` is its
+    /// `resources/subscribe`): the owner's answer (within `patience`), and what hands
+    /// `deliver` each update the owner sends for it, for as long as the owner keeps it up
+    /// (until its instance ends) or it runs.
+    fn watch<'a>(
+        &'a self,
+        node: &'a Node,
+        principal: &'a crate::Principal,
+        request: &'a NodeRequest,
+        limit: usize,
+        patience: Duration,
+        deliver: Arc<dyn Fn(serde_json::Value) + Send + Sync>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Subscribed, crate::Error>> + Send + 'a>>;
 }
+
+/// A relayed subscription's updates, passed on while it runs (see [`Relay::watch`]).
+pub type Watching = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The owner's answer to a relayed subscription, and its updates to come.
+pub type Subscribed = (serde_json::Value, Watching);
 
 /// Who serves a key.
 #[derive(Clone, Debug, PartialEq, Eq)]

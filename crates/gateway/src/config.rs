@@ -711,6 +711,10 @@ pub struct ClusterConfig {
     /// request that needed it fails with an error naming Redis. Default 1s.
     #[serde(default = "ClusterConfig::default_redis_timeout", with = "duration")]
     pub redis_timeout: Duration,
+    /// Most subscriptions one handshake-era session may hold to resources of instances
+    /// other nodes own (each one a stream from that node); one more is refused. Default 64.
+    #[serde(default = "ClusterConfig::default_max_relayed_subscriptions")]
+    pub max_relayed_subscriptions: usize,
 }
 
 /// Everything but the secret.
@@ -723,6 +727,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("lease_ttl", &self.lease_ttl)
             .field("global", &self.global)
             .field("redis_timeout", &self.redis_timeout)
+            .field("max_relayed_subscriptions", &self.max_relayed_subscriptions)
             .finish_non_exhaustive()
     }
 }
@@ -734,6 +739,10 @@ impl ClusterConfig {
 
     fn default_redis_timeout() -> Duration {
         Duration::from_secs(1)
+    }
+
+    fn default_max_relayed_subscriptions() -> usize {
+        64
     }
 }
 

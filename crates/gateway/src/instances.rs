@@ -22,6 +22,8 @@ pub(crate) struct Instances {
     pub scoper: Scoper,
     /// Handshake-era sessions' change streams, by the instances they follow.
     pub streams: SessionStreams,
+    /// Their subscriptions to resources of instances other nodes own.
+    pub relayed: crate::watch::RelayedSubscriptions,
     /// Logs in to HTTP upstreams that ask for OAuth, when the daemon gave it one.
     pub oauth: std::sync::OnceLock<mcpx_oauth::Authorizer>,
     /// The cluster this node belongs to, when it is one: which keys it may serve.

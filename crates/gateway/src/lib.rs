@@ -269,6 +269,7 @@ impl Gateway {
             return;
         }
         let Some(key) = Identity::resolve(None, &[], transport).session_key() else { return };
+        self.instances.relayed.end(&key.to_string(), None);
         self.instances.pool.retire_session(&key);
     }
 

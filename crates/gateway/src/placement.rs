@@ -138,28 +138,9 @@ impl Gateway {
         let Some(relay) = self.relay.get() else {
             return Err(Error::Elsewhere(Box::new(Elsewhere { node: node.id, url: node.url, key })));
         };
-        let cwd = key.owner.named_place().and(ctx.identity.cwd.clone());
-        let request = NodeRequest {
-            method: method.to_owned(),
-            params,
-            meta,
-            owner: key.owner,
-            server: key.server,
-            // A process's session names a pid of this machine, which on the owner's could
-            // be another process's: it stays here.
-            session: ctx.identity.session.clone().filter(|s| !matches!(s, Session::Process(_))),
-            call_id: ctx.call_id.clone(),
-            cwd,
-            host: ctx.identity.host.clone(),
-            listen: ctx.listener.as_ref().map(|l| Listening::of(l, &ctx.client_capabilities)),
-        };
-        // The owner's answer is one upstream message, with the bound every one has, and
-        // comes within what the call may take there: its instance's start, then the call.
-        let (limit, patience) = {
-            let config = self.settings.config();
-            let t = &config.timeouts;
-            (config.limits.max_line_bytes, t.probe + t.handshake + t.request + RELAY_GRACE)
-        };
+        let mut request = node_request(ctx, key, method, params, meta);
+        request.listen = ctx.listener.as_ref().map(|l| Listening::of(l, &ctx.client_capabilities));
+        let (limit, patience) = self.relay_bounds();
         // What went to the owner and came back, where the journal keeps a call's sizes.
         let measured = self.journal_keeps().is_some();
         if measured {
@@ -172,6 +153,15 @@ impl Gateway {
             ctx.reached.received(usize::try_from(json_len(result)).unwrap_or_default());
         }
         answer
+    }
+
+    /// What an owner's answer to a relayed request may be: one upstream message, with the
+    /// bound every one has; and when it must come: within what the call may take there,
+    /// its instance's start, then the call, plus the hop.
+    pub(crate) fn relay_bounds(&self) -> (usize, std::time::Duration) {
+        let config = self.settings.config();
+        let t = &config.timeouts;
+        (config.limits.max_line_bytes, t.probe + t.handshake + t.request + RELAY_GRACE)
     }
 
     /// Answers a request another node of the cluster relayed to this one, the owner of
@@ -191,30 +181,7 @@ impl Gateway {
         if !RELAYED.contains(&request.method.as_str()) {
             return Err(Error::NoMethod(request.method));
         }
-        let named = request.owner.named_place().is_some();
-        if !named && !request.owner.is_visible_to(&principal) {
-            return Err(Error::params(format!(
-                "the instance of {:?} named is not one the calling principal may use",
-                request.server
-            )));
-        }
-        let identity = Identity {
-            session: request.session,
-            cwd: request.cwd.filter(|_| named),
-            pid: None,
-            principal,
-            source: Source::Transport,
-            host: request.host,
-        };
-        // A caller that can be asked is a handshake-era session: its questions are put to it
-        // as they would be where it landed (through `listener`), not left for a retry.
-        let asked = request.listen.and_then(|l| l.asks);
-        let mut ctx = match asked {
-            Some(capabilities) => CallContext::new(identity, Revision::LATEST_LEGACY, capabilities),
-            None => CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new())),
-        };
-        ctx.call_id = request.call_id;
-        ctx.relayed = true;
+        let mut ctx = relayed_context(principal, &request)?;
         ctx.listener = listener;
         let (server, method) = (request.server, request.method);
         self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None)
@@ -236,6 +203,65 @@ impl Gateway {
             _ => None,
         }
     }
+}
+
+/// The request for `key`'s instance, `method` with `params` (names already mapped) and the
+/// caller's `meta`, that this node relays for `ctx`'s caller.
+pub(crate) fn node_request(
+    ctx: &CallContext,
+    key: InstanceKey,
+    method: &str,
+    params: Value,
+    meta: Option<Map<String, Value>>,
+) -> NodeRequest {
+    let cwd = key.owner.named_place().and(ctx.identity.cwd.clone());
+    NodeRequest {
+        method: method.to_owned(),
+        params,
+        meta,
+        owner: key.owner,
+        server: key.server,
+        // A process's session names a pid of this machine, which on the owner's could be
+        // another process's: it stays here.
+        session: ctx.identity.session.clone().filter(|s| !matches!(s, Session::Process(_))),
+        call_id: ctx.call_id.clone(),
+        cwd,
+        host: ctx.identity.host.clone(),
+        listen: None,
+    }
+}
+
+/// Whom a relayed request serves, on the owner: the caller as the relaying node resolved
+/// it, for `principal` (whom that node vouched for), if the instance it names is one
+/// `principal` may use (a key names its principal, so no relay reaches another
+/// principal's instance; a directory a caller named over the network keys the instance
+/// of whoever names it).
+pub(crate) fn relayed_context(principal: Principal, request: &NodeRequest) -> Result<CallContext, Error> {
+    let named = request.owner.named_place().is_some();
+    if !named && !request.owner.is_visible_to(&principal) {
+        return Err(Error::params(format!(
+            "the instance of {:?} named is not one the calling principal may use",
+            request.server
+        )));
+    }
+    let identity = Identity {
+        session: request.session.clone(),
+        cwd: request.cwd.clone().filter(|_| named),
+        pid: None,
+        principal,
+        source: Source::Transport,
+        host: request.host.clone(),
+    };
+    // A caller that can be asked is a handshake-era session: its questions are put to it
+    // as they would be where it landed (through its listener), not left for a retry.
+    let asked = request.listen.as_ref().and_then(|l| l.asks.clone());
+    let mut ctx = match asked {
+        Some(capabilities) => CallContext::new(identity, Revision::LATEST_LEGACY, capabilities),
+        None => CallContext::new(identity, Revision::LATEST_MODERN, Value::Object(Map::new())),
+    };
+    ctx.call_id = request.call_id.clone();
+    ctx.relayed = true;
+    Ok(ctx)
 }
 
 #[cfg(test)]

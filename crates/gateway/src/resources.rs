@@ -113,7 +113,13 @@ impl Gateway {
         let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
         // A stateless upstream has no resources/subscribe: the subscription is taken, but
         // its updates are not relayed to a handshake-era session yet.
-        let lease = self.lease(ctx, &server).await?;
+        let lease = match self.lease(ctx, &server).await {
+            Ok(lease) => lease,
+            Err(Error::Elsewhere(elsewhere)) if !ctx.relayed => {
+                return Box::pin(self.shared()?.subscribe_elsewhere(ctx, *elsewhere, method, &uri, &original)).await;
+            }
+            Err(e) => return Err(e),
+        };
         if lease.upstream().facts().era == mcpx_protocol::Era::Modern {
             return Ok(json!({}));
         }

@@ -92,6 +92,9 @@ pub(crate) struct SessionStreams {
 /// joined, by serial.
 pub(crate) struct SessionStream {
     gateway: Weak<Gateway>,
+    /// The session it is (its owner key): what a relayed subscription of the session
+    /// delivers to.
+    session: String,
     /// By server; a list, as the few servers a session reaches do not need a map's node.
     wanted: Vec<(String, Wanted)>,
     keys: Vec<InstanceKey>,
@@ -100,6 +103,12 @@ pub(crate) struct SessionStream {
 }
 
 impl SessionStreams {
+    /// The open session streams that follow the instance `key`.
+    fn following(&self, key: &InstanceKey) -> Vec<Arc<SessionStream>> {
+        let by_key = self.by_key.lock().expect("session streams lock");
+        by_key.get(key).map(|streams| streams.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default()
+    }
+
     /// Joins the instance `lease` just started to every open session stream that reaches
     /// it. Called once per start, not per lease: a stream that opens later finds the
     /// instance running (`Pool::running`), and one instance stays joined for its life.
@@ -107,12 +116,7 @@ impl SessionStreams {
         if self.open.load(Ordering::Acquire) == 0 {
             return;
         }
-        let streams: Vec<Arc<SessionStream>> = match self.by_key.lock().expect("session streams lock").get(lease.key())
-        {
-            Some(streams) => streams.iter().filter_map(Weak::upgrade).collect(),
-            None => return,
-        };
-        for stream in streams {
+        for stream in self.following(lease.key()) {
             stream.join(&lease.key().server, lease.serial(), lease.upstream()).await;
         }
     }
@@ -187,8 +191,15 @@ impl Gateway {
         let (tx, changes) = outbox::channel(config.limits.max_buffered_notifications.max(1));
         // The session's tasks tell it when their status changes (2025-11-25).
         self.tasks.tell(ctx.identity.owner_key(), tx.clone());
-        let stream =
-            Arc::new(SessionStream { gateway: Arc::downgrade(self), wanted, keys, tx, joined: Mutex::default() });
+        let session = ctx.identity.owner_key();
+        let stream = Arc::new(SessionStream {
+            gateway: Arc::downgrade(self),
+            session,
+            wanted,
+            keys,
+            tx,
+            joined: Mutex::default(),
+        });
         {
             let mut by_key = self.instances.streams.by_key.lock().expect("session streams lock");
             for key in &stream.keys {
@@ -420,6 +431,188 @@ async fn reopen(
             tracing::info!(server, "a watched instance exited; its subscriptions are open again on a new one");
             return reopened;
         }
+    }
+}
+
+/// Subscriptions of handshake-era sessions to resources of instances other nodes own
+/// (see [`Gateway::subscribe_elsewhere`]), by session (its owner key), then public URI:
+/// each the task that passes on the owner's stream of updates.
+#[derive(Default)]
+pub(crate) struct RelayedSubscriptions {
+    by_session: Mutex<HashMap<String, HashMap<String, Subscription>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// One relayed subscription: its serial (which a replacement does not share), and its task.
+type Subscription = (u64, tokio::task::AbortHandle);
+
+impl RelayedSubscriptions {
+    /// How many `session` holds besides one to `uri`.
+    fn others(&self, session: &str, uri: &str) -> usize {
+        let by_session = self.by_session.lock().expect("relayed subscriptions lock");
+        by_session.get(session).map_or(0, |held| held.keys().filter(|u| *u != uri).count())
+    }
+
+    /// Runs `watching` as `session`'s subscription to `uri`, in place of one it held.
+    fn keep(&self, gateway: Weak<Gateway>, session: String, uri: String, watching: crate::cluster::Watching) {
+        let serial = self.next.fetch_add(1, Ordering::Relaxed);
+        let (who, what) = (session.clone(), uri.clone());
+        let task = tokio::spawn(async move {
+            watching.await;
+            // Its owner ended it (the instance ended): gone, unless replaced meanwhile.
+            if let Some(gateway) = gateway.upgrade() {
+                gateway.instances.relayed.forget(&who, &what, serial);
+            }
+        });
+        let mut by_session = self.by_session.lock().expect("relayed subscriptions lock");
+        let held = by_session.entry(session).or_default();
+        if let Some((_, replaced)) = held.insert(uri, (serial, task.abort_handle())) {
+            replaced.abort();
+        }
+    }
+
+    /// Ends `session`'s subscription to `uri`, or all of them.
+    pub(crate) fn end(&self, session: &str, uri: Option<&str>) {
+        let mut by_session = self.by_session.lock().expect("relayed subscriptions lock");
+        let Some(held) = by_session.get_mut(session) else { return };
+        match uri {
+            Some(uri) => {
+                if let Some((_, task)) = held.remove(uri) {
+                    task.abort();
+                }
+            }
+            None => held.drain().for_each(|(_, (_, task))| task.abort()),
+        }
+        if held.is_empty() {
+            by_session.remove(session);
+        }
+    }
+
+    /// Forgets `session`'s subscription to `uri` if it is still the one `serial` names.
+    fn forget(&self, session: &str, uri: &str, serial: u64) {
+        let mut by_session = self.by_session.lock().expect("relayed subscriptions lock");
+        let Some(held) = by_session.get_mut(session) else { return };
+        if held.get(uri).is_some_and(|(s, _)| *s == serial) {
+            held.remove(uri);
+        }
+        if held.is_empty() {
+            by_session.remove(session);
+        }
+    }
+}
+
+impl Gateway {
+    /// A handshake-era session's `resources/subscribe` (or `unsubscribe`) of a resource
+    /// whose instance another node owns (`elsewhere`): a stream from that node of the
+    /// instance's updates to `original` (the resource's own URI), delivered to the
+    /// session's change stream as updates of an instance of its own would be (as its
+    /// interest says, under the public URI), until the session unsubscribes or ends, or
+    /// that node ends it (the instance ended). At most `cluster.maxRelayedSubscriptions`
+    /// per session.
+    pub(crate) async fn subscribe_elsewhere(
+        self: &Arc<Self>,
+        ctx: &CallContext,
+        elsewhere: crate::error::Elsewhere,
+        method: &str,
+        public: &str,
+        original: &str,
+    ) -> Result<Value, Error> {
+        let session = ctx.identity.owner_key();
+        let subscriptions = &self.instances.relayed;
+        if method == "resources/unsubscribe" {
+            subscriptions.end(&session, Some(public));
+            return Ok(json!({}));
+        }
+        let most = self.settings.config().cluster.as_ref().map_or(0, |c| c.max_relayed_subscriptions);
+        if subscriptions.others(&session, public) >= most {
+            return Err(Error::params(format!(
+                "{method}: this session holds {most} subscriptions to resources other cluster nodes serve already (cluster.maxRelayedSubscriptions)"
+            )));
+        }
+        let Some(relay) = self.relay.get() else { return Err(Error::Elsewhere(Box::new(elsewhere))) };
+        let crate::error::Elsewhere { node, url, key } = elsewhere;
+        let node = crate::cluster::Node { id: node, url };
+        let params = json!({ "uri": original });
+        let request = crate::placement::node_request(ctx, key.clone(), "resources/subscribe", params, None);
+        let (limit, patience) = self.relay_bounds();
+        let deliver = self.deliverer(session.clone(), key);
+        let (answer, watching) =
+            relay.watch(&node, &ctx.identity.principal, &request, limit, patience, deliver).await?;
+        subscriptions.keep(Arc::downgrade(self), session, public.to_owned(), watching);
+        Ok(answer)
+    }
+
+    /// Hands an update another node relayed for `session`'s subscription to the session's
+    /// change streams that follow `key` (the instance on that node), as [`pass_on`] would.
+    fn deliverer(self: &Arc<Self>, session: String, key: InstanceKey) -> Arc<dyn Fn(Value) + Send + Sync> {
+        let gateway = Arc::downgrade(self);
+        Arc::new(move |change: Value| {
+            let Some(gateway) = gateway.upgrade() else { return };
+            if change["method"] != RESOURCE_UPDATED {
+                return;
+            }
+            let config = gateway.settings.config();
+            for stream in gateway.instances.streams.following(&key).iter().filter(|s| s.session == session) {
+                let Some((_, wanted)) = stream.wanted.iter().find(|(server, _)| *server == key.server) else {
+                    continue;
+                };
+                if let Some(change) = deliverable(&config, &key.server, wanted, change.clone())
+                    && let Err(outbox::TrySendError::Full(_)) = stream.tx.try_send(change)
+                {
+                    tracing::debug!(
+                        server = key.server,
+                        "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)"
+                    );
+                }
+            }
+        })
+    }
+
+    /// Answers a `resources/subscribe` another node relayed here for a session of its own
+    /// (`request`, for `principal`): subscribes the instance that node keyed (if
+    /// `principal` may use it) to the resource, and returns the answer and what hands
+    /// `notify` each of the instance's updates to that resource (or one under it) until
+    /// the instance ends. The instance is not held for it: it is reaped as if nobody
+    /// listened, as for a session of this node.
+    pub async fn relayed_subscription(
+        &self,
+        principal: crate::Principal,
+        request: crate::cluster::NodeRequest,
+        notify: Arc<dyn Fn(Value) + Send + Sync>,
+    ) -> Result<crate::cluster::Subscribed, Error> {
+        if request.method != "resources/subscribe" {
+            return Err(Error::NoMethod(request.method));
+        }
+        let Some(original) = request.params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+            return Err(Error::params("resources/subscribe: \"uri\" must be a string"));
+        };
+        let ctx = crate::placement::relayed_context(principal, &request)?;
+        let lease = self.lease_at(&ctx, &request.server, Some(request.owner)).await?;
+        let upstream = lease.upstream().clone();
+        let mut changes = upstream.changes().await;
+        let watch = upstream.watch_resources(std::slice::from_ref(&original)).await?;
+        drop(lease);
+        let watching = async move {
+            let _watch = watch;
+            let ended = upstream.ended();
+            tokio::pin!(ended);
+            loop {
+                tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(change) => {
+                            let uri = change["params"]["uri"].as_str().unwrap_or_default();
+                            if change["method"] == RESOURCE_UPDATED && is_under(&original, uri) {
+                                notify(change);
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    () = &mut ended => return,
+                }
+            }
+        };
+        Ok((json!({}), Box::pin(watching)))
     }
 }
 

@@ -231,6 +231,9 @@ async fn relayed(
         Ok(request) => request,
         Err(refused) => return refused,
     };
+    if request.method == "resources/subscribe" {
+        return crate::relayed::subscription_answer(front.gateway.clone(), caller.principal, request);
+    }
     if let Some(listen) = request.listen.clone() {
         let (gateway, questions) = (front.gateway.clone(), front.relayed_questions.clone());
         return crate::relayed::listened_answer(gateway, questions, caller.principal, request, listen);

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::Response;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
-use mcpx_gateway::cluster::{Kept, Listening, Node, NodeRequest, RELAYED_PROGRESS_TOKEN};
+use mcpx_gateway::cluster::{Kept, Listening, Node, NodeRequest, RELAYED_PROGRESS_TOKEN, Subscribed, Watching};
 use mcpx_gateway::{Ask, Gateway, Line, Lines, Listener, Principal};
 use mcpx_protocol::{RequestId, RpcError, message};
 use serde_json::Value;
@@ -190,6 +190,25 @@ pub fn listened_answer(
     })
 }
 
+/// The owner's answer to a relayed `resources/subscribe`: 200 and, one JSON-RPC message
+/// per line, its response, then each update of the resource the instance sends, until the
+/// instance ends (the answer ends with it) or the relaying node hangs up (the
+/// subscription ends with it).
+pub fn subscription_answer(gateway: Arc<Gateway>, principal: Principal, request: NodeRequest) -> Response {
+    let max_notes = gateway.settings().config().limits.max_buffered_notifications;
+    reply::lines(max_notes, move |notify| async move {
+        let id = Value::from(RESPONSE_ID);
+        match gateway.relayed_subscription(principal, request, notify.clone()).await {
+            Ok((answer, watching)) => {
+                notify(crate::dispatch::response(&id, Ok(answer)));
+                watching.await;
+                Value::Null
+            }
+            Err(e) => crate::dispatch::response(&id, Err(RpcError::from(e))),
+        }
+    })
+}
+
 /// Puts an upstream's question during a relayed request to the relaying node (a request
 /// on the request's answer, through `notify`) and waits for its caller's answer: at most
 /// `expiry`, as a caller on this node is waited for, and no longer than the request
@@ -271,6 +290,81 @@ impl mcpx_gateway::cluster::Relay for Link {
             }
         })
     }
+
+    fn watch<'a>(
+        &'a self,
+        node: &'a Node,
+        principal: &'a Principal,
+        request: &'a NodeRequest,
+        limit: usize,
+        patience: Duration,
+        deliver: Arc<dyn Fn(Value) + Send + Sync>,
+    ) -> Pin<Box<dyn Future<Output = Result<Subscribed, mcpx_gateway::Error>> + Send + 'a>> {
+        Box::pin(async move {
+            let kept = Kept::Instance(request.server.clone());
+            let unreachable = |e: String| {
+                tracing::warn!(node = node.id, url = node.url, ?kept, "subscribing through another node failed: {e}");
+                mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
+            };
+            let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(header::ACCEPT, HeaderValue::from_static(NDJSON));
+            let sent = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body);
+            let silent = || unreachable(format!("no answer within {patience:?}"));
+            let answer = tokio::time::timeout(patience, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
+            let status = answer.status();
+            if !status.is_success() {
+                let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
+                return match serde_json::from_slice::<ErrorBody>(&body) {
+                    Ok(ErrorBody { error }) => Err(mcpx_gateway::Error::Relayed(rpc_error(error))),
+                    Err(_) => Err(unreachable(format!("answered {status}: {}", String::from_utf8_lossy(&body)))),
+                };
+            }
+            let mut lines = frames(answer, limit);
+            // The response first: what comes before it (nothing, from this release) is not
+            // an update of this subscription.
+            let first = async {
+                while let Some(frame) = lines.next().await {
+                    if let Some(Relayed::Outcome(outcome)) = Relayed::of(frame?) {
+                        return Ok(outcome);
+                    }
+                }
+                Err("its answer ended before the response".to_owned())
+            };
+            let outcome = tokio::time::timeout(patience, first).await.map_err(|_| silent())?.map_err(unreachable)?;
+            let answer = Result::from(outcome).map_err(mcpx_gateway::Error::Relayed)?;
+            let updates = async move {
+                // Only notifications of updates: nothing else of the owner's reaches the session.
+                while let Some(Ok(frame)) = lines.next().await {
+                    if let Some(Relayed::Notify(frame)) = Relayed::of(frame)
+                        && frame["method"] == "notifications/resources/updated"
+                    {
+                        deliver(frame);
+                    }
+                }
+            };
+            Ok((answer, Box::pin(updates) as Watching))
+        })
+    }
+}
+
+/// The JSON messages of an owner's answer, one per line: each at most twice `limit` bytes
+/// (one upstream message as the owner wrote it again: room for the line's envelope, and
+/// for numbers written longer than the upstream wrote them); an error ends them.
+fn frames(
+    answer: mcpx_http::Response,
+    limit: usize,
+) -> impl futures::Stream<Item = Result<Value, String>> + Send + Unpin {
+    use http_body_util::BodyExt;
+    let body = answer.into_body().into_data_stream().map_err(std::io::Error::other);
+    let reader = tokio_util::io::StreamReader::new(body);
+    let lines = tokio_util::codec::FramedRead::new(reader, Lines::new(limit.saturating_mul(2)));
+    lines.map(move |line| match line.map_err(|e| e.to_string())? {
+        Line::Text(line) => serde_json::from_str::<Value>(&line).map_err(|e| format!("an unreadable line: {e}")),
+        Line::TooLong(_) => Err(format!("a line of its answer over {limit} bytes")),
+        Line::NotUtf8 => Err("a line of its answer that is not UTF-8".into()),
+    })
 }
 
 /// Why a listened answer gave no outcome.
@@ -295,12 +389,7 @@ impl Link {
         mut deadline: Instant,
         listener: Option<&Listener>,
     ) -> Result<RelayOutcome, Unanswered> {
-        use http_body_util::BodyExt;
-        let body = answer.into_body().into_data_stream().map_err(std::io::Error::other);
-        let reader = tokio_util::io::StreamReader::new(body);
-        // One upstream message per line, as the owner wrote it again: room for the line's
-        // envelope, and for numbers written longer than the upstream wrote them.
-        let mut lines = tokio_util::codec::FramedRead::new(reader, Lines::new(limit.saturating_mul(2)));
+        let mut lines = frames(answer, limit);
         // The questions being put to the caller, each until its answer is sent; while any
         // is, the owner's time does not run.
         let mut answering = FuturesUnordered::new();
@@ -316,15 +405,9 @@ impl Link {
                 }
                 () = tokio::time::sleep_until(deadline), if answering.is_empty() => return Err(Unanswered::Silent),
             };
-            let Some(line) = line else { break };
-            let broken = |e: String| Unanswered::Broken(e);
-            let line = match line.map_err(|e| broken(e.to_string()))? {
-                Line::Text(line) => line,
-                Line::TooLong(_) => return Err(broken(format!("a line of its answer over {limit} bytes"))),
-                Line::NotUtf8 => return Err(broken("a line of its answer that is not UTF-8".into())),
-            };
-            let frame = serde_json::from_str::<Value>(&line).map_err(|e| broken(format!("an unreadable line: {e}")))?;
-            match Relayed::of(frame) {
+            let Some(frame) = line else { break };
+            let frame = frame.map_err(Unanswered::Broken)?;
+            match Relayed::of(frame.clone()) {
                 Some(Relayed::Notify(frame)) => {
                     let heard = listener.and_then(|l| Relayed::notification(frame, l).map(|frame| (l, frame)));
                     if let Some((listener, frame)) = heard {
@@ -337,7 +420,7 @@ impl Link {
                     answering.push(self.answer_question(node, principal, ask, id, method, params));
                 }
                 Some(Relayed::Outcome(outcome)) => return Ok(outcome),
-                None => return Err(broken(format!("a line that is no JSON-RPC message: {line}"))),
+                None => return Err(Unanswered::Broken(format!("a line that is no JSON-RPC message: {frame}"))),
             }
         }
         Err(Unanswered::Broken("its answer ended before the outcome".into()))

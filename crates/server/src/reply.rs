@@ -130,8 +130,8 @@ where
 }
 
 /// As [`streamed`], for another node of the cluster (a relayed request): every frame the
-/// work sends, then its answer, each a JSON line (`application/x-ndjson`), from the
-/// start. A caller that hangs up cancels the work.
+/// work sends, then its answer (none when it is null), each a JSON line
+/// (`application/x-ndjson`), from the start. A caller that hangs up cancels the work.
 pub fn lines<F, Fut>(max_notes: usize, work: F) -> Response
 where
     F: FnOnce(Notify) -> Fut,
@@ -139,7 +139,12 @@ where
 {
     let progress = Progress::start(true, max_notes, work);
     let lines = futures::stream::unfold(progress, |mut progress| async move {
-        let (Item::Note(frame) | Item::Last(frame)) = progress.next().await?;
+        let frame = match progress.next().await? {
+            Item::Note(frame) => frame,
+            // Work that answered along the way (a subscription) ends without more.
+            Item::Last(last) if last.is_null() => return None,
+            Item::Last(last) => last,
+        };
         let mut line = serde_json::to_vec(&frame).expect("a frame serializes");
         line.push(b'\n');
         Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(line)), progress))

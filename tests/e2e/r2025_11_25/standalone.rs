@@ -2,7 +2,6 @@
 //! list changes of the upstream instances the session reaches arrive there, outside any
 //! request.
 
-use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ fn a_sessions_standalone_stream_carries_an_upstreams_list_changes() {
     let daemon = Daemon::start(&cfg);
     let session = LegacySession::open(daemon.url());
 
-    let arrived = standalone_events(daemon.url(), &session);
+    let arrived = session.standalone_events();
 
     // The upstream announces a change while serving this session's call.
     let reply = session.mcpx_call("f", "changed", json!({}));
@@ -47,7 +46,7 @@ fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
     cfg["pool"] = json!({"idleTimeout": "1s"});
     let daemon = Daemon::start(&cfg);
     let session = LegacySession::open(daemon.url());
-    let arrived = standalone_events(daemon.url(), &session);
+    let arrived = session.standalone_events();
 
     // Two reaper ticks with the stream open: nothing was started for it.
     std::thread::sleep(Duration::from_secs(2));
@@ -66,29 +65,6 @@ fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
     }
 }
 
-/// The events of a session's standalone stream, as they arrive.
-pub(super) fn standalone_events(url: &str, session: &LegacySession) -> mpsc::Receiver<Value> {
-    let response = mcpx_e2e::client::http()
-        .get(url)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", session.id())
-        .header("MCP-Protocol-Version", session.revision())
-        .send()
-        .expect("GET the standalone stream");
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let (events, arrived) = mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(response).lines() {
-            let Ok(line) = line else { return };
-            if let Some(data) = line.strip_prefix("data:") {
-                let _ = events.send(serde_json::from_str(data.trim()).expect("an event is JSON"));
-            }
-        }
-    });
-    arrived
-}
-
 #[test]
 fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream() {
     let daemon = Daemon::start(&config(&[("everything", everything(&tag()))]));
@@ -102,12 +78,12 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
         .collect();
     let (watched, other) = (&uris[0], &uris[1]);
     session.request("resources/subscribe", json!({ "uri": watched })).result();
-    let arrived = standalone_events(daemon.url(), &session);
+    let arrived = session.standalone_events();
     // Another session on the same (global) instance subscribes to another resource: the
     // upstream sends both updates on its one connection, and each session hears its own.
     let neighbour = LegacySession::open(daemon.url());
     neighbour.request("resources/subscribe", json!({ "uri": other })).result();
-    let neighbour_arrived = standalone_events(daemon.url(), &neighbour);
+    let neighbour_arrived = neighbour.standalone_events();
     // server-everything sends updates for what it was subscribed to once this is on, then
     // every 5 seconds.
     session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();

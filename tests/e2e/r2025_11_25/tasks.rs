@@ -431,7 +431,7 @@ fn a_session_hears_an_upstreams_own_task_status_without_waiting_for_a_poll() {
     let t = tag();
     let daemon = daemon_with(&t, json!({}));
     let session = LegacySession::open(daemon.url());
-    let arrived = super::standalone::standalone_events(daemon.url(), &session);
+    let arrived = session.standalone_events();
     let arguments = json!({"seconds": 0.5, "label": "told", "notify": true, "pollInterval": 60_000});
     let task = start(&session, "fx", "slow_compute", arguments, 60_000);
     assert_eq!(task["pollInterval"], 60_000, "{task}");
@@ -482,10 +482,7 @@ fn an_upstream_cannot_touch_tasks_it_does_not_run_with_a_status_notification() {
     let cfg = config(&[("fx", fakemcp("session", &t, &["--fixture", "conformance", "--era", "legacy"]))]);
     let daemon = Daemon::start(&cfg);
     let (alice, bob) = (LegacySession::open(daemon.url()), LegacySession::open(daemon.url()));
-    let (alice_hears, bob_hears) = (
-        super::standalone::standalone_events(daemon.url(), &alice),
-        super::standalone::standalone_events(daemon.url(), &bob),
-    );
+    let (alice_hears, bob_hears) = (alice.standalone_events(), bob.standalone_events());
     let waiting = |seconds: f64| json!({"seconds": seconds, "pollInterval": 60_000});
     // Alice's instance runs task-1 (ending soon) and then her task-2.
     start(&alice, "fx", "slow_compute", json!({"seconds": 0.2}), 60_000);

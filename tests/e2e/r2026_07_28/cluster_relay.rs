@@ -11,6 +11,7 @@ use mcpx_e2e::client::{Modern, Raw, next_id};
 use mcpx_e2e::cluster::Cluster;
 use mcpx_e2e::schema::LEGACY;
 use mcpx_e2e::upstreams::RawPost;
+use mcpx_e2e::upstreams::everything;
 use mcpx_e2e::{Daemon, LegacySession, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
@@ -175,6 +176,52 @@ fn asks_and_is_answered(url: &str, bearer: &str) {
     let reply = stream.read_until(Duration::from_secs(15), |f| f.get("result").is_some() || f.get("error").is_some());
     let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("accept") && text.contains("Ada"), "the upstream did not get the answer: {reply}");
+}
+
+/// A handshake-era session's subscription to a resource whose instance another node owns
+/// reaches that instance: the updates it sends arrive on the session's standalone stream,
+/// as they would where the instance runs, and another session of the same node that did
+/// not subscribe hears none of them.
+#[test]
+fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_updates() {
+    let cfg = json!({"http": {"tokens": {"alice": ALICE}}});
+    let cluster = Cluster::start(json!({"everything": everything(&tag())}), "60s", cfg);
+    let (nodes, bearer) = (&cluster.nodes, format!("Bearer {ALICE}"));
+    let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
+        .header("Authorization", &bearer)
+        .send(nodes[0].url());
+    assert!(first.result()["content"].is_array(), "{first}");
+    assert_eq!(cluster.owner_of("everything", "global"), Some(0));
+
+    let open = || LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let (session, neighbour) = (open(), open());
+    let listed = session.request("resources/list", json!({}));
+    let watched = listed.result()["resources"][0]["uri"].as_str().expect("a resource").to_owned();
+    session.request("resources/subscribe", json!({ "uri": watched })).result();
+    let arrived = session.standalone_events();
+    let neighbour_arrived = neighbour.standalone_events();
+    // server-everything sends updates for what it was subscribed to once this is on, then
+    // every 5 seconds; the call is relayed to node 0's instance as well.
+    session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();
+    let updates = |events: &std::sync::mpsc::Receiver<Value>, within: Duration| -> Vec<Value> {
+        let deadline = std::time::Instant::now() + within;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match events.recv_timeout(left) {
+                Ok(event) if event["method"] == "notifications/resources/updated" => seen.push(event),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        seen
+    };
+    let mine = updates(&arrived, Duration::from_secs(7));
+    assert!(!mine.is_empty(), "no update reached the subscribed session's standalone stream");
+    for update in &mine {
+        assert_eq!(update["params"]["uri"], json!(watched), "{update}");
+        mcpx_e2e::schema::spec(LEGACY).assert_valid("ResourceUpdatedNotification", update, "a relayed update");
+    }
+    assert_eq!(updates(&neighbour_arrived, Duration::from_millis(200)), Vec::<Value>::new());
 }
 
 /// A token holder's request to the node-to-node relay routes (a relayed request, an answer
