@@ -711,8 +711,9 @@ pub struct ClusterConfig {
     /// request that needed it fails with an error naming Redis. Default 1s.
     #[serde(default = "ClusterConfig::default_redis_timeout", with = "duration")]
     pub redis_timeout: Duration,
-    /// Most subscriptions one handshake-era session may hold to resources of instances
-    /// other nodes own (each one a stream from that node); one more is refused. Default 64.
+    /// Most subscriptions this node's handshake-era sessions may hold at once to resources
+    /// of instances other nodes own, all sessions together (each one a stream from that
+    /// node, so one of the owner's connections); one more is refused. Default 256.
     #[serde(default = "ClusterConfig::default_max_relayed_subscriptions")]
     pub max_relayed_subscriptions: usize,
 }
@@ -742,7 +743,7 @@ impl ClusterConfig {
     }
 
     fn default_max_relayed_subscriptions() -> usize {
-        64
+        256
     }
 }
 

@@ -110,13 +110,19 @@ impl Gateway {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
             return Err(Error::params(format!("{method}: \"uri\" must be a string")));
         };
+        if method == "resources/unsubscribe" {
+            // A subscription relayed to another node ends here, whatever serves the
+            // resource now (or whether anything does).
+            self.instances.relayed.end(&ctx.identity.owner_key(), Some(&uri));
+        }
         let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
         // A stateless upstream has no resources/subscribe: the subscription is taken, but
         // its updates are not relayed to a handshake-era session yet.
         let lease = match self.lease(ctx, &server).await {
             Ok(lease) => lease,
+            Err(Error::Elsewhere(_)) if method == "resources/unsubscribe" => return Ok(json!({})),
             Err(Error::Elsewhere(elsewhere)) if !ctx.relayed => {
-                return Box::pin(self.shared()?.subscribe_elsewhere(ctx, *elsewhere, method, &uri, &original)).await;
+                return Box::pin(self.shared()?.subscribe_elsewhere(ctx, *elsewhere, &uri, &original)).await;
             }
             Err(e) => return Err(e),
         };

@@ -24,7 +24,7 @@ use crate::outbox;
 use mcpx_upstream::Upstream;
 use serde_json::{Map, Value, json};
 
-use crate::{CallContext, Gateway, InstanceKey, Lease, naming};
+use crate::{CallContext, Gateway, InstanceKey, Lease, Session, naming};
 
 const KINDS: [(&str, &str); 3] = [
     ("toolsListChanged", "notifications/tools/list_changed"),
@@ -436,7 +436,9 @@ async fn reopen(
 
 /// Subscriptions of handshake-era sessions to resources of instances other nodes own
 /// (see [`Gateway::subscribe_elsewhere`]), by session (its owner key), then public URI:
-/// each the task that passes on the owner's stream of updates.
+/// each the task that opens, then passes on, the owner's stream of updates. An entry is
+/// made before that task starts, so ending a session or a subscription ends one still
+/// being opened, and the limit counts it.
 #[derive(Default)]
 pub(crate) struct RelayedSubscriptions {
     by_session: Mutex<HashMap<String, HashMap<String, Subscription>>>,
@@ -447,28 +449,26 @@ pub(crate) struct RelayedSubscriptions {
 type Subscription = (u64, tokio::task::AbortHandle);
 
 impl RelayedSubscriptions {
-    /// How many `session` holds besides one to `uri`.
-    fn others(&self, session: &str, uri: &str) -> usize {
-        let by_session = self.by_session.lock().expect("relayed subscriptions lock");
-        by_session.get(session).map_or(0, |held| held.keys().filter(|u| *u != uri).count())
-    }
-
-    /// Runs `watching` as `session`'s subscription to `uri`, in place of one it held.
-    fn keep(&self, gateway: Weak<Gateway>, session: String, uri: String, watching: crate::cluster::Watching) {
-        let serial = self.next.fetch_add(1, Ordering::Relaxed);
-        let (who, what) = (session.clone(), uri.clone());
-        let task = tokio::spawn(async move {
-            watching.await;
-            // Its owner ended it (the instance ended): gone, unless replaced meanwhile.
-            if let Some(gateway) = gateway.upgrade() {
-                gateway.instances.relayed.forget(&who, &what, serial);
-            }
-        });
+    /// Starts `task` (given its serial) as `session`'s subscription to `uri`, in place of
+    /// one it held; `None`, starting nothing, when this node holds `most` others.
+    fn start<F>(&self, session: &str, uri: &str, most: usize, task: impl FnOnce(u64) -> F) -> Option<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         let mut by_session = self.by_session.lock().expect("relayed subscriptions lock");
-        let held = by_session.entry(session).or_default();
-        if let Some((_, replaced)) = held.insert(uri, (serial, task.abort_handle())) {
+        let held: usize = by_session.values().map(HashMap::len).sum();
+        let replacing = by_session.get(session).is_some_and(|s| s.contains_key(uri));
+        if held - usize::from(replacing) >= most {
+            return None;
+        }
+        let serial = self.next.fetch_add(1, Ordering::Relaxed);
+        // Spawned under the lock: the task cannot forget its entry before it is made.
+        let running = tokio::spawn(task(serial)).abort_handle();
+        let mine = by_session.entry(session.to_owned()).or_default();
+        if let Some((_, replaced)) = mine.insert(uri.to_owned(), (serial, running)) {
             replaced.abort();
         }
+        Some(())
     }
 
     /// Ends `session`'s subscription to `uri`, or all of them.
@@ -502,44 +502,60 @@ impl RelayedSubscriptions {
 }
 
 impl Gateway {
-    /// A handshake-era session's `resources/subscribe` (or `unsubscribe`) of a resource
-    /// whose instance another node owns (`elsewhere`): a stream from that node of the
-    /// instance's updates to `original` (the resource's own URI), delivered to the
-    /// session's change stream as updates of an instance of its own would be (as its
-    /// interest says, under the public URI), until the session unsubscribes or ends, or
-    /// that node ends it (the instance ended). At most `cluster.maxRelayedSubscriptions`
-    /// per session.
+    /// A handshake-era session's `resources/subscribe` of a resource whose instance
+    /// another node owns (`elsewhere`): a stream from that node of the instance's updates
+    /// to `original` (the resource's own URI), delivered to the session's change stream
+    /// as updates of an instance of its own would be (as its interest says, under the
+    /// public URI), until the session unsubscribes or ends, or that node ends it (the
+    /// instance ended). Only for the transport's own session (a legacy HTTP session, a
+    /// stdio process), which ends with its connection: a session a request names by label
+    /// is refused, as before. At most `cluster.maxRelayedSubscriptions` on this node.
     pub(crate) async fn subscribe_elsewhere(
         self: &Arc<Self>,
         ctx: &CallContext,
         elsewhere: crate::error::Elsewhere,
-        method: &str,
         public: &str,
         original: &str,
     ) -> Result<Value, Error> {
+        let own_session = matches!(ctx.identity.session, Some(Session::Http(_) | Session::Process(_)))
+            && ctx.identity.source == crate::identity::Source::Transport;
+        let (true, Some(relay)) = (own_session, self.relay.get().cloned()) else {
+            return Err(Error::Elsewhere(Box::new(elsewhere)));
+        };
         let session = ctx.identity.owner_key();
-        let subscriptions = &self.instances.relayed;
-        if method == "resources/unsubscribe" {
-            subscriptions.end(&session, Some(public));
-            return Ok(json!({}));
-        }
         let most = self.settings.config().cluster.as_ref().map_or(0, |c| c.max_relayed_subscriptions);
-        if subscriptions.others(&session, public) >= most {
-            return Err(Error::params(format!(
-                "{method}: this session holds {most} subscriptions to resources other cluster nodes serve already (cluster.maxRelayedSubscriptions)"
-            )));
-        }
-        let Some(relay) = self.relay.get() else { return Err(Error::Elsewhere(Box::new(elsewhere))) };
         let crate::error::Elsewhere { node, url, key } = elsewhere;
         let node = crate::cluster::Node { id: node, url };
         let params = json!({ "uri": original });
         let request = crate::placement::node_request(ctx, key.clone(), "resources/subscribe", params, None);
         let (limit, patience) = self.relay_bounds();
         let deliver = self.deliverer(session.clone(), key);
-        let (answer, watching) =
-            relay.watch(&node, &ctx.identity.principal, &request, limit, patience, deliver).await?;
-        subscriptions.keep(Arc::downgrade(self), session, public.to_owned(), watching);
-        Ok(answer)
+        let principal = ctx.identity.principal.clone();
+        let (answered, answer) = tokio::sync::oneshot::channel();
+        let (gateway, who, what) = (Arc::downgrade(self), session.clone(), public.to_owned());
+        let task = move |serial| async move {
+            match relay.watch(&node, &principal, &request, limit, patience, deliver).await {
+                Ok((result, watching)) => {
+                    if answered.send(Ok(result)).is_ok() {
+                        watching.await;
+                    }
+                }
+                Err(e) => drop(answered.send(Err(e))),
+            }
+            // Ended by its owner (the instance ended), or never opened: gone, unless
+            // replaced meanwhile.
+            if let Some(gateway) = gateway.upgrade() {
+                gateway.instances.relayed.forget(&who, &what, serial);
+            }
+        };
+        if self.instances.relayed.start(&session, public, most, task).is_none() {
+            return Err(Error::params(format!(
+                "resources/subscribe: this node holds {most} subscriptions to resources other cluster nodes serve already (cluster.maxRelayedSubscriptions)"
+            )));
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::internal("resources/subscribe: the subscription ended before the owner answered (the session unsubscribed or ended)"))
+        })
     }
 
     /// Hands an update another node relayed for `session`'s subscription to the session's
@@ -590,7 +606,12 @@ impl Gateway {
         let lease = self.lease_at(&ctx, &request.server, Some(request.owner)).await?;
         let upstream = lease.upstream().clone();
         let mut changes = upstream.changes().await;
-        let watch = upstream.watch_resources(std::slice::from_ref(&original)).await?;
+        let Some(watch) = upstream.watch_resources(std::slice::from_ref(&original)).await? else {
+            return Err(Error::params(format!(
+                "resources/subscribe: {:?} does not take resource subscriptions",
+                request.server
+            )));
+        };
         drop(lease);
         let watching = async move {
             let _watch = watch;
@@ -693,7 +714,33 @@ fn is_under(watched: &str, uri: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_under;
+    use super::{RelayedSubscriptions, is_under};
+
+    /// A relayed subscription still being opened counts toward the node's limit, and ends
+    /// (its task with it) when its session does; a replaced one ends too.
+    #[tokio::test]
+    async fn a_relayed_subscription_being_opened_counts_and_ends_with_its_session() {
+        let subscriptions = RelayedSubscriptions::default();
+        let (held, opening) = tokio::sync::oneshot::channel::<()>();
+        let waiting = |held| {
+            move |_| async move {
+                let _held = held;
+                std::future::pending::<()>().await
+            }
+        };
+        assert!(subscriptions.start("s", "u1", 2, waiting(held)).is_some());
+        assert!(subscriptions.start("t", "u2", 2, |_| std::future::pending()).is_some());
+        let over = subscriptions.start("s", "u3", 2, |_| std::future::pending());
+        assert!(over.is_none(), "the limit did not count a subscription being opened");
+        subscriptions.end("s", None);
+        assert!(opening.await.is_err(), "an ended session's subscription still runs");
+        assert!(subscriptions.start("s", "u3", 2, |_| std::future::pending()).is_some());
+
+        let (held, replaced) = tokio::sync::oneshot::channel::<()>();
+        assert!(subscriptions.start("t", "u4", 9, waiting(held)).is_some());
+        assert!(subscriptions.start("t", "u4", 9, |_| std::future::pending()).is_some());
+        assert!(replaced.await.is_err(), "a replaced subscription still runs");
+    }
 
     #[test]
     fn an_update_may_name_a_part_of_the_watched_resource() {

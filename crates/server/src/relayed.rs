@@ -312,7 +312,8 @@ impl mcpx_gateway::cluster::Relay for Link {
             headers.insert(header::ACCEPT, HeaderValue::from_static(NDJSON));
             let sent = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body);
             let silent = || unreachable(format!("no answer within {patience:?}"));
-            let answer = tokio::time::timeout(patience, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
+            let deadline = Instant::now() + patience;
+            let answer = tokio::time::timeout_at(deadline, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
             let status = answer.status();
             if !status.is_success() {
                 let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
@@ -332,7 +333,7 @@ impl mcpx_gateway::cluster::Relay for Link {
                 }
                 Err("its answer ended before the response".to_owned())
             };
-            let outcome = tokio::time::timeout(patience, first).await.map_err(|_| silent())?.map_err(unreachable)?;
+            let outcome = tokio::time::timeout_at(deadline, first).await.map_err(|_| silent())?.map_err(unreachable)?;
             let answer = Result::from(outcome).map_err(mcpx_gateway::Error::Relayed)?;
             let updates = async move {
                 // Only notifications of updates: nothing else of the owner's reaches the session.

@@ -180,12 +180,14 @@ fn asks_and_is_answered(url: &str, bearer: &str) {
 
 /// A handshake-era session's subscription to a resource whose instance another node owns
 /// reaches that instance: the updates it sends arrive on the session's standalone stream,
-/// as they would where the instance runs, and another session of the same node that did
-/// not subscribe hears none of them.
+/// as they would where the instance runs, each session hearing only what it subscribed
+/// to. A node holds at most `cluster.maxRelayedSubscriptions` such subscriptions, and a
+/// session a request names by label (whose end the node cannot know) gets none.
 #[test]
 fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_updates() {
     let cfg = json!({"http": {"tokens": {"alice": ALICE}}});
-    let cluster = Cluster::start(json!({"everything": everything(&tag())}), "60s", cfg);
+    let servers = json!({"everything": everything(&tag())});
+    let cluster = Cluster::start_with(servers, "60s", cfg, |_, _| json!({"maxRelayedSubscriptions": 2}));
     let (nodes, bearer) = (&cluster.nodes, format!("Bearer {ALICE}"));
     let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
         .header("Authorization", &bearer)
@@ -196,8 +198,23 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
     let open = || LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
     let (session, neighbour) = (open(), open());
     let listed = session.request("resources/list", json!({}));
-    let watched = listed.result()["resources"][0]["uri"].as_str().expect("a resource").to_owned();
-    session.request("resources/subscribe", json!({ "uri": watched })).result();
+    let uris: Vec<String> = listed.result()["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str().map(str::to_owned))
+        .collect();
+    let subscribe = |who: &LegacySession, uri: &str, meta: Value| {
+        who.request("resources/subscribe", json!({ "uri": uri, "_meta": meta }))
+    };
+    subscribe(&session, &uris[0], json!({})).result();
+    subscribe(&neighbour, &uris[1], json!({})).result();
+    let over = subscribe(&session, &uris[2], json!({}));
+    assert_eq!(over.error_code(), -32602, "{over}");
+    assert!(over.to_string().contains("maxRelayedSubscriptions"), "{over}");
+    let labelled = subscribe(&session, &uris[0], json!({"dev.mcpx/session": "a-label"}));
+    assert!(labelled.frame().get("error").is_some() && labelled.to_string().contains("n1"), "{labelled}");
+
     let arrived = session.standalone_events();
     let neighbour_arrived = neighbour.standalone_events();
     // server-everything sends updates for what it was subscribed to once this is on, then
@@ -215,13 +232,14 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
         }
         seen
     };
-    let mine = updates(&arrived, Duration::from_secs(7));
-    assert!(!mine.is_empty(), "no update reached the subscribed session's standalone stream");
-    for update in &mine {
-        assert_eq!(update["params"]["uri"], json!(watched), "{update}");
-        mcpx_e2e::schema::spec(LEGACY).assert_valid("ResourceUpdatedNotification", update, "a relayed update");
+    for (events, uri) in [(&arrived, &uris[0]), (&neighbour_arrived, &uris[1])] {
+        let heard = updates(events, Duration::from_secs(7));
+        assert!(!heard.is_empty(), "no update of {uri} reached the session that subscribed to it");
+        for update in &heard {
+            assert_eq!(update["params"]["uri"], json!(uri), "a session hears only what it subscribed to: {update}");
+            mcpx_e2e::schema::spec(LEGACY).assert_valid("ResourceUpdatedNotification", update, "a relayed update");
+        }
     }
-    assert_eq!(updates(&neighbour_arrived, Duration::from_millis(200)), Vec::<Value>::new());
 }
 
 /// A token holder's request to the node-to-node relay routes (a relayed request, an answer
