@@ -1393,6 +1393,7 @@ mod tests {
         assert_eq!(cluster.lease_ttl, Duration::from_secs(10));
         assert_eq!(cluster.global, GlobalPlacement::PerCluster);
         assert_eq!(cluster.redis_timeout, Duration::from_secs(1));
+        assert_eq!(cluster.max_relayed_subscriptions, 256);
         assert!(!format!("{cluster:?}").contains(secret), "the secret stays out of Debug");
         let full = format!(
             r#"{{"cluster": {{"redis": "redis://r:6379/2", "secret": "{secret}", "nodeId": "n-1",
