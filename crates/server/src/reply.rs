@@ -180,11 +180,16 @@ impl Notes {
         }
     }
 
-    /// Adds a frame. When full, the oldest progress or log message goes; the server's
-    /// questions never do, they wait for answers.
+    /// Adds a frame. When full, the oldest progress, log message or resource update (a
+    /// relayed subscription's) goes; the server's questions never do, they wait for
+    /// answers.
     fn push(&self, frame: Value) {
-        let droppable =
-            |f: &Value| matches!(f["method"].as_str(), Some("notifications/progress" | "notifications/message"));
+        let droppable = |f: &Value| {
+            matches!(
+                f["method"].as_str(),
+                Some("notifications/progress" | "notifications/message" | "notifications/resources/updated")
+            )
+        };
         let mut queue = self.queue.lock().expect("notes lock");
         if queue.len() >= self.max {
             if let Some(oldest) = queue.iter().position(droppable) {
