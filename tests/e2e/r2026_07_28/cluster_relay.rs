@@ -242,6 +242,45 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
     }
 }
 
+/// A relayed call whose caller listens ends on the owner when the relaying node goes away
+/// mid-call (killed): the owner's upstream is told the call is cancelled, as it is when a
+/// caller of the owner's own goes, instead of working on for nobody.
+#[test]
+fn a_relayed_call_ends_on_the_owner_when_the_relaying_node_goes() {
+    let tap = mcpx_e2e::tap::StdioTap::new();
+    let plain = mcpx_e2e::upstreams::tapped(&tap, &fakemcp("global", &tag(), &[]));
+    let cfg = json!({"http": {"tokens": {"alice": ALICE}}});
+    let mut cluster = Cluster::start(json!({ "plain": plain }), "60s", cfg);
+    let bearer = format!("Bearer {ALICE}");
+    let first =
+        Modern::mcpx_call("plain", "whoami", json!({})).header("Authorization", &bearer).send(cluster.nodes[0].url());
+    assert!(first.structured()["instance"].is_string(), "{first}");
+    assert_eq!(cluster.owner_of("plain", "global"), Some(0));
+
+    let (url, auth) = (cluster.nodes[1].url().to_owned(), bearer.clone());
+    std::thread::spawn(move || {
+        let session = LegacySession::open_as(&url, "2025-11-25", &[("Authorization", &auth)]);
+        let call = json!({"server": "plain", "tool": "slow", "arguments": {"ms": 60_000}});
+        // Answered by an error, or by nothing once node 1 is gone: either way it ends.
+        let _ = std::panic::catch_unwind(|| {
+            session
+                .request("tools/call", json!({"name": "mcpx_call", "arguments": call, "_meta": {"progressToken": 1}}))
+        });
+    });
+    let slow = poll(Duration::from_secs(15), || {
+        tap.sent().into_iter().find(|m| m["method"] == "tools/call" && m["params"]["name"] == "slow")
+    });
+    let slow =
+        slow.unwrap_or_else(|| panic!("the relayed call never reached the owner's upstream:\n{}", tap.transcript()));
+    cluster.nodes[1].kill();
+    let cancelled = poll(Duration::from_secs(15), || {
+        tap.sent()
+            .into_iter()
+            .find(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == slow["id"])
+    });
+    assert!(cancelled.is_some(), "the owner's upstream was never told the call ended:\n{}", tap.transcript());
+}
+
 /// A token holder's request to the node-to-node relay routes (a relayed request, an answer
 /// to a question) is refused before its body is read: a body declared a gigabyte long, of
 /// which a kilobyte is sent, gets its 403 at once, instead of the node waiting for (and
