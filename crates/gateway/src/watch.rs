@@ -572,13 +572,8 @@ impl Gateway {
                 let Some((_, wanted)) = stream.wanted.iter().find(|(server, _)| *server == key.server) else {
                     continue;
                 };
-                if let Some(change) = deliverable(&config, &key.server, wanted, change.clone())
-                    && let Err(outbox::TrySendError::Full(_)) = stream.tx.try_send(change)
-                {
-                    tracing::debug!(
-                        server = key.server,
-                        "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)"
-                    );
+                if let Some(change) = deliverable(&config, &key.server, wanted, change.clone()) {
+                    hand_to(&stream.tx, &key.server, change);
                 }
             }
         })
@@ -615,23 +610,14 @@ impl Gateway {
         drop(lease);
         let watching = async move {
             let _watch = watch;
-            let ended = upstream.ended();
-            tokio::pin!(ended);
-            loop {
-                tokio::select! {
-                    change = changes.recv() => match change {
-                        Ok(change) => {
-                            let uri = change["params"]["uri"].as_str().unwrap_or_default();
-                            if change["method"] == RESOURCE_UPDATED && is_under(&original, uri) {
-                                notify(change);
-                            }
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    },
-                    () = &mut ended => return,
+            follow(&upstream, &mut changes, std::future::pending(), |change| {
+                let uri = change["params"]["uri"].as_str().unwrap_or_default();
+                if change["method"] == RESOURCE_UPDATED && is_under(&original, uri) {
+                    notify(change);
                 }
-            }
+                true
+            })
+            .await;
         };
         Ok((json!({}), Box::pin(watching)))
     }
@@ -653,32 +639,54 @@ async fn pass_on(
     changes: &mut tokio::sync::broadcast::Receiver<Value>,
     tx: &outbox::Sender,
 ) -> Stopped {
+    follow(upstream, changes, tx.closed(), |change| {
+        let Some(gateway) = gateway.upgrade() else { return false };
+        match deliverable(&gateway.settings.config(), server, wanted, change) {
+            Some(change) => hand_to(tx, server, change),
+            None => true,
+        }
+    })
+    .await
+}
+
+/// Hands each change of `upstream` (from `changes`) to `take` until its connection ends,
+/// or `gone` resolves or `take` says nobody listens any more.
+async fn follow(
+    upstream: &Upstream,
+    changes: &mut tokio::sync::broadcast::Receiver<Value>,
+    gone: impl Future<Output = ()>,
+    mut take: impl FnMut(Value) -> bool,
+) -> Stopped {
     let ended = upstream.ended();
-    tokio::pin!(ended);
+    tokio::pin!(ended, gone);
     loop {
         tokio::select! {
             change = changes.recv() => match change {
                 Ok(change) => {
-                    let Some(gateway) = gateway.upgrade() else { return Stopped::ListenerGone };
-                    // A watcher that does not read is not waited for: past
-                    // limits.maxBufferedNotifications a change is dropped (one that missed a
-                    // list change re-lists anyway).
-                    if let Some(change) = deliverable(&gateway.settings.config(), server, wanted, change) {
-                        match tx.try_send(change) {
-                            Ok(()) => {}
-                            Err(outbox::TrySendError::Full(_)) => {
-                                tracing::debug!(server, "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)");
-                            }
-                            Err(outbox::TrySendError::Closed(_)) => return Stopped::ListenerGone,
-                        }
+                    if !take(change) {
+                        return Stopped::ListenerGone;
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return Stopped::InstanceGone,
             },
             _ = &mut ended => return Stopped::InstanceGone,
-            _ = tx.closed() => return Stopped::ListenerGone,
+            _ = &mut gone => return Stopped::ListenerGone,
         }
+    }
+}
+
+/// Queues `change` for a watcher; false when nobody receives any more. A watcher that
+/// does not read is not waited for: past limits.maxBufferedNotifications a change is
+/// dropped (one that missed a list change re-lists anyway).
+fn hand_to(tx: &outbox::Sender, server: &str, change: Value) -> bool {
+    match tx.try_send(change) {
+        Ok(()) => true,
+        Err(outbox::TrySendError::Full(_)) => {
+            tracing::debug!(server, "a watcher is not reading: dropped a change (limits.maxBufferedNotifications)");
+            true
+        }
+        Err(outbox::TrySendError::Closed(_)) => false,
     }
 }
 
