@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
@@ -261,12 +261,8 @@ impl mcpx_gateway::cluster::Relay for Link {
                 ))
             };
             let deadline = Instant::now() + patience;
-            let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
-            let mut headers = HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             let accept = if request.listen.is_some() { NDJSON } else { "application/json" };
-            headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
-            let sent = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body);
+            let sent = self.post_relay(node, principal, request, accept);
             let answer = tokio::time::timeout_at(deadline, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
             let status = answer.status();
             let lines =
@@ -284,10 +280,7 @@ impl mcpx_gateway::cluster::Relay for Link {
             if status.is_success() {
                 return serde_json::from_slice(&body).map_err(|e| unreachable(format!("an unreadable answer: {e}")));
             }
-            match serde_json::from_slice::<ErrorBody>(&body) {
-                Ok(ErrorBody { error }) => Err(mcpx_gateway::Error::Relayed(rpc_error(error))),
-                Err(_) => Err(unreachable(format!("answered {status}: {}", String::from_utf8_lossy(&body)))),
-            }
+            Err(refused(status, &body).unwrap_or_else(unreachable))
         })
     }
 
@@ -306,21 +299,14 @@ impl mcpx_gateway::cluster::Relay for Link {
                 tracing::warn!(node = node.id, url = node.url, ?kept, "subscribing through another node failed: {e}");
                 mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
             };
-            let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
-            let mut headers = HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            headers.insert(header::ACCEPT, HeaderValue::from_static(NDJSON));
-            let sent = Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body);
+            let sent = self.post_relay(node, principal, request, NDJSON);
             let silent = || unreachable(format!("no answer within {patience:?}"));
             let deadline = Instant::now() + patience;
             let answer = tokio::time::timeout_at(deadline, sent).await.map_err(|_| silent())?.map_err(unreachable)?;
             let status = answer.status();
             if !status.is_success() {
                 let body = mcpx_http::body(answer, limit).await.map_err(unreachable)?;
-                return match serde_json::from_slice::<ErrorBody>(&body) {
-                    Ok(ErrorBody { error }) => Err(mcpx_gateway::Error::Relayed(rpc_error(error))),
-                    Err(_) => Err(unreachable(format!("answered {status}: {}", String::from_utf8_lossy(&body)))),
-                };
+                return Err(refused(status, &body).unwrap_or_else(unreachable));
             }
             let mut lines = frames(answer, limit);
             // The response first: what comes before it (nothing, from this release) is not
@@ -347,6 +333,15 @@ impl mcpx_gateway::cluster::Relay for Link {
             };
             Ok((answer, Box::pin(updates) as Watching))
         })
+    }
+}
+
+/// The error an owner answered a relayed request with (its status, `body`); what the
+/// answer was instead when it is none.
+fn refused(status: StatusCode, body: &[u8]) -> Result<mcpx_gateway::Error, String> {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(ErrorBody { error }) => Ok(mcpx_gateway::Error::Relayed(rpc_error(error))),
+        Err(_) => Err(format!("answered {status}: {}", String::from_utf8_lossy(body))),
     }
 }
 
@@ -377,6 +372,22 @@ enum Unanswered {
 }
 
 impl Link {
+    /// Sends `request` to `node`'s relay route, signed for `principal`, accepting `accept`:
+    /// the owner's answer as it starts, or why none came.
+    async fn post_relay(
+        &self,
+        node: &Node,
+        principal: &Principal,
+        request: &NodeRequest,
+        accept: &'static str,
+    ) -> Result<mcpx_http::Response, String> {
+        let body = Bytes::from(serde_json::to_vec(request).expect("a node request serializes"));
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+        Link::send(self, node, Method::POST, RELAY_PATH, &headers, principal, body).await
+    }
+
     /// Reads an owner's listened answer (see [`listened_answer`]) up to its outcome,
     /// passing what the caller listens for to `listener` and answering the owner's
     /// questions with the caller's answers. The owner has until `deadline`, which moves on
