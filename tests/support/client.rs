@@ -595,6 +595,21 @@ pub fn initialize_with(url: &str, revision: &str, extra: &[(String, String)]) ->
     .send()
 }
 
+/// The `notifications/resources/updated` of a standalone stream's `events` (see
+/// [`LegacySession::standalone_events`]) that arrive within `within`, in order.
+pub fn resource_updates(events: &std::sync::mpsc::Receiver<Value>, within: Duration) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + within;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match events.recv_timeout(left) {
+            Ok(event) if event["method"] == "notifications/resources/updated" => seen.push(event),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    seen
+}
+
 /// The schema to check a legacy revision's frames against (the newest legacy one for a
 /// revision without a schema here).
 fn schema_revision(revision: &str) -> &'static str {

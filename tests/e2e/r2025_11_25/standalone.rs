@@ -2,7 +2,6 @@
 //! list changes of the upstream instances the session reaches arrive there, outside any
 //! request.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
 use mcpx_e2e::client::LegacySession;
@@ -87,19 +86,7 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
     // server-everything sends updates for what it was subscribed to once this is on, then
     // every 5 seconds.
     session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();
-    let updates = |events: &mpsc::Receiver<Value>, within: Duration| -> Vec<Value> {
-        let deadline = std::time::Instant::now() + within;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match events.recv_timeout(left) {
-                Ok(event) if event["method"] == "notifications/resources/updated" => seen.push(event),
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        seen
-    };
-    let mine = updates(&arrived, Duration::from_secs(7));
+    let mine = mcpx_e2e::client::resource_updates(&arrived, Duration::from_secs(7));
     assert!(!mine.is_empty(), "no update reached the subscribed session's standalone stream");
     for update in &mine {
         assert_eq!(update["params"]["uri"], json!(watched), "a session hears only what it subscribed to: {update}");
@@ -110,7 +97,7 @@ fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream(
         );
     }
     // Its stream was filling meanwhile.
-    let theirs = updates(&neighbour_arrived, Duration::from_millis(500));
+    let theirs = mcpx_e2e::client::resource_updates(&neighbour_arrived, Duration::from_millis(500));
     assert!(!theirs.is_empty() && theirs.iter().all(|u| u["params"]["uri"] == json!(other)), "{theirs:?}");
 }
 

@@ -220,20 +220,8 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
     // server-everything sends updates for what it was subscribed to once this is on, then
     // every 5 seconds; the call is relayed to node 0's instance as well.
     session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();
-    let updates = |events: &std::sync::mpsc::Receiver<Value>, within: Duration| -> Vec<Value> {
-        let deadline = std::time::Instant::now() + within;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match events.recv_timeout(left) {
-                Ok(event) if event["method"] == "notifications/resources/updated" => seen.push(event),
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        seen
-    };
     for (events, uri) in [(&arrived, &uris[0]), (&neighbour_arrived, &uris[1])] {
-        let heard = updates(events, Duration::from_secs(7));
+        let heard = mcpx_e2e::client::resource_updates(events, Duration::from_secs(7));
         assert!(!heard.is_empty(), "no update of {uri} reached the session that subscribed to it");
         for update in &heard {
             assert_eq!(update["params"]["uri"], json!(uri), "a session hears only what it subscribed to: {update}");
