@@ -134,8 +134,9 @@ pub(crate) struct Tasks {
     kept: Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<KeptTask>>>,
 }
 
-/// A task's record as a node keeps it in the cluster's Redis: its id, the record (JSON:
-/// `ttlMs` and the state), and how long the task has left.
+/// A task's record as a node keeps it in the cluster's Redis: its id, its owner (the
+/// caller it was handed to, whose index lists it), the record (JSON: `ttlMs` and the
+/// state), and how long the task has left.
 pub(crate) type KeptTask = (String, String, String, Duration);
 
 /// Who runs a task.
