@@ -71,6 +71,12 @@ impl Measured {
         self.cpu.filter(|_| calls > 0.0).map(|cpu| (per_call(cpu.front), per_call(cpu.all)))
     }
 
+    /// The front process's CPU time per answered call, in microseconds, unrounded.
+    fn front_cpu_micros_per_call(&self) -> Option<f64> {
+        let calls = self.samples.len() as f64;
+        self.cpu.filter(|_| calls > 0.0).map(|cpu| cpu.front.as_secs_f64() * 1e6 / calls)
+    }
+
     fn to_json(&self) -> Value {
         let rss: Map<String, Value> = self.peak_rss.iter().map(|(role, kib)| (role.clone(), json!(kib))).collect();
         json!({
@@ -96,6 +102,9 @@ pub struct Comparison {
     pub added_p50_target_micros: Option<f64>,
     /// The least the subject's throughput may be, as a multiple of the baseline's.
     pub min_throughput_ratio: Option<f64>,
+    /// The most CPU per call the subject's front process may spend, as a multiple of the
+    /// baseline's.
+    pub max_front_cpu_ratio: Option<f64>,
 }
 
 /// What one contender must reach on its own.
@@ -145,6 +154,13 @@ impl Run {
         if let Some(target) = comparison.min_throughput_ratio {
             let ratio = subject.throughput() / self.contender(comparison.baseline)?.throughput();
             verdict["target"] = json!({"minThroughputRatio": target, "met": ratio >= target});
+        }
+        let front_cpu = self.contender(comparison.baseline)?.front_cpu_micros_per_call();
+        if let Some(ratio) = subject.front_cpu_micros_per_call().zip(front_cpu).map(|(s, b)| s / b) {
+            verdict["frontCpuRatio"] = json!((ratio * 1000.0).round() / 1000.0);
+            if let Some(target) = comparison.max_front_cpu_ratio {
+                verdict["cpuTarget"] = json!({"maxFrontCpuRatio": target, "met": ratio <= target});
+            }
         }
         Some(verdict)
     }
@@ -229,6 +245,9 @@ impl Run {
                 added("p99")
             );
             let _ = write!(out, "; throughput ×{}", v["throughputRatio"]);
+            if let Some(ratio) = v.get("frontCpuRatio") {
+                let _ = write!(out, "; front CPU per call ×{ratio}");
+            }
             if let Some(target) = v.get("target") {
                 let met = if target["met"] == true { "met" } else { "MISSED" };
                 if let Some(micros) = target.get("addedP50Micros") {
@@ -237,6 +256,10 @@ impl Run {
                 if let Some(ratio) = target.get("minThroughputRatio") {
                     let _ = write!(out, "; target throughput ≥ ×{ratio}: {met}");
                 }
+            }
+            if let Some(target) = v.get("cpuTarget") {
+                let met = if target["met"] == true { "met" } else { "MISSED" };
+                let _ = write!(out, "; target front CPU per call ≤ ×{}: {met}", target["maxFrontCpuRatio"]);
             }
             let _ = writeln!(out);
         }
@@ -338,6 +361,7 @@ mod tests {
                 subject: "relay",
                 added_p50_target_micros: Some(150.0),
                 min_throughput_ratio: None,
+                max_front_cpu_ratio: None,
             }],
             targets: vec![Target { contender: "relay", min_calls_per_second: Some(5_000.0), max_p99_micros: None }],
             facts: None,
@@ -353,6 +377,30 @@ mod tests {
         assert_eq!(verdict["throughputRatio"], 0.33);
         assert_eq!(verdict["target"]["met"], true);
         assert_eq!(run(50, 250).to_json()["comparisons"][0]["target"]["met"], false);
+    }
+
+    #[test]
+    fn a_cpu_bound_is_judged_on_the_front_process_per_call() {
+        // The baseline's front spends 100 µs per call; the subject's 104 and then 106.
+        let with_cpu = |subject_front_micros: u64| {
+            let mut run = run(50, 50);
+            let cpu = |front_micros: u64| CpuTime {
+                front: Duration::from_micros(front_micros * 100),
+                all: Duration::from_micros(front_micros * 300),
+            };
+            run.contenders[0].cpu = Some(cpu(100));
+            run.contenders[1].cpu = Some(cpu(subject_front_micros));
+            run.comparisons[0].max_front_cpu_ratio = Some(1.05);
+            run
+        };
+        let within = with_cpu(104).to_json();
+        assert_eq!(within["comparisons"][0]["frontCpuRatio"], 1.04);
+        assert_eq!(within["comparisons"][0]["cpuTarget"]["met"], true);
+        let over = with_cpu(106);
+        assert_eq!(over.to_json()["comparisons"][0]["cpuTarget"]["met"], false);
+        assert!(over.table().contains("target front CPU per call ≤ ×1.05: MISSED"));
+        // Without CPU readings there is no ratio to judge.
+        assert!(run(50, 50).to_json()["comparisons"][0].get("frontCpuRatio").is_none());
     }
 
     #[test]

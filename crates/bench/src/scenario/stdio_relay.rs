@@ -115,6 +115,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             subject: "relay",
             added_p50_target_micros: Some(ADDED_P50_TARGET_MICROS),
             min_throughput_ratio: None,
+            max_front_cpu_ratio: None,
         }],
         targets: Vec::new(),
         facts: None,
