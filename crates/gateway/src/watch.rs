@@ -41,7 +41,8 @@ const REOPEN_MAX: Duration = Duration::from_secs(30);
 
 /// One open listen. Dropping it stops relaying and releases the instances.
 pub struct Watch {
-    /// The filter mcpx honours: the subset of what was asked that it can deliver.
+    /// The filter mcpx honours: the subset of what was asked that it can deliver (taken
+    /// by the acknowledgement, which says it once).
     pub honored: Value,
     /// Change notifications, untagged (the front end tags them with the listen's id).
     pub changes: outbox::Receiver,

@@ -10,10 +10,13 @@ use mcpx_protocol::message::{notification, result_response};
 use mcpx_protocol::meta;
 use serde_json::{Value, json};
 
-pub fn acknowledgement(id: &Value, watch: &Watch) -> Value {
+/// The acknowledgement, which takes what the watch honours: it is said once, and a listen
+/// that kept it would hold it for as long as it lives.
+pub fn acknowledgement(id: &Value, watch: &mut Watch) -> Value {
+    let honored = std::mem::take(&mut watch.honored);
     notification(
         "notifications/subscriptions/acknowledged",
-        json!({ "_meta": { meta::SUBSCRIPTION_ID: id }, "notifications": watch.honored }),
+        json!({ "_meta": { meta::SUBSCRIPTION_ID: id }, "notifications": honored }),
     )
 }
 
@@ -62,8 +65,8 @@ pub async fn next(gateway: &Arc<Gateway>, id: &Value, watch: &mut Watch) -> Next
 /// Everything is kept in the stream's state and borrowed, not moved into each step's
 /// future: the stream lives as long as the listen, and a step holding its own copy of the
 /// watch (and of the gateway and id) beside the state's made every listen larger.
-pub fn frames(gateway: Arc<Gateway>, id: Value, watch: Watch) -> impl futures::Stream<Item = Value> + Send {
-    let first = acknowledgement(&id, &watch);
+pub fn frames(gateway: Arc<Gateway>, id: Value, mut watch: Watch) -> impl futures::Stream<Item = Value> + Send {
+    let first = acknowledgement(&id, &mut watch);
     futures::stream::unfold(Some((Some(first), watch, gateway, id)), |mut state| async move {
         let (first, watch, gateway, id) = state.as_mut()?;
         if let Some(ack) = first.take() {

@@ -315,7 +315,7 @@ impl Stream {
             Ok(watch) => watch,
             Err(e) => return self.refuse(Some(&id_value), &e).await,
         };
-        self.send(listen::acknowledgement(&id_value, &watch)).await;
+        self.send(listen::acknowledgement(&id_value, &mut watch)).await;
         self.listens.insert(id.clone());
         let (gateway, outbox) = (self.caller.gateway.clone(), self.outbox.clone());
         self.spawn(id, async move {
