@@ -237,7 +237,8 @@ fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
 
 async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
     let limit = front.gateway.settings().config().http.max_body_bytes;
-    let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
+    let too_large =
+        || reply::closing(reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n"));
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if let Some(declared) = declared.filter(|n| *n > limit as u64) {
