@@ -249,11 +249,7 @@ impl mcpx_gateway::cluster::Relay for Link {
         listener: Option<&'a Listener>,
     ) -> Pin<Box<dyn Future<Output = Result<Value, mcpx_gateway::Error>> + Send + 'a>> {
         Box::pin(async move {
-            let kept = Kept::Instance(request.server.clone());
-            let unreachable = |e: String| {
-                tracing::warn!(node = node.id, url = node.url, ?kept, "relaying to another node failed: {e}");
-                mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
-            };
+            let unreachable = &unreachable(node, &request.server, "relaying to another node");
             let silent = || {
                 mcpx_gateway::Error::internal(format!(
                     "cluster node {:?}, which serves the instance, did not answer within {patience:?}",
@@ -294,11 +290,7 @@ impl mcpx_gateway::cluster::Relay for Link {
         deliver: Arc<dyn Fn(Value) + Send + Sync>,
     ) -> Pin<Box<dyn Future<Output = Result<Subscribed, mcpx_gateway::Error>> + Send + 'a>> {
         Box::pin(async move {
-            let kept = Kept::Instance(request.server.clone());
-            let unreachable = |e: String| {
-                tracing::warn!(node = node.id, url = node.url, ?kept, "subscribing through another node failed: {e}");
-                mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
-            };
+            let unreachable = &unreachable(node, &request.server, "subscribing through another node");
             let sent = self.post_relay(node, principal, request, NDJSON);
             let silent = || unreachable(format!("no answer within {patience:?}"));
             let deadline = Instant::now() + patience;
@@ -333,6 +325,16 @@ impl mcpx_gateway::cluster::Relay for Link {
             };
             Ok((answer, Box::pin(updates) as Watching))
         })
+    }
+}
+
+/// What the caller gets when `doing` (a relayed request to `node` for an instance of
+/// `server`) failed for the reason it is given, which is logged, not told.
+fn unreachable<'a>(node: &'a Node, server: &str, doing: &'static str) -> impl Fn(String) -> mcpx_gateway::Error + 'a {
+    let kept = Kept::Instance(server.to_owned());
+    move |e| {
+        tracing::warn!(node = node.id, url = node.url, ?kept, "{doing} failed: {e}");
+        mcpx_gateway::Error::Internal(kept.unreachable(&node.id))
     }
 }
 
