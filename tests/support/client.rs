@@ -447,6 +447,14 @@ impl LegacySession {
         headers
     }
 
+    /// The URIs of the resources this session is listed (`resources/list`, one page).
+    pub fn resource_uris(&self) -> Vec<String> {
+        let listed = self.request("resources/list", json!({}));
+        let resources =
+            listed.result()["resources"].as_array().cloned().unwrap_or_else(|| panic!("no resources:\n{listed}"));
+        resources.iter().filter_map(|r| r["uri"].as_str().map(str::to_owned)).collect()
+    }
+
     /// The events of the session's standalone stream (`GET`), as they arrive.
     #[track_caller]
     pub fn standalone_events(&self) -> std::sync::mpsc::Receiver<Value> {

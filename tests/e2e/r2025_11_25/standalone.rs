@@ -68,13 +68,7 @@ fn a_standalone_stream_starts_no_instance_and_keeps_none_from_being_reaped() {
 fn updates_to_resources_a_session_subscribed_to_arrive_on_its_standalone_stream() {
     let daemon = Daemon::start(&config(&[("everything", everything(&tag()))]));
     let session = LegacySession::open(daemon.url());
-    let listed = session.request("resources/list", json!({}));
-    let uris: Vec<String> = listed.result()["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["uri"].as_str().map(str::to_owned))
-        .collect();
+    let uris = session.resource_uris();
     let (watched, other) = (&uris[0], &uris[1]);
     session.request("resources/subscribe", json!({ "uri": watched })).result();
     let arrived = session.standalone_events();

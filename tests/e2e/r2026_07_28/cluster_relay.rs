@@ -197,13 +197,7 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
 
     let open = || LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
     let (session, neighbour) = (open(), open());
-    let listed = session.request("resources/list", json!({}));
-    let uris: Vec<String> = listed.result()["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["uri"].as_str().map(str::to_owned))
-        .collect();
+    let uris = session.resource_uris();
     let subscribe = |who: &LegacySession, uri: &str, meta: Value| {
         who.request("resources/subscribe", json!({ "uri": uri, "_meta": meta }))
     };
