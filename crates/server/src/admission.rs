@@ -141,7 +141,7 @@ async fn admit_node(front: &Front, request: Request, next: Next) -> Response {
             }
             _ => "request body exceeds http.maxBodyBytes",
         };
-        return reply::closing(refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, why));
+        return refuse(&path, StatusCode::PAYLOAD_TOO_LARGE, why);
     };
     let (forwarded, principal) = match link.accept(vouched, &body) {
         Ok(accepted) => accepted,

@@ -280,9 +280,7 @@ async fn node_body<T: serde::de::DeserializeOwned>(
     let limit = crate::relayed::body_limit(&front.gateway.settings().config());
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
         let e = RpcError::invalid_request("a relayed request over limits.maxLineBytes (or http.maxBodyBytes)");
-        return Err(crate::reply::closing(
-            (StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response(),
-        ));
+        return Err((StatusCode::PAYLOAD_TOO_LARGE, Json(v1::ErrorBody::from(&e))).into_response());
     };
     serde_json::from_slice::<T>(&body)
         .map_err(|e| error(&RpcError::invalid_params(format!("not a node's request of this route: {e}"))))

@@ -14,6 +14,18 @@
 //! - `http.bodyReadTimeout` closes a connection whose request body has not arrived that
 //!   long after its headers, without an answer (the handler may be mid-read; nothing it
 //!   could say would be read by a client that stopped sending).
+//! - A request answered before its body was read whole (refused at admission, unrouted,
+//!   over `http.maxBodyBytes`) is answered at once, and the rest of its body is read out
+//!   and dropped behind the answer, up to [`READ_OUT`] and within `http.bodyReadTimeout`;
+//!   its connection then serves the next request. A bigger body, or one its client holds
+//!   back until `100 Continue` (nobody should ask for it), is not read: the answer says
+//!   `Connection: close`. Without this the connection closed after the answer without
+//!   saying so, and a client's next request (an SDK retrying with the token it just got)
+//!   went out on it and was lost; or the unread bytes reset the connection and the answer
+//!   was lost with them. Once answered, the request no longer counts as in flight, so a
+//!   caller without a token who announces a body and never sends it holds an evictable
+//!   place, as a slow header does. One place per connection suffices for the body: HTTP/1
+//!   serves one request at a time.
 //!
 //! Each request carries `ConnectInfo<Peer>`, as the handlers and `admission` expect. A
 //! relayed stdio stream (`GET /v1/stdio`, socket only) stops counting once upgraded.
@@ -30,7 +42,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
-use hyper::body::{Frame, Incoming, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::Service;
 use hyper::{Request, Response};
@@ -54,6 +67,9 @@ const FDS_PER_INSTANCE: u64 = 3;
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 /// How long to wait before accepting again after the system refused an accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// The most of a body left unread by its answer that is read out (and dropped) to keep
+/// its connection; past it, the connection closes.
+const READ_OUT: u64 = 1024 * 1024;
 
 /// A listener the daemon serves.
 pub enum Listener {
@@ -214,6 +230,7 @@ pub async fn serve(
             body_timeout: http.body_read_timeout,
             in_flight: place.in_flight.clone(),
             close: place.close.clone(),
+            unread: Arc::default(),
         };
         let mut builder = http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(http.header_read_timeout);
@@ -255,7 +272,8 @@ async fn refuse(mut stream: Stream) {
 }
 
 /// The service one connection runs: the router, with the connection's peer attached to
-/// each request, its body on a deadline, and the request counted while in flight.
+/// each request, its body on a deadline and read out if its answer left it unread, and
+/// the request counted while in flight.
 #[derive(Clone)]
 struct PerConnection {
     app: TowerToHyperService<Router>,
@@ -264,7 +282,11 @@ struct PerConnection {
     body_timeout: Duration,
     in_flight: Arc<AtomicUsize>,
     close: CancellationToken,
+    /// The body of the request being served, when it was dropped before its end.
+    unread: Unread,
 }
+
+type Unread = Arc<Mutex<Option<Incoming>>>;
 
 impl Service<Request<Incoming>> for PerConnection {
     type Response = Response<Counted>;
@@ -274,16 +296,32 @@ impl Service<Request<Incoming>> for PerConnection {
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let busy = InFlight::start(&self.in_flight);
         let deadline = tokio::time::Instant::now() + self.body_timeout;
-        let close = self.close.clone();
-        let mut request = request.map(|body| Body::new(Timed { body, deadline, sleep: None, close }));
+        // A client waiting for `100 Continue` sends no body unless asked: reading one out
+        // would ask for a body nobody reads.
+        let awaits_continue = request.headers().get(hyper::header::EXPECT).is_some();
+        let (close, unread) = (self.close.clone(), self.unread.clone());
+        let mut request = request
+            .map(|body| Body::new(Timed { body: Some(body), deadline, sleep: None, close, unread, ended: false }));
         request.extensions_mut().insert(ConnectInfo(self.peer.clone()));
         if let Some(local) = self.local {
             request.extensions_mut().insert(local);
         }
         let answer = self.app.call(request);
-        let close = self.close.clone();
+        let (close, unread) = (self.close.clone(), self.unread.clone());
         Box::pin(async move {
-            let response = answer.await?;
+            let mut response = answer.await?;
+            let left = unread.lock().expect("unread body lock").take();
+            if let Some(body) = left {
+                if awaits_continue || body.size_hint().lower() > READ_OUT {
+                    response
+                        .headers_mut()
+                        .insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+                } else {
+                    // hyper goes on reading the body for as long as someone takes it,
+                    // and keeps the connection once it is read whole.
+                    tokio::spawn(read_out(body, deadline));
+                }
+            }
             if close.is_cancelled() {
                 // Its body timed out (or the connection was evicted): the handler's answer
                 // is about a request that never arrived whole. The connection closes
@@ -293,6 +331,21 @@ impl Service<Request<Incoming>> for PerConnection {
             Ok(response.map(|body| Counted { body, _busy: busy }))
         })
     }
+}
+
+/// Reads `body` to its end and drops it, as long as that is at most [`READ_OUT`] bytes and
+/// it arrives by `deadline`. A body that stops short leaves its connection to close.
+async fn read_out(mut body: Incoming, deadline: tokio::time::Instant) {
+    let mut read = 0u64;
+    let _ = tokio::time::timeout_at(deadline, async {
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, |data| data.len() as u64);
+            if read > READ_OUT {
+                return;
+            }
+        }
+    })
+    .await;
 }
 
 /// A request counted as in flight from its headers until its response is written (or
@@ -336,11 +389,16 @@ impl hyper::body::Body for Counted {
 }
 
 /// A request body that must arrive by `deadline`; past it the connection is closed.
+/// Dropped before its end, it goes back to its connection (`unread`) to be read out.
 struct Timed {
-    body: Incoming,
+    /// Taken only when dropped.
+    body: Option<Incoming>,
     deadline: tokio::time::Instant,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     close: CancellationToken,
+    unread: Unread,
+    /// Read to its end, or failed: nothing is left to read out.
+    ended: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -353,12 +411,15 @@ impl hyper::body::Body for Timed {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
-        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+        let Some(body) = this.body.as_mut() else { return Poll::Ready(None) };
+        if let Poll::Ready(frame) = Pin::new(body).poll_frame(cx) {
+            this.ended |= !matches!(frame, Some(Ok(_)));
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         let deadline = this.deadline;
         let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         if sleep.as_mut().poll(cx).is_ready() {
+            this.ended = true;
             this.close.cancel();
             return Poll::Ready(Some(Err(Box::new(BodyTimedOut))));
         }
@@ -366,11 +427,19 @@ impl hyper::body::Body for Timed {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.body.as_ref().is_none_or(Incoming::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        self.body.as_ref().map(Incoming::size_hint).unwrap_or_default()
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take().filter(|body| !self.ended && !body.is_end_stream()) {
+            *self.unread.lock().expect("unread body lock") = Some(body);
+        }
     }
 }
 

@@ -348,15 +348,6 @@ pub fn status(status: StatusCode, text: &'static str) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], text).into_response()
 }
 
-/// `response`, with its connection closed after it. A body refused before it was read
-/// whole leaves bytes on the connection that no next request can follow, so the daemon
-/// closes it; saying so keeps a client from sending its next request on a connection
-/// that is about to close under it.
-pub fn closing(mut response: Response) -> Response {
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

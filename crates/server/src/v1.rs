@@ -597,7 +597,7 @@ impl<T: RequestBody, S: Send + Sync> FromRequest<S> for Body<T> {
                 return rejection.into_response();
             }
             let error = RpcError::invalid_request("request body exceeds http.maxBodyBytes");
-            crate::reply::closing((StatusCode::PAYLOAD_TOO_LARGE, axum::Json(ErrorBody::from(&error))).into_response())
+            (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(ErrorBody::from(&error))).into_response()
         })?;
         serde_json::from_slice(&bytes).map(Body).map_err(|e| {
             let error = match e.classify() {

@@ -212,6 +212,153 @@ fn the_bearer_scheme_is_accepted_in_any_case() {
     }
 }
 
+/// An answer read off a connection that may carry another request: its status, headers
+/// (names in lower case) and body, read by its `Content-Length`.
+struct Reused {
+    status: u16,
+    headers: Vec<(String, String)>,
+}
+
+impl Reused {
+    fn says_close(&self) -> bool {
+        self.headers.iter().any(|(name, value)| name == "connection" && value.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// A token holder's `GET /v1/status`, as written on the wire.
+fn status_request(port: u16) -> String {
+    format!("GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n")
+}
+
+/// Reads one answer (an interim `100 Continue` included) off `stream`, body and all.
+#[track_caller]
+fn answer_on(stream: &mut TcpStream) -> Reused {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            other => panic!("the connection ended mid-answer ({other:?}) after {:?}", String::from_utf8_lossy(&head)),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok());
+    let status = status.unwrap_or_else(|| panic!("not an HTTP answer: {head:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length = headers.iter().find(|(name, _)| name == "content-length").map_or(0, |(_, v)| v.parse().unwrap());
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).expect("the answer's body");
+    Reused { status, headers }
+}
+
+/// A refusal answered before the request's body arrived (no token, a foreign page, a
+/// route that does not exist, a body over `http.maxBodyBytes`) leaves the connection
+/// either usable for the next request or closed with `Connection: close` said: a client's
+/// next request (an SDK retrying with its new token, say) never goes out on a connection
+/// about to close under it. A body already on its way is read out and the connection
+/// kept; a client that waits for `100 Continue` is not asked for a body nobody will read.
+#[test]
+fn a_request_refused_before_its_body_arrives_leaves_its_connection_usable_or_says_it_closes() {
+    let tag = tag();
+    let mut cfg = config(&[("shared", fakemcp("global", &tag, &[]))]);
+    const LIMIT: usize = 100;
+    cfg["http"] = json!({"tokens": {"ci": TOKEN}, "maxBodyBytes": LIMIT});
+    let daemon = Daemon::start(&cfg);
+    let port = daemon.state()["port"].as_u64().expect("port") as u16;
+    let body = acting_body("/mcp", "shared");
+    assert!(body.len() > LIMIT, "the body must be over http.maxBodyBytes for the 413s");
+    let next = status_request(port);
+    let holder = format!("Authorization: Bearer {TOKEN}\r\n");
+    let refusals = [
+        ("/mcp", String::new(), 401),
+        ("/v1/call", "Authorization: Bearer not-the-token\r\n".to_owned(), 401),
+        ("/v1/call", format!("{holder}Origin: https://evil.example\r\n"), 403),
+        ("/v1/nowhere", holder.clone(), 404),
+        ("/mcp", holder.clone(), 413),
+        ("/v1/call", holder.clone(), 413),
+    ];
+    for (path, extra, refused) in refusals {
+        for expect in [false, true] {
+            let what = format!("POST {path} (expect 100-continue: {expect})");
+            let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+            stream.set_nodelay(true).expect("no delay");
+            let continues = if expect { "Expect: 100-continue\r\n" } else { "" };
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\n{extra}{continues}Content-Length: {}\r\n\r\n",
+                body.len()
+            );
+            // The head, then the body in a write of its own, as clients send them; a client
+            // that expects `100 Continue` sends the body only when asked.
+            stream.write_all(head.as_bytes()).expect("the head");
+            let first = if expect { Some(answer_on(&mut stream)) } else { None };
+            let unsent = first.as_ref().is_some_and(|interim| interim.status != 100);
+            let answer = match first {
+                Some(refusal) if unsent => refusal,
+                _ => {
+                    stream.write_all(body.as_bytes()).expect("the body");
+                    answer_on(&mut stream)
+                }
+            };
+            assert_eq!(answer.status, refused, "{what}");
+            if answer.says_close() {
+                continue;
+            }
+            assert!(!unsent, "{what}: a body never asked for cannot be read out, so the answer must say it closes");
+            stream.write_all(next.as_bytes()).expect("the next request");
+            assert_eq!(answer_on(&mut stream).status, 200, "{what}: the next request on the connection");
+        }
+    }
+    // A body too big to read out is not waited for: the 413 comes at once, saying it closes.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{holder}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        64 * 1024 * 1024
+    );
+    stream.write_all(head.as_bytes()).expect("the head");
+    let answer = answer_on(&mut stream);
+    assert!(answer.status == 413 && answer.says_close(), "a 64 MiB body: {} {:?}", answer.status, answer.headers);
+    assert!(processes_with(&tag).is_empty(), "a refused request ran");
+}
+
+/// Callers without a token who announce a body and never send it are refused at once, and
+/// while the daemon waits for the body to read out, their connections are no busier than
+/// a slow header: at `http.maxConnections` they make room for a caller with a token.
+#[test]
+fn callers_without_a_token_who_announce_a_body_and_never_send_it_cannot_take_every_connection() {
+    const MAX: usize = 16;
+    let mut cfg = config(&[]);
+    cfg["http"] = json!({"tokens": {"ci": TOKEN}, "maxConnections": MAX, "bodyReadTimeout": "10m"});
+    let daemon = Daemon::start(&cfg);
+    let port = daemon.state()["port"].as_u64().expect("port") as u16;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n"
+    );
+    let mut silent = Vec::new();
+    for _ in 0..MAX {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+        stream.write_all(head.as_bytes()).expect("the head");
+        let answer = answer_on(&mut stream);
+        assert!(answer.status == 401 && !answer.says_close(), "{} {:?}", answer.status, answer.headers);
+        silent.push(stream);
+    }
+    // Every place is taken by a connection whose body the daemon still waits for.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+    stream.write_all(status_request(port).as_bytes()).expect("the request");
+    assert_eq!(answer_on(&mut stream).status, 200, "callers that never send their body kept a token holder out");
+    drop(silent);
+}
+
 /// Raises this test process's soft open-file limit to its hard one, so it can hold a
 /// flood of connections; panics if even that is too few.
 fn allow_open_files(needed: u64) {

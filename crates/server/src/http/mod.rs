@@ -237,24 +237,15 @@ fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
 
 async fn read_body(front: &Front, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, Response> {
     let limit = front.gateway.settings().config().http.max_body_bytes;
-    let too_large =
-        || reply::closing(reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n"));
+    let too_large = || reply::status(StatusCode::PAYLOAD_TOO_LARGE, "request body exceeds http.maxBodyBytes\n");
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if let Some(declared) = declared.filter(|n| *n > limit as u64) {
-        // A body that is on its way already is read and dropped (up to a bound, within
-        // http.bodyReadTimeout) before the answer: closing a connection with unread bytes
-        // resets it, and the client could lose the 413 before reading it.
-        if declared <= DRAIN_BEFORE_REFUSAL {
-            let _ = axum::body::to_bytes(body, DRAIN_BEFORE_REFUSAL as usize).await;
-        }
+    // Refused unread, its body is read out (or its connection closed) by the listener.
+    if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
     axum::body::to_bytes(body, limit).await.map_err(|_| too_large())
 }
-
-/// The most of a refused body mcpx reads (and drops) so its client gets the 413.
-const DRAIN_BEFORE_REFUSAL: u64 = 1024 * 1024;
 
 fn not_allowed() -> Response {
     let mut response = reply::status(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
