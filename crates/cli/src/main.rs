@@ -294,6 +294,12 @@ enum ConfigCommand {
     },
 }
 
+/// mimalloc, not the system's allocator: a call allocates a few hundred small blocks
+/// (two JSON trees, headers, buffers), and glibc's spent a fifth of the daemon's CPU on
+/// them (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {

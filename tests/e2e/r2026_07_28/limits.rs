@@ -137,7 +137,7 @@ fn after_a_large_reap_the_runtime_workers_give_their_cached_memory_back() {
     }
     // The daemon runs a worker per core; tokio is sure to wake two of them (memory.rs).
     let workers = std::thread::available_parallelism().map_or(1, usize::from).min(2);
-    let emptied = |log: &str| log.matches("returned a worker's cached memory to the system").count();
+    let emptied = |log: &str| log.matches("returned a worker's freed memory to the system").count();
     let given_back = poll(Duration::from_secs(30), || {
         let log = daemon.stderr();
         (log.contains("returned freed memory to the system") && emptied(&log) >= workers).then_some(())
