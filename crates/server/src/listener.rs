@@ -17,9 +17,10 @@
 //! - A request answered before its body was read whole (refused at admission, unrouted,
 //!   over `http.maxBodyBytes`) is answered at once, and the rest of its body is read out
 //!   and dropped behind the answer, up to [`READ_OUT`] and within `http.bodyReadTimeout`;
-//!   its connection then serves the next request. A bigger body, or one its client holds
-//!   back until `100 Continue` (nobody should ask for it), is not read: the answer says
-//!   `Connection: close`. Without this the connection closed after the answer without
+//!   its connection then serves the next request. A body announced bigger, or one its
+//!   client holds back until `100 Continue` (nobody should ask for it), is not read: the
+//!   answer says `Connection: close`. (A chunked body that turns out bigger, or stalls,
+//!   closes the connection once it does.) Without this the connection closed after the answer without
 //!   saying so, and a client's next request (an SDK retrying with the token it just got)
 //!   went out on it and was lost; or the unread bytes reset the connection and the answer
 //!   was lost with them. Once answered, the request no longer counts as in flight, so a
