@@ -20,13 +20,13 @@
 //!   its connection then serves the next request. A body announced bigger, or one its
 //!   client holds back until `100 Continue` (nobody should ask for it), is not read: the
 //!   answer says `Connection: close`. (A chunked body that turns out bigger, or stalls,
-//!   closes the connection once it does.) Without this the connection closed after the answer without
-//!   saying so, and a client's next request (an SDK retrying with the token it just got)
-//!   went out on it and was lost; or the unread bytes reset the connection and the answer
-//!   was lost with them. Once answered, the request no longer counts as in flight, so a
-//!   caller without a token who announces a body and never sends it holds an evictable
-//!   place, as a slow header does. One place per connection suffices for the body: HTTP/1
-//!   serves one request at a time.
+//!   closes the connection once it does.) Without this the connection closed after the
+//!   answer without saying so, and a client's next request (an SDK retrying with the token
+//!   it just got) went out on it and was lost; or the unread bytes reset the connection and
+//!   the answer was lost with them. Once answered, the request no longer counts as in
+//!   flight, so a caller without a token who announces a body and never sends it holds an
+//!   evictable place, as a slow header does. One place per connection suffices for the
+//!   body: HTTP/1 serves one request at a time.
 //!
 //! Each request carries `ConnectInfo<Peer>`, as the handlers and `admission` expect. A
 //! relayed stdio stream (`GET /v1/stdio`, socket only) stops counting once upgraded.
