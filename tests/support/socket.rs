@@ -2,10 +2,11 @@
 //! header (a forged `X-Mcpx-Pid`, a missing `Upgrade`) and sees exactly what came back.
 //!
 //! Each request opens its own connection with `Connection: close` (an upgrade keeps it:
-//! the reply hands the connection back as a line stream).
+//! the reply hands the connection back as a line stream). Its answer reader
+//! ([`read_head`], [`read_body`]) also serves tests that speak raw HTTP over TCP.
 
 use std::fmt;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -83,35 +84,51 @@ pub fn request(
     let written = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(body));
 
     let mut reader = BufReader::new(stream);
-    let mut status_line = String::new();
-    reader
-        .read_line(&mut status_line)
+    let (status, headers) = read_head(&mut reader)
         .unwrap_or_else(|e| panic!("reading the answer to {method} {path} failed: {e} (writing it: {written:?})"));
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP status line: {status_line:?}"));
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("read a header line");
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
     let mut reply = SocketReply { status, headers, body: String::new(), upgraded: None };
     if status == 101 {
         reply.upgraded = Some(reader);
         return reply;
     }
-    let bytes = if reply.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
-        read_chunked(&mut reader)
-    } else if let Some(length) = reply.header("content-length").and_then(|l| l.parse::<usize>().ok()) {
+    let bytes = read_body(&mut reader, status, &reply.headers);
+    reply.body = String::from_utf8_lossy(&bytes).into_owned();
+    reply
+}
+
+/// An HTTP/1.1 answer's status and headers (names lowercased), read off `reader` up to the
+/// blank line and no further, so the connection can go on carrying requests.
+pub fn read_head(reader: &mut impl BufRead) -> Result<(u16, Vec<(String, String)>), String> {
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).map_err(|e| e.to_string())?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not an HTTP status line: {status_line:?}"))?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).map_err(|e| format!("reading a header line: {e}"))?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            return Ok((status, headers));
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+}
+
+/// The body of the answer whose head [`read_head`] read, as its headers frame it: none
+/// for an interim (1xx), 204 or 304 answer, chunked, `Content-Length`, or up to the end.
+pub fn read_body(reader: &mut impl BufRead, status: u16, headers: &[(String, String)]) -> Vec<u8> {
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    if (100..200).contains(&status) || status == 204 || status == 304 {
+        Vec::new()
+    } else if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        read_chunked(reader)
+    } else if let Some(length) = header("content-length").and_then(|l| l.parse::<usize>().ok()) {
         let mut bytes = vec![0; length];
         reader.read_exact(&mut bytes).expect("read the body");
         bytes
@@ -119,9 +136,7 @@ pub fn request(
         let mut bytes = Vec::new();
         reader.read_to_end(&mut bytes).expect("read the body");
         bytes
-    };
-    reply.body = String::from_utf8_lossy(&bytes).into_owned();
-    reply
+    }
 }
 
 fn read_chunked(reader: &mut impl BufRead) -> Vec<u8> {

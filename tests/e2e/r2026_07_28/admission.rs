@@ -5,13 +5,14 @@
 //! a restart instead of applying half.
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use mcpx_e2e::client::{base_url, plain};
 use mcpx_e2e::process::free_port;
 use mcpx_e2e::schema::{self, MODERN};
+use mcpx_e2e::socket::{read_body, read_head};
 use mcpx_e2e::{Daemon, Modern, Whoami, alive, config, fakemcp, paths, poll, processes_with, tag};
 use serde_json::{Value, json};
 
@@ -212,8 +213,8 @@ fn the_bearer_scheme_is_accepted_in_any_case() {
     }
 }
 
-/// An answer read off a connection that may carry another request: its status, headers
-/// (names in lower case) and body, read by its `Content-Length`.
+/// An answer read off a connection that may carry another request: its status and
+/// headers (names in lower case); its body is read and dropped.
 struct Reused {
     status: u16,
     headers: Vec<(String, String)>,
@@ -230,28 +231,20 @@ fn status_request(port: u16) -> String {
     format!("GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n")
 }
 
-/// Reads one answer (an interim `100 Continue` included) off `stream`, body and all.
+/// A connection to the daemon's TCP port, written through `get_mut`, read through the
+/// buffer so that nothing of a next answer is lost between two.
+fn connect(port: u16) -> BufReader<TcpStream> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+    stream.set_nodelay(true).expect("no delay");
+    BufReader::new(stream)
+}
+
+/// Reads one answer (an interim `100 Continue` included) off `connection`, body and all.
 #[track_caller]
-fn answer_on(stream: &mut TcpStream) -> Reused {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            other => panic!("the connection ended mid-answer ({other:?}) after {:?}", String::from_utf8_lossy(&head)),
-        }
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let mut lines = head.lines();
-    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok());
-    let status = status.unwrap_or_else(|| panic!("not an HTTP answer: {head:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    let length = headers.iter().find(|(name, _)| name == "content-length").map_or(0, |(_, v)| v.parse().unwrap());
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).expect("the answer's body");
+fn answer_on(connection: &mut BufReader<TcpStream>) -> Reused {
+    let (status, headers) = read_head(connection).unwrap_or_else(|e| panic!("no answer on the connection: {e}"));
+    read_body(connection, status, &headers);
     Reused { status, headers }
 }
 
@@ -284,9 +277,7 @@ fn a_request_refused_before_its_body_arrives_leaves_its_connection_usable_or_say
     for (path, extra, refused) in refusals {
         for expect in [false, true] {
             let what = format!("POST {path} (expect 100-continue: {expect})");
-            let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-            stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
-            stream.set_nodelay(true).expect("no delay");
+            let mut stream = connect(port);
             let continues = if expect { "Expect: 100-continue\r\n" } else { "" };
             let head = format!(
                 "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
@@ -295,13 +286,13 @@ fn a_request_refused_before_its_body_arrives_leaves_its_connection_usable_or_say
             );
             // The head, then the body in a write of its own, as clients send them; a client
             // that expects `100 Continue` sends the body only when asked.
-            stream.write_all(head.as_bytes()).expect("the head");
+            stream.get_mut().write_all(head.as_bytes()).expect("the head");
             let first = if expect { Some(answer_on(&mut stream)) } else { None };
             let unsent = first.as_ref().is_some_and(|interim| interim.status != 100);
             let answer = match first {
                 Some(refusal) if unsent => refusal,
                 _ => {
-                    stream.write_all(body.as_bytes()).expect("the body");
+                    stream.get_mut().write_all(body.as_bytes()).expect("the body");
                     answer_on(&mut stream)
                 }
             };
@@ -310,19 +301,18 @@ fn a_request_refused_before_its_body_arrives_leaves_its_connection_usable_or_say
                 continue;
             }
             assert!(!unsent, "{what}: a body never asked for cannot be read out, so the answer must say it closes");
-            stream.write_all(next.as_bytes()).expect("the next request");
+            stream.get_mut().write_all(next.as_bytes()).expect("the next request");
             assert_eq!(answer_on(&mut stream).status, 200, "{what}: the next request on the connection");
         }
     }
     // A body too big to read out is not waited for: the 413 comes at once, saying it closes.
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+    let mut stream = connect(port);
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{holder}Content-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
         64 * 1024 * 1024
     );
-    stream.write_all(head.as_bytes()).expect("the head");
+    stream.get_mut().write_all(head.as_bytes()).expect("the head");
     let answer = answer_on(&mut stream);
     assert!(answer.status == 413 && answer.says_close(), "a 64 MiB body: {} {:?}", answer.status, answer.headers);
     assert!(processes_with(&tag).is_empty(), "a refused request ran");
@@ -344,17 +334,15 @@ fn callers_without_a_token_who_announce_a_body_and_never_send_it_cannot_take_eve
     );
     let mut silent = Vec::new();
     for _ in 0..MAX {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
-        stream.write_all(head.as_bytes()).expect("the head");
+        let mut stream = connect(port);
+        stream.get_mut().write_all(head.as_bytes()).expect("the head");
         let answer = answer_on(&mut stream);
         assert!(answer.status == 401 && !answer.says_close(), "{} {:?}", answer.status, answer.headers);
         silent.push(stream);
     }
     // Every place is taken by a connection whose body the daemon still waits for.
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
-    stream.write_all(status_request(port).as_bytes()).expect("the request");
+    let mut stream = connect(port);
+    stream.get_mut().write_all(status_request(port).as_bytes()).expect("the request");
     assert_eq!(answer_on(&mut stream).status, 200, "callers that never send their body kept a token holder out");
     drop(silent);
 }
