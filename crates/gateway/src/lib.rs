@@ -96,18 +96,18 @@ impl Answer {
 async fn reap(gateway: std::sync::Weak<Gateway>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut tick_count: u64 = 0;
-    let mut stopped_since_trim = 0;
+    let mut stopped_since_give_back = 0;
     loop {
         tick.tick().await;
         let Some(gateway) = gateway.upgrade() else { return };
         let config = gateway.settings.config();
-        stopped_since_trim += gateway
+        stopped_since_give_back += gateway
             .instances
             .pool
             .reap(config.pool.idle_timeout, |server| config.server(server).map(|s| s.definition.clone()));
         // Once a large reap's instances are all gone, their memory goes back to the system.
-        if stopped_since_trim >= memory::TRIM_AFTER_STOPPED && gateway.instances.pool.stopping() == 0 {
-            let stopped = std::mem::take(&mut stopped_since_trim);
+        if stopped_since_give_back >= memory::GIVE_BACK_AFTER_STOPPED && gateway.instances.pool.stopping() == 0 {
+            let stopped = std::mem::take(&mut stopped_since_give_back);
             tokio::task::spawn_blocking(move || memory::give_back_freed(stopped));
         }
         gateway.parking.sweep();

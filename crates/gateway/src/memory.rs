@@ -18,9 +18,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// How many instances must have been stopped by the reaper since the last trim before the
-/// next one: each holds tens of KiB, so below this there is little to give back.
-pub const TRIM_AFTER_STOPPED: usize = 64;
+/// How many instances must have been stopped by the reaper since the last give-back
+/// before the next one: each holds tens of KiB, so below this there is little to give
+/// back.
+pub const GIVE_BACK_AFTER_STOPPED: usize = 64;
 
 /// Returns this thread's freed pages to the system, then has every runtime worker collect
 /// its own heap the next time it goes idle (see [`on_park`]). Runs on a blocking thread of

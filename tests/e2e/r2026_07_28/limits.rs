@@ -125,7 +125,7 @@ fn an_instance_unused_for_pool_idle_timeout_is_stopped() {
 /// release): the bench's sessions scenario measures the effect, this checks the wiring.
 #[test]
 fn after_a_large_reap_the_runtime_workers_give_their_cached_memory_back() {
-    // The reaper trims once at least this many instances have stopped (memory.rs).
+    // The reaper gives memory back once at least this many instances have stopped (memory.rs).
     const SESSIONS: usize = 64;
     let daemon = Daemon::start(&with(
         &[("up", fakemcp("session", &tag(), &[]))],
