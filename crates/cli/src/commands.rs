@@ -90,7 +90,13 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         print_json(&status)?;
         return Ok(Outcome::Ok);
     }
-    println!("daemon   pid {} · {} · up {}s", status.pid, status.url, status.uptime_ms / 1000);
+    println!(
+        "daemon   pid {} · {} · up {}s · {} workers",
+        status.pid,
+        status.url,
+        status.uptime_ms / 1000,
+        status.workers
+    );
     println!("socket   {}", status.socket.as_deref().unwrap_or("-"));
     println!("config   {}", status.config.as_deref().unwrap_or("(none)"));
     match status.journal_dropped {

@@ -43,6 +43,15 @@ pub struct Config {
     /// Running as one node of several behind a load balancer (`gateway::cluster`).
     /// Absent by default: one daemon, no Redis, nothing shared. Read at the daemon's start.
     pub cluster: Option<ClusterConfig>,
+    /// Threads the daemon serves on. Absent: [`default_workers`]. Read at the daemon's start.
+    pub workers: Option<std::num::NonZeroUsize>,
+}
+
+/// Half the CPUs the daemon may run on, rounded up: every call also needs the upstream
+/// that answers it and the caller that asked, mostly on the same machine, and a worker
+/// with no core of its own to run on costs more (waking, stealing work) than it serves.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2))
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -1248,6 +1257,16 @@ mod tests {
                 .expect_err(section);
             assert!(err.to_string().contains("unknown field `tokns`"), "{section}: {err}");
         }
+    }
+
+    #[test]
+    fn workers_are_a_positive_count_and_default_to_half_the_cpus() {
+        assert_eq!(parse(r#"{"workers": 3}"#).unwrap().workers.map(|n| n.get()), Some(3));
+        assert_eq!(parse("{}").unwrap().workers, None);
+        let err = parse("{\n  \"workers\": 0\n}").unwrap_err().to_string();
+        assert!(err.starts_with("mcpx.json:2:") && err.contains("nonzero"), "{err}");
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(super::default_workers(), cpus.div_ceil(2), "{cpus} CPUs");
     }
 
     #[test]

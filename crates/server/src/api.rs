@@ -165,6 +165,7 @@ pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
         servers,
         instances,
         journal_dropped: front.gateway.journal().map(|j| j.dropped()),
+        workers: tokio::runtime::Handle::current().metrics().num_workers(),
         cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal, sees)),
     }
 }

@@ -1,8 +1,9 @@
 //! The daemon from start to stop, the one place that knows both orders.
 //!
-//! Start: take the state dir's lock (one daemon per dir) and reap what a killed
-//! predecessor left, load the settings, listen on TCP and on the unix socket (through
-//! `listener`: connection cap and read timeouts), write the record clients find it by.
+//! Start: load the settings (before the runtime, which `workers` sizes), take the state
+//! dir's lock (one daemon per dir) and reap what a killed predecessor left, listen on
+//! TCP and on the unix socket (through `listener`: connection cap and read timeouts),
+//! write the record clients find it by.
 //! Then serve until told to stop: a signal, `POST /v1/stop`, or idleness when started on
 //! demand.
 //!
@@ -76,13 +77,18 @@ pub fn run(options: Options) -> Result<(), Error> {
     // Every process the daemon starts inherits this, before any other thread exists.
     // SAFETY: single-threaded here: the runtime is not built yet.
     unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&dir)) };
+    // Read before the runtime is built: `workers` sizes it.
+    let cwd = std::env::current_dir().map_err(Error::Cwd)?;
+    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone(), &cwd))?;
+    let workers = settings.config().workers.map_or_else(mcpx_gateway::config::default_workers, |n| n.get());
     // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .on_thread_park(mcpx_gateway::memory::on_park)
         .build()
         .expect("a tokio runtime starts");
-    runtime.block_on(serve(&dir, options))
+    runtime.block_on(serve(&dir, options, settings))
 }
 
 /// The router for both listeners: `/mcp` and the `/v1` API, every route and the fallback
@@ -100,7 +106,7 @@ pub fn router(front: Arc<Front>) -> Router {
         .with_state(front)
 }
 
-async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
+async fn serve(dir: &Path, options: Options, settings: Settings) -> Result<(), Error> {
     state::ensure_private_dir(dir).map_err(|e| Error::PrivateDir(dir.to_owned(), e))?;
     let _lock = state::DaemonLock::acquire(dir)?;
     let orphans = state::reap_orphans(dir);
@@ -108,8 +114,6 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
         tracing::warn!("stopped {orphans} process(es) a previous daemon for {} left behind", dir.display());
     }
 
-    let cwd = std::env::current_dir().map_err(Error::Cwd)?;
-    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config, &cwd))?;
     match settings.path() {
         Some(path) => tracing::info!("config: {}", path.display()),
         None => tracing::info!(
@@ -170,6 +174,7 @@ async fn serve(dir: &Path, options: Options) -> Result<(), Error> {
     let stop_signal = stop_signal();
     record.write(dir).map_err(|e| Error::Record(dir.to_owned(), e))?;
     eprintln!("mcpx: listening on {url} and {}", socket_path.display());
+    tracing::info!(workers = tokio::runtime::Handle::current().metrics().num_workers(), "serving");
 
     // One cap for both listeners, within what the open-file limit leaves beside the
     // upstreams' pipes.

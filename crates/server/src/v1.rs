@@ -31,6 +31,9 @@ pub struct Status {
     /// Unix seconds.
     pub started_at: u64,
     pub uptime_ms: u64,
+    /// Threads the daemon serves on (the `workers` setting); 0 from a daemon that does not say.
+    #[serde(default)]
+    pub workers: usize,
     pub servers: Vec<ServerStatus>,
     pub instances: Vec<InstanceStatus>,
     /// Journal records dropped since the daemon started because the journal's queue was

@@ -26,6 +26,22 @@ fn the_state_file_names_the_endpoint_and_is_removed_on_stop() {
     assert!(!state_file.exists(), "daemon.json must be removed on shutdown");
 }
 
+/// The daemon serves on `workers` threads when set, else on half the CPUs it may run on
+/// (rounded up), and says how many in `/v1/status`.
+#[test]
+fn the_daemon_serves_on_the_workers_set_else_on_half_the_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let daemon = Daemon::start(&config(&[]));
+    let status = daemon.home().status();
+    assert_eq!(status["workers"], json!(cpus.div_ceil(2)), "{cpus} CPUs: {status}");
+
+    let mut set = config(&[]);
+    set["workers"] = json!(3);
+    let daemon = Daemon::start(&set);
+    let status = daemon.home().status();
+    assert_eq!(status["workers"], json!(3), "workers: 3 in the config: {status}");
+}
+
 /// SIGTERM stops every upstream the daemon started: global, session and per-call
 /// instances, a fakemcp that ignores SIGTERM, and a wrapper that ignores both stdin EOF and
 /// SIGTERM (only SIGKILL of its process group ends it).

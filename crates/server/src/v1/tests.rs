@@ -99,6 +99,7 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
             config: Some("/home/a/.mcpx.json".into()),
             started_at: 1_700_000_000,
             uptime_ms: 1234,
+            workers: 2,
             servers: vec![ServerStatus {
                 name: "alpha".into(),
                 scope: "global".into(),
