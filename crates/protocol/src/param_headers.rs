@@ -17,6 +17,11 @@ pub struct ParamHeader {
 
 /// The mirrored arguments of a tool, or why its annotations make it invalid.
 pub fn of_tool(input_schema: &Value) -> Result<Vec<ParamHeader>, String> {
+    // Most tools mirror nothing: looked for without building a path, at every call of an
+    // exposed tool, before walking the schema with one.
+    if !mentions_annotation(input_schema) {
+        return Ok(Vec::new());
+    }
     let mut found = Vec::new();
     walk(input_schema, &mut Vec::new(), &mut found)?;
     for (i, a) in found.iter().enumerate() {
