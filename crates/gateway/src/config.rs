@@ -43,9 +43,13 @@ pub struct Config {
     /// Running as one node of several behind a load balancer (`gateway::cluster`).
     /// Absent by default: one daemon, no Redis, nothing shared. Read at the daemon's start.
     pub cluster: Option<ClusterConfig>,
-    /// Threads the daemon serves on. Absent: [`default_workers`]. Read at the daemon's start.
-    pub workers: Option<std::num::NonZeroUsize>,
+    /// Threads the daemon serves on, 1 to [`MAX_WORKERS`]. Absent: [`default_workers`].
+    /// Read at the daemon's start.
+    pub workers: Option<usize>,
 }
+
+/// The most `workers` a config may ask for: each is a thread started with the daemon.
+pub const MAX_WORKERS: usize = 1024;
 
 /// Half the CPUs the daemon may run on, rounded up: every call also needs the upstream
 /// that answers it and the caller that asked, mostly on the same machine, and a worker
@@ -853,6 +857,9 @@ impl Config {
         if self.http.max_connections == 0 {
             return Err(("\"http.maxConnections\" must be at least 1".into(), "maxConnections".into()));
         }
+        if let Some(workers) = self.workers.filter(|n| !(1..=MAX_WORKERS).contains(n)) {
+            return Err((format!("\"workers\" is {workers}: it must be from 1 to {MAX_WORKERS}"), "workers".into()));
+        }
         for (key, value) in
             [("headerReadTimeout", self.http.header_read_timeout), ("bodyReadTimeout", self.http.body_read_timeout)]
         {
@@ -1261,10 +1268,12 @@ mod tests {
 
     #[test]
     fn workers_are_a_positive_count_and_default_to_half_the_cpus() {
-        assert_eq!(parse(r#"{"workers": 3}"#).unwrap().workers.map(|n| n.get()), Some(3));
+        assert_eq!(parse(r#"{"workers": 3}"#).unwrap().workers, Some(3));
         assert_eq!(parse("{}").unwrap().workers, None);
-        let err = parse("{\n  \"workers\": 0\n}").unwrap_err().to_string();
-        assert!(err.starts_with("mcpx.json:2:") && err.contains("nonzero"), "{err}");
+        for refused in [0, super::MAX_WORKERS + 1, 1_000_000] {
+            let err = parse(&format!("{{\n  \"workers\": {refused}\n}}")).unwrap_err().to_string();
+            assert!(err.starts_with("mcpx.json:2:") && err.contains("must be from 1 to 1024"), "{err}");
+        }
         let cpus = std::thread::available_parallelism().unwrap().get();
         assert_eq!(super::default_workers(), cpus.div_ceil(2), "{cpus} CPUs");
     }

@@ -69,6 +69,8 @@ pub enum Error {
     Cluster(String),
     #[error("writing the daemon record in {}", .0.display())]
     Record(PathBuf, #[source] std::io::Error),
+    #[error("starting {0} worker threads (\"workers\")")]
+    Runtime(usize, #[source] std::io::Error),
 }
 
 /// Runs the daemon until it is told to stop, then stops it; an error if it cannot start.
@@ -80,14 +82,14 @@ pub fn run(options: Options) -> Result<(), Error> {
     // Read before the runtime is built: `workers` sizes it.
     let cwd = std::env::current_dir().map_err(Error::Cwd)?;
     let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone(), &cwd))?;
-    let workers = settings.config().workers.map_or_else(mcpx_gateway::config::default_workers, |n| n.get());
+    let workers = settings.config().workers.unwrap_or_else(mcpx_gateway::config::default_workers);
     // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
         .on_thread_park(mcpx_gateway::memory::on_park)
         .build()
-        .expect("a tokio runtime starts");
+        .map_err(|e| Error::Runtime(workers, e))?;
     runtime.block_on(serve(&dir, options, settings))
 }
 
