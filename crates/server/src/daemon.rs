@@ -176,7 +176,7 @@ async fn serve(dir: &Path, options: Options, settings: Settings) -> Result<(), E
     let stop_signal = stop_signal();
     record.write(dir).map_err(|e| Error::Record(dir.to_owned(), e))?;
     eprintln!("mcpx: listening on {url} and {}", socket_path.display());
-    tracing::info!(workers = tokio::runtime::Handle::current().metrics().num_workers(), "serving");
+    tracing::info!("serving on {} worker threads", tokio::runtime::Handle::current().metrics().num_workers());
 
     // One cap for both listeners, within what the open-file limit leaves beside the
     // upstreams' pipes.
