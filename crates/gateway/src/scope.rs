@@ -307,17 +307,40 @@ impl GitDirs {
             }
             if dot_git.is_file() {
                 // A linked worktree: ".git" says "gitdir: <path>", whose "commondir" names the shared one.
-                let text = std::fs::read_to_string(&dot_git).ok()?;
+                let text = read_small_file(&dot_git)?;
                 let git_dir = dir.join(text.strip_prefix("gitdir:")?.trim());
-                let common = match std::fs::read_to_string(git_dir.join("commondir")) {
-                    Ok(rel) => git_dir.join(rel.trim()),
-                    Err(_) => git_dir,
+                let common = match read_small_file(&git_dir.join("commondir")) {
+                    Some(rel) => git_dir.join(rel.trim()),
+                    None => git_dir,
                 };
                 return Some(GitDirs { top_level: dir.to_owned(), common_dir: canonical(&common) });
             }
         }
         None
     }
+}
+
+/// The most of a `.git` or `commondir` file read: each holds one path.
+const GIT_FILE_MAX: u64 = 4096;
+
+/// A regular file's text, up to [`GIT_FILE_MAX`] bytes. The caller's cwd names where to
+/// look, so whoever can write there chooses what is found: a FIFO would hold the runtime
+/// worker reading it until someone wrote to it, so the file is opened without blocking and
+/// read only if it is a regular file.
+fn read_small_file(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(GIT_FILE_MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 fn canonical(p: &Path) -> PathBuf {
@@ -462,6 +485,30 @@ mod tests {
         assert_eq!(from_main.top_level, main);
         assert_eq!(from_linked.top_level, linked);
         assert_eq!(from_main.common_dir, from_linked.common_dir);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Whoever can write in a caller's cwd chooses the `.git` found there: one naming a
+    /// `commondir` that is a FIFO must not hold the worker that reads it (with one worker,
+    /// every caller's requests), and it names no shared git directory.
+    #[test]
+    fn a_fifo_where_git_data_should_be_holds_nobody() {
+        let root = std::env::temp_dir().join(format!("mcpx-scope-fifo-{}", std::process::id()));
+        let (tree, git_dir) = (root.join("tree"), root.join("gitdir"));
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&git_dir).unwrap();
+        std::fs::write(tree.join(".git"), format!("gitdir: {}\n", git_dir.display())).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(git_dir.join("commondir")).status().unwrap();
+        assert!(made.success(), "mkfifo");
+        let (found, done) = std::sync::mpsc::channel();
+        let start = tree.clone();
+        std::thread::spawn(move || found.send(GitDirs::find(&start)).unwrap());
+        let dirs = done
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("finding the git dirs returns, though commondir is a FIFO nobody writes")
+            .expect("the .git file still names its git dir");
+        assert_eq!(dirs.top_level, tree);
+        assert_eq!(dirs.common_dir, canonical(&git_dir), "a FIFO names no common dir");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
