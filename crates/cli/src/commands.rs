@@ -90,13 +90,8 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         print_json(&status)?;
         return Ok(Outcome::Ok);
     }
-    println!(
-        "daemon   pid {} · {} · up {}s · {} workers",
-        status.pid,
-        status.url,
-        status.uptime_ms / 1000,
-        status.workers
-    );
+    let workers = if status.workers == 1 { "1 worker".to_owned() } else { format!("{} workers", status.workers) };
+    println!("daemon   pid {} · {} · up {}s · {workers}", status.pid, status.url, status.uptime_ms / 1000);
     println!("socket   {}", status.socket.as_deref().unwrap_or("-"));
     println!("config   {}", status.config.as_deref().unwrap_or("(none)"));
     match status.journal_dropped {
