@@ -33,8 +33,8 @@ pub fn give_back_freed(stopped: usize) {
     COLLECTS_WANTED.fetch_add(1, Ordering::Relaxed);
     // An idle worker sleeps until it has work. A task for each wakes workers: tokio wakes
     // one, which wakes the next when it takes a task, and each collects its heap when it
-    // parks again. Two workers (two cores) both wake; with more, the scheduler may wake
-    // fewer, and a worker left asleep collects the next time it has worked.
+    // parks again. One or two workers all wake; with more, the scheduler may wake fewer,
+    // and a worker left asleep collects the next time it has worked.
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         for _ in 0..runtime.metrics().num_workers() {
             runtime.spawn(async {});

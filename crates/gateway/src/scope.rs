@@ -328,13 +328,10 @@ const GIT_FILE_MAX: u64 = 4096;
 /// worker reading it until someone wrote to it, so the file is opened without blocking and
 /// read only if it is a regular file.
 fn read_small_file(path: &Path) -> Option<String> {
+    use rustix::fs::{Mode, OFlags};
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .ok()?;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty()).ok()?);
     if !file.metadata().ok()?.is_file() {
         return None;
     }
