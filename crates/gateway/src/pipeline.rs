@@ -27,6 +27,7 @@
 //! request sent upstream in step 5 gets a span of its own, whose context the upstream
 //! receives in `_meta` (`traces`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use mcpx_protocol::Era;
@@ -173,6 +174,11 @@ impl Gateway {
     /// A retry is settled first (which call it continues, which instance it returns to,
     /// the cwd the caller's roots named), so the context is final before an instance is
     /// picked; the upstream's questions then go to the caller as its era allows.
+    ///
+    /// `leased` is the caller's instance of `server` when finding what the request names
+    /// leased it already (a listing): the request goes there unless settling picked
+    /// another, and no second lease is taken (which, of a per-call instance, would be a
+    /// second process).
     pub(crate) async fn forward(
         &self,
         ctx: &CallContext,
@@ -180,15 +186,20 @@ impl Gateway {
         method: &str,
         params: Value,
         caller_meta: Option<Map<String, Value>>,
+        leased: Option<Lease>,
     ) -> Result<Value, (Error, Option<Lease>)> {
         let Settled { ctx, params, at, original } = match self.settle(ctx, server, method, params).await {
             Settle::Ready(settled) => *settled,
             Settle::Replied(reply) => return reply,
         };
+        // A server's lister answers listings only, and a retry or a caller's roots may
+        // have picked another instance than the one the caller had when it listed.
+        let settled_as_asked = at.is_none() && matches!(ctx, Cow::Borrowed(_));
+        let leased = leased.filter(|lease| settled_as_asked && !lease.key().is_lister());
         // A copy to send again is kept only where a login can be waited for.
         let again =
             self.may_send_again_after_login(&ctx, server).then(|| (params.clone(), caller_meta.clone(), at.clone()));
-        let sent = self.send(&ctx, server, method, params, caller_meta, at, original.as_ref()).await;
+        let sent = self.send(&ctx, server, method, params, caller_meta, at, leased, original.as_ref()).await;
         match sent {
             // Boxed, as the rare steps below are: held inline, their futures would make
             // every call's future larger, and it is moved, so copied, more than once.
@@ -196,7 +207,8 @@ impl Gateway {
                 match Box::pin(self.ask_to_log_in(&ctx, server, method, original.as_ref(), e)).await {
                     LoggingIn::Done => match again {
                         Some((params, caller_meta, at)) => {
-                            Box::pin(self.send(&ctx, server, method, params, caller_meta, at, original.as_ref())).await
+                            Box::pin(self.send(&ctx, server, method, params, caller_meta, at, None, original.as_ref()))
+                                .await
                         }
                         // Not reached: a login is waited for only where a copy was kept.
                         None => Err((Error::Upstream(UpstreamError::LoginNeeded { server: server.to_owned() }), None)),
@@ -209,7 +221,8 @@ impl Gateway {
         }
     }
 
-    /// Sends a settled request to its instance, and sees its questions through.
+    /// Sends a settled request to its instance (`leased`, else the one at `at`, else the
+    /// caller's), and sees its questions through.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn send(
         &self,
@@ -219,9 +232,14 @@ impl Gateway {
         mut params: Value,
         caller_meta: Option<Map<String, Value>>,
         at: Option<Owner>,
+        leased: Option<Lease>,
         original: Option<&Value>,
     ) -> Result<Value, (Error, Option<Lease>)> {
-        let lease = match self.lease_at(ctx, server, at).await {
+        let lease = match leased {
+            Some(lease) => Ok(lease),
+            None => self.lease_at(ctx, server, at).await,
+        };
+        let lease = match lease {
             Ok(lease) => lease,
             Err(Error::Elsewhere(owner)) if !ctx.relayed && cluster::RELAYED.contains(&method) => {
                 let Elsewhere { node, url, key } = *owner;

@@ -184,7 +184,7 @@ impl Gateway {
         let mut ctx = relayed_context(principal, &request)?;
         ctx.listener = listener;
         let (server, method) = (request.server, request.method);
-        self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None)
+        self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None, None)
             .await
             .map_err(|(e, _)| e)
     }

@@ -49,7 +49,8 @@ impl Gateway {
             p.remove("_meta");
             p.insert("name".into(), original.clone().into());
         }
-        let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, invocation::forwarded_meta(&params));
+        let meta = invocation::forwarded_meta(&params);
+        let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, meta, None);
         let mut result = match forwarded.await {
             Ok(result) => result,
             // A prompt the server does not have gets mcpx's own error, as a hidden one does,
@@ -85,7 +86,7 @@ impl Gateway {
             return Err(Error::params("completion/complete: the ref names nothing mcpx serves")
                 .with_data(json!({ "ref": reference })));
         };
-        // Held across the forward, so a per-call instance is not stopped and started again.
+        // The call goes to this instance, so a per-call one is not stopped and started again.
         let lease = self.lease(ctx, &server).await?;
         if lease.upstream().facts().capabilities.get("completions").is_none() {
             // The owner offers no completions: nothing to suggest, and nothing to ask it.
@@ -96,11 +97,9 @@ impl Gateway {
             p.remove("_meta");
             p["ref"][field] = original.into();
         }
-        let forwarded =
-            self.forward(ctx, &server, "completion/complete", upstream_params, invocation::forwarded_meta(&params));
-        let answer = forwarded.await.map_err(|(e, _)| e);
-        drop(lease);
-        answer
+        let meta = invocation::forwarded_meta(&params);
+        let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, meta, Some(lease));
+        forwarded.await.map_err(|(e, _)| e)
     }
 
     /// The server and upstream name of the prompt a public name stands for, when the

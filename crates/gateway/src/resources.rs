@@ -61,7 +61,7 @@ impl Gateway {
             p.insert("uri".into(), original.clone().into());
         }
         let mut result = self
-            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params))
+            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params), None)
             .await
             .map_err(|(e, _)| match e.code() {
                 code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri),
@@ -134,10 +134,9 @@ impl Gateway {
             p.remove("_meta");
             p.insert("uri".into(), original.into());
         }
-        let forwarded = self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params));
-        let answer = forwarded.await.map_err(|(e, _)| e);
-        drop(lease);
-        answer
+        let forwarded =
+            self.forward(ctx, &server, method, upstream_params, invocation::forwarded_meta(&params), Some(lease));
+        forwarded.await.map_err(|(e, _)| e)
     }
 
     /// The owner of a URI the caller may see, else the error for a resource that does not

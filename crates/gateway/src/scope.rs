@@ -164,6 +164,11 @@ impl InstanceKey {
         matches!(self.owner, Owner::Call(_))
     }
 
+    /// Whether the instance is a server's lister, which answers listings only.
+    pub fn is_lister(&self) -> bool {
+        matches!(self.owner, Owner::Lister(_))
+    }
+
     /// The local process whose instance this is: when it exits, the instance goes.
     pub fn process(&self) -> Option<u32> {
         match &self.owner {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::error::Error;
 use crate::listings::Listed;
 use crate::policy::{Access, Kind};
-use crate::{Answer, CallContext, Gateway, Scope, exec, invocation, list_all, naming, search};
+use crate::{Answer, CallContext, Gateway, Lease, Scope, exec, invocation, list_all, naming, search};
 
 pub use crate::{CALL, SEARCH};
 
@@ -46,13 +46,21 @@ pub fn gateway_tools() -> Vec<Value> {
     ]
 }
 
-/// An exposed tool a listed name stands for (`tool` as the caller sees it), with the
-/// server's listing and where the tool is in it when finding it took the listing (so
-/// checking its headers need not look again).
-struct Exposed {
-    server: String,
-    tool: String,
-    definition: Option<(Listed, usize)>,
+/// The tool a call is for: its server and its name as the caller sees it, with where it
+/// was found when finding it took the server's listing (so neither checking its headers
+/// nor sending the call looks again).
+pub(crate) struct Target {
+    pub server: String,
+    pub tool: String,
+    pub offered: Option<Offered>,
+}
+
+/// A server's listing as the instance that listed it for the caller keeps it, where a
+/// tool is in it, and the lease on that instance.
+pub(crate) struct Offered {
+    listed: Listed,
+    at: usize,
+    lease: Lease,
 }
 
 /// The arguments of an `mcpx_call`.
@@ -140,16 +148,16 @@ impl Gateway {
                 Ok(Box::pin(self.search(ctx, query)).await)
             }
             CALL => {
-                let call = CallArgs::read(arguments)?;
-                self.forward_call(ctx, &call.server, &call.tool, call.arguments, &params, caller_meta).await
+                let CallArgs { server, tool, arguments } = CallArgs::read(arguments)?;
+                self.forward_call(ctx, Target { server, tool, offered: None }, arguments, &params, caller_meta).await
             }
             crate::EXEC => Box::pin(self.exec(ctx, &arguments)).await,
             // The lookups that may list a server's tools are boxed: they would make every
             // call's future KiBs larger (and it is moved, so copied, more than once).
             _ => match Box::pin(self.exposed_owner(ctx, &name)).await? {
-                Some(exposed) => {
-                    Box::pin(self.check_param_headers(ctx, &exposed, &arguments)).await?;
-                    self.forward_call(ctx, &exposed.server, &exposed.tool, arguments, &params, caller_meta).await
+                Some(mut target) => {
+                    Box::pin(self.check_param_headers(ctx, &mut target, &arguments)).await?;
+                    self.forward_call(ctx, target, arguments, &params, caller_meta).await
                 }
                 None => {
                     let unknown = Error::params(format!(
@@ -165,50 +173,50 @@ impl Gateway {
 
     /// An HTTP caller's `Mcp-Param-*` headers must mirror the arguments the tool's schema
     /// marks with `x-mcp-header`, as the caller saw it listed (400 / -32020 otherwise).
-    async fn check_param_headers(&self, ctx: &CallContext, exposed: &Exposed, arguments: &Value) -> Result<(), Error> {
+    /// Where the tool is found is kept in `target`, for the call to go to that instance.
+    async fn check_param_headers(
+        &self,
+        ctx: &CallContext,
+        target: &mut Target,
+        arguments: &Value,
+    ) -> Result<(), Error> {
         let Some(received) = &ctx.param_headers else { return Ok(()) };
-        let found = match &exposed.definition {
-            Some(found) => Some(found.clone()),
-            None => self.offered_tool(ctx, &exposed.server, &exposed.tool).await?,
-        };
-        let Some((listed, at)) = found else {
+        if target.offered.is_none() {
+            target.offered = self.offered_tool(ctx, &target.server, &target.tool).await?;
+        }
+        let Some(Offered { listed, at, .. }) = &target.offered else {
             return Ok(()); // the upstream says what it lacks
         };
         // A rename or description changes no schema: the upstream's is the caller's.
-        let mirrored = param_headers::of_tool(&listed[at]["inputSchema"]).unwrap_or_default();
+        let mirrored = param_headers::of_tool(&listed[*at]["inputSchema"]).unwrap_or_default();
         param_headers::verify(&mirrored, arguments, received).map_err(Error::HeaderMismatch)
     }
 
     /// Which exposed server and tool a listed tool name stands for.
     /// The server of the exposed tool a public name stands for (`placement`).
     pub(crate) async fn exposed_server(&self, ctx: &CallContext, name: &str) -> Option<String> {
-        Box::pin(self.exposed_owner(ctx, name)).await.ok().flatten().map(|exposed| exposed.server)
+        Box::pin(self.exposed_owner(ctx, name)).await.ok().flatten().map(|target| target.server)
     }
 
-    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Exposed>, Error> {
+    async fn exposed_owner(&self, ctx: &CallContext, name: &str) -> Result<Option<Target>, Error> {
         let config = self.settings.config();
         if let Some((server, tool)) = naming::split_name(&config, name) {
             // A server the caller may not use is as absent as one not exposed.
             let offered = config.expose.contains(&server) && Access::of(&config, &ctx.identity).server(&server);
-            return Ok(offered.then_some(Exposed { server, tool, definition: None }));
+            return Ok(offered.then_some(Target { server, tool, offered: None }));
         }
         for server in naming::own_name_servers(&config) {
             if let Some(found) = self.offered_tool(ctx, &server, name).await? {
-                return Ok(Some(Exposed { server, tool: name.to_owned(), definition: Some(found) }));
+                return Ok(Some(Target { server, tool: name.to_owned(), offered: Some(found) }));
             }
         }
         Ok(None)
     }
 
     /// The tool of `server` the caller sees as `shown`, if the server lists it and the
-    /// caller may use it: the server's listing (as its instance keeps it) and where the
-    /// tool is in it.
-    async fn offered_tool(
-        &self,
-        ctx: &CallContext,
-        server: &str,
-        shown: &str,
-    ) -> Result<Option<(Listed, usize)>, Error> {
+    /// caller may use it: the server's listing (as the instance that lists for the caller
+    /// keeps it), where the tool is in it, and the lease on that instance.
+    async fn offered_tool(&self, ctx: &CallContext, server: &str, shown: &str) -> Result<Option<Offered>, Error> {
         let upstream = {
             let config = self.settings.config();
             match Access::of(&config, &ctx.identity).named(Kind::Tool, server, shown) {
@@ -221,7 +229,7 @@ impl Gateway {
         let at = listed.iter().position(|t| {
             t.get("name").and_then(Value::as_str) == Some(upstream.as_str()) && naming::shows("tool", server, t)
         });
-        Ok(at.map(|at| (listed, at)))
+        Ok(at.map(|at| Offered { listed, at, lease }))
     }
 
     pub(crate) async fn search(&self, ctx: &CallContext, query: &str) -> Value {
@@ -255,12 +263,12 @@ impl Gateway {
     pub(crate) async fn forward_call(
         &self,
         ctx: &CallContext,
-        server: &str,
-        tool: &str,
+        target: Target,
         arguments: Value,
         caller_params: &Value,
         caller_meta: Option<Map<String, Value>>,
     ) -> Result<Value, Error> {
+        let (server, tool) = (target.server.as_str(), target.tool.as_str());
         // A hidden server or tool gets the error an unknown one gets, without a round trip.
         let upstream_tool = {
             let config = self.settings.config();
@@ -286,7 +294,8 @@ impl Gateway {
         }
         params.insert("name".into(), upstream_tool.into());
         params.insert("arguments".into(), arguments);
-        match self.forward(ctx, server, "tools/call", Value::Object(params), caller_meta).await {
+        let leased = target.offered.map(|offered| offered.lease);
+        match self.forward(ctx, server, "tools/call", Value::Object(params), caller_meta, leased).await {
             Ok(mut result) => {
                 naming::link_resources(&self.settings.config(), server, &mut result);
                 Ok(result)

@@ -5,9 +5,10 @@
 //! of their own, and a caller with a session still lists through its own instance.
 
 use std::path::Path;
+use std::time::Duration;
 
 use mcpx_e2e::process::TempDir;
-use mcpx_e2e::{Daemon, Modern, Whoami, config, fakemcp, tag};
+use mcpx_e2e::{Daemon, LegacySession, Modern, Whoami, config, fakemcp, tag, wait_until_gone};
 use serde_json::{Value, json};
 
 /// What a host sends as it connects, with whether each one lists the tools of a server.
@@ -163,4 +164,59 @@ fn a_caller_with_a_session_lists_through_its_own_instance_never_the_lister() {
         1 + rounds * LISTINGS.len(),
         "a caller with a session listed through the lister, or shared an instance: {lsp:?}"
     );
+}
+
+/// Finding an exposed tool lists its server; the call then goes to the instance that
+/// listed it. Of a `call`-scoped server that is one process per call, not one to list
+/// and another to call: by its own name (found by listing) and prefixed (listed to check
+/// a 2026 caller's `Mcp-Param-*` headers), in both eras.
+#[test]
+fn an_exposed_call_to_a_call_scoped_server_starts_one_process() {
+    let (tag, dir) = (tag(), TempDir::new());
+    for prefix in ["never", "always"] {
+        let starts = dir.path().join(format!("repl-{prefix}.starts"));
+        let mut cfg = exposed(&[("repl", recorded("call", &tag, &starts))]);
+        cfg["exposePrefix"] = json!(prefix);
+        let daemon = Daemon::start(&cfg);
+        let name = if prefix == "never" { "whoami" } else { "repl__whoami" };
+        let legacy = LegacySession::open(daemon.url());
+        let replies = [Modern::tools_call(name, json!({})).send(daemon.url()), legacy.tools_call(name, json!({}))];
+        let processes = started(&starts);
+        assert_eq!(processes.len(), replies.len(), "exposePrefix {prefix}: two calls of {name} started {processes:?}");
+        for (reply, process) in replies.iter().zip(&processes) {
+            let who = Whoami::of(reply);
+            assert_eq!(&who.instance, process, "exposePrefix {prefix}: a call went to another process than its own");
+            assert_eq!(who.calls, 1, "exposePrefix {prefix}: a call reached a used instance: {who:?}");
+        }
+        drop(legacy);
+        let left = wait_until_gone(&tag, Duration::from_secs(5));
+        assert!(left.is_empty(), "exposePrefix {prefix}: per-call instances outlived their calls: {left:?}");
+    }
+}
+
+/// A caller without a session finds an exposed tool through the server's lister; the
+/// call itself still gets an instance of its own, never the lister's.
+#[test]
+fn an_exposed_call_without_a_session_never_reaches_the_lister() {
+    let (tag, dir) = (tag(), TempDir::new());
+    let starts = dir.path().join("browser.starts");
+    for prefix in ["never", "always"] {
+        let mut cfg = exposed(&[("browser", recorded("session", &tag, &starts))]);
+        cfg["exposePrefix"] = json!(prefix);
+        let daemon = Daemon::start(&cfg);
+        let name = if prefix == "never" { "whoami" } else { "browser__whoami" };
+        let listed = Modern::tools_list().send(daemon.url());
+        assert!(names(&listed.result()["tools"], "name").contains(&name.to_owned()), "{prefix}: {listed}");
+        let lister = started(&starts).last().cloned().expect("the lister started");
+        for _ in 0..2 {
+            let reply = Modern::tools_call(name, json!({})).send(daemon.url());
+            let who = Whoami::of(&reply);
+            assert_ne!(
+                who.instance, lister,
+                "exposePrefix {prefix}: a call reached the lister, which serves listings only"
+            );
+            assert_eq!(who.calls, 1, "exposePrefix {prefix}: a call reached a used instance: {who:?}");
+            assert_eq!(reply.structured()["toolLists"], json!(0), "exposePrefix {prefix}: the call's instance listed");
+        }
+    }
 }

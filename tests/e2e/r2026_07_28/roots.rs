@@ -12,12 +12,24 @@ const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// `whoami` on the cwd-scoped server, answering mcpx's roots question with `root`.
 fn whoami_in(daemon: &Daemon, root: &std::path::Path) -> Whoami {
+    let params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+    whoami_answering(daemon, root, params, None)
+}
+
+/// A call of `whoami` with `params`, as `session` (if any), answering mcpx's roots
+/// question with `root`.
+fn whoami_answering(daemon: &Daemon, root: &std::path::Path, params: Value, session: Option<&str>) -> Whoami {
     let call = |extra: Value| {
-        let mut params = json!({"name": "mcpx_call", "arguments": {"server": "lsp", "tool": "whoami"}});
+        let mut params = params.clone();
         for (k, v) in extra.as_object().into_iter().flatten() {
             params[k] = v.clone();
         }
-        Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}})).send(daemon.url())
+        let request = Modern::new("tools/call", params).meta(CAPABILITIES, json!({"roots": {}}));
+        match session {
+            Some(name) => request.session(name),
+            None => request,
+        }
+        .send(daemon.url())
     };
     let asked = call(json!({}));
     let result = asked.result();
@@ -43,6 +55,28 @@ fn a_caller_that_declares_roots_gets_the_instance_of_its_first_root() {
     let canonical = |p: &std::path::Path| p.canonicalize().unwrap();
     assert_eq!(std::path::PathBuf::from(a.cwd.unwrap()).canonicalize().unwrap(), canonical(one.path()));
     assert_eq!(std::path::PathBuf::from(b.cwd.unwrap()).canonicalize().unwrap(), canonical(two.path()));
+}
+
+/// Finding an exposed tool lists its server through the instance the caller has before
+/// it names a root (a per-call one, for a caller with a session); the call itself goes
+/// to the root's instance, by its own name and prefixed.
+#[test]
+fn an_exposed_tool_runs_in_the_callers_root_not_where_it_was_listed() {
+    let t = tag();
+    let root = TempDir::new();
+    for prefix in ["never", "always"] {
+        let mut cfg = config(&[("lsp", fakemcp("cwd", &t, &[]))]);
+        cfg["expose"] = json!(["lsp"]);
+        cfg["exposePrefix"] = json!(prefix);
+        let daemon = Daemon::start(&cfg);
+        let name = if prefix == "never" { "whoami" } else { "lsp__whoami" };
+        let params = json!({"name": name, "arguments": {}});
+        let first = whoami_answering(&daemon, root.path(), params.clone(), Some("a"));
+        let again = whoami_answering(&daemon, root.path(), params, Some("a"));
+        let cwd = first.cwd.as_deref().map(|dir| std::path::PathBuf::from(dir).canonicalize().unwrap());
+        assert_eq!(cwd, Some(root.path().canonicalize().unwrap()), "exposePrefix {prefix}: {first:?}");
+        assert_eq!((again.instance, again.calls), (first.instance, 2), "exposePrefix {prefix}: one root, one instance");
+    }
 }
 
 #[test]
