@@ -54,11 +54,10 @@ async fn mcp(
     State(front): State<Arc<Front>>,
     Extension(Admitted(base)): Extension<Admitted>,
     forwarded: Option<Extension<Forwarded>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    // Taken apart, not extracted piece by piece: extracting the headers copies them.
+    let (axum::http::request::Parts { method, uri, headers, .. }, body) = request.into_parts();
     front.life.touch();
     let idle = front.gateway.settings().config().http.session_idle_timeout;
     let session_id = headers.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or_default().to_owned());
