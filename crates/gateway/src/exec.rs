@@ -191,8 +191,7 @@ impl Host<'_> {
     async fn call(&self, server: &str, tool: &str, arguments: &Value) -> Result<Value, Error> {
         let pending = journal::Pending::script_call(server, tool, arguments, self.gateway.journal_keeps());
         let ctx = CallContext { reached: Default::default(), ..self.ctx.clone() };
-        let target = crate::tools::Target { server: server.to_owned(), tool: tool.to_owned(), offered: None };
-        let result = self.gateway.forward_call(&ctx, target, arguments.clone(), &json!({}), None).await;
+        let result = self.gateway.forward_script_call(&ctx, server, tool, arguments.clone()).await;
         let caller = journal::Caller::of(&ctx.identity, ctx.revision.as_str());
         self.gateway.finished(pending.finish(caller, &ctx.reached, result.as_ref(), true));
         result

@@ -49,15 +49,15 @@ pub fn gateway_tools() -> Vec<Value> {
 /// The tool a call is for: its server and its name as the caller sees it, with where it
 /// was found when finding it took the server's listing (so neither checking its headers
 /// nor sending the call looks again).
-pub(crate) struct Target {
-    pub server: String,
-    pub tool: String,
-    pub offered: Option<Offered>,
+struct Target {
+    server: String,
+    tool: String,
+    offered: Option<Offered>,
 }
 
 /// A server's listing as the instance that listed it for the caller keeps it, where a
 /// tool is in it, and the lease on that instance.
-pub(crate) struct Offered {
+struct Offered {
     listed: Listed,
     at: usize,
     lease: Lease,
@@ -260,7 +260,19 @@ impl Gateway {
         Access::of(&self.settings.config(), &ctx.identity).show(Kind::Tool, server, shows)
     }
 
-    pub(crate) async fn forward_call(
+    /// A script's call of `tool` on `server` (`mcpx_exec`), sent as `mcpx_call` sends one.
+    pub(crate) async fn forward_script_call(
+        &self,
+        ctx: &CallContext,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, Error> {
+        let target = Target { server: server.to_owned(), tool: tool.to_owned(), offered: None };
+        self.forward_call(ctx, target, arguments, &json!({}), None).await
+    }
+
+    async fn forward_call(
         &self,
         ctx: &CallContext,
         target: Target,
