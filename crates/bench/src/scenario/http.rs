@@ -17,8 +17,9 @@
 //! The peers run only when their programs are given (`--mcp-proxy`, `--fastmcp`). At each
 //! level every contender is started fresh (so its peak RSS belongs to that level) and all
 //! of them stay up while they take turns in rounds, in a different order each round, so
-//! whatever else the machine does lands on all of them alike. The Python peers are far
-//! slower, so they get fewer requests (`--peer-requests`).
+//! whatever else the machine does lands on all of them alike; a throughput ratio's target
+//! is judged on the median of its rounds' ratios, and their range is reported beside it.
+//! The Python peers are far slower, so they get fewer requests (`--peer-requests`).
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -34,7 +35,7 @@ use crate::http::HttpClient;
 use crate::mcp::{EchoCall, Era, Route};
 use crate::memory;
 use crate::processes::{Binaries, Daemon, HttpServer, Scratch, UPSTREAM, children_of, free_port};
-use crate::report::{Comparison, CpuTime, Measured, Run, Target};
+use crate::report::{Comparison, CpuTime, Measured, Run, Target, Turn};
 use crate::scenario::{Load, Tally};
 
 /// fakemcp's `echo` as mcpx exposes it with the default prefix: `<server>__<tool>`.
@@ -53,7 +54,8 @@ pub struct Options {
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Turns each contender takes per level; its requests are split evenly between them.
-    #[arg(long, default_value_t = 4)]
+    /// A ratio target is judged on the median of the rounds' ratios.
+    #[arg(long, default_value_t = 8)]
     pub rounds: usize,
     /// Measured requests per level for each peer gateway (they answer hundreds, not
     /// thousands, of calls a second).
@@ -394,6 +396,7 @@ fn measure_level(
             requests,
             tally: Tally::with_capacity(requests),
             cpu: CpuTime::default(),
+            turns: Vec::with_capacity(rounds),
         });
     }
     for side in &sides {
@@ -430,6 +433,7 @@ fn measure_level(
                 ))
                 .with_context(|| format!("{}: round {round}", side.contender.name()))?;
             side.cpu += side.running.cpu_time().since(cpu_before);
+            side.turns.push(Turn { calls: tally.samples.len(), elapsed: tally.elapsed });
             side.tally.absorb(tally);
         }
     }
@@ -439,6 +443,7 @@ fn measure_level(
         side.running.stop().with_context(|| format!("stopping {}", side.contender.name()))?;
         let mut figures = side.tally.measured(side.contender.name(), side.contender.path(), peak_rss);
         figures.cpu = Some(side.cpu);
+        figures.turns = side.turns;
         measured.push(figures);
     }
     drop(scratches);
@@ -454,6 +459,8 @@ struct Side {
     tally: Tally,
     /// CPU time its processes used while measured.
     cpu: CpuTime,
+    /// Its turn in each round so far.
+    turns: Vec<Turn>,
 }
 
 /// `clients` connections to `addr` share `requests` calls, one in flight per connection,

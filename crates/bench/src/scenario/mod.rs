@@ -93,6 +93,7 @@ impl Tally {
             elapsed: self.elapsed,
             peak_rss,
             cpu: None,
+            turns: Vec::new(),
         }
     }
 

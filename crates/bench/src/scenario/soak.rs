@@ -373,6 +373,7 @@ pub fn run(binaries: &Binaries, options: &Options) -> anyhow::Result<Run> {
             elapsed,
             peak_rss: peak_rss.clone(),
             cpu: None,
+            turns: Vec::new(),
         })
         .collect();
     // What was left behind, and answers that crossed sessions, fail the run.

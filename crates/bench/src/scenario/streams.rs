@@ -9,12 +9,16 @@
 //!   for tool list changes of fakemcp, which mcpx exposes in this phase (a listen with
 //!   nothing to watch ends at once, so it would hold nothing open).
 //!
-//! In each, a normal caller makes `--calls` sequential `mcpx_call` → `echo` calls on a
-//! connection of its own before any stream is open and again while all are open.
-//! Recorded: the daemon's resident memory with none and with all open (so its memory per
-//! open stream, session included for `legacy`), and both latency samples. Targets: at most
-//! 16 KiB of daemon memory per open stream, and the normal caller's p99 with every stream
-//! open within twice its p99 with none.
+//! In each, a normal caller makes `--calls` sequential `mcpx_call` → `echo` calls to the
+//! daemon holding the streams, and as many to a twin daemon (the same configuration, its
+//! own fakemcp) that holds none. The calls go in `--rounds` blocks that alternate between
+//! the two, paced over `--window` seconds, so that whatever else the machine does in that
+//! time lands on both alike, and the window spans the daemon's periodic work on the
+//! streams (a keep-alive on each every 15 s) as a caller's day would. Recorded: the
+//! daemon's resident memory with none and with all open (so its memory per open stream,
+//! session included for `legacy`), and both latency samples, pooled over the rounds and
+//! round by round. Targets: at most 16 KiB of daemon memory per open stream, and the
+//! normal caller's p99 with every stream open within twice its p99 with none.
 //!
 //! Each stream is a TCP connection of its own, held by a plain socket that sent its request
 //! and read its response head (a 200 with an event stream) and, for a listen, the
@@ -48,8 +52,14 @@ pub struct Options {
     #[arg(long, default_value_t = 10_000)]
     pub streams: usize,
     /// The normal caller's sequential calls, with no stream open and with all open.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 5_000)]
     pub calls: usize,
+    /// Blocks the calls are split into, alternating between the two daemons.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: usize,
+    /// Seconds the rounds are spread over, from the first to the last.
+    #[arg(long, default_value_t = 20.0)]
+    pub window: f64,
     /// Streams being opened at once.
     #[arg(long, default_value_t = 64)]
     pub parallel: usize,
@@ -93,10 +103,13 @@ fn phase(binaries: &Binaries, options: &Options, kind: Kind, runtime: &tokio::ru
         config["expose"] = json!([UPSTREAM]);
     }
     let daemon = Daemon::start(binaries, &scratch, &config)?;
-    let outcome = runtime.block_on(measure(&daemon, kind, streams, options));
+    let twin_scratch = Scratch::new(&format!("streams-{}-twin", kind.label()))?;
+    let twin = Daemon::start(binaries, &twin_scratch, &config)?;
+    let outcome = runtime.block_on(measure(&daemon, &twin, kind, streams, options));
     let peak_rss = daemon.peak_rss();
     daemon.stop()?;
-    drop(scratch);
+    twin.stop()?;
+    drop((scratch, twin_scratch));
     let (quiet, busy, facts) = outcome?;
     let measured = |name, path, tally: Tally| tally.measured(name, path, peak_rss.clone());
     Ok(Run {
@@ -107,10 +120,12 @@ fn phase(binaries: &Binaries, options: &Options, kind: Kind, runtime: &tokio::ru
             "streams": streams,
             "kind": kind.label(),
             "calls": options.calls,
+            "rounds": options.rounds.max(1),
+            "windowSeconds": options.window,
         }),
         contenders: vec![
-            measured("no-streams", "mcpx_call → fakemcp (stdio) with no stream open", quiet),
-            measured("streams-open", "the same calls with every stream open", busy),
+            measured("no-streams", "mcpx_call → fakemcp (stdio) on a twin daemon with no stream open", quiet),
+            measured("streams-open", "the same calls to the daemon with every stream open", busy),
         ],
         comparisons: Vec::new(),
         targets: Vec::new(),
@@ -120,6 +135,7 @@ fn phase(binaries: &Binaries, options: &Options, kind: Kind, runtime: &tokio::ru
 
 async fn measure(
     daemon: &Daemon,
+    twin: &Daemon,
     kind: Kind,
     streams: usize,
     options: &Options,
@@ -127,13 +143,14 @@ async fn measure(
     let addr = daemon.addr;
     let pid = daemon.pid();
     let rss = || memory::rss_kib(pid).context("reading the daemon's VmRSS");
-    let mut caller = HttpClient::connect(addr).await?;
     let call = EchoCall::new(Era::Modern, Route::Gateway { server: UPSTREAM });
-    // Warm: the upstream started, listings and every lazy setup done, one stream opened
-    // and closed so its machinery is in the baseline too.
-    calls(&mut caller, &call, 200, 1, REQUEST_TIMEOUT).await.context("warm-up calls")?;
-    drop(open(addr, kind, 0).await.context("a warm-up stream")?);
-    let quiet = calls(&mut caller, &call, options.calls, 1_000, REQUEST_TIMEOUT).await.context("calls, no streams")?;
+    // Warm both alike: the upstream started, listings and every lazy setup done, one
+    // stream opened and closed so its machinery is in the baseline too.
+    for side in [addr, twin.addr] {
+        let mut caller = HttpClient::connect(side).await?;
+        calls(&mut caller, &call, 200, 1, REQUEST_TIMEOUT).await.context("warm-up calls")?;
+        drop(open(side, kind, 0).await.context("a warm-up stream")?);
+    }
     tokio::time::sleep(SETTLE).await;
     let baseline = rss()?;
 
@@ -142,12 +159,41 @@ async fn measure(
     let open_seconds = opened.elapsed().as_secs_f64();
     tokio::time::sleep(SETTLE).await;
     let with_all = rss()?;
+
     // Opening the streams can take longer than `http.headerReadTimeout`, which also bounds
-    // how long a connection may sit idle between requests: the caller connects again, as
+    // how long a connection may sit idle between requests: each caller connects afresh, as
     // a real client does when the daemon has closed its idle connection.
-    caller = HttpClient::connect(addr).await?;
-    let busy =
-        calls(&mut caller, &call, options.calls, 1_000_000, REQUEST_TIMEOUT).await.context("calls, streams open")?;
+    let mut quiet_caller = HttpClient::connect(twin.addr).await?;
+    let mut busy_caller = HttpClient::connect(addr).await?;
+    let rounds = options.rounds.max(1);
+    let per_round = options.calls.div_ceil(rounds);
+    let pace = Duration::from_secs_f64(options.window.max(0.0) / rounds.saturating_sub(1).max(1) as f64);
+    let started = tokio::time::Instant::now();
+    let (mut quiet, mut busy) = (Tally::default(), Tally::default());
+    let mut ratios = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        // Paced, not waiting on anything: the rounds are spread over the window.
+        tokio::time::sleep_until(started + pace * round as u32).await;
+        let first_id = 1_000 + (round * per_round) as u64;
+        let mut quiet_block = Tally::default();
+        let mut busy_block = Tally::default();
+        // Each daemon goes first in every other round.
+        let quiet_first = round % 2 == 0;
+        for quiet_turn in [quiet_first, !quiet_first] {
+            if quiet_turn {
+                quiet_block = calls(&mut quiet_caller, &call, per_round, first_id, REQUEST_TIMEOUT)
+                    .await
+                    .with_context(|| format!("round {round}: calls, no streams"))?;
+            } else {
+                busy_block = calls(&mut busy_caller, &call, per_round, first_id, REQUEST_TIMEOUT)
+                    .await
+                    .with_context(|| format!("round {round}: calls, streams open"))?;
+            }
+        }
+        ratios.push(busy_block.samples.summary().p99 / quiet_block.samples.summary().p99.max(1.0));
+        quiet.absorb(quiet_block);
+        busy.absorb(busy_block);
+    }
     // Every stream must still be open after the calls: a closed one did not count.
     let still_open = held.iter().filter(|s| is_open(s)).count();
     drop(held);
@@ -155,14 +201,23 @@ async fn measure(
     let per_stream = with_all.saturating_sub(baseline) as f64 / streams as f64;
     let (p99_quiet, p99_busy) = (quiet.samples.summary().p99, busy.samples.summary().p99);
     let ratio = p99_busy / p99_quiet.max(1.0);
+    ratios.sort_by(f64::total_cmp);
     let facts = json!({
         "streamsOpened": streams,
         "streamsStillOpenAfterCalls": still_open,
         "openSeconds": round2(open_seconds),
+        "measuredSeconds": round2(started.elapsed().as_secs_f64()),
         "rssKiB": {"noStreams": baseline, "allStreamsOpen": with_all},
         "daemonKiBPerStream": round2(per_stream),
         "p99Micros": {"noStreams": p99_quiet, "streamsOpen": p99_busy},
         "p99Ratio": round2(ratio),
+        "p99RatioByRound": {
+            "rounds": rounds,
+            "callsPerRound": per_round,
+            "min": round2(ratios[0]),
+            "median": round2(ratios[ratios.len() / 2]),
+            "max": round2(ratios[ratios.len() - 1]),
+        },
         "targets": {
             "perStreamAtMost16KiB": {"kib": round2(per_stream), "met": per_stream <= PER_STREAM_TARGET_KIB},
             "p99WithinTwiceNoStreams": {"ratio": round2(ratio), "met": ratio <= P99_TARGET_RATIO},
