@@ -449,10 +449,9 @@ impl Gateway {
     ) -> (Vec<(String, Value)>, Cacheability) {
         let config = self.settings.config();
         let lists = join_all(servers.iter().map(|server| async move {
-            let lease = self.lease_for_listing(ctx, server).await?;
-            if lease.upstream().facts().capabilities.get(capability).is_none() {
+            let Some(lease) = self.lister_of(ctx, server, capability).await? else {
                 return Ok((listings::Listed::default(), None));
-            }
+            };
             let (items, cache) = listed(self, ctx, &lease, method, field).await?;
             Ok::<_, Error>((items, Some(cache)))
         }))
@@ -480,6 +479,59 @@ impl Gateway {
         (items, cache)
     }
 
+    /// The first of `servers`, in their order, whose list has an item a search wants,
+    /// the searches tried in turn: the server, the item, and the lease on the instance
+    /// that listed it. A request for the item is sent on that lease (see
+    /// [`Gateway::forward`]), so a per-call instance is not stopped and started again
+    /// between the listing and the request. Every server is leased and listed at once, as
+    /// for [`Gateway::gather`]; one that fails to answer is passed over (and logged).
+    async fn find_listed(
+        &self,
+        ctx: &CallContext,
+        servers: &[String],
+        capability: &str,
+        searches: &[Search<'_>],
+    ) -> Option<(String, Value, Lease)> {
+        let leases = join_all(servers.iter().map(|server| self.lister_of(ctx, server, capability))).await;
+        let mut leases: Vec<(&String, Lease)> = servers
+            .iter()
+            .zip(leases)
+            .filter_map(|(server, lease)| {
+                lease
+                    .inspect_err(|e| tracing::warn!(server, capability, "left out of the search: {e}"))
+                    .ok()?
+                    .map(|l| (server, l))
+            })
+            .collect();
+        for search in searches {
+            let lists =
+                join_all(leases.iter().map(|(_, lease)| listed(self, ctx, lease, search.method, search.field))).await;
+            let mut hit = None;
+            for (at, ((server, _), list)) in leases.iter().zip(lists).enumerate() {
+                match list {
+                    Ok((items, _)) => {
+                        if let Some(item) = items.iter().find(|item| (search.wanted)(server, item)) {
+                            hit = Some((at, item.clone()));
+                            break;
+                        }
+                    }
+                    Err(e) => tracing::warn!(server, method = search.method, "left out of the search: {e}"),
+                }
+            }
+            if let Some((at, item)) = hit {
+                let (server, lease) = leases.swap_remove(at);
+                return Some((server.clone(), item, lease));
+            }
+        }
+        None
+    }
+
+    /// The instance that lists `server` for this caller, if the server offers `capability`.
+    async fn lister_of(&self, ctx: &CallContext, server: &str, capability: &str) -> Result<Option<Lease>, Error> {
+        let lease = self.lease_for_listing(ctx, server).await?;
+        Ok(lease.upstream().facts().capabilities.get(capability).is_some().then_some(lease))
+    }
+
     /// The instance of `server` that answers this caller.
     async fn lease(&self, ctx: &CallContext, server: &str) -> Result<Lease, Error> {
         self.lease_at(ctx, server, None).await
@@ -499,6 +551,22 @@ impl Gateway {
     async fn lease_at(&self, ctx: &CallContext, server: &str, owner: Option<Owner>) -> Result<Lease, Error> {
         self.instances.lease(&self.settings.config(), ctx, server, owner.map_or(Pick::Caller, Pick::At)).await
     }
+}
+
+/// One list of each server to look through for an item ([`Gateway::find_listed`]).
+struct Search<'a> {
+    method: &'a str,
+    field: &'a str,
+    /// Whether an item of the server's list is the one looked for.
+    wanted: &'a (dyn Fn(&str, &Value) -> bool + Sync),
+}
+
+/// What a name or URI a caller sent stands for: the server, the name or URI upstream, and
+/// the lease on the instance that listed it, when finding it took a listing.
+pub(crate) struct Found {
+    server: String,
+    original: String,
+    lease: Option<Lease>,
 }
 
 /// Whom a request sent upstream for `ctx` serves: an upstream's question during it may

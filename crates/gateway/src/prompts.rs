@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::policy::{Access, Kind};
-use crate::{Answer, CallContext, Gateway, invocation, list_all, naming};
+use crate::{Answer, CallContext, Found, Gateway, Search, invocation, list_all, naming};
 
 impl Gateway {
     pub(crate) async fn list_prompts(&self, ctx: &CallContext) -> Result<Answer, Error> {
@@ -39,7 +39,7 @@ impl Gateway {
             return Err(Error::params("prompts/get: \"name\" must be a string"));
         };
         let unknown = || Error::params(format!("unknown prompt {name:?}")).with_data(json!({ "name": name }));
-        let Some((server, original)) = self.prompt_owner(ctx, &name).await else {
+        let Some(Found { server, original, lease }) = self.prompt_owner(ctx, &name).await else {
             let config = self.settings.config();
             let refused = Access::of(&config, &ctx.identity).refuses(Kind::Prompt, &name);
             return Err(if refused { Error::Hidden(Box::new(unknown())) } else { unknown() });
@@ -50,7 +50,7 @@ impl Gateway {
             p.insert("name".into(), original.clone().into());
         }
         let meta = invocation::forwarded_meta(&params);
-        let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, meta, None);
+        let forwarded = self.forward(ctx, &server, "prompts/get", upstream_params, meta, lease);
         let mut result = match forwarded.await {
             Ok(result) => result,
             // A prompt the server does not have gets mcpx's own error, as a hidden one does,
@@ -71,23 +71,26 @@ impl Gateway {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let owner = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => match reference.get("name").and_then(Value::as_str) {
-                Some(name) => self.prompt_owner(ctx, name).await.map(|o| (o, "name")),
+                Some(name) => self.prompt_owner(ctx, name).await.map(|found| (found, "name")),
                 None => return Err(Error::params("completion/complete: ref/prompt needs a \"name\"")),
             },
             Some("ref/resource") => match reference.get("uri").and_then(Value::as_str) {
-                Some(uri) => self.resource_owner(ctx, uri).await.map(|o| (o, "uri")),
+                Some(uri) => self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found, "uri")),
                 None => return Err(Error::params("completion/complete: ref/resource needs a \"uri\"")),
             },
             _ => {
                 return Err(Error::params("completion/complete: \"ref\" must be a ref/prompt or ref/resource"));
             }
         };
-        let Some(((server, original), field)) = owner else {
+        let Some((Found { server, original, lease }, field)) = owner else {
             return Err(Error::params("completion/complete: the ref names nothing mcpx serves")
                 .with_data(json!({ "ref": reference })));
         };
         // The call goes to this instance, so a per-call one is not stopped and started again.
-        let lease = self.lease(ctx, &server).await?;
+        let lease = match lease {
+            Some(lease) => lease,
+            None => self.lease(ctx, &server).await?,
+        };
         if lease.upstream().facts().capabilities.get("completions").is_none() {
             // The owner offers no completions: nothing to suggest, and nothing to ask it.
             return Ok(json!({ "completion": { "values": [], "hasMore": false } }));
@@ -102,26 +105,28 @@ impl Gateway {
         forwarded.await.map_err(|(e, _)| e)
     }
 
-    /// The server and upstream name of the prompt a public name stands for, when the
-    /// caller may see it.
     /// The server of the prompt a public name stands for (`placement`).
     pub(crate) async fn prompt_server(&self, ctx: &CallContext, name: &str) -> Option<String> {
-        self.prompt_owner(ctx, name).await.map(|(server, _)| server)
+        self.prompt_owner(ctx, name).await.map(|found| found.server)
     }
 
-    async fn prompt_owner(&self, ctx: &CallContext, name: &str) -> Option<(String, String)> {
+    /// The server and upstream name of the prompt a public name stands for, when the
+    /// caller may see it; with the lease that listed it, for a name the server keeps.
+    async fn prompt_owner(&self, ctx: &CallContext, name: &str) -> Option<Found> {
         let config = self.settings.config();
         let access = Access::of(&config, &ctx.identity);
         if let Some((server, shown)) = naming::split_name(&config, name) {
-            return access.named(Kind::Prompt, &server, &shown).map(|upstream| (server, upstream));
+            let original = access.named(Kind::Prompt, &server, &shown)?;
+            return Some(Found { server, original, lease: None });
         }
         let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
-        let (listed, _) = self.gather(ctx, &own, "prompts", "prompts/list", "prompts").await;
-        let upstream = |p: &Value| p.get("name").and_then(Value::as_str).map(str::to_owned);
-        listed
-            .iter()
-            .filter_map(|(server, p)| Some((server, upstream(p)?)))
-            .find(|(server, upstream)| access.named(Kind::Prompt, server, name).as_ref() == Some(upstream))
-            .map(|(server, upstream)| (server.clone(), upstream))
+        let named = |server: &str, prompt: &Value| {
+            let upstream = prompt.get("name").and_then(Value::as_str);
+            upstream.is_some_and(|upstream| access.named(Kind::Prompt, server, name).as_deref() == Some(upstream))
+        };
+        let search = Search { method: "prompts/list", field: "prompts", wanted: &named };
+        let (server, prompt, lease) = self.find_listed(ctx, &own, "prompts", &[search]).await?;
+        let original = prompt.get("name").and_then(Value::as_str)?.to_owned();
+        Some(Found { server, original, lease: Some(lease) })
     }
 }

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::error::Error;
 use crate::policy::Access;
-use crate::{Answer, Artifact, CallContext, Gateway, Scope, artifacts, invocation, naming};
+use crate::{Answer, Artifact, CallContext, Found, Gateway, Scope, Search, artifacts, invocation, naming};
 
 impl Gateway {
     pub(crate) async fn list_resources(&self, ctx: &CallContext, method: &str, field: &str) -> Result<Answer, Error> {
@@ -54,14 +54,14 @@ impl Gateway {
         if uri.starts_with(artifacts::PREFIX) {
             return self.read_artifact(ctx, &uri).await;
         }
-        let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
+        let Found { server, original, lease } = self.visible_resource_owner(ctx, &uri).await?;
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
             p.insert("uri".into(), original.clone().into());
         }
         let mut result = self
-            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params), None)
+            .forward(ctx, &server, "resources/read", upstream_params, invocation::forwarded_meta(&params), lease)
             .await
             .map_err(|(e, _)| match e.code() {
                 code::LEGACY_RESOURCE_NOT_FOUND | code::INVALID_PARAMS => not_found(&uri),
@@ -115,10 +115,14 @@ impl Gateway {
             // resource now (or whether anything does).
             self.instances.relayed.end(&ctx.identity.owner_key(), Some(&uri));
         }
-        let (server, original) = self.visible_resource_owner(ctx, &uri).await?;
+        let Found { server, original, lease } = self.visible_resource_owner(ctx, &uri).await?;
         // A stateless upstream has no resources/subscribe: the subscription is taken, but
         // its updates are not relayed to a handshake-era session yet.
-        let lease = match self.lease(ctx, &server).await {
+        let leased = match lease {
+            Some(lease) => Ok(lease),
+            None => self.lease(ctx, &server).await,
+        };
+        let lease = match leased {
             Ok(lease) => lease,
             Err(Error::Elsewhere(_)) if method == "resources/unsubscribe" => return Ok(json!({})),
             Err(Error::Elsewhere(elsewhere)) if !ctx.relayed => {
@@ -141,38 +145,37 @@ impl Gateway {
 
     /// The owner of a URI the caller may see, else the error for a resource that does not
     /// exist (as `Error::Hidden` when the policy hides it).
-    pub(crate) async fn visible_resource_owner(&self, ctx: &CallContext, uri: &str) -> Result<(String, String), Error> {
-        let Some((server, original)) = self.any_resource_owner(ctx, uri).await else { return Err(not_found(uri)) };
-        if !Access::of(&self.settings.config(), &ctx.identity).resource(&server, &original) {
+    pub(crate) async fn visible_resource_owner(&self, ctx: &CallContext, uri: &str) -> Result<Found, Error> {
+        let Some(found) = self.any_resource_owner(ctx, uri).await else { return Err(not_found(uri)) };
+        if !Access::of(&self.settings.config(), &ctx.identity).resource(&found.server, &found.original) {
             return Err(Error::Hidden(Box::new(not_found(uri))));
         }
-        Ok((server, original))
+        Ok(found)
     }
 
-    /// The owner of a URI the caller may see.
+    /// The server and original URI of a URI the caller may see.
     pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
-        self.visible_resource_owner(ctx, uri).await.ok()
+        self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found.server, found.original))
     }
 
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
     /// a server that keeps its own names is found by its listing, then its templates.
-    async fn any_resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
+    async fn any_resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<Found> {
         let config = self.settings.config();
-        if let Some(split) = naming::split_uri(&config, uri) {
-            return Some(split);
+        if let Some((server, original)) = naming::split_uri(&config, uri) {
+            return Some(Found { server, original, lease: None });
         }
         let own = naming::own_name_servers(&config);
-        let (listed, _) = self.gather(ctx, &own, "resources", "resources/list", "resources").await;
-        if let Some((server, _)) = listed.iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
-            return Some((server.clone(), uri.to_owned()));
-        }
-        let (templates, _) = self.gather(ctx, &own, "resources", "resources/templates/list", "resourceTemplates").await;
-        templates
-            .iter()
-            .find(|(_, t)| {
-                t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))
-            })
-            .map(|(server, _)| (server.clone(), uri.to_owned()))
+        let listed = |_: &str, r: &Value| r.get("uri").and_then(Value::as_str) == Some(uri);
+        let matched = |_: &str, t: &Value| {
+            t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))
+        };
+        let searches = [
+            Search { method: "resources/list", field: "resources", wanted: &listed },
+            Search { method: "resources/templates/list", field: "resourceTemplates", wanted: &matched },
+        ];
+        let (server, _, lease) = self.find_listed(ctx, &own, "resources", &searches).await?;
+        Some(Found { server, original: uri.to_owned(), lease: Some(lease) })
     }
 }
 

@@ -194,6 +194,42 @@ fn an_exposed_call_to_a_call_scoped_server_starts_one_process() {
     }
 }
 
+/// A prompt or resource a `call`-scoped server names as its own is found by listing the
+/// server, and the request for it (a get, a read, a completion) then goes to the instance
+/// that listed it: one process per request, in both eras.
+#[test]
+fn an_own_name_prompt_or_resource_of_a_call_scoped_server_starts_one_process() {
+    let (tag, dir) = (tag(), TempDir::new());
+    let starts = dir.path().join("repl.starts");
+    let mut cfg = exposed(&[("repl", recorded("call", &tag, &starts))]);
+    cfg["exposePrefix"] = json!("never");
+    let daemon = Daemon::start(&cfg);
+    let legacy = LegacySession::open(daemon.url());
+    let argument = json!({"name": "topic", "value": ""});
+    let requests = [
+        ("prompts/get", json!({"name": "meta"})),
+        ("resources/read", json!({"uri": "fake://meta"})),
+        ("completion/complete", json!({"ref": {"type": "ref/prompt", "name": "meta"}, "argument": argument})),
+        ("completion/complete", json!({"ref": {"type": "ref/resource", "uri": "fake://meta"}, "argument": argument})),
+    ];
+    let mut sent = 0;
+    for (method, params) in requests {
+        for modern in [true, false] {
+            let reply = match modern {
+                true => Modern::new(method, params.clone()).send(daemon.url()),
+                false => legacy.request(method, params.clone()),
+            };
+            sent += 1;
+            assert!(reply.frame().get("result").is_some(), "{method} {params}: {}", reply.frame());
+            let processes = started(&starts);
+            assert_eq!(processes.len(), sent, "{method} {params}: {sent} requests started {processes:?}");
+        }
+    }
+    drop(legacy);
+    let left = wait_until_gone(&tag, Duration::from_secs(5));
+    assert!(left.is_empty(), "per-call instances outlived their requests: {left:?}");
+}
+
 /// A caller without a session finds an exposed tool through the server's lister; the
 /// call itself still gets an instance of its own, never the lister's.
 #[test]
