@@ -86,7 +86,8 @@ enum Scenario {
     /// Everything scripts/bench.sh records: stdio-relay in both eras, http, sessions,
     /// cold-start, exec, streams.
     All {
-        /// Rounds of the stdio-relay and http scenarios.
+        /// Rounds of the stdio-relay and exec scenarios, and of the http scenario up to its
+        /// default.
         #[arg(long, default_value_t = 10)]
         rounds: usize,
         /// HTTP concurrency levels.
@@ -188,7 +189,13 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                         .with_context(|| format!("stdio-relay, {} era", era.label()))?,
                 );
             }
-            let options = http_scenario::Options { clients, threads, rounds: rounds.min(4), peer_requests, load };
+            let options = http_scenario::Options {
+                clients,
+                threads,
+                rounds: rounds.min(http_scenario::ROUNDS),
+                peer_requests,
+                load,
+            };
             http_scenario::run(&binaries, &options).context("http")?.into_iter().for_each(&mut record);
             record(sessions::run(&binaries, &session_options).context("sessions")?);
             record(cold_start::run(&binaries, &cold).context("cold-start")?);
@@ -238,4 +245,15 @@ fn finish(
         eprintln!("mcpx-bench: {errors} answer(s) were wrong; the figures above do not count them");
     }
     Ok(errors == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // Catches, among others, two flattened options that take the same name.
+        super::Cli::command().debug_assert();
+    }
 }

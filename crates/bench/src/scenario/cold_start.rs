@@ -29,6 +29,7 @@ pub const DAEMON_TARGET_MICROS: f64 = 50_000.0;
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Launches of each program.
     #[arg(long, default_value_t = 20)]

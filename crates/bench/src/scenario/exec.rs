@@ -21,6 +21,7 @@ use crate::report::{Comparison, Run};
 use crate::scenario::{Load, Tally};
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Turns each contender takes; the requests are split evenly between them.
     #[arg(long, default_value_t = 10)]

@@ -44,7 +44,11 @@ const PREFIXED_ECHO: &str = "fake__echo";
 /// The concurrency level the HTTP targets are set at.
 pub const TARGET_CLIENTS: usize = 32;
 
+/// Turns each contender takes per level, unless told otherwise.
+pub const ROUNDS: usize = 8;
+
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Concurrency levels: concurrent clients (connections), one request in flight each.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32, 128])]
@@ -55,7 +59,7 @@ pub struct Options {
     pub threads: usize,
     /// Turns each contender takes per level; its requests are split evenly between them.
     /// A ratio target is judged on the median of the rounds' ratios.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = ROUNDS)]
     pub rounds: usize,
     /// Measured requests per level for each peer gateway (they answer hundreds, not
     /// thousands, of calls a second).

@@ -32,6 +32,7 @@ use crate::report::Measured;
 
 /// How much load each contender gets, and the bounds that stop a run.
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Load {
     /// Measured requests per contender (and per concurrency level).
     #[arg(long, default_value_t = 20_000)]

@@ -33,6 +33,7 @@ pub const IDLE_RSS_TARGET_KIB: u64 = 15 * 1000 * 1000 / 1024;
 pub const AFTER_REAP_TARGET_RATIO: f64 = 1.10;
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Distinct session names, one instance each.
     #[arg(long, default_value_t = 1_000)]

@@ -43,6 +43,7 @@ use crate::scenario::Tally;
 use crate::scenario::sessions::SESSION_META_KEY;
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Concurrent clients, one connection and one request in flight each.
     #[arg(long, default_value_t = 200)]

@@ -23,6 +23,7 @@ use crate::stdio::StdioClient;
 pub const ADDED_P50_TARGET_MICROS: f64 = 150.0;
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Protocol era the client speaks (to fakemcp, and to `mcpx serve`).
     #[arg(long, value_enum, default_value_t = Era::Modern)]

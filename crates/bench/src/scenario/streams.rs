@@ -11,10 +11,11 @@
 //!
 //! In each, a normal caller makes `--calls` sequential `mcpx_call` → `echo` calls to the
 //! daemon holding the streams, and as many to a twin daemon (the same configuration, its
-//! own fakemcp) that holds none. The calls go in `--rounds` blocks that alternate between
-//! the two, paced over `--window` seconds, so that whatever else the machine does in that
-//! time lands on both alike, and the window spans the daemon's periodic work on the
-//! streams (a keep-alive on each every 15 s) as a caller's day would. Recorded: the
+//! own fakemcp) that holds none. The calls go in `--blocks` rounds, a block to either
+//! daemon, alternating between the two and paced over `--window` seconds, so that
+//! whatever else the machine does in that time lands on both alike, and the window spans
+//! the daemon's periodic work on the streams (a keep-alive on each every 15 s) as a
+//! caller's day would. Recorded: the
 //! daemon's resident memory with none and with all open (so its memory per open stream,
 //! session included for `legacy`), and both latency samples, pooled over the rounds and
 //! round by round. Targets: at most 16 KiB of daemon memory per open stream, and the
@@ -47,6 +48,7 @@ pub const PER_STREAM_TARGET_KIB: f64 = 16.0;
 pub const P99_TARGET_RATIO: f64 = 2.0;
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
 pub struct Options {
     /// Streams held open in each phase.
     #[arg(long, default_value_t = 10_000)]
@@ -54,10 +56,11 @@ pub struct Options {
     /// The normal caller's sequential calls, with no stream open and with all open.
     #[arg(long, default_value_t = 5_000)]
     pub calls: usize,
-    /// Blocks the calls are split into, alternating between the two daemons.
+    /// Blocks the calls are split into, alternating between the two daemons (one round is
+    /// a block to each).
     #[arg(long, default_value_t = 20)]
-    pub rounds: usize,
-    /// Seconds the rounds are spread over, from the first to the last.
+    pub blocks: usize,
+    /// Seconds the blocks are spread over, from the first round to the last.
     #[arg(long, default_value_t = 20.0)]
     pub window: f64,
     /// Streams being opened at once.
@@ -120,7 +123,7 @@ fn phase(binaries: &Binaries, options: &Options, kind: Kind, runtime: &tokio::ru
             "streams": streams,
             "kind": kind.label(),
             "calls": options.calls,
-            "rounds": options.rounds.max(1),
+            "rounds": options.blocks.max(1),
             "windowSeconds": options.window,
         }),
         contenders: vec![
@@ -165,7 +168,7 @@ async fn measure(
     // a real client does when the daemon has closed its idle connection.
     let mut quiet_caller = HttpClient::connect(twin.addr).await?;
     let mut busy_caller = HttpClient::connect(addr).await?;
-    let rounds = options.rounds.max(1);
+    let rounds = options.blocks.max(1);
     let per_round = options.calls.div_ceil(rounds);
     let pace = Duration::from_secs_f64(options.window.max(0.0) / rounds.saturating_sub(1).max(1) as f64);
     let started = tokio::time::Instant::now();
