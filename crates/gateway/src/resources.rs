@@ -159,13 +159,15 @@ impl Gateway {
     }
 
     /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
-    /// a server that keeps its own names is found by its listing, then its templates.
+    /// a server that keeps its own names, and that the caller may use, is found by its
+    /// listing, then its templates (one it may not use is not even started for it).
     async fn any_resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<Found> {
         let config = self.settings.config();
         if let Some((server, original)) = naming::split_uri(&config, uri) {
             return Some(Found { server, original, lease: None });
         }
-        let own = naming::own_name_servers(&config);
+        let access = Access::of(&config, &ctx.identity);
+        let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
         let listed = |_: &str, r: &Value| r.get("uri").and_then(Value::as_str) == Some(uri);
         let matched = |_: &str, t: &Value| {
             t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))

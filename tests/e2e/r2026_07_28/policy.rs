@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use mcpx_e2e::process::TempDir;
 use mcpx_e2e::{Daemon, LegacySession, Modern, Reply, Whoami, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
@@ -227,6 +228,37 @@ fn a_client_restricted_to_one_server_sees_and_calls_nothing_of_another() {
     Whoami::of(&as_admin(Modern::mcpx_call("b", "whoami", json!({}))));
     let env = as_admin(Modern::tools_call("a__env", json!({"name": "HOME"})));
     assert_eq!(env.structured()["name"], "HOME", "{env}");
+}
+
+/// Looking up a URI a server keeps as its own lists only the servers the caller may use: a
+/// client restricted to another server starts no instance of this one by reading it, and
+/// the read fails as for a URI nothing serves.
+#[test]
+fn a_restricted_clients_read_by_own_name_starts_nothing_of_a_server_it_may_not_use() {
+    let (t, dir) = (tag(), TempDir::new());
+    let starts = dir.path().join("b.starts");
+    let recorded = ["--record-start", starts.to_str().expect("a UTF-8 temp path")];
+    let mut cfg = config(&[("a", fakemcp("global", &t, &[])), ("b", fakemcp("call", &t, &recorded))]);
+    cfg["expose"] = json!(["b"]);
+    cfg["exposePrefix"] = json!("never");
+    cfg["http"] = json!({"tokens": {"ci": CI_TOKEN, "admin": ADMIN_TOKEN}});
+    cfg["clients"] = json!({"token:ci": {"servers": ["a"]}});
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let read_as = |token: &str, uri: &str| {
+        let request = Modern::new("resources/read", json!({ "uri": uri }));
+        request.header("Authorization", &format!("Bearer {token}")).send(url)
+    };
+    let b_started = || std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
+
+    let hidden = read_as(CI_TOKEN, "fake://meta");
+    let absent = read_as(CI_TOKEN, "fake://nosuch");
+    assert_eq!(error_without(&hidden, "fake://meta"), error_without(&absent, "fake://nosuch"));
+    assert_eq!(b_started(), 0, "a client that may not use b started it");
+    // The same read by a client that may use b reaches it.
+    let read = read_as(ADMIN_TOKEN, "fake://meta");
+    assert!(read.result()["contents"].is_array(), "{read}");
+    assert_eq!(b_started(), 1);
 }
 
 #[test]
