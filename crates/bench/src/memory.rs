@@ -7,22 +7,23 @@
 use std::path::Path;
 use std::time::Duration;
 
-/// The CPU time (user and system, all threads) `pid` has used so far, or None when it is
-/// gone. The kernel counts it in clock ticks (10 ms at the usual 100 Hz), so it is only
-/// worth reading around work that takes seconds.
+/// The CPU time (user and system, of all its threads, those that have ended too) `pid` has
+/// used so far, or None when it is gone. Read from the process's CPU-time clock, to the
+/// nanosecond: `/proc/<pid>/stat` counts it in clock ticks (10 ms at the usual 100 Hz),
+/// too coarse for a turn of a fraction of a second.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
-    let ticks = parse_cpu_ticks(&std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?)?;
-    let per_second = rustix::param::clock_ticks_per_second();
-    (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
-}
-
-/// utime + stime from a `/proc/<pid>/stat` line: fields 14 and 15, counted after the
-/// command name, which may hold spaces and parentheses.
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let mut after_comm = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let utime: u64 = after_comm.nth(11)?.parse().ok()?;
-    let stime: u64 = after_comm.next()?.parse().ok()?;
-    Some(utime + stime)
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: both calls only write the values they are given a pointer to, which live
+    // for the call.
+    let now = unsafe {
+        if libc::clock_getcpuclockid(pid, &mut clock) != 0 {
+            return None;
+        }
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        (libc::clock_gettime(clock, &mut now) == 0).then_some(now)
+    }?;
+    Some(Duration::new(u64::try_from(now.tv_sec).ok()?, u32::try_from(now.tv_nsec).ok()?))
 }
 
 /// The peak resident set of `pid` in KiB, or None when the process is gone or the kernel
@@ -63,10 +64,24 @@ mod tests {
     }
 
     #[test]
-    fn reads_user_and_system_ticks_past_an_odd_command_name() {
-        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 30 0 0 20 0 3 0 1000 0 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(280));
-        assert_eq!(parse_cpu_ticks("42 (gone"), None);
+    fn reads_a_child_s_cpu_time_and_none_once_it_is_gone() {
+        // A child that spins for about 30 ms of CPU, then waits to be read.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; read _"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh starts");
+        let pid = child.id();
+        let mut used = Duration::ZERO;
+        // Wait until it has used some CPU: the loop, then the read that blocks.
+        while used < Duration::from_millis(5) {
+            std::thread::yield_now();
+            used = cpu_time(pid).expect("the child is running");
+        }
+        assert!(cpu_time(pid).expect("the child is running") >= used);
+        drop(child.stdin.take());
+        child.wait().expect("the child ends");
+        assert_eq!(cpu_time(pid), None, "a reaped process has no CPU clock");
     }
 
     #[test]

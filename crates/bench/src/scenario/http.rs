@@ -405,17 +405,11 @@ fn measure_level(
     }
     for side in &sides {
         let warmup = if side.contender.is_peer() { load.warmup.min(side.requests / 4) } else { load.warmup };
-        runtime
-            .block_on(drive(
-                side.running.addr(),
-                &side.call,
-                side.contender.in_session(),
-                clients,
-                warmup.max(clients),
-                None,
-                timeout,
-            ))
-            .with_context(|| format!("{}: warm-up", side.contender.name()))?;
+        let warming = async {
+            let connections = connect(side.running.addr(), side.contender.in_session(), clients).await?;
+            drive(connections, &side.call, warmup.max(clients), None, timeout).await
+        };
+        runtime.block_on(warming).with_context(|| format!("{}: warm-up", side.contender.name()))?;
     }
     let budget = load.duration().map(|d| d / rounds as u32);
     for round in 0..rounds {
@@ -424,20 +418,19 @@ fn measure_level(
         for k in 0..count {
             let side = &mut sides[(level + round + k) % count];
             let slice = side.requests.div_ceil(rounds);
+            let name = side.contender.name();
+            // Connecting, and opening a session on each connection, is neither timed nor
+            // counted in the CPU per call.
+            let connections = runtime
+                .block_on(connect(side.running.addr(), side.contender.in_session(), clients))
+                .with_context(|| format!("{name}: round {round}"))?;
             let cpu_before = side.running.cpu_time();
             let tally = runtime
-                .block_on(drive(
-                    side.running.addr(),
-                    &side.call,
-                    side.contender.in_session(),
-                    clients,
-                    slice,
-                    budget,
-                    timeout,
-                ))
-                .with_context(|| format!("{}: round {round}", side.contender.name()))?;
-            side.cpu += side.running.cpu_time().since(cpu_before);
-            side.turns.push(Turn { calls: tally.samples.len(), elapsed: tally.elapsed });
+                .block_on(drive(connections, &side.call, slice, budget, timeout))
+                .with_context(|| format!("{name}: round {round}"))?;
+            let cpu = side.running.cpu_time().since(cpu_before);
+            side.cpu += cpu;
+            side.turns.push(Turn { calls: tally.samples.len(), elapsed: tally.elapsed, cpu: Some(cpu) });
             side.tally.absorb(tally);
         }
     }
@@ -467,18 +460,9 @@ struct Side {
     turns: Vec<Turn>,
 }
 
-/// `clients` connections to `addr` share `requests` calls, one in flight per connection,
-/// until the calls are done or `budget` has passed. Connecting (and, `in_session`, opening
-/// a 2025-11-25 session on each connection) is not timed.
-async fn drive(
-    addr: SocketAddr,
-    call: &EchoCall,
-    in_session: bool,
-    clients: usize,
-    requests: usize,
-    budget: Option<Duration>,
-    timeout: Duration,
-) -> anyhow::Result<Tally> {
+/// `clients` connections to `addr`, each with a 2025-11-25 session opened on it when
+/// `in_session`.
+async fn connect(addr: SocketAddr, in_session: bool, clients: usize) -> anyhow::Result<Vec<HttpClient>> {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
         let mut connection = HttpClient::connect(addr).await?;
@@ -487,6 +471,19 @@ async fn drive(
         }
         connections.push(connection);
     }
+    Ok(connections)
+}
+
+/// The `connections` share `requests` calls, one in flight on each, until the calls are
+/// done or `budget` has passed.
+async fn drive(
+    connections: Vec<HttpClient>,
+    call: &EchoCall,
+    requests: usize,
+    budget: Option<Duration>,
+    timeout: Duration,
+) -> anyhow::Result<Tally> {
+    let clients = connections.len().max(1);
     let issued = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let until = budget.map(|b| started + b);
