@@ -15,11 +15,11 @@
 //! daemon, alternating between the two and paced over `--window` seconds, so that
 //! whatever else the machine does in that time lands on both alike, and the window spans
 //! the daemon's periodic work on the streams (a keep-alive on each every 15 s) as a
-//! caller's day would. Recorded: the
-//! daemon's resident memory with none and with all open (so its memory per open stream,
-//! session included for `legacy`), and both latency samples, pooled over the rounds and
-//! round by round. Targets: at most 16 KiB of daemon memory per open stream, and the
-//! normal caller's p99 with every stream open within twice its p99 with none.
+//! caller's day would. Recorded: the daemon's resident memory with none and with all open
+//! (so its memory per open stream, session included for `legacy`), and both latency
+//! samples, pooled over the rounds and round by round. Targets: at most 16 KiB of daemon
+//! memory per open stream, and the normal caller's p99 with every stream open within
+//! twice its p99 with none.
 //!
 //! Each stream is a TCP connection of its own, held by a plain socket that sent its request
 //! and read its response head (a 200 with an event stream) and, for a listen, the
@@ -39,7 +39,7 @@ use crate::http::{HttpClient, MCP_PATH};
 use crate::mcp::{EchoCall, Era, LEGACY_VERSION, MODERN_VERSION, Route};
 use crate::memory;
 use crate::processes::{Binaries, Daemon, Scratch, UPSTREAM};
-use crate::report::Run;
+use crate::report::{Run, Spread};
 use crate::scenario::{Tally, in_turn};
 
 /// The targets: daemon memory per open stream, and the normal caller's p99 with
@@ -204,7 +204,7 @@ async fn measure(
     let per_stream = with_all.saturating_sub(baseline) as f64 / streams as f64;
     let (p99_quiet, p99_busy) = (quiet.samples.summary().p99, busy.samples.summary().p99);
     let ratio = p99_busy / p99_quiet.max(1.0);
-    ratios.sort_by(f64::total_cmp);
+    let by_round = Spread::of(ratios).map(|spread| spread.to_json());
     let facts = json!({
         "streamsOpened": streams,
         "streamsStillOpenAfterCalls": still_open,
@@ -214,13 +214,8 @@ async fn measure(
         "daemonKiBPerStream": round2(per_stream),
         "p99Micros": {"noStreams": p99_quiet, "streamsOpen": p99_busy},
         "p99Ratio": round2(ratio),
-        "p99RatioByRound": {
-            "rounds": rounds,
-            "callsPerRound": per_round,
-            "min": round2(ratios[0]),
-            "median": round2(ratios[ratios.len() / 2]),
-            "max": round2(ratios[ratios.len() - 1]),
-        },
+        "p99RatioByRound": by_round,
+        "callsPerRound": per_round,
         "targets": {
             "perStreamAtMost16KiB": {"kib": round2(per_stream), "met": per_stream <= PER_STREAM_TARGET_KIB},
             "p99WithinTwiceNoStreams": {"ratio": round2(ratio), "met": ratio <= P99_TARGET_RATIO},
