@@ -483,15 +483,18 @@ impl Gateway {
     /// the searches tried in turn: the server, the item, and the lease on the instance
     /// that listed it. A request for the item is sent on that lease (see
     /// [`Gateway::forward`]), so a per-call instance is not stopped and started again
-    /// between the listing and the request. Every server is leased and listed at once, as
-    /// for [`Gateway::gather`]; one that fails to answer is passed over (and logged).
+    /// between the listing and the request; but not on a lister (a server's shared one,
+    /// or this node's stand-in for an instance another node owns), which answers listings
+    /// only: the request then leases its instance itself. Every server is leased and
+    /// listed at once, as for [`Gateway::gather`]; one that fails to answer is passed over
+    /// (and logged).
     async fn find_listed(
         &self,
         ctx: &CallContext,
         servers: &[String],
         capability: &str,
         searches: &[Search<'_>],
-    ) -> Option<(String, Value, Lease)> {
+    ) -> Option<(String, Value, Option<Lease>)> {
         let leases = join_all(servers.iter().map(|server| self.lister_of(ctx, server, capability))).await;
         let mut leases: Vec<(&String, Lease)> = servers
             .iter()
@@ -520,7 +523,7 @@ impl Gateway {
             }
             if let Some((at, item)) = hit {
                 let (server, lease) = leases.swap_remove(at);
-                return Some((server.clone(), item, lease));
+                return Some((server.clone(), item, (!lease.key().is_lister()).then_some(lease)));
             }
         }
         None

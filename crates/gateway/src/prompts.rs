@@ -127,6 +127,6 @@ impl Gateway {
         let search = Search { method: "prompts/list", field: "prompts", wanted: &named };
         let (server, prompt, lease) = self.find_listed(ctx, &own, "prompts", &[search]).await?;
         let original = prompt.get("name").and_then(Value::as_str)?.to_owned();
-        Some(Found { server, original, lease: Some(lease) })
+        Some(Found { server, original, lease })
     }
 }

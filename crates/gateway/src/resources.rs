@@ -2,6 +2,8 @@
 //! resources under their public URIs (`mcpx://<server>/<uri>`), each read from the
 //! instance the caller's identity selects.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use mcpx_protocol::shape::Cacheability;
 use mcpx_protocol::{code, message};
 use serde_json::{Value, json};
@@ -146,38 +148,47 @@ impl Gateway {
     /// The owner of a URI the caller may see, else the error for a resource that does not
     /// exist (as `Error::Hidden` when the policy hides it).
     pub(crate) async fn visible_resource_owner(&self, ctx: &CallContext, uri: &str) -> Result<Found, Error> {
-        let Some(found) = self.any_resource_owner(ctx, uri).await else { return Err(not_found(uri)) };
-        if !Access::of(&self.settings.config(), &ctx.identity).resource(&found.server, &found.original) {
-            return Err(Error::Hidden(Box::new(not_found(uri))));
-        }
-        Ok(found)
-    }
-
-    /// The server and original URI of a URI the caller may see.
-    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
-        self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found.server, found.original))
-    }
-
-    /// The server and original URI a public URI stands for: an `mcpx://` URI names them;
-    /// a server that keeps its own names, and that the caller may use, is found by its
-    /// listing, then its templates (one it may not use is not even started for it).
-    async fn any_resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<Found> {
         let config = self.settings.config();
-        if let Some((server, original)) = naming::split_uri(&config, uri) {
-            return Some(Found { server, original, lease: None });
-        }
         let access = Access::of(&config, &ctx.identity);
+        let hidden = || Error::Hidden(Box::new(not_found(uri)));
+        if let Some((server, original)) = naming::split_uri(&config, uri) {
+            return match access.resource(&server, &original) {
+                true => Ok(Found { server, original, lease: None }),
+                false => Err(hidden()),
+            };
+        }
+        // A server that keeps its own names, and that the caller may use, is found by its
+        // listing, then its templates (one it may not use is not even started for it). An
+        // item the caller's listing leaves out (the policy hides it there, or its text
+        // could pass for another's) is passed over for the next server's, as the listing
+        // passed over it.
         let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
-        let listed = |_: &str, r: &Value| r.get("uri").and_then(Value::as_str) == Some(uri);
-        let matched = |_: &str, t: &Value| {
+        let refused = AtomicBool::new(false);
+        let shown = |server: &str, kind: &str, item: &Value| {
+            let allowed = access.resource(server, uri);
+            refused.fetch_or(!allowed, Ordering::Relaxed);
+            allowed && naming::shows(kind, server, item)
+        };
+        let listed =
+            |server: &str, r: &Value| r.get("uri").and_then(Value::as_str) == Some(uri) && shown(server, "resource", r);
+        let matched = |server: &str, t: &Value| {
             t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))
+                && shown(server, "resource template", t)
         };
         let searches = [
             Search { method: "resources/list", field: "resources", wanted: &listed },
             Search { method: "resources/templates/list", field: "resourceTemplates", wanted: &matched },
         ];
-        let (server, _, lease) = self.find_listed(ctx, &own, "resources", &searches).await?;
-        Some(Found { server, original: uri.to_owned(), lease: Some(lease) })
+        match self.find_listed(ctx, &own, "resources", &searches).await {
+            Some((server, _, lease)) => Ok(Found { server, original: uri.to_owned(), lease }),
+            None if refused.load(Ordering::Relaxed) => Err(hidden()),
+            None => Err(not_found(uri)),
+        }
+    }
+
+    /// The server and original URI of a URI the caller may see.
+    pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
+        self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found.server, found.original))
     }
 }
 

@@ -224,6 +224,35 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
     }
 }
 
+/// The same subscription by the resource's own URI (a server exposed under its own names):
+/// found through this node's listing, it still goes to the node that runs the instance,
+/// and its updates come back; leaving it is answered too.
+#[test]
+fn a_legacy_subscription_by_own_uri_reaches_the_node_that_serves_it() {
+    let cfg = json!({"http": {"tokens": {"alice": ALICE}}, "expose": ["everything"], "exposePrefix": "never"});
+    let servers = json!({"everything": everything(&tag())});
+    let cluster = Cluster::start(servers, "60s", cfg);
+    let (nodes, bearer) = (&cluster.nodes, format!("Bearer {ALICE}"));
+    let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
+        .header("Authorization", &bearer)
+        .send(nodes[0].url());
+    assert!(first.result()["content"].is_array(), "{first}");
+    assert_eq!(cluster.owner_of("everything", "global"), Some(0));
+
+    let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let uri = session.resource_uris().into_iter().next().expect("everything lists resources");
+    assert!(!uri.starts_with("mcpx://"), "listed under its own URI: {uri}");
+    let subscribed = session.request("resources/subscribe", json!({ "uri": uri }));
+    subscribed.result();
+    let arrived = session.standalone_events();
+    session.mcpx_call("everything", "toggle-subscriber-updates", json!({})).result();
+    let heard = mcpx_e2e::client::resource_updates(&arrived, Duration::from_secs(7));
+    assert!(!heard.is_empty(), "no update of {uri} reached the session that subscribed to it");
+    assert!(heard.iter().all(|update| update["params"]["uri"] == json!(uri)), "{heard:?}");
+    let left = session.request("resources/unsubscribe", json!({ "uri": uri }));
+    left.result();
+}
+
 /// A relayed call whose caller listens ends on the owner when the relaying node goes away
 /// mid-call (killed): the owner's upstream is told the call is cancelled, as it is when a
 /// caller of the owner's own goes, instead of working on for nobody.

@@ -129,6 +129,35 @@ fn a_denied_prompt_or_resource_is_absent_and_asking_for_it_is_like_asking_for_no
     assert!(request("resources/read", json!({"uri": "mcpx://open/fake://meta"})).result()["contents"].is_array());
 }
 
+/// Two servers keep their own names and list the same URI; the policy hides it on the
+/// first. The listing shows the second's, and a read of that URI goes to the second, as
+/// listed, not to the first server that has it. Hidden on both, it is as absent as a URI
+/// no server has.
+#[test]
+fn a_read_by_own_uri_goes_to_the_server_whose_resource_was_listed() {
+    let t = tag();
+    let mut hides = fakemcp("global", &t, &[]);
+    hides["resources"] = json!({"deny": ["fake://*"]});
+    let mut cfg = config(&[("a", hides.clone()), ("b", fakemcp("global", &t, &[]))]);
+    cfg["expose"] = json!(["a", "b"]);
+    cfg["exposePrefix"] = json!("never");
+    let daemon = Daemon::start(&cfg);
+    let request = |method: &str, params: Value| Modern::new(method, params).send(daemon.url());
+    let resources = request("resources/list", json!({}));
+    let uris: Vec<&str> =
+        resources.result()["resources"].as_array().unwrap().iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert_eq!(uris, ["fake://meta"], "{resources}");
+    let read = request("resources/read", json!({"uri": "fake://meta"}));
+    assert!(read.result()["contents"].is_array(), "{read}");
+
+    cfg["mcpServers"]["b"] = hides;
+    let daemon = Daemon::start(&cfg);
+    let request = |uri: &str| Modern::new("resources/read", json!({ "uri": uri })).send(daemon.url());
+    let (hidden, absent) = (request("fake://meta"), request("fake://nosuch"));
+    assert_eq!(hidden.error_code(), -32602, "{hidden}");
+    assert_eq!(error_without(&hidden, "fake://meta"), error_without(&absent, "fake://nosuch"));
+}
+
 #[test]
 fn an_allow_list_of_globs_shows_only_the_tools_it_matches_and_deny_still_wins() {
     let mut up = fakemcp("global", &tag(), &[]);
