@@ -87,21 +87,28 @@ impl Gateway {
                 .with_data(json!({ "ref": reference })));
         };
         // The call goes to this instance, so a per-call one is not stopped and started again.
-        let lease = match lease {
-            Some(lease) => lease,
-            None => self.lease(ctx, &server).await?,
+        let leased = match lease {
+            Some(lease) => Ok(lease),
+            None => self.lease(ctx, &server).await,
         };
-        if lease.upstream().facts().capabilities.get("completions").is_none() {
+        let lease = match leased {
             // The owner offers no completions: nothing to suggest, and nothing to ask it.
-            return Ok(json!({ "completion": { "values": [], "hasMore": false } }));
-        }
+            Ok(lease) if lease.upstream().facts().capabilities.get("completions").is_none() => {
+                return Ok(json!({ "completion": { "values": [], "hasMore": false } }));
+            }
+            Ok(lease) => Some(lease),
+            // Another node runs the instance: `forward` relays the request there, whose
+            // upstream answers as it does for its own callers.
+            Err(Error::Elsewhere(_)) if !ctx.relayed => None,
+            Err(e) => return Err(e),
+        };
         let mut upstream_params = params.clone();
         if let Some(p) = upstream_params.as_object_mut() {
             p.remove("_meta");
             p["ref"][field] = original.into();
         }
         let meta = invocation::forwarded_meta(&params);
-        let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, meta, Some(lease));
+        let forwarded = self.forward(ctx, &server, "completion/complete", upstream_params, meta, lease);
         forwarded.await.map_err(|(e, _)| e)
     }
 

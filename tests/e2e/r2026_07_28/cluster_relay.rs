@@ -253,6 +253,25 @@ fn a_legacy_subscription_by_own_uri_reaches_the_node_that_serves_it() {
     left.result();
 }
 
+/// A handshake-era session's completion for a prompt whose instance another node runs is
+/// relayed there, as its call of the prompt's server would be, and answered by that
+/// instance with the session's invocation context.
+#[test]
+fn a_legacy_sessions_completion_for_a_server_another_node_runs_is_relayed() {
+    let (cluster, bearer) = with_instance_on_node_0("shared", &[], json!({}));
+    let session = LegacySession::open_as(cluster.nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let argument = json!({"name": "topic", "value": ""});
+    let reply = session.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "shared__meta"}, "argument": argument}),
+    );
+    let values = reply.result()["completion"]["values"].clone();
+    let meta: Value = serde_json::from_str(values[0].as_str().unwrap_or_default()).unwrap_or_default();
+    let invocation = &meta["dev.mcpx/invocation"];
+    assert!(invocation["sessionId"].as_str().is_some_and(|s| s.starts_with("mcpx-")), "{reply}");
+    assert_eq!(cluster.owner_of("shared", "global"), Some(0), "answered by node 0's instance, not a second one");
+}
+
 /// A relayed call whose caller listens ends on the owner when the relaying node goes away
 /// mid-call (killed): the owner's upstream is told the call is cancelled, as it is when a
 /// caller of the owner's own goes, instead of working on for nobody.
