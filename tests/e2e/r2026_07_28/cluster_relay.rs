@@ -41,6 +41,18 @@ fn with_instance_on_node_0(name: &str, args: &[&str], extra: Value) -> (Cluster,
 }
 
 /// The `tools/call` records `node` journaled (newest first), once it holds at least `n`.
+/// Alice's first call of the cluster's `everything` server, made on node 0 so that node 0
+/// runs its instance; returns alice's `Authorization` value.
+fn everything_on_node_0(cluster: &Cluster) -> String {
+    let bearer = format!("Bearer {ALICE}");
+    let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
+        .header("Authorization", &bearer)
+        .send(cluster.nodes[0].url());
+    assert!(first.result()["content"].is_array(), "{first}");
+    assert_eq!(cluster.owner_of("everything", "global"), Some(0));
+    bearer
+}
+
 fn calls(node: &Daemon, n: usize) -> Vec<Value> {
     let read = || {
         let reply = node.home().v1("GET", "/v1/log?limit=100", None);
@@ -188,13 +200,8 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
     let cfg = json!({"http": {"tokens": {"alice": ALICE}}});
     let servers = json!({"everything": everything(&tag())});
     let cluster = Cluster::start_with(servers, "60s", cfg, |_, _| json!({"maxRelayedSubscriptions": 2}));
-    let (nodes, bearer) = (&cluster.nodes, format!("Bearer {ALICE}"));
-    let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
-        .header("Authorization", &bearer)
-        .send(nodes[0].url());
-    assert!(first.result()["content"].is_array(), "{first}");
-    assert_eq!(cluster.owner_of("everything", "global"), Some(0));
-
+    let bearer = everything_on_node_0(&cluster);
+    let nodes = &cluster.nodes;
     let open = || LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
     let (session, neighbour) = (open(), open());
     let uris = session.resource_uris();
@@ -230,16 +237,9 @@ fn a_legacy_sessions_subscription_to_a_resource_another_node_serves_gets_its_upd
 #[test]
 fn a_legacy_subscription_by_own_uri_reaches_the_node_that_serves_it() {
     let cfg = json!({"http": {"tokens": {"alice": ALICE}}, "expose": ["everything"], "exposePrefix": "never"});
-    let servers = json!({"everything": everything(&tag())});
-    let cluster = Cluster::start(servers, "60s", cfg);
-    let (nodes, bearer) = (&cluster.nodes, format!("Bearer {ALICE}"));
-    let first = Modern::mcpx_call("everything", "echo", json!({"message": "hi"}))
-        .header("Authorization", &bearer)
-        .send(nodes[0].url());
-    assert!(first.result()["content"].is_array(), "{first}");
-    assert_eq!(cluster.owner_of("everything", "global"), Some(0));
-
-    let session = LegacySession::open_as(nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
+    let cluster = Cluster::start(json!({"everything": everything(&tag())}), "60s", cfg);
+    let bearer = everything_on_node_0(&cluster);
+    let session = LegacySession::open_as(cluster.nodes[1].url(), "2025-11-25", &[("Authorization", &bearer)]);
     let uri = session.resource_uris().into_iter().next().expect("everything lists resources");
     assert!(!uri.starts_with("mcpx://"), "listed under its own URI: {uri}");
     let subscribed = session.request("resources/subscribe", json!({ "uri": uri }));
