@@ -40,7 +40,6 @@ fn with_instance_on_node_0(name: &str, args: &[&str], extra: Value) -> (Cluster,
     (cluster, bearer)
 }
 
-/// The `tools/call` records `node` journaled (newest first), once it holds at least `n`.
 /// Alice's first call of the cluster's `everything` server, made on node 0 so that node 0
 /// runs its instance; returns alice's `Authorization` value.
 fn everything_on_node_0(cluster: &Cluster) -> String {
@@ -53,6 +52,7 @@ fn everything_on_node_0(cluster: &Cluster) -> String {
     bearer
 }
 
+/// The `tools/call` records `node` journaled (newest first), once it holds at least `n`.
 fn calls(node: &Daemon, n: usize) -> Vec<Value> {
     let read = || {
         let reply = node.home().v1("GET", "/v1/log?limit=100", None);
