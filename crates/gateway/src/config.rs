@@ -456,7 +456,8 @@ impl OAuthResourceConfig {
 pub struct RequiredScopes {
     /// For `/mcp`. Default none.
     pub mcp: Vec<String>,
-    /// For the `/v1` API. Default none.
+    /// For the `/v1` API, and every other route but `/mcp` (`/ui`, `/metrics`): each
+    /// reveals what `/v1` does. Default none.
     pub v1: Vec<String>,
 }
 
