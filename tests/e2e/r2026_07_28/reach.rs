@@ -68,6 +68,8 @@ fn bearer(token: &str) -> String {
 fn a_plain_holder_is_refused_every_daemon_wide_route_and_an_admin_is_served() {
     let t = tag();
     let mut cfg = config(&[("alpha", fakemcp("global", &t, &[]))]);
+    // An HTTP server whose credential (shared, the default) every caller uses.
+    cfg["mcpServers"]["web"] = json!({"url": "http://127.0.0.1:9/mcp"});
     cfg["http"] = json!({"tokens": {"guest": GUEST, "holder": HOLDER, "boss": BOSS}, "admins": ["token:boss"]});
     // The guest may use no server at all; the holder has no entry (every server).
     cfg["clients"] = json!({"token:guest": {"servers": []}});
@@ -92,6 +94,16 @@ fn a_plain_holder_is_refused_every_daemon_wide_route_and_an_admin_is_served() {
             }
         }
     }
+    // Logging a shared credential out (or in) is daemon-wide too, decided by the server named.
+    let logout = |token: &str| {
+        let url = format!("{}/v1/auth/logout", base_url(daemon.url()));
+        plain("POST", &url, &[("Authorization", &bearer(token))], Some(r#"{"server": "web"}"#))
+    };
+    let refused = logout(HOLDER);
+    assert!(refused.status >= 400, "a plain holder logged out the shared credential: {refused}");
+    assert!(refused.body.contains("owner") && refused.body.contains("http.admins"), "{refused}");
+    let served = logout(BOSS);
+    assert_eq!(served.status, 200, "the admin may log the shared credential out: {served}");
     // Nothing happened: the daemon still serves, the same process.
     let status = request(&daemon, "GET", "/v1/status", &bearer(HOLDER));
     assert_eq!(status.status, 200, "{status}");
