@@ -5,9 +5,11 @@
 //! A route for [`Reach::Daemon`] acts on the daemon as a whole (stops it, reads every
 //! caller's counters): only the daemon's owner and the callers `http.admins` names get
 //! past it; anyone else is refused (403) before the handler runs, naming the route and
-//! who it needs. A route for [`Reach::Caller`] serves any admitted caller, and its
-//! handler answers with what is that caller's own. It never authenticates: admission did
-//! that before, and left the principal in the request.
+//! who it needs. A route for [`Reach::Node`] serves only a request another node of the
+//! cluster signed (admission checked the signature and marked the request). A route for
+//! [`Reach::Caller`] serves any admitted caller, and its handler answers with what is
+//! that caller's own. Nothing here authenticates: admission did that before, and left
+//! the principal in the request.
 
 use std::sync::Arc;
 
@@ -22,6 +24,7 @@ use mcpx_gateway::policy;
 use mcpx_protocol::RpcError;
 
 use crate::admission::Admitted;
+use crate::cluster::Forwarded;
 use crate::front::Front;
 use crate::v1;
 
@@ -32,12 +35,13 @@ pub enum Reach {
     Caller,
     /// The daemon as a whole: the daemon's owner and `http.admins` only.
     Daemon,
-    /// Another node of this daemon's cluster only (its handler checks the signature's mark).
+    /// Another node of this daemon's cluster only.
     Node,
 }
 
 impl Reach {
     /// How `docs/api/openapi.json` marks an operation of this reach (`x-mcpx-reach`).
+    #[cfg(test)]
     pub fn as_str(self) -> &'static str {
         match self {
             Reach::Caller => "caller",
@@ -72,6 +76,7 @@ impl Routes {
     }
 
     /// Each path and its reach, in the order added.
+    #[cfg(test)]
     pub fn table(&self) -> Vec<(&'static str, Reach)> {
         self.routes.iter().map(|(path, reach, _)| (*path, *reach)).collect()
     }
@@ -80,7 +85,8 @@ impl Routes {
         self.routes.into_iter().fold(Router::new(), |router, (path, reach, methods)| {
             let methods = match reach {
                 Reach::Daemon => methods.route_layer(middleware::from_fn_with_state(front.clone(), daemon_wide)),
-                Reach::Caller | Reach::Node => methods,
+                Reach::Node => methods.route_layer(middleware::from_fn(node_only)),
+                Reach::Caller => methods,
             };
             router.route(path, methods)
         })
@@ -98,6 +104,19 @@ async fn daemon_wide(State(front): State<Arc<Front>>, request: Request, next: Ne
     }
     let why = format!(
         "{} {} acts on the daemon as a whole: it needs the daemon's owner or a caller in http.admins",
+        request.method(),
+        request.uri().path()
+    );
+    (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&RpcError::invalid_request(why)))).into_response()
+}
+
+/// The guard of a [`Reach::Node`] route: only a request another node signed passes.
+async fn node_only(request: Request, next: Next) -> Response {
+    if request.extensions().get::<Forwarded>().is_some() {
+        return next.run(request).await;
+    }
+    let why = format!(
+        "{} {}: only another node of this daemon's cluster may send this request",
         request.method(),
         request.uri().path()
     );
