@@ -327,9 +327,11 @@ pub struct HttpConfig {
     /// Callers with access tokens from an OAuth authorization server, beside (or instead
     /// of) `tokens`. Absent by default: no OAuth.
     pub oauth: Option<OAuthResourceConfig>,
-    /// Callers who read everyone's records in the call journal (`/v1/log`, `/v1/stats`),
-    /// as the daemon's owner does; every other caller reads only its own. Each is a client
-    /// key: `token:<a name in tokens>` or `oauth:<subject>@<issuer>`. Default empty.
+    /// Callers with the daemon's owner's rights over the daemon as a whole: they read
+    /// everyone's records in the call journal (`/v1/log`, `/v1/stats`) and `/metrics`,
+    /// stop the daemon, and log shared upstream credentials in and out; every other caller
+    /// reaches only its own. Each is a client key: `token:<a name in tokens>` or
+    /// `oauth:<subject>@<issuer>`. Default empty.
     pub admins: Vec<String>,
 }
 
@@ -456,7 +458,8 @@ impl OAuthResourceConfig {
 pub struct RequiredScopes {
     /// For `/mcp`. Default none.
     pub mcp: Vec<String>,
-    /// For the `/v1` API. Default none.
+    /// For the `/v1` API, and every other route but `/mcp` (`/ui`, `/metrics`): each
+    /// reveals what `/v1` does. Default none.
     pub v1: Vec<String>,
 }
 

@@ -2,10 +2,11 @@
 //! credential, and what a caller hears when a call needs one.
 //!
 //! A server's shared credential (the default) serves every caller, so only the daemon's
-//! owner (`Principal::Local`: the unix socket, or loopback without tokens) may log it in:
-//! a token holder who could start that login could put its own account behind everyone's
-//! server (login CSRF / account fixation). With `"credentials": "user"` each principal
-//! logs in its own credential.
+//! owner (`Principal::Local`: the unix socket, or loopback without tokens) and the
+//! callers `http.admins` names may log it in or out: any other token holder who could
+//! start that login could put its own account behind everyone's server (login CSRF /
+//! account fixation). With `"credentials": "user"` each principal logs in its own
+//! credential.
 //!
 //! A call that needs a login fails with `UpstreamError::LoginNeeded`. A 2025-11-25 caller
 //! that declared URL-mode elicitation and may log the credential in gets -32042
@@ -50,9 +51,9 @@ impl Gateway {
             let names = access.servers();
             return Err(Error::params(format!("unknown server {server:?}; servers: {}", names.join(", "))));
         };
-        if entry.credentials == Credentials::Shared && *principal != Principal::Local {
+        if entry.credentials == Credentials::Shared && !crate::policy::acts_for_daemon(&config, principal) {
             return Err(Error::params(format!(
-                "only the daemon's owner may log in server {server:?}: its credential is shared by every caller"
+                "only the daemon's owner or a caller in http.admins may log in or out server {server:?}: its credential is shared by every caller"
             )));
         }
         login_target(server, entry, principal)?.ok_or_else(|| {
@@ -69,29 +70,33 @@ impl Gateway {
     }
 
     /// Where login `id` stands, waiting up to `within` for it to finish. Only a caller
-    /// who may log that credential in may watch it (the daemon's owner, any): a login's
+    /// who may log that credential in may watch it (the owner and `http.admins`, any): a login's
     /// id is also the `elicitationId` its caller is shown, no secret. To anyone else it
     /// is as unknown as an id never issued.
     pub async fn wait_login(&self, id: &str, principal: &Principal, within: Duration) -> Result<LoginState, Error> {
         let authorizer = self.authorizer()?;
-        let theirs = authorizer.login_key(id).is_some_and(|key| {
-            *principal == Principal::Local || key.principal.as_deref() == Some(principal.tag().as_str())
-        });
+        let daemon_wide = crate::policy::acts_for_daemon(&self.settings.config(), principal);
+        let theirs = authorizer
+            .login_key(id)
+            .is_some_and(|key| daemon_wide || key.principal.as_deref() == Some(principal.tag().as_str()));
         if !theirs {
             return Err(Error::params(format!("no login {id:?} is under way")));
         }
         authorizer.wait(id, within).await.map_err(|e| Error::params(e.to_string()))
     }
 
-    /// Each HTTP server's shared credential: logged in, needing a login, or not asking.
-    pub async fn auth_status(&self) -> Vec<AuthStatus> {
+    /// The credential of each HTTP server `principal` may use (a server its `clients`
+    /// entry leaves out is not named): logged in, needing a login, or not asking. A
+    /// server's shared credential, or with `"credentials": "user"` the principal's own.
+    pub async fn auth_status(&self, principal: &Principal) -> Vec<AuthStatus> {
         let Ok(authorizer) = self.authorizer() else { return Vec::new() };
         let config = self.settings.config();
+        let access = crate::policy::Access::of_principal(&config, principal);
         let targets: Vec<mcpx_oauth::Target> = config
             .mcp_servers
             .iter()
-            .filter(|(_, s)| matches!(s.launch, Launch::Http { .. }))
-            .filter_map(|(name, s)| login_target(name, s, &Principal::Local).ok().flatten())
+            .filter(|(name, s)| matches!(s.launch, Launch::Http { .. }) && access.server(name))
+            .filter_map(|(name, s)| login_target(name, s, principal).ok().flatten())
             .collect();
         authorizer.status(&targets).await
     }

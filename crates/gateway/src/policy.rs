@@ -104,6 +104,13 @@ pub fn client_key(principal: &Principal) -> String {
     }
 }
 
+/// Whether `principal` acts on the daemon as a whole (stops it, logs in a credential every
+/// caller shares, reads everyone's records and counters): the daemon's owner, and the
+/// callers `http.admins` names. Every other caller reaches only what is its own.
+pub fn acts_for_daemon(config: &Config, principal: &Principal) -> bool {
+    matches!(principal, Principal::Local) || config.http.admins.contains(&client_key(principal))
+}
+
 /// What one caller may see and use under one config.
 pub struct Access<'a> {
     config: &'a Config,

@@ -23,7 +23,8 @@
 //! 3. **Authentication** (TCP, when `http.tokens` or `http.oauth` is set): a bearer token
 //!    that is one of `http.tokens`, or an access token `bearer` validates (401 with a
 //!    challenge naming the protected resource metadata), carrying the scopes the route
-//!    requires (403 `insufficient_scope`), [`admit_peer`]. The metadata itself
+//!    requires (403 `insufficient_scope`; `/mcp` its own, every other path `/v1`'s:
+//!    `/ui/state` and `/metrics` reveal what `/v1` does), [`admit_peer`]. The metadata itself
 //!    (`resource_metadata`) is public while `http.oauth` is set: a client reads it to
 //!    learn where to get a token.
 //! 4. **Content type** (`/v1`): every method but `GET`, `HEAD` and `OPTIONS` needs
@@ -222,15 +223,12 @@ async fn admit_peer(
     Ok(Transport { principal: grant.principal, ..Transport::default() })
 }
 
-/// The scopes an access token needs for `path` (`http.oauth.requiredScopes`).
+/// The scopes an access token needs for `path` (`http.oauth.requiredScopes`): `/mcp`
+/// its own; every other path `/v1`'s, since each reveals what `/v1` does (`/ui/state`
+/// is `/v1/status` and the journal, `/metrics` every call's counters), and a route added
+/// later is covered without anyone remembering to.
 fn required_scopes<'a>(oauth: &'a OAuthResourceConfig, path: &str) -> &'a [String] {
-    if path == "/mcp" {
-        &oauth.required_scopes.mcp
-    } else if path == "/v1" || path.starts_with("/v1/") {
-        &oauth.required_scopes.v1
-    } else {
-        &[]
-    }
+    if path == "/mcp" { &oauth.required_scopes.mcp } else { &oauth.required_scopes.v1 }
 }
 
 /// Compares secrets without leaking, through timing, how much of a guess was right or

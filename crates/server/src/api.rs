@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -26,38 +25,45 @@ use serde_json::{Value, json};
 use crate::admission::Admitted;
 use crate::caller;
 use crate::front::Front;
+use crate::reach::{Reach, Routes};
 use crate::stdio;
 use crate::v1;
 
 pub use crate::caller::SESSION_HEADER;
 pub use crate::stdio::{PID_HEADER, STDIO_PROTOCOL};
 
-pub fn routes() -> Router<Arc<Front>> {
-    Router::new()
-        .route("/v1/status", get(status))
-        .route("/v1/tools", get(tools))
-        .route("/v1/call", post(call))
-        .route("/v1/exec", post(exec))
-        .route("/v1/artifacts", get(artifact_list))
-        .route("/v1/artifacts/{id}", get(artifact_get).delete(artifact_remove))
-        .route("/v1/stop", post(stop))
-        .route("/v1/ask", get(ask_list))
-        .route("/v1/ask/answer", post(ask_answer))
-        .route("/v1/ask/abandon", post(ask_abandon))
-        .route("/v1/ask/begin", post(ask_begin))
-        .route("/v1/ask/poll", get(ask_poll))
-        .route("/v1/stdio", get(stdio::upgrade))
-        .route("/v1/auth", get(auth_list))
-        .route("/v1/auth/login", post(auth_login))
-        .route("/v1/auth/wait", post(auth_wait))
-        .route("/v1/auth/logout", post(auth_logout))
-        .route("/v1/tasks", get(task_list).post(task_start))
-        .route("/v1/tasks/{id}", get(task_get))
-        .route("/v1/tasks/{id}/cancel", post(task_cancel))
-        .route("/v1/log", get(log))
-        .route("/v1/stats", get(stats))
-        .route("/v1/cluster/relay", post(relayed))
-        .route("/v1/cluster/relay/answer", post(relay_answer))
+/// The `/v1` routes, each with who may use it (`reach`): a caller's own calls, tasks,
+/// questions, artifacts and records are its own; stopping the daemon is the owner's and
+/// `http.admins`'; the relay routes are another node's.
+pub fn routes() -> Routes {
+    use Reach::{Caller as Own, Daemon, Node};
+    Routes::new()
+        .route("/v1/status", Own, get(status))
+        .route("/v1/tools", Own, get(tools))
+        .route("/v1/call", Own, post(call))
+        .route("/v1/exec", Own, post(exec))
+        .route("/v1/artifacts", Own, get(artifact_list))
+        .route("/v1/artifacts/{id}", Own, get(artifact_get).delete(artifact_remove))
+        .route("/v1/stop", Daemon, post(stop))
+        .route("/v1/ask", Own, get(ask_list))
+        .route("/v1/ask/answer", Own, post(ask_answer))
+        .route("/v1/ask/abandon", Own, post(ask_abandon))
+        .route("/v1/ask/begin", Own, post(ask_begin))
+        .route("/v1/ask/poll", Own, get(ask_poll))
+        .route("/v1/stdio", Own, get(stdio::upgrade))
+        .route("/v1/auth", Own, get(auth_list))
+        // A shared credential's login is the owner's and `http.admins'` (the gateway
+        // checks, by server); a `"credentials": "user"` one is the caller's own.
+        .route("/v1/auth/login", Own, post(auth_login))
+        .route("/v1/auth/wait", Own, post(auth_wait))
+        .route("/v1/auth/logout", Own, post(auth_logout))
+        .route("/v1/tasks", Own, get(task_list).post(task_start))
+        .route("/v1/tasks/{id}", Own, get(task_get))
+        .route("/v1/tasks/{id}/cancel", Own, post(task_cancel))
+        .route("/v1/log", Own, get(log))
+        .route("/v1/stats", Own, get(stats))
+        .route("/v1/cluster/relay", Node, post(relayed))
+        .route("/v1/cluster/relay/answer", Node, post(relay_answer))
 }
 
 /// Who a `/v1` caller is, resolved once: its transport as admission found it (token on TCP,
@@ -484,7 +490,7 @@ pub(crate) fn journal_filter(
     caller: &Identity,
     since: Option<&str>,
 ) -> Result<journal::Filter, RpcError> {
-    let admin = front.gateway.settings().config().http.admins.contains(&policy::client_key(&caller.principal));
+    let admin = policy::acts_for_daemon(&front.gateway.settings().config(), &caller.principal);
     let mut filter = if admin { journal::Filter::default() } else { journal::Filter::visible_to(&caller.principal) };
     if let Some(since) = since {
         let ago = journal::parse_duration(since).map_err(|e| RpcError::invalid_params(format!("\"since\": {e}")))?;
@@ -716,11 +722,12 @@ async fn stop(State(front): State<Arc<Front>>, _: Caller) -> (StatusCode, Json<v
     (StatusCode::ACCEPTED, Json(v1::Stopping { stopping: true, pid: std::process::id() }))
 }
 
-/// Each HTTP server's shared credential: never a token.
-async fn auth_list(State(front): State<Arc<Front>>, _: Caller) -> Json<v1::AuthList> {
+/// The credential of each HTTP server the caller may use: never a token. A server its
+/// `clients` entry leaves out is not named.
+async fn auth_list(State(front): State<Arc<Front>>, Caller(caller): Caller) -> Json<v1::AuthList> {
     let servers = front
         .gateway
-        .auth_status()
+        .auth_status(&caller.principal)
         .await
         .into_iter()
         .map(|s| v1::AuthEntry {
@@ -739,7 +746,7 @@ async fn auth_list(State(front): State<Arc<Front>>, _: Caller) -> Json<v1::AuthL
     Json(v1::AuthList { servers })
 }
 
-/// Begins a login: only the daemon's owner may log in a shared credential (`login`).
+/// Begins a login: only the daemon's owner and `http.admins` may log in a shared credential (`login`).
 async fn auth_login(
     State(front): State<Arc<Front>>,
     Caller(caller): Caller,

@@ -97,10 +97,11 @@ pub fn run(options: Options) -> Result<(), Error> {
 /// behind `admission`. Served by `listener::serve`, which gives each request its
 /// `ConnectInfo<Peer>`.
 pub fn router(front: Arc<Front>) -> Router {
-    Router::new()
-        .merge(http::routes())
+    // Each route says who may use it (`reach`): the owner's and admins' are guarded there.
+    http::routes()
         .merge(api::routes())
         .merge(crate::ui::routes())
+        .into_router(&front)
         // The limit is ours (a hot setting), enforced by `http` as it reads a body.
         .layer(DefaultBodyLimit::disable())
         // Last, so it wraps every route above (and the fallback): add routes before it.

@@ -22,6 +22,8 @@
 //!   `Life`). `bearer`: OAuth access tokens callers bring, validated. `resource_metadata`:
 //!   mcpx as a protected resource (its RFC 9728 metadata, its challenges). `admission`:
 //!   the step every HTTP request passes first (Origin, Host, token, content type).
+//!   `reach`: the route table's one column that says who may use each route (any
+//!   caller, for what is its own; the daemon's owner and `http.admins`; another node).
 //! - **Front ends.** `http`: Streamable HTTP at `/mcp`, which decides each request's era
 //!   (`http::legacy` carries a handshake-era session, `http::modern` a 2026 request).
 //!   `stdio`: MCP over lines, for `mcpx serve` (relayed over the socket by
@@ -48,6 +50,7 @@ mod metrics;
 mod modern;
 mod pending;
 mod questions;
+mod reach;
 pub mod relay;
 mod relayed;
 mod reply;

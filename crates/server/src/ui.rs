@@ -17,17 +17,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
 use futures::future::join_all;
 use mcpx_gateway::{Identity, Principal, Transport, journal, policy};
 use serde::Serialize;
 
 use crate::api::{self, Caller};
 use crate::front::Front;
+use crate::reach::{Reach, Routes};
 use crate::v1;
 
 const INDEX: &str = include_str!("ui/index.html");
@@ -38,12 +39,12 @@ const STYLE: &str = include_str!("ui/app.css");
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                        img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-pub fn routes() -> Router<Arc<Front>> {
-    Router::new()
-        .route("/ui", get(async || asset(INDEX, "text/html; charset=utf-8")))
-        .route("/ui/app.js", get(async || asset(SCRIPT, "text/javascript; charset=utf-8")))
-        .route("/ui/app.css", get(async || asset(STYLE, "text/css; charset=utf-8")))
-        .route("/ui/state", get(state))
+pub fn routes() -> Routes {
+    Routes::new()
+        .route("/ui", Reach::Caller, get(async || asset(INDEX, "text/html; charset=utf-8")))
+        .route("/ui/app.js", Reach::Caller, get(async || asset(SCRIPT, "text/javascript; charset=utf-8")))
+        .route("/ui/app.css", Reach::Caller, get(async || asset(STYLE, "text/css; charset=utf-8")))
+        .route("/ui/state", Reach::Caller, get(state))
 }
 
 /// The journal's window for the error rates.

@@ -1,7 +1,8 @@
 //! `/metrics`: the real Prometheus server scrapes mcpx (in OpenMetrics, which it asks for
 //! first) and reads back what it counted; the text format passes Prometheus's linter;
 //! labels stay bounded (no session, call id or argument); the route is behind the same
-//! admission as every other (the admission tests walk it too).
+//! admission as every other (the admission tests walk it too), and with tokens it is the
+//! owner's and `http.admins'` only.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -150,13 +151,20 @@ fn the_text_format_passes_promtool_and_openmetrics_is_served_when_asked_for() {
     assert!(open.body.contains(r#"mcpx_requests_total{server="up",method="tools/call",tool="echo",outcome="ok"} 1"#));
 }
 
+/// With tokens, `/metrics` needs one like every route, and one of `http.admins`: it counts
+/// every caller's requests (a scraper is given an admin's token).
 #[test]
-fn with_tokens_metrics_need_one_like_every_route() {
+fn with_tokens_metrics_need_an_admins_token() {
     let mut cfg = config(&[]);
-    cfg["http"] = json!({"tokens": {"ci": "ci-token-0123456789abcdef"}});
+    cfg["http"] = json!({
+        "tokens": {"ci": "ci-token-0123456789abcdef", "guest": "guest-token-0123456789abc"},
+        "admins": ["token:ci"],
+    });
     let daemon = Daemon::start(&cfg);
     let url = format!("{}/metrics", base_url(daemon.url()));
     assert_eq!(plain("GET", &url, &[], None).status, 401);
+    let guest = plain("GET", &url, &[("Authorization", "Bearer guest-token-0123456789abc")], None);
+    assert_eq!(guest.status, 403, "{}", guest.body);
     let authorized = plain("GET", &url, &[("Authorization", "Bearer ci-token-0123456789abcdef")], None);
     assert_eq!(authorized.status, 200, "{}", authorized.body);
 }

@@ -46,6 +46,7 @@ mod protected_resource;
 mod questions;
 mod questions_real_peers;
 mod questions_shared;
+mod reach;
 mod real_hosts;
 mod real_upstreams;
 mod restarts;

@@ -18,12 +18,12 @@ mod modern;
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use axum::routing::{any, get};
-use axum::{Extension, Router};
 use mcpx_gateway::cluster::{Kept, Node};
 use mcpx_gateway::{CallContext, Transport};
 use mcpx_protocol::revision::is_legacy_version_string;
@@ -33,6 +33,7 @@ use crate::admission::Admitted;
 use crate::cluster::Forwarded;
 use crate::dispatch;
 use crate::front::Front;
+use crate::reach::{Reach, Routes};
 use crate::reply::{self, Format};
 use crate::resource_metadata;
 use crate::session::Session;
@@ -41,13 +42,15 @@ pub use legacy::SESSION_HEADER;
 
 /// The `/mcp` route, the protected resource metadata that describes it, and `/metrics`; `daemon`
 /// puts them behind admission with the others.
-pub fn routes() -> Router<Arc<Front>> {
+/// `/metrics` counts every caller's requests by server and tool: the daemon's owner's and
+/// `http.admins'` only.
+pub fn routes() -> Routes {
     // Literal paths, so that the tests walking every route find them (`resource_metadata::PATH`).
-    Router::new()
-        .route("/mcp", any(mcp))
-        .route("/.well-known/oauth-protected-resource", get(resource_metadata::document))
-        .route("/.well-known/oauth-protected-resource/{*resource}", get(resource_metadata::document))
-        .route("/metrics", get(crate::metrics::render))
+    Routes::new()
+        .route("/mcp", Reach::Caller, any(mcp))
+        .route("/.well-known/oauth-protected-resource", Reach::Caller, get(resource_metadata::document))
+        .route("/.well-known/oauth-protected-resource/{*resource}", Reach::Caller, get(resource_metadata::document))
+        .route("/metrics", Reach::Daemon, get(crate::metrics::render))
 }
 
 async fn mcp(
