@@ -10,13 +10,16 @@
 //! A path is matched in its normal form. Its text is normalised first (`.` and `..` taken
 //! out), and a text outside the grants is refused without touching the file system; then
 //! symlinks are resolved, and the real path must be inside the grants too. So neither
-//! `<granted>/../elsewhere` nor a symlink in a granted directory leads out of it.
+//! `<granted>/../elsewhere` nor a symlink in a granted directory leads out of it. For a
+//! `repo` or `worktree` scoped server the repository must be inside the grants as well
+//! (its top level and its git directory), or the place is not used.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
 use crate::identity::Principal;
 use crate::policy::{client_key, glob_matches};
+use crate::scope::{GitDirs, Scope};
 
 /// The directory `principal` may work in when it names `path`: `path` itself for the
 /// owner; for anyone else its real path, if that and the text it was named by are both
@@ -53,7 +56,13 @@ impl crate::Gateway {
     /// or `None` when it may not name it: then its request goes on as one that named no
     /// place, and the refusal is logged with the reason.
     pub(crate) fn place_named(&self, principal: &Principal, server: &str, dir: PathBuf) -> Option<PathBuf> {
-        match granted(&self.settings.config(), principal, &dir) {
+        let config = self.settings.config();
+        let scope = config.server(server).map(|s| s.scope).unwrap_or_default();
+        let place = granted(&config, principal, &dir).and_then(|place| match scope {
+            Scope::Repo | Scope::Worktree => repository_granted(&config, principal, place),
+            _ => Ok(place),
+        });
+        match place {
             Ok(place) => Some(place),
             Err(why) => {
                 tracing::warn!(
@@ -71,6 +80,28 @@ impl crate::Gateway {
         *principal == Principal::Local
             || self.settings.config().clients.get(&client_key(principal)).is_some_and(|c| !c.roots.is_empty())
     }
+}
+
+/// A granted `place` for a `repo` or `worktree` scoped server, when the repository it is
+/// in is granted too: its top level and its shared git directory (which a `.git` file in
+/// the place names, and whoever writes there chooses). The owner's are never checked.
+fn repository_granted(config: &Config, principal: &Principal, place: PathBuf) -> Result<PathBuf, String> {
+    if *principal == Principal::Local {
+        return Ok(place);
+    }
+    let Some(git) = GitDirs::find(&place) else { return Ok(place) };
+    let key = client_key(principal);
+    let grants = config.clients.get(&key).map(|c| c.roots.as_slice()).unwrap_or_default();
+    for (what, dir) in [("top level", &git.top_level), ("git directory", &git.common_dir)] {
+        if !grants.iter().any(|grant| path_matches(grant, dir)) {
+            return Err(format!(
+                "the repository of {} has its {what} {}, outside the directories granted to {key}",
+                place.display(),
+                dir.display()
+            ));
+        }
+    }
+    Ok(place)
 }
 
 /// An absolute path with `.` and `..` taken out by its text alone (`..` at the root stays
@@ -158,6 +189,29 @@ mod tests {
         }
         let text = r#"{"http": {"tokens": {"ci": "ci-token-0123456789"}}, "clients": {"token:ci": {"roots": ["/srv/*/x/**"]}}}"#;
         assert!(Config::parse(text, Path::new("t.json")).is_ok());
+    }
+
+    #[test]
+    fn a_token_holders_repository_must_be_inside_its_grants_too() {
+        let root = std::env::temp_dir().join(format!("mcpx-places-git-{}", crate::context::new_call_id()));
+        let (outer, planted, own) = (root.join("outer"), root.join("planted"), root.join("own"));
+        for dir in [outer.join(".git"), outer.join("shared"), planted.clone(), own.join(".git")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(planted.join(".git"), format!("gitdir: {}\n", outer.join(".git").display())).unwrap();
+        let root = root.canonicalize().unwrap();
+        let grants = [root.join("outer/shared"), root.join("planted"), root.join("own")];
+        let grants: Vec<String> = grants.iter().map(|g| format!("{}/**", g.display())).collect();
+        let grants: Vec<&str> = grants.iter().map(String::as_str).collect();
+        let config = config_granting("token:ci", &grants);
+        let ci = Principal::Token("ci".into());
+        let top = repository_granted(&config, &ci, root.join("outer/shared")).unwrap_err();
+        assert!(top.contains("top level"), "{top}");
+        let git_dir = repository_granted(&config, &ci, root.join("planted")).unwrap_err();
+        assert!(git_dir.contains("git directory"), "{git_dir}");
+        assert_eq!(repository_granted(&config, &ci, root.join("own")).unwrap(), root.join("own"));
+        assert!(repository_granted(&config, &Principal::Local, root.join("outer/shared")).is_ok());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     fn config_granting(key: &str, grants: &[&str]) -> Config {

@@ -20,9 +20,15 @@ const GUEST: &str = "guest-token-0123456789abcd";
 
 /// `lsp` (cwd-scoped) and `git` (repo-scoped) fakemcps; `ci` may name `granted/**`.
 fn places_config(tag: &str, granted: &Path) -> Value {
+    granting(tag, &[granted])
+}
+
+/// As [`places_config`], `ci` granted each of `granted` and what is under it.
+fn granting(tag: &str, granted: &[&Path]) -> Value {
     let mut cfg = config(&[("lsp", fakemcp("cwd", tag, &[])), ("git", fakemcp("repo", tag, &[]))]);
     cfg["http"] = json!({"tokens": {"ci": CI, "guest": GUEST}});
-    cfg["clients"] = json!({"token:ci": {"roots": [format!("{}/**", granted.display())]}});
+    let roots: Vec<String> = granted.iter().map(|dir| format!("{}/**", dir.display())).collect();
+    cfg["clients"] = json!({"token:ci": {"roots": roots}});
     cfg
 }
 
@@ -163,4 +169,32 @@ fn a_granted_directory_is_matched_in_its_real_form_so_dot_dot_and_symlinks_lead_
         assert_eq!(answer.calls, 1, "{}: degraded to the call alone", escape.display());
     }
     assert_eq!(working_under(&tag, &outside), vec![], "a process works outside the grant");
+}
+
+/// A granted directory inside a repository that is not (a subdirectory of the owner's
+/// repository, or a `.git` file planted there naming the owner's git directory) keys no
+/// repo instance for the token holder, and nothing starts there for it.
+#[test]
+fn a_repository_reaching_outside_the_grant_is_no_place_of_the_token_holders() {
+    let tag = tag();
+    let dirs = TempDir::new();
+    let owners = init_repo(&dirs.path().join("owners"), &["shared"]);
+    let planted = dirs.path().join("planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join(".git"), format!("gitdir: {}\n", owners.join(".git").display())).unwrap();
+    let planted = planted.canonicalize().unwrap();
+    let daemon = Daemon::start(&granting(&tag, &[&owners.join("shared"), &planted]));
+
+    for named in [owners.join("shared"), planted.clone()] {
+        let answer = whoami_naming(&daemon, CI, "git", &named);
+        assert!(
+            !canonical(answer.cwd.as_deref().unwrap()).starts_with(dirs.path().canonicalize().unwrap()),
+            "the git server started in {} for ci: {answer:?}",
+            named.display()
+        );
+        assert_eq!(answer.calls, 1, "{}: degraded to the call alone", named.display());
+    }
+    let keys = daemon.home().instance_keys("git");
+    assert!(keys.iter().all(|k| !k.starts_with("repo")), "a repository outside the grant keyed an instance: {keys:?}");
+    assert_eq!(working_under(&tag, dirs.path()), vec![], "a process works in the owner's repository");
 }
