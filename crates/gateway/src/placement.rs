@@ -168,9 +168,9 @@ impl Gateway {
     /// Answers a request another node of the cluster relayed to this one, the owner of
     /// its instance, for `principal` (whom that node vouched for). It goes to exactly the
     /// instance the sending node keyed, only if that is one `principal` may use (a key
-    /// names its principal, so no relay reaches another principal's instance; a directory
-    /// a caller named over the network keys the instance of whoever names it), and no
-    /// further: if this node no longer owns the key, the request fails here. What the
+    /// names its principal, a directory's included, so no relay reaches another
+    /// principal's instance; the directory the caller works in must be one this node's
+    /// `clients.<client>.roots` grant it), and no further: if this node no longer owns the key, the request fails here. What the
     /// upstream says of it on the way goes to `listener` (which the front end builds for
     /// what the request's caller listens for), as it would to the caller's.
     pub async fn relayed(
