@@ -33,20 +33,16 @@ pub fn granted(config: &Config, principal: &Principal, path: &Path) -> Result<Pa
     if grants.is_empty() {
         return Err(format!("{key} is granted no directories (clients.\"{key}\".roots)"));
     }
-    let named = normal_text(path).ok_or_else(|| format!("{} is not an absolute path", path.display()))?;
+    let named = normal_text(path).ok_or_else(|| format!("{path:?} is not an absolute path"))?;
     if !grants.iter().any(|grant| path_matches(grant, &named)) {
-        return Err(format!("{} is outside the directories granted to {key}", named.display()));
+        return Err(format!("{named:?} is outside the directories granted to {key}"));
     }
-    let real = named.canonicalize().map_err(|e| format!("{}: {e}", named.display()))?;
+    let real = named.canonicalize().map_err(|e| format!("{named:?}: {e}"))?;
     if !real.is_dir() {
-        return Err(format!("{} is not a directory", real.display()));
+        return Err(format!("{real:?} is not a directory"));
     }
     if !grants.iter().any(|grant| path_matches(grant, &real)) {
-        return Err(format!(
-            "{} resolves to {}, outside the directories granted to {key}",
-            named.display(),
-            real.display()
-        ));
+        return Err(format!("{named:?} resolves to {real:?}, outside the directories granted to {key}"));
     }
     Ok(real)
 }
@@ -95,9 +91,7 @@ fn repository_granted(config: &Config, principal: &Principal, place: PathBuf) ->
     for (what, dir) in [("top level", &git.top_level), ("git directory", &git.common_dir)] {
         if !grants.iter().any(|grant| path_matches(grant, dir)) {
             return Err(format!(
-                "the repository of {} has its {what} {}, outside the directories granted to {key}",
-                place.display(),
-                dir.display()
+                "the repository of {place:?} has its {what} {dir:?}, outside the directories granted to {key}"
             ));
         }
     }
@@ -241,6 +235,13 @@ mod tests {
         assert!(granted(&config, &ci, &work.join("out")).unwrap_err().contains("resolves to"));
         assert!(granted(&config, &ci, &work.join("missing")).is_err());
         assert!(granted(&config, &Principal::Token("bot".into()), &work).unwrap_err().contains("granted no"));
+        // An OAuth subject's grants are its own `clients` key's, never a token's of its name.
+        let alice = Principal::OAuth { issuer: "https://a".into(), subject: "alice".into() };
+        let mut config = config_granting("oauth:alice@https://a", &[&grant]);
+        assert_eq!(granted(&config, &alice, &work).unwrap(), work);
+        assert!(granted(&config, &Principal::Token("alice".into()), &work).is_err());
+        config.clients.clear();
+        assert!(granted(&config, &alice, &work).is_err());
         std::fs::remove_dir_all(root).unwrap();
     }
 }

@@ -198,3 +198,31 @@ fn a_repository_reaching_outside_the_grant_is_no_place_of_the_token_holders() {
     assert!(keys.iter().all(|k| !k.starts_with("repo")), "a repository outside the grant keyed an instance: {keys:?}");
     assert_eq!(working_under(&tag, dirs.path()), vec![], "a process works in the owner's repository");
 }
+
+/// An OAuth subject is granted by its own `clients` key (`oauth:<subject>@<issuer>`): it
+/// gets an instance of its own in the owner's project, and a subject granted nothing
+/// starts nothing there.
+#[test]
+fn an_oauth_subject_names_only_its_own_grants_and_gets_its_own_instance() {
+    use mcpx_e2e::authorization::{AuthorizationServer, Signer};
+    let server = AuthorizationServer::start(&[("alice", "alice-secret-0123456789abcdef")]);
+    let tag = tag();
+    let dirs = TempDir::new();
+    let project = init_repo(&dirs.path().join("project"), &[]);
+    let mut cfg = config(&[("lsp", fakemcp("cwd", &tag, &[]))]);
+    cfg["http"] = json!({"oauth": {"issuers": [server.issuer], "requestTimeout": "30s"}});
+    let alice = format!("oauth:alice@{}", server.issuer);
+    cfg["clients"] = json!({ alice: {"roots": [format!("{}/**", project.display())]} });
+    let daemon = Daemon::start(&cfg);
+
+    let owners = owners_whoami(&daemon, &project, "lsp");
+    let token = |subject: &str| server.forge(Signer::Issuer, daemon.url(), json!({"sub": subject}));
+    let alices = whoami_naming(&daemon, &token("alice"), "lsp", &project);
+    assert_ne!((alices.pid, &alices.instance), (owners.pid, &owners.instance), "alice reached the owner's instance");
+    assert_eq!(canonical(alices.cwd.as_deref().unwrap()), project, "alice's own instance works in the project");
+    let bobs = whoami_naming(&daemon, &token("bob"), "lsp", &project);
+    assert!(!canonical(bobs.cwd.as_deref().unwrap()).starts_with(&project), "bob was started in it: {bobs:?}");
+    assert_ne!(bobs.instance, alices.instance, "bob reached alice's instance");
+    let again = owners_whoami(&daemon, &project, "lsp");
+    assert_eq!((again.instance, again.calls), (owners.instance, 2), "someone else used the owner's instance");
+}
