@@ -35,11 +35,12 @@ pub enum Scope {
     User,
     /// One per session of one principal.
     Session,
-    /// One per caller's working directory.
+    /// One per caller's working directory, of one principal.
     Cwd,
-    /// One per git repository (its shared git directory) the caller works in.
+    /// One per git repository (its shared git directory) the caller works in, of one
+    /// principal.
     Repo,
-    /// One per git worktree the caller works in.
+    /// One per git worktree the caller works in, of one principal.
     Worktree,
     /// One per local caller process.
     Pid,
