@@ -305,7 +305,10 @@ fn fix_for(scope: Scope) -> &'static str {
         Scope::Session => {
             "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
         }
-        _ => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
+        Scope::Pid => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
+        _ => {
+            "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd, or declare `roots` over HTTP (a client other than the local user names only directories its `clients.<client>.roots` grants)."
+        }
     }
 }
 
