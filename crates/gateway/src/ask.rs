@@ -383,7 +383,8 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let asks = Asks::default();
         let dir = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/srv/caf\xe9"));
-        let owner = Owner::Cwd(crate::scope::Place { path: dir, node: Some("n1".into()) });
+        let owner =
+            Owner::Cwd(crate::scope::Place { path: dir, node: Some("n1".into()), principal: Default::default() });
         let params = json!({"name": "t", "arguments": {}});
         let first = ctx(Some("a"));
         let state = asks.seal(Asker { server: "s", instance: Some(&owner) }, &first, "tools/call", &params, None, HOUR);

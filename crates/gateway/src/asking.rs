@@ -268,7 +268,12 @@ impl Gateway {
         }
         // Asked once: a caller whose roots name no directory degrades like one without roots.
         let scope = self.settings.config().server(server).map(|s| s.scope).unwrap_or_default();
-        if !roots_answered && settled.at.is_none() && roots::wanted(&settled.ctx, scope) {
+        let principal = &ctx.identity.principal;
+        if !roots_answered
+            && settled.at.is_none()
+            && roots::wanted(&settled.ctx, scope)
+            && self.may_name_places(principal)
+        {
             let original = settled.original.as_ref();
             let asked = match ctx.revision.era() {
                 Era::Modern => Box::pin(Stateless.roots(self, &settled.ctx, server, method, original)).await,
@@ -279,7 +284,8 @@ impl Gateway {
                 Err(question) => return Settle::Replied(Ok(question)),
             }
         }
-        if let Some(cwd) = cwd {
+        // A directory the caller may not name is never used, nor looked at.
+        if let Some(cwd) = cwd.and_then(|dir| self.place_named(principal, server, dir)) {
             settled.ctx.to_mut().identity.cwd = Some(cwd);
         }
         settled.params = params;

@@ -1121,6 +1121,11 @@ pub struct ClientConfig {
     /// Globs over `<server>/<tool>` (the upstream's tool name). Default: every tool.
     pub tools: ToolAccess,
     pub limits: ClientLimits,
+    /// Globs over absolute paths (`**` any number of directories, `*` and `?` within one)
+    /// of the directories the client may name as where it works (its roots), for `cwd`,
+    /// `repo` and `worktree` scoped servers. Default none: its requests to those servers
+    /// degrade to one instance per call. The owner (`local`) names any directory.
+    pub roots: Vec<String>,
 }
 
 /// A client's `"tools"`: globs over `<server>/<tool>`; deny wins. Strict.
@@ -1184,6 +1189,17 @@ impl Config {
                 );
                 return Err((why, key.clone()));
             }
+            if key == "local" && !client.roots.is_empty() {
+                let why =
+                    "\"clients.local.roots\": the local user names any directory; roots are granted to other clients"
+                        .to_owned();
+                return Err((why, "roots".into()));
+            }
+            for grant in &client.roots {
+                if let Err(why) = check_grant(grant) {
+                    return Err((format!("\"clients.{key}.roots\": {why}"), grant.clone()));
+                }
+            }
             for server in client.servers.iter().flatten() {
                 if !self.mcp_servers.contains_key(server) {
                     let why = format!("client {key:?} names server {server:?}, which is not in \"mcpServers\"");
@@ -1193,6 +1209,18 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Why a `clients.<client>.roots` grant cannot be used: it must be an absolute path without
+/// `.` or `..` components.
+fn check_grant(grant: &str) -> Result<(), String> {
+    if !grant.starts_with('/') {
+        return Err(format!("{grant:?} is not an absolute path"));
+    }
+    if grant.split('/').any(|c| c == "." || c == "..") {
+        return Err(format!("{grant:?} has a \".\" or \"..\" component"));
+    }
+    Ok(())
 }
 
 /// Durations as people write them (`500ms`, `30s`, `5m`, `2h`, `1h 30m`: whatever

@@ -31,6 +31,7 @@ pub mod outbox;
 mod page;
 mod pipeline;
 mod placement;
+pub mod places;
 pub mod policy;
 pub mod pool;
 mod prompts;

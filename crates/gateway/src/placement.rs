@@ -27,7 +27,7 @@ use crate::identity::{Identity, Principal, Session, Source};
 use crate::journal::json_len;
 use crate::scope::InstanceKey;
 use crate::tools::CALL;
-use crate::{CallContext, Gateway, Listener, ask, held, roots, tasks};
+use crate::{CallContext, Gateway, Listener, ask, held, places, roots, tasks};
 
 /// What a relayed request may take on top of the call's own timeouts there: the hop to
 /// the owner and back.
@@ -69,7 +69,8 @@ impl Gateway {
             // A fresh call, in the directory the caller's answer names.
             let answer = params.get("inputResponses").and_then(|r| r.get(roots::KEY)).cloned().unwrap_or_default();
             let mut rooted = ctx.clone();
-            if let Some(cwd) = roots::first_dir(&answer) {
+            let named = roots::first_dir(&answer);
+            if let Some(cwd) = named.and_then(|dir| self.place_named(&ctx.identity.principal, &server, dir)) {
                 rooted.identity.cwd = Some(cwd);
             }
             return self.instances.owner_elsewhere(&config, &rooted, &server, None).await.map(instance);
@@ -167,9 +168,9 @@ impl Gateway {
     /// Answers a request another node of the cluster relayed to this one, the owner of
     /// its instance, for `principal` (whom that node vouched for). It goes to exactly the
     /// instance the sending node keyed, only if that is one `principal` may use (a key
-    /// names its principal, so no relay reaches another principal's instance; a directory
-    /// a caller named over the network keys the instance of whoever names it), and no
-    /// further: if this node no longer owns the key, the request fails here. What the
+    /// names its principal, a directory's included, so no relay reaches another
+    /// principal's instance; the directory the caller works in must be one this node's
+    /// `clients.<client>.roots` grant it), and no further: if this node no longer owns the key, the request fails here. What the
     /// upstream says of it on the way goes to `listener` (which the front end builds for
     /// what the request's caller listens for), as it would to the caller's.
     pub async fn relayed(
@@ -182,6 +183,12 @@ impl Gateway {
             return Err(Error::NoMethod(request.method));
         }
         let mut ctx = relayed_context(principal, &request)?;
+        if let Some(cwd) = ctx.identity.cwd.take() {
+            // The relaying node checked the place; this node's grants hold here too.
+            let granted = places::granted(&self.settings.config(), &ctx.identity.principal, &cwd);
+            ctx.identity.cwd =
+                Some(granted.map_err(|why| Error::params(format!("a relayed place is refused: {why}")))?);
+        }
         ctx.listener = listener;
         let (server, method) = (request.server, request.method);
         self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None, None)
@@ -233,12 +240,11 @@ pub(crate) fn node_request(
 
 /// Whom a relayed request serves, on the owner: the caller as the relaying node resolved
 /// it, for `principal` (whom that node vouched for), if the instance it names is one
-/// `principal` may use (a key names its principal, so no relay reaches another
-/// principal's instance; a directory a caller named over the network keys the instance
-/// of whoever names it).
+/// `principal` may use (a key names its principal, a directory's included, so no relay
+/// reaches another principal's instance).
 pub(crate) fn relayed_context(principal: Principal, request: &NodeRequest) -> Result<CallContext, Error> {
     let named = request.owner.named_place().is_some();
-    if !named && !request.owner.is_visible_to(&principal) {
+    if !request.owner.is_visible_to(&principal) {
         return Err(Error::params(format!(
             "the instance of {:?} named is not one the calling principal may use",
             request.server
@@ -314,30 +320,56 @@ mod tests {
         std::fs::remove_file(file).unwrap();
     }
 
-    /// A directory a caller named over the network (its roots) keys the instance of
-    /// whoever names it, whatever its principal: a relay for one reaches it, and starts it
-    /// where the caller works, as the node the caller landed on would have.
+    /// A directory a caller named over the network (its roots) keys the instance of its
+    /// principal: a relay for it from that principal, inside the directories granted to
+    /// it, reaches it and starts it where the caller works, as the node the caller landed
+    /// on would have; the same place as another principal's, or outside its grants, is
+    /// refused before anything starts.
     #[tokio::test]
     async fn a_relayed_request_for_a_named_directorys_instance_starts_it_where_the_caller_works() {
         let dir = std::env::temp_dir().join(format!("mcpx-placement-{}", crate::context::new_call_id()));
-        let work = dir.join("work");
+        let (work, elsewhere) = (dir.join("work"), dir.join("elsewhere"));
         std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let work = work.canonicalize().unwrap();
         let marker = dir.join("started-in");
         // No MCP server: it says where it started, and its handshake fails.
-        let config = json!({"mcpServers": {"here": {
-            "command": "/bin/sh", "args": ["-c", format!("pwd > '{}'", marker.display())], "scope": "cwd"
-        }}});
+        let config = json!({
+            "mcpServers": {"here": {
+                "command": "/bin/sh", "args": ["-c", format!("pwd > '{}'", marker.display())], "scope": "cwd"
+            }},
+            "http": {"tokens": {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789ab"}},
+            "clients": {"token:alice": {"roots": [format!("{}/**", work.display())]}}
+        });
         let file = dir.join("mcpx.json");
         std::fs::write(&file, config.to_string()).unwrap();
         let gateway = Gateway::new(Settings::load(Some(file)).unwrap());
-        let owner = Owner::Cwd(crate::scope::Place { path: work.clone(), node: None });
-        let request = NodeRequest { server: "here".into(), cwd: Some(work.clone()), ..request(owner, "tools/call") };
-        let answer = gateway.relayed(Principal::Token("alice".into()), request, None).await;
+        let alice = Principal::Token("alice".into());
+        let place = |path: &std::path::Path, principal: &Principal| {
+            Owner::Cwd(crate::scope::Place { path: path.to_owned(), node: None, principal: principal.clone() })
+        };
+        let relay = |path: &std::path::Path, owner: Owner| NodeRequest {
+            server: "here".into(),
+            cwd: Some(path.to_owned()),
+            ..request(owner, "tools/call")
+        };
+        let bob = Principal::Token("bob".into());
+        let refused = gateway.relayed(bob.clone(), relay(&work, place(&work, &alice)), None).await.unwrap_err();
+        assert!(refused.to_string().contains("not one the calling principal may use"), "{refused}");
+        let refused = gateway.relayed(bob.clone(), relay(&work, place(&work, &bob)), None).await.unwrap_err();
+        assert!(refused.to_string().contains("granted no"), "{refused}");
+        let refused =
+            gateway.relayed(alice.clone(), relay(&elsewhere, place(&elsewhere, &alice)), None).await.unwrap_err();
+        assert!(refused.to_string().contains("outside the directories granted"), "{refused}");
+        assert!(gateway.instances().is_empty(), "an instance started");
+        assert!(!marker.exists(), "a refused place was started in");
+
+        let answer = gateway.relayed(alice.clone(), relay(&work, place(&work, &alice)), None).await;
         if let Err(e) = &answer {
-            assert!(!e.to_string().contains("not one the calling principal may use"), "{e}");
+            assert!(!e.to_string().contains("refused") && !e.to_string().contains("may use"), "{e}");
         }
         let started = std::fs::read_to_string(&marker).expect("the instance started");
-        assert_eq!(std::path::Path::new(started.trim()), work.canonicalize().unwrap(), "where it started");
+        assert_eq!(std::path::Path::new(started.trim()), work, "where it started");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

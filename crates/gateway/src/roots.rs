@@ -2,7 +2,9 @@
 //! scoped server would degrade to one instance per call. When the caller declared the
 //! `roots` capability, mcpx asks it for its roots instead (a `roots/list` request on a
 //! handshake-era session; an `input_required` round for a 2026 caller) and uses the first
-//! `file://` root as that request's cwd. A caller without `roots` still degrades.
+//! `file://` root as that request's cwd, when its principal may name that directory
+//! (`places`: the owner any, another principal only inside its grants, and one with no
+//! grants is not asked). A caller without `roots`, or whose root is refused, degrades.
 
 use std::path::PathBuf;
 

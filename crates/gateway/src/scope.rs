@@ -35,11 +35,12 @@ pub enum Scope {
     User,
     /// One per session of one principal.
     Session,
-    /// One per caller's working directory.
+    /// One per caller's working directory, of one principal.
     Cwd,
-    /// One per git repository (its shared git directory) the caller works in.
+    /// One per git repository (its shared git directory) the caller works in, of one
+    /// principal.
     Repo,
-    /// One per git worktree the caller works in.
+    /// One per git worktree the caller works in, of one principal.
     Worktree,
     /// One per local caller process.
     Pid,
@@ -93,17 +94,27 @@ pub enum Owner {
     Lister(Principal),
 }
 
-/// A directory an instance is keyed on, and whose machine it is on.
+/// A directory an instance is keyed on, whose machine it is on, and whose callers it
+/// serves: two principals naming one directory get two instances, as with every other
+/// per-caller key (the owner's browser or shell in a project is never a token holder's).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Place {
     #[serde(with = "path_bytes")]
     pub path: PathBuf,
+    /// The principal that named it (the local user's own cwd, or roots it or another
+    /// principal answered with; see `places` for which directories each may name).
+    #[serde(default, skip_serializing_if = "is_local")]
+    pub principal: Principal,
     /// In a cluster, the node whose machine the path is on, when a process on that machine
     /// named it (a unix-socket or stdio caller's cwd): the same path on another machine is
     /// another directory, so such a key is never shared across nodes. `None` for a path a
     /// caller named over the network (its roots) and for a daemon outside a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+}
+
+fn is_local(principal: &Principal) -> bool {
+    *principal == Principal::Local
 }
 
 impl fmt::Display for Place {
@@ -136,12 +147,15 @@ mod path_bytes {
 impl Owner {
     /// Whether a listing may show the instance to a caller of `principal`: every instance
     /// to the local user; to a token holder, the instances everyone shares (`global`), its
-    /// own lister, its `user` instance and those of its own sessions.
+    /// own lister, its `user` instance and those of its own sessions and places.
     pub fn is_visible_to(&self, principal: &Principal) -> bool {
         match (principal, self) {
             (Principal::Local, _) | (_, Owner::Everyone) => true,
             (principal, Owner::Lister(lister) | Owner::User(lister)) => lister == principal,
             (principal, Owner::Session(key)) => &key.principal == principal,
+            (principal, Owner::Cwd(place) | Owner::Repo(place) | Owner::Worktree(place)) => {
+                &place.principal == principal
+            }
             _ => false,
         }
     }
@@ -149,7 +163,8 @@ impl Owner {
 
 impl Owner {
     /// The directory a caller named over the network (its roots) that this key is for:
-    /// every principal naming it shares the instance. `None` for any other key.
+    /// callers of the key's principal naming it share the instance. `None` for any other
+    /// key.
     pub fn named_place(&self) -> Option<&Place> {
         match self {
             Owner::Cwd(place) | Owner::Repo(place) | Owner::Worktree(place) => place.node.is_none().then_some(place),
@@ -187,7 +202,8 @@ impl fmt::Display for InstanceKey {
 
 /// `global`, `user` (the local user's; a token holder's `user@"<token name>"`, an OAuth
 /// subject's `user@oauth["<issuer>","<subject>"]`), a session's key (see [`SessionKey`]), `cwd:<path>`, `repo:<git common dir>`,
-/// `worktree:<top level>` (in a cluster, a local caller's path after its node: `cwd:[<node>]<path>`), `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
+/// `worktree:<top level>` (in a cluster, a local caller's path after its node: `cwd:[<node>]<path>`;
+/// a token holder's place after its tag: `cwd@"<token name>":<path>`), `pid:<n>`, `call:<call id>`, or `lister` (a token holder's:
 /// `lister@"<token name>"`): how logs, `mcpx status` and the invocation context name it.
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -195,9 +211,9 @@ impl fmt::Display for Owner {
             Owner::Everyone => f.write_str("global"),
             Owner::User(principal) => write!(f, "user{}", principal.tag()),
             Owner::Session(key) => key.fmt(f),
-            Owner::Cwd(place) => write!(f, "cwd:{place}"),
-            Owner::Repo(place) => write!(f, "repo:{place}"),
-            Owner::Worktree(place) => write!(f, "worktree:{place}"),
+            Owner::Cwd(place) => write!(f, "cwd{}:{place}", place.principal.tag()),
+            Owner::Repo(place) => write!(f, "repo{}:{place}", place.principal.tag()),
+            Owner::Worktree(place) => write!(f, "worktree{}:{place}", place.principal.tag()),
             Owner::Pid(pid) => write!(f, "pid:{pid}"),
             Owner::Call(id) => write!(f, "call:{id}"),
             Owner::Lister(principal) => write!(f, "lister{}", principal.tag()),
@@ -264,7 +280,7 @@ impl Scoper {
 }
 
 fn derive(scope: Scope, identity: &Identity, call_id: &str, here: Option<&String>) -> Result<Owner, &'static str> {
-    let place = |path: PathBuf| Place { path, node: here.cloned() };
+    let place = |path: PathBuf| Place { path, node: here.cloned(), principal: identity.principal.clone() };
     let cwd = || identity.cwd.clone().ok_or("the caller's cwd is unknown on this transport");
     match scope {
         Scope::Global => Ok(Owner::Everyone),
@@ -289,7 +305,10 @@ fn fix_for(scope: Scope) -> &'static str {
         Scope::Session => {
             "To share an instance across requests, name a session in _meta (a key of transport.sessionMetaKeys, e.g. \"dev.mcpx/session\") or use a legacy session."
         }
-        _ => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
+        Scope::Pid => "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd.",
+        _ => {
+            "Connect through `mcpx serve` (stdio), which tells the daemon the caller's process and cwd, or declare `roots` over HTTP (a client other than the local user names only directories its `clients.<client>.roots` grants)."
+        }
     }
 }
 
@@ -614,7 +633,10 @@ mod tests {
                             who.session.is_some() && who.session == other.session && who.principal == other.principal
                                 || call_id == *other_call
                         }
-                        Scope::Cwd => who.cwd.is_some() && who.cwd == other.cwd || call_id == *other_call,
+                        Scope::Cwd => {
+                            who.cwd.is_some() && who.cwd == other.cwd && who.principal == other.principal
+                                || call_id == *other_call
+                        }
                         Scope::Pid => who.pid.is_some() && who.pid == other.pid || call_id == *other_call,
                         Scope::Repo | Scope::Worktree | Scope::Call => call_id == *other_call,
                     };

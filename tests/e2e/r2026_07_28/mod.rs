@@ -41,6 +41,7 @@ mod oauth_client;
 mod orphans;
 mod pages;
 mod param_headers;
+mod places;
 mod policy;
 mod protected_resource;
 mod questions;

@@ -236,7 +236,7 @@ fn examples(path: &str, method: &str, part: &str) -> Option<Vec<Value>> {
         ("/v1/tasks", "post", "202") | ("/v1/tasks/{id}" | "/v1/tasks/{id}/cancel", _, "200") => vec![task()],
         ("/v1/tasks", "get", "200") => vec![to_value(TaskList { tasks: vec![task()] })],
         ("/v1/cluster/relay", "post", "request") => {
-            let place = mcpx_gateway::scope::Place { path: "/w".into(), node: None };
+            let place = mcpx_gateway::scope::Place { path: "/w".into(), node: None, principal: Default::default() };
             vec![to_value(mcpx_gateway::cluster::NodeRequest {
                 server: "alpha".into(),
                 method: "tools/call".into(),
