@@ -611,6 +611,9 @@ impl Default for ArtifactConfig {
     }
 }
 
+/// The smallest `journal.maxBytes`: a journal's empty tables and its WAL take a few pages.
+const MIN_JOURNAL_BYTES: u64 = 64 * 1024;
+
 /// The call journal (`gateway::journal`), kept in the state dir.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -626,8 +629,16 @@ pub struct JournalConfig {
     /// A record older than this is deleted. Default 30d.
     #[serde(with = "duration")]
     pub max_age: Duration,
-    /// Past this size the oldest records are deleted. Default 256 MiB.
+    /// Past this size the oldest records are deleted, and the space given back: the files
+    /// on disk (the database, its WAL and shared memory) stay within twice it. Default
+    /// 256 MiB, at least 64 KiB.
     pub max_bytes: u64,
+    /// Longest text a record keeps of a name, a URI, a server, a session label: past it, a
+    /// prefix, the text's length and a digest. Default 1024, at least 64.
+    pub max_text_bytes: usize,
+    /// Longest arguments a record keeps (`redacted` or `whole`), cut the same way. Default
+    /// 16384, at least 64.
+    pub max_arguments_bytes: usize,
 }
 
 impl Default for JournalConfig {
@@ -638,6 +649,8 @@ impl Default for JournalConfig {
             queue: 10_000,
             max_age: Duration::from_secs(30 * 24 * 3600),
             max_bytes: 256 * 1024 * 1024,
+            max_text_bytes: 1024,
+            max_arguments_bytes: 16 * 1024,
         }
     }
 }
@@ -881,6 +894,21 @@ impl Config {
         }
         if self.limits.max_calls_per_client == 0 {
             return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
+        }
+        if self.journal.max_bytes < MIN_JOURNAL_BYTES {
+            let why = format!("\"journal.maxBytes\" must be at least {MIN_JOURNAL_BYTES} (64 KiB)");
+            return Err((why, "maxBytes".into()));
+        }
+        for (key, value) in
+            [("maxTextBytes", self.journal.max_text_bytes), ("maxArgumentsBytes", self.journal.max_arguments_bytes)]
+        {
+            if value < crate::redact::MIN_BOUND {
+                let why = format!(
+                    "\"journal.{key}\" must be at least {} (a cut text keeps its length and digest)",
+                    crate::redact::MIN_BOUND
+                );
+                return Err((why, key.into()));
+            }
         }
         self.check_clients()?;
         if let Some(cluster) = &self.cluster {

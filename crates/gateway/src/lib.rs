@@ -34,6 +34,7 @@ mod placement;
 pub mod policy;
 pub mod pool;
 mod prompts;
+mod redact;
 mod resources;
 mod roots;
 pub mod scope;
@@ -363,15 +364,15 @@ impl Gateway {
     /// effect at once; on, at the next start (it opens then).
     fn keep_record(&self, record: journal::Record, config: &config::Config) {
         if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
-            journal.record(record);
+            journal.record(record.kept(journal::Keep::of(&config.journal)));
         }
     }
 
     /// How the journal keeps a call's arguments, when it keeps records at all (then a
     /// call's sizes are measured too; when it does not, nothing walks the call's JSON).
-    pub(crate) fn journal_keeps(&self) -> Option<config::JournalArguments> {
+    pub(crate) fn journal_keeps(&self) -> Option<journal::Keep> {
         let config = self.settings.config();
-        self.journal.get().filter(|_| config.journal.enabled).map(|_| config.journal.arguments)
+        self.journal.get().filter(|_| config.journal.enabled).map(|_| journal::Keep::of(&config.journal))
     }
 
     /// The call journal, when it is kept.
