@@ -47,6 +47,9 @@ pub fn is_secret_name(name: &str) -> bool {
     SECRET_WORDS.iter().any(|w| name.contains(w))
 }
 
+/// The longest word [`cut`] drops whole where it falls in the cut: a token's length.
+const TOKEN_BYTES: usize = 256;
+
 /// `text` cut to at most `max` bytes: a prefix (without the word the cut fell in, so no
 /// part of a token survives), then the whole's length and the start of its SHA-256. Text
 /// within `max` is kept as it is; cutting what was cut gives the same text.
@@ -61,7 +64,11 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let prefix = text[..end].trim_end_matches(|c: char| c.is_ascii_alphanumeric() || "_-+/=.~%".contains(c));
+    // The word the cut fell in goes, if it is short enough to be a token; a longer run of
+    // one word (a long name) keeps its prefix.
+    let prefix = &text[..end];
+    let word = prefix.len() - prefix.trim_end_matches(|c: char| c.is_ascii_alphanumeric() || "_-+/=.~%".contains(c)).len();
+    let prefix = if word <= TOKEN_BYTES { &prefix[..prefix.len() - word] } else { prefix };
     Cow::Owned(format!("{prefix}{tail}"))
 }
 
