@@ -155,16 +155,16 @@ fn redacted_keeps_no_secret_shape_from_any_kind_of_record() {
         all.then_some((out.stdout, lines))
     });
     let (printed, lines) = journaled.unwrap_or_else(|| panic!("not every kind was journaled:\n{}", log().stdout));
+    assert_no_secret("mcpx log --json", &printed);
+    let api = home.v1("GET", "/v1/log?limit=1000", None);
+    assert_no_secret("/v1/log", &api.body);
+    assert_no_secret("the journal's files", &journal_bytes(home));
+
     let echo = lines.iter().find(|r| r["name"] == "echo" && !r["inScript"].as_bool().unwrap_or(true));
     let kept = echo.and_then(|r| r["arguments"].as_str()).unwrap_or_else(|| panic!("no echo's arguments: {printed}"));
     assert!(kept.contains("[redacted]") && kept.contains("weather in Paris"), "{kept}");
     let exec = lines.iter().find(|r| r["name"] == "mcpx_exec").and_then(|r| r["arguments"].as_str());
     assert!(exec.is_some_and(|a| a.contains("[script: ")), "the script's arguments: {exec:?}");
-
-    assert_no_secret("mcpx log --json", &printed);
-    let api = home.v1("GET", "/v1/log?limit=1000", None);
-    assert_no_secret("/v1/log", &api.body);
-    assert_no_secret("the journal's files", &journal_bytes(home));
     daemon.stop();
     assert_no_secret("the journal's file once closed", &journal_bytes(daemon.home()));
 }
