@@ -125,18 +125,19 @@ static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
 /// A run of token characters, long enough to be a credential if it looks random.
 static RANDOM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_+=\-]{24,}").expect("a pattern"));
 
-/// Whether `word` looks like a random credential: letters and digits mixed, and more than
-/// 3.5 bits of entropy a character (a word, a path or a name has less).
+/// Whether `word` looks like a random credential rather than a name: upper and lower case
+/// letters and digits mixed at more than 3.8 bits of entropy a character, or lower case
+/// and a quarter digits at more than 4, or 32 hex digits and more (a long tool name, a
+/// UUID, a path have less, or none of these mixes).
 fn looks_random(word: &str) -> bool {
-    let (letters, digits) = (word.bytes().any(|b| b.is_ascii_alphabetic()), word.bytes().any(|b| b.is_ascii_digit()));
-    if !(letters && digits) {
-        return false;
-    }
+    let count = |f: fn(&u8) -> bool| word.bytes().filter(f).count();
+    let (upper, lower, digits) = (count(u8::is_ascii_uppercase), count(u8::is_ascii_lowercase), count(u8::is_ascii_digit));
     let mut counts = [0u32; 256];
     word.bytes().for_each(|b| counts[usize::from(b)] += 1);
     let n = word.len() as f64;
     let entropy: f64 = counts.iter().filter(|&&c| c > 0).map(|&c| f64::from(c) / n).map(|p| -p * p.log2()).sum();
-    entropy > 3.5
+    let hex = word.len() >= 32 && word.bytes().all(|b| b.is_ascii_hexdigit()) && digits >= 4 && digits + 4 <= word.len();
+    (upper > 0 && lower > 0 && digits > 0 && entropy > 3.8) || (upper == 0 && digits * 4 >= word.len() && lower > 0 && entropy > 4.0) || hex
 }
 
 /// `text` with every secret-shaped value in it masked.
@@ -145,19 +146,21 @@ pub fn text(text: &str) -> Cow<'_, str> {
 }
 
 /// A label mcpx wrote (`session:<label>`, `server[scope]`) with every value masked whose
-/// own shape is a secret's; its `kind:` prefixes are not taken for a secret's name.
+/// own shape is a credential's (a JWT, a bearer, a vendor's token…). Its `kind:` prefixes
+/// are not taken for a secret's name, nor a random-looking id (a UUID) for a token: a
+/// label names a session, and must still tell sessions apart.
 pub fn label(text: &str) -> Cow<'_, str> {
     masked(text, false)
 }
 
-fn masked(text: &str, by_name: bool) -> Cow<'_, str> {
+fn masked(text: &str, free_text: bool) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
-    for shape in SHAPES.iter().filter(|s| by_name || !s.named) {
+    for shape in SHAPES.iter().filter(|s| free_text || !s.named) {
         if let Cow::Owned(masked) = shape.pattern.replace_all(&out, |c: &Captures| mask(c, shape.keep)) {
             out = Cow::Owned(masked);
         }
     }
-    if RANDOM.find_iter(&out).any(|m| looks_random(m.as_str())) {
+    if free_text && RANDOM.find_iter(&out).any(|m| looks_random(m.as_str())) {
         let masked = RANDOM.replace_all(&out, |c: &Captures| match looks_random(&c[0]) {
             true => MASK.to_owned(),
             false => c[0].to_owned(),
@@ -248,9 +251,22 @@ mod tests {
 
     #[test]
     fn ordinary_text_is_kept() {
-        for plain in ["echo", "up[global]", "file:///home/ada/project/src/main.rs", "what is the weather in Paris?"] {
+        let plain = [
+            "echo",
+            "up[global]",
+            "file:///home/ada/project/src/main.rs",
+            "what is the weather in Paris?",
+            "github_create_pull_request_v2",
+            "list_resources_for_project_2024",
+            "mcpx-e2e-1234-5-2960c217",
+            "550e8400-e29b-41d4-a716-446655440000",
+        ];
+        for plain in plain {
             assert_eq!(text(plain), plain);
         }
+        assert_eq!(label("session:550e8400-e29b-41d4-a716-446655440000"), "session:550e8400-e29b-41d4-a716-446655440000");
+        assert_eq!(label(&format!("session:{JWT}")), "session:[redacted]");
+        assert_eq!(text("commit d0d6be2bbd342be708333a904f0e423e1234abcd"), "commit [redacted]");
     }
 
     #[test]
