@@ -31,9 +31,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{JournalArguments, JournalConfig};
-use crate::redact;
 use crate::error::Error;
 use crate::identity::{Identity, Principal, Session};
+use crate::redact;
 use crate::scope::InstanceKey;
 
 /// Most records one transaction writes.
@@ -152,11 +152,7 @@ pub struct Keep {
 
 impl Keep {
     pub fn of(config: &JournalConfig) -> Keep {
-        Keep {
-            arguments: config.arguments,
-            max_text: config.max_text_bytes,
-            max_arguments: config.max_arguments_bytes,
-        }
+        Keep { arguments: config.arguments, max_text: config.max_text_bytes, max_arguments: config.max_arguments_bytes }
     }
 }
 
@@ -222,7 +218,8 @@ impl Record {
     /// Roughly the bytes the record takes in the file: what the writer counts between
     /// compactions.
     fn footprint(&self) -> u64 {
-        let texts = [&self.server, &self.instance, &self.name, &self.arguments, &self.caller.client, &self.caller.session];
+        let texts =
+            [&self.server, &self.instance, &self.name, &self.arguments, &self.caller.client, &self.caller.session];
         let len = texts.into_iter().flatten().map(String::len).sum::<usize>() + self.method.len();
         64 + len as u64
     }
@@ -394,12 +391,7 @@ impl Pending {
 
     /// A question put to the caller during the request `during` names (by its tool,
     /// prompt or resource), asked now; `None` for a method that is not a question.
-    pub(crate) fn question(
-        method: &str,
-        params: &Value,
-        during: Option<&str>,
-        kept: Option<Keep>,
-    ) -> Option<Pending> {
+    pub(crate) fn question(method: &str, params: &Value, during: Option<&str>, kept: Option<Keep>) -> Option<Pending> {
         let method = QUESTIONS.into_iter().find(|m| *m == method)?;
         Some(Pending {
             started: Instant::now(),
@@ -461,11 +453,7 @@ fn without_script(arguments: &Value, mode: JournalArguments) -> Value {
 
 /// The server (when the params name it), the name (both cut to `max_text` bytes), and the
 /// arguments of a request.
-fn target<'a>(
-    method: &str,
-    params: &'a Value,
-    max_text: usize,
-) -> (Option<String>, Option<String>, Option<&'a Value>) {
+fn target<'a>(method: &str, params: &'a Value, max_text: usize) -> (Option<String>, Option<String>, Option<&'a Value>) {
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(|s| redact::cut(s, max_text).into_owned());
     match method {
         "tools/call" => {
@@ -1135,7 +1123,10 @@ impl Filter {
     /// Only the records `principal` may see: a token holder or OAuth subject sees its
     /// own; the local user (the daemon's owner) sees everyone's.
     pub fn visible_to(principal: &Principal) -> Filter {
-        Filter { principal: (!matches!(principal, Principal::Local)).then(|| principal_tag(principal)), ..Filter::default() }
+        Filter {
+            principal: (!matches!(principal, Principal::Local)).then(|| principal_tag(principal)),
+            ..Filter::default()
+        }
     }
 
     fn clause(&self) -> (String, Vec<rusqlite::types::Value>) {
@@ -1289,7 +1280,10 @@ mod tests {
         let arguments = json!({ "token": "t0p", "q": 1 });
         let keep = |arguments| Keep { arguments, ..Keep::default() };
         assert_eq!(keep_arguments(&arguments, keep(JournalArguments::None)), None);
-        assert_eq!(keep_arguments(&arguments, keep(JournalArguments::Whole)).as_deref(), Some(r#"{"token":"t0p","q":1}"#));
+        assert_eq!(
+            keep_arguments(&arguments, keep(JournalArguments::Whole)).as_deref(),
+            Some(r#"{"token":"t0p","q":1}"#)
+        );
         let hashed = keep_arguments(&arguments, keep(JournalArguments::Hashed)).unwrap();
         assert!(hashed.starts_with("sha256:") && hashed.len() == 7 + 64 && !hashed.contains("t0p"), "{hashed}");
         assert_eq!(keep_arguments(&arguments, keep(JournalArguments::Hashed)).unwrap(), hashed);

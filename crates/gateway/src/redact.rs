@@ -67,7 +67,8 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     // The word the cut fell in goes, if it is short enough to be a token; a longer run of
     // one word (a long name) keeps its prefix.
     let prefix = &text[..end];
-    let word = prefix.len() - prefix.trim_end_matches(|c: char| c.is_ascii_alphanumeric() || "_-+/=.~%".contains(c)).len();
+    let word =
+        prefix.len() - prefix.trim_end_matches(|c: char| c.is_ascii_alphanumeric() || "_-+/=.~%".contains(c)).len();
     let prefix = if word <= TOKEN_BYTES { &prefix[..prefix.len() - word] } else { prefix };
     Cow::Owned(format!("{prefix}{tail}"))
 }
@@ -131,13 +132,17 @@ static RANDOM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9_+=\-]{
 /// UUID, a path have less, or none of these mixes).
 fn looks_random(word: &str) -> bool {
     let count = |f: fn(&u8) -> bool| word.bytes().filter(f).count();
-    let (upper, lower, digits) = (count(u8::is_ascii_uppercase), count(u8::is_ascii_lowercase), count(u8::is_ascii_digit));
+    let (upper, lower, digits) =
+        (count(u8::is_ascii_uppercase), count(u8::is_ascii_lowercase), count(u8::is_ascii_digit));
     let mut counts = [0u32; 256];
     word.bytes().for_each(|b| counts[usize::from(b)] += 1);
     let n = word.len() as f64;
     let entropy: f64 = counts.iter().filter(|&&c| c > 0).map(|&c| f64::from(c) / n).map(|p| -p * p.log2()).sum();
-    let hex = word.len() >= 32 && word.bytes().all(|b| b.is_ascii_hexdigit()) && digits >= 4 && digits + 4 <= word.len();
-    (upper > 0 && lower > 0 && digits > 0 && entropy > 3.8) || (upper == 0 && digits * 4 >= word.len() && lower > 0 && entropy > 4.0) || hex
+    let hex =
+        word.len() >= 32 && word.bytes().all(|b| b.is_ascii_hexdigit()) && digits >= 4 && digits + 4 <= word.len();
+    (upper > 0 && lower > 0 && digits > 0 && entropy > 3.8)
+        || (upper == 0 && digits * 4 >= word.len() && lower > 0 && entropy > 4.0)
+        || hex
 }
 
 /// `text` with every secret-shaped value in it masked.
@@ -245,7 +250,10 @@ mod tests {
                 assert!(!masked.contains(piece), "{secret:?} → {masked:?}");
             }
         }
-        assert_eq!(text("https://example.com/x?access_token=hunter2&q=1"), "https://example.com/x?access_token=[redacted]&q=1");
+        assert_eq!(
+            text("https://example.com/x?access_token=hunter2&q=1"),
+            "https://example.com/x?access_token=[redacted]&q=1"
+        );
         assert_eq!(text("https://ada:pw@example.com/"), "https://[redacted]@example.com/");
     }
 
@@ -264,7 +272,10 @@ mod tests {
         for plain in plain {
             assert_eq!(text(plain), plain);
         }
-        assert_eq!(label("session:550e8400-e29b-41d4-a716-446655440000"), "session:550e8400-e29b-41d4-a716-446655440000");
+        assert_eq!(
+            label("session:550e8400-e29b-41d4-a716-446655440000"),
+            "session:550e8400-e29b-41d4-a716-446655440000"
+        );
         assert_eq!(label(&format!("session:{JWT}")), "session:[redacted]");
         assert_eq!(text("commit d0d6be2bbd342be708333a904f0e423e1234abcd"), "commit [redacted]");
     }

@@ -78,7 +78,10 @@ fn whatever_callers_send_the_journal_stays_within_twice_max_bytes_and_shrinks_wh
         largest = largest.max(on_disk(daemon.home()));
     }
     let user = format!("Bearer {USER}");
-    Modern::mcpx_call("up", "echo", json!({ "text": "last" })).header("Authorization", &user).send(daemon.url()).structured();
+    Modern::mcpx_call("up", "echo", json!({ "text": "last" }))
+        .header("Authorization", &user)
+        .send(daemon.url())
+        .structured();
     let home = daemon.home();
     let written = poll(Duration::from_secs(20), || {
         let records = read_all(home);

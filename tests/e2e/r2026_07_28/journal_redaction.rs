@@ -107,10 +107,8 @@ fn redacted_keeps_no_secret_shape_from_any_kind_of_record() {
 
     // Tool calls: answered, through mcpx_call and in a script; refused, naming secrets.
     Modern::mcpx_call("up", "echo", corpus()).session(SESSION_JWT).send(&url).structured();
-    let script = format!(
-        "const token = 'script-literal-token-92'; await tools.up.echo({}); return token.length;",
-        corpus()
-    );
+    let script =
+        format!("const token = 'script-literal-token-92'; await tools.up.echo({}); return token.length;", corpus());
     let ran = Modern::tools_call("mcpx_exec", json!({ "script": script })).send(&url);
     assert!(ran.result().is_object(), "{ran}");
     let refused = Modern::mcpx_call("Bearer serverNameSecret58", "https://ada:uri-user-pass-25@x/", corpus());
