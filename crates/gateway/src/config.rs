@@ -1295,6 +1295,21 @@ mod tests {
     }
 
     #[test]
+    fn the_journals_bounds_have_defaults_and_a_floor_named_when_refused() {
+        let c = parse("{}").unwrap();
+        assert_eq!(
+            (c.journal.max_bytes, c.journal.max_text_bytes, c.journal.max_arguments_bytes),
+            (256 << 20, 1024, 16384)
+        );
+        let c = parse(r#"{"journal": {"maxBytes": 65536, "maxTextBytes": 64, "maxArgumentsBytes": 64}}"#).unwrap();
+        assert_eq!((c.journal.max_bytes, c.journal.max_text_bytes, c.journal.max_arguments_bytes), (65536, 64, 64));
+        for (key, value) in [("maxBytes", 65535), ("maxTextBytes", 63), ("maxArgumentsBytes", 0)] {
+            let e = parse(&format!(r#"{{"journal": {{"{key}": {value}}}}}"#)).unwrap_err().to_string();
+            assert!(e.contains(&format!("\"journal.{key}\" must be at least")), "{key}: {e}");
+        }
+    }
+
+    #[test]
     fn workers_are_a_positive_count_and_default_to_half_the_cpus() {
         assert_eq!(parse(r#"{"workers": 3}"#).unwrap().workers, Some(3));
         assert_eq!(parse("{}").unwrap().workers, None);
