@@ -791,7 +791,8 @@ pub enum JournalArguments {
     /// Nothing.
     #[default]
     None,
-    /// The arguments with every value under a secret-like key masked.
+    /// The arguments with every secret-shaped value masked (`crate::redact`), a script
+    /// kept as its length and digest.
     Redacted,
     /// A SHA-256 of the arguments: equal calls can be told apart from others, not read.
     Hashed,
