@@ -300,6 +300,9 @@ pub(crate) struct Pending {
     measured: bool,
     bytes_in: i64,
     arguments: Option<String>,
+    /// `journal.maxTextBytes` when the request arrived: every text of its record is cut to
+    /// it from the start, so a record waiting for the writer holds no more.
+    max_text: usize,
 }
 
 /// The methods whose requests are journaled, as static names.
@@ -329,6 +332,7 @@ impl Pending {
             server,
             name,
             measured,
+            max_text,
             bytes_in: if measured { json_len(params) } else { 0 },
             arguments: arguments.zip(kept).and_then(|(a, keep)| match script {
                 true => keep_arguments(&without_script(a, keep.arguments), keep),
@@ -356,13 +360,19 @@ impl Pending {
     /// The record of the request as it `ended` (its outcome and code), with its sizes.
     fn record(
         self,
-        caller: Caller,
+        mut caller: Caller,
         reach: &Reach,
         (outcome, code): (Outcome, Option<i64>),
         (bytes_in, bytes_out): (i64, i64),
         in_script: bool,
     ) -> Record {
         let reached = reach.get();
+        let cut = |text: String| match redact::cut(&text, self.max_text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(cut) => cut,
+        };
+        caller.client = caller.client.map(cut);
+        caller.session = caller.session.map(cut);
         // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
         let name = match (reached, self.name) {
             (Some(key), Some(name)) if self.method == "tools/call" => {
@@ -376,7 +386,7 @@ impl Pending {
             time_ms: self.time_ms,
             caller,
             server: reached.map(|k| k.server.clone()).or(self.server),
-            instance: reached.map(ToString::to_string),
+            instance: reached.map(ToString::to_string).map(cut),
             method: self.method.to_owned(),
             name,
             in_script,
@@ -398,10 +408,11 @@ impl Pending {
             time_ms: now_ms(),
             method,
             server: None,
-            name: during.map(str::to_owned),
+            name: during.map(|d| redact::cut(d, kept.unwrap_or_default().max_text).into_owned()),
             measured: kept.is_some(),
             bytes_in: kept.map_or(0, |_| json_len(params)),
             arguments: None,
+            max_text: kept.unwrap_or_default().max_text,
         })
     }
 
@@ -432,6 +443,7 @@ impl Pending {
             server: Some(redact::cut(server, max_text).into_owned()),
             name: Some(redact::cut(tool, max_text).into_owned()),
             measured: false,
+            max_text,
             bytes_in: 0,
             arguments: kept.and_then(|keep| keep_arguments(arguments, keep)),
         }
@@ -829,6 +841,9 @@ fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<J
         drop(queued);
         let config = retention();
         let budget = config.as_ref().map_or(u64::MAX, Store::budget);
+        // Masked here, off the callers' threads: the queue holds records already cut.
+        let keep = config.as_ref().map_or_else(Keep::default, Keep::of);
+        let records: Vec<Record> = records.into_iter().map(|r| r.kept(keep)).collect();
         for batch in batches(&records, budget) {
             match store.insert(batch) {
                 Ok(()) => store.written += batch.iter().map(Record::footprint).sum::<u64>(),

@@ -364,7 +364,7 @@ impl Gateway {
     /// effect at once; on, at the next start (it opens then).
     fn keep_record(&self, record: journal::Record, config: &config::Config) {
         if let Some(journal) = self.journal.get().filter(|_| config.journal.enabled) {
-            journal.record(record.kept(journal::Keep::of(&config.journal)));
+            journal.record(record);
         }
     }
 
