@@ -166,3 +166,24 @@ fn redacted_keeps_no_secret_shape_from_any_kind_of_record() {
     daemon.stop();
     assert_no_secret("the journal's file once closed", &journal_bytes(daemon.home()));
 }
+
+/// By default (`journal.arguments: none`) no arguments are kept, and the names a caller
+/// chooses keep no secret either: a resource's URI loses its userinfo and its secret query
+/// parameters, a tool named like a token is masked.
+#[test]
+fn by_default_the_names_a_caller_chooses_keep_no_secret() {
+    let daemon = Daemon::start(&config(&[("up", fakemcp("global", &tag(), &[]))]));
+    let url = daemon.url();
+    let uri = "https://ada:uri-user-pass-25@example.com/r?token=uri-query-tok-36&page=2";
+    Modern::new("resources/read", json!({ "uri": uri })).send(url);
+    Modern::mcpx_call("up", "ghp_e2eGithubTokenValue0123456789ab", json!({})).send(url);
+    let home = daemon.home();
+    let found = poll(Duration::from_secs(20), || {
+        let out = home.cli(&["log", "--json"]).stdout;
+        (out.lines().count() >= 2).then_some(out)
+    });
+    let printed = found.unwrap_or_else(|| panic!("the two requests were not journaled"));
+    assert_no_secret("mcpx log --json", &printed);
+    assert_no_secret("the journal's files", &journal_bytes(home));
+    assert!(printed.contains("https://[redacted]@example.com/r?token=[redacted]&page=2"), "{printed}");
+}
