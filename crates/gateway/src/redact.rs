@@ -3,8 +3,8 @@
 //! every secret-shaped value masked, whether its key, its name/value pair or its own shape
 //! gives it away.
 //!
-//! It must never keep a piece of a secret: a cut drops the word it falls in, and masking
-//! runs before anything is written. It over-masks rather than under-masks: a record is
+//! It must never keep a piece of a secret: a cut drops the word it falls in (when that is
+//! no longer than a token), and masking runs before anything is written. It over-masks rather than under-masks: a record is
 //! for finding what happened, and a digest-like value masked costs less than a token kept.
 
 use std::borrow::Cow;
