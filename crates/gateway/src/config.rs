@@ -614,6 +614,9 @@ impl Default for ArtifactConfig {
     }
 }
 
+/// The smallest `journal.maxBytes`: a journal's empty tables and its WAL take a few pages.
+const MIN_JOURNAL_BYTES: u64 = 64 * 1024;
+
 /// The call journal (`gateway::journal`), kept in the state dir.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -629,8 +632,16 @@ pub struct JournalConfig {
     /// A record older than this is deleted. Default 30d.
     #[serde(with = "duration")]
     pub max_age: Duration,
-    /// Past this size the oldest records are deleted. Default 256 MiB.
+    /// Past this size the oldest records are deleted, and the space given back: the files
+    /// on disk (the database, its WAL and shared memory) stay within twice it. Default
+    /// 256 MiB, at least 64 KiB.
     pub max_bytes: u64,
+    /// Longest text a record keeps of a name, a URI, a server, a session label: past it, a
+    /// prefix, the text's length and a digest. Default 1024, at least 64.
+    pub max_text_bytes: usize,
+    /// Longest arguments a record keeps (`redacted` or `whole`), cut the same way. Default
+    /// 16384, at least 64.
+    pub max_arguments_bytes: usize,
 }
 
 impl Default for JournalConfig {
@@ -641,6 +652,8 @@ impl Default for JournalConfig {
             queue: 10_000,
             max_age: Duration::from_secs(30 * 24 * 3600),
             max_bytes: 256 * 1024 * 1024,
+            max_text_bytes: 1024,
+            max_arguments_bytes: 16 * 1024,
         }
     }
 }
@@ -781,7 +794,8 @@ pub enum JournalArguments {
     /// Nothing.
     #[default]
     None,
-    /// The arguments with every value under a secret-like key masked.
+    /// The arguments with every secret-shaped value masked (`crate::redact`), a script
+    /// kept as its length and digest.
     Redacted,
     /// A SHA-256 of the arguments: equal calls can be told apart from others, not read.
     Hashed,
@@ -884,6 +898,21 @@ impl Config {
         }
         if self.limits.max_calls_per_client == 0 {
             return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
+        }
+        if self.journal.max_bytes < MIN_JOURNAL_BYTES {
+            let why = format!("\"journal.maxBytes\" must be at least {MIN_JOURNAL_BYTES} (64 KiB)");
+            return Err((why, "maxBytes".into()));
+        }
+        for (key, value) in
+            [("maxTextBytes", self.journal.max_text_bytes), ("maxArgumentsBytes", self.journal.max_arguments_bytes)]
+        {
+            if value < crate::redact::MIN_BOUND {
+                let why = format!(
+                    "\"journal.{key}\" must be at least {} (a cut text keeps its length and digest)",
+                    crate::redact::MIN_BOUND
+                );
+                return Err((why, key.into()));
+            }
         }
         self.check_clients()?;
         if let Some(cluster) = &self.cluster {
@@ -1294,6 +1323,21 @@ mod tests {
             let err = parse(&format!(r#"{{"mcpServers": {{}}, "{section}": {{"tokns": {{"ci": "x"}}}}}}"#))
                 .expect_err(section);
             assert!(err.to_string().contains("unknown field `tokns`"), "{section}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_journals_bounds_have_defaults_and_a_floor_named_when_refused() {
+        let c = parse("{}").unwrap();
+        assert_eq!(
+            (c.journal.max_bytes, c.journal.max_text_bytes, c.journal.max_arguments_bytes),
+            (256 << 20, 1024, 16384)
+        );
+        let c = parse(r#"{"journal": {"maxBytes": 65536, "maxTextBytes": 64, "maxArgumentsBytes": 64}}"#).unwrap();
+        assert_eq!((c.journal.max_bytes, c.journal.max_text_bytes, c.journal.max_arguments_bytes), (65536, 64, 64));
+        for (key, value) in [("maxBytes", 65535), ("maxTextBytes", 63), ("maxArgumentsBytes", 0)] {
+            let e = parse(&format!(r#"{{"journal": {{"{key}": {value}}}}}"#)).unwrap_err().to_string();
+            assert!(e.contains(&format!("\"journal.{key}\" must be at least")), "{key}: {e}");
         }
     }
 

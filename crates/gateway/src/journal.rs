@@ -8,7 +8,14 @@
 //! would cost more than the call itself). A full queue drops the
 //! record and counts it. Listings are not journaled: they carry no caller's data and would drown the
 //! calls in noise.
+//!
+//! It must never grow past its bound whatever callers send: every text a record keeps is
+//! cut to `journal.maxTextBytes` (its arguments to `journal.maxArgumentsBytes`), and the
+//! writer prunes, vacuums and checkpoints as it writes, so the files on disk stay within
+//! twice `journal.maxBytes` (see [`Store::compact`]). Short of `journal.arguments: whole`
+//! it keeps no secret-shaped value in any field (`crate::redact`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,12 +27,13 @@ use mcpx_protocol::RpcError;
 use mcpx_upstream::{Meter, UpstreamError};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{JournalArguments, JournalConfig};
 use crate::error::Error;
 use crate::identity::{Identity, Principal, Session};
+use crate::redact;
 use crate::scope::InstanceKey;
 
 /// Most records one transaction writes.
@@ -36,7 +44,9 @@ const GATHER: Duration = Duration::from_millis(200);
 /// How often the writer enforces retention when it is otherwise idle.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// What a masked value reads as.
-pub const MASK: &str = "[redacted]";
+pub use crate::redact::MASK;
+/// Longest principal tag a record keeps: what its reader's filter cuts its own tag to.
+const PRINCIPAL_BYTES: usize = 1024;
 
 /// How a request ended, as the journal and the metrics count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -114,12 +124,41 @@ impl Caller {
             _ => "http",
         };
         Caller {
-            principal: identity.principal.tag(),
+            principal: principal_tag(&identity.principal),
             client: identity.client(),
             session: identity.session_key().map(|k| k.to_string()),
             transport,
             revision: revision.to_owned(),
         }
+    }
+}
+
+/// `principal`'s tag as records hold it: cut to [`PRINCIPAL_BYTES`] (an OAuth subject is
+/// the issuer's to choose).
+fn principal_tag(principal: &Principal) -> String {
+    redact::cut(&principal.tag(), PRINCIPAL_BYTES).into_owned()
+}
+
+/// How the journal keeps what a record holds, as `journal.*` says when it is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    /// `journal.arguments`: also whether secret shapes are masked in every field.
+    pub arguments: JournalArguments,
+    /// `journal.maxTextBytes`.
+    pub max_text: usize,
+    /// `journal.maxArgumentsBytes`.
+    pub max_arguments: usize,
+}
+
+impl Keep {
+    pub fn of(config: &JournalConfig) -> Keep {
+        Keep { arguments: config.arguments, max_text: config.max_text_bytes, max_arguments: config.max_arguments_bytes }
+    }
+}
+
+impl Default for Keep {
+    fn default() -> Keep {
+        Keep::of(&JournalConfig::default())
     }
 }
 
@@ -147,6 +186,43 @@ pub struct Record {
     pub bytes_out: i64,
     /// As `journal.arguments` says: absent, masked, a digest, or whole.
     pub arguments: Option<String>,
+}
+
+impl Record {
+    /// The record as the journal keeps it: every text cut to its bound and, short of
+    /// `whole`, every secret-shaped value masked (by its name too in free text: the tool
+    /// or URI, the server a caller named; by its shape only in the labels mcpx wrote).
+    pub fn kept(mut self, keep: Keep) -> Record {
+        let masking = keep.arguments != JournalArguments::Whole;
+        let bound = |field: &mut String, free_text: bool| {
+            let masked = match (masking, free_text) {
+                (false, _) => Cow::Borrowed(field.as_str()),
+                (true, true) => redact::text(field),
+                (true, false) => redact::label(field),
+            };
+            let kept = redact::cut(&masked, keep.max_text).into_owned();
+            *field = kept;
+        };
+        for field in [&mut self.server, &mut self.name].into_iter().flatten() {
+            bound(field, true);
+        }
+        for field in [&mut self.instance, &mut self.caller.client, &mut self.caller.session].into_iter().flatten() {
+            bound(field, false);
+        }
+        if let Some(arguments) = &mut self.arguments {
+            *arguments = redact::cut(arguments, keep.max_arguments).into_owned();
+        }
+        self
+    }
+
+    /// Roughly the bytes the record takes in the file: what the writer counts between
+    /// compactions.
+    fn footprint(&self) -> u64 {
+        let texts =
+            [&self.server, &self.instance, &self.name, &self.arguments, &self.caller.client, &self.caller.session];
+        let len = texts.into_iter().flatten().map(String::len).sum::<usize>() + self.method.len();
+        64 + len as u64
+    }
 }
 
 /// Where a request went, shared by every copy of its context.
@@ -224,6 +300,9 @@ pub(crate) struct Pending {
     measured: bool,
     bytes_in: i64,
     arguments: Option<String>,
+    /// `journal.maxTextBytes` when the request arrived: every text of its record is cut to
+    /// it from the start, so a record waiting for the writer holds no more.
+    max_text: usize,
 }
 
 /// The methods whose requests are journaled, as static names.
@@ -239,11 +318,13 @@ impl Pending {
     /// Notes a request before it is answered: its target as the params name it and, when
     /// the journal keeps records (`kept` is how it keeps arguments), its arguments, and
     /// the size of a call of mcpx's own tools. Reads `params`; copies only short names.
-    pub(crate) fn start(method: &'static str, params: &Value, kept: Option<JournalArguments>) -> Pending {
-        let (server, name, arguments) = target(method, params);
+    pub(crate) fn start(method: &'static str, params: &Value, kept: Option<Keep>) -> Pending {
+        let max_text = kept.unwrap_or_default().max_text;
+        let (server, name, arguments) = target(method, params, max_text);
         let own = method == "tools/call"
             && matches!(params.get("name").and_then(Value::as_str), Some(crate::SEARCH | crate::EXEC));
         let measured = own && kept.is_some();
+        let script = own && name.as_deref() == Some(crate::EXEC);
         Pending {
             started: Instant::now(),
             time_ms: now_ms(),
@@ -251,8 +332,12 @@ impl Pending {
             server,
             name,
             measured,
+            max_text,
             bytes_in: if measured { json_len(params) } else { 0 },
-            arguments: arguments.zip(kept).and_then(|(a, mode)| keep_arguments(a, mode)),
+            arguments: arguments.zip(kept).and_then(|(a, keep)| match script {
+                true => keep_arguments(&without_script(a, keep.arguments), keep),
+                false => keep_arguments(a, keep),
+            }),
         }
     }
 
@@ -275,13 +360,19 @@ impl Pending {
     /// The record of the request as it `ended` (its outcome and code), with its sizes.
     fn record(
         self,
-        caller: Caller,
+        mut caller: Caller,
         reach: &Reach,
         (outcome, code): (Outcome, Option<i64>),
         (bytes_in, bytes_out): (i64, i64),
         in_script: bool,
     ) -> Record {
         let reached = reach.get();
+        let cut = |text: String| match redact::cut(&text, self.max_text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(cut) => cut,
+        };
+        caller.client = caller.client.map(cut);
+        caller.session = caller.session.map(cut);
         // An exposed tool is called as `<server>__<tool>`: recorded by its name on its server.
         let name = match (reached, self.name) {
             (Some(key), Some(name)) if self.method == "tools/call" => {
@@ -295,7 +386,7 @@ impl Pending {
             time_ms: self.time_ms,
             caller,
             server: reached.map(|k| k.server.clone()).or(self.server),
-            instance: reached.map(ToString::to_string),
+            instance: reached.map(ToString::to_string).map(cut),
             method: self.method.to_owned(),
             name,
             in_script,
@@ -310,22 +401,18 @@ impl Pending {
 
     /// A question put to the caller during the request `during` names (by its tool,
     /// prompt or resource), asked now; `None` for a method that is not a question.
-    pub(crate) fn question(
-        method: &str,
-        params: &Value,
-        during: Option<&str>,
-        kept: Option<JournalArguments>,
-    ) -> Option<Pending> {
+    pub(crate) fn question(method: &str, params: &Value, during: Option<&str>, kept: Option<Keep>) -> Option<Pending> {
         let method = QUESTIONS.into_iter().find(|m| *m == method)?;
         Some(Pending {
             started: Instant::now(),
             time_ms: now_ms(),
             method,
             server: None,
-            name: during.map(str::to_owned),
+            name: during.map(|d| redact::cut(d, kept.unwrap_or_default().max_text).into_owned()),
             measured: kept.is_some(),
             bytes_in: kept.map_or(0, |_| json_len(params)),
             arguments: None,
+            max_text: kept.unwrap_or_default().max_text,
         })
     }
 
@@ -347,23 +434,39 @@ impl Pending {
     }
 
     /// A script's tool call, named by the server and tool the script reached.
-    pub(crate) fn script_call(server: &str, tool: &str, arguments: &Value, kept: Option<JournalArguments>) -> Pending {
+    pub(crate) fn script_call(server: &str, tool: &str, arguments: &Value, kept: Option<Keep>) -> Pending {
+        let max_text = kept.unwrap_or_default().max_text;
         Pending {
             started: Instant::now(),
             time_ms: now_ms(),
             method: "tools/call",
-            server: Some(server.to_owned()),
-            name: Some(tool.to_owned()),
+            server: Some(redact::cut(server, max_text).into_owned()),
+            name: Some(redact::cut(tool, max_text).into_owned()),
             measured: false,
+            max_text,
             bytes_in: 0,
-            arguments: kept.and_then(|mode| keep_arguments(arguments, mode)),
+            arguments: kept.and_then(|keep| keep_arguments(arguments, keep)),
         }
     }
 }
 
-/// The server (when the params name it), the name, and the arguments of a request.
-fn target<'a>(method: &str, params: &'a Value) -> (Option<String>, Option<String>, Option<&'a Value>) {
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+/// `mcpx_exec`'s arguments with its script as its length and digest, short of `whole`: a
+/// script spells out what it uses, a token included, where no key names it.
+fn without_script(arguments: &Value, mode: JournalArguments) -> Value {
+    let mut arguments = arguments.clone();
+    if mode != JournalArguments::Whole
+        && let Some(script) = arguments.get_mut("script")
+        && let Some(text) = script.as_str()
+    {
+        *script = Value::String(redact::script(text));
+    }
+    arguments
+}
+
+/// The server (when the params name it), the name (both cut to `max_text` bytes), and the
+/// arguments of a request.
+fn target<'a>(method: &str, params: &'a Value, max_text: usize) -> (Option<String>, Option<String>, Option<&'a Value>) {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(|s| redact::cut(s, max_text).into_owned());
     match method {
         "tools/call" => {
             let arguments = params.get("arguments");
@@ -374,7 +477,7 @@ fn target<'a>(method: &str, params: &'a Value) -> (Option<String>, Option<String
                     (text(arguments.and_then(|a| a.get("server"))), text(arguments.and_then(|a| a.get("tool"))), inner)
                 }
                 Some(name @ (crate::SEARCH | crate::EXEC)) => (Some("mcpx".into()), Some(name.to_owned()), arguments),
-                name => (None, name.map(str::to_owned), arguments),
+                name => (None, name.map(|n| redact::cut(n, max_text).into_owned()), arguments),
             }
         }
         "resources/read" => (None, text(params.get("uri")), None),
@@ -446,50 +549,19 @@ pub fn json_len(value: &Value) -> i64 {
     i64::try_from(len(value)).unwrap_or(i64::MAX)
 }
 
-/// The arguments as `mode` keeps them.
-pub fn keep_arguments(arguments: &Value, mode: JournalArguments) -> Option<String> {
-    match mode {
-        JournalArguments::None => None,
-        JournalArguments::Whole => Some(arguments.to_string()),
-        JournalArguments::Redacted => Some(redacted(arguments).to_string()),
+/// The arguments as `keep` keeps them: masked (`redacted`) or whole, cut to their bound;
+/// or a digest.
+pub fn keep_arguments(arguments: &Value, keep: Keep) -> Option<String> {
+    let text = match keep.arguments {
+        JournalArguments::None => return None,
+        JournalArguments::Whole => arguments.to_string(),
+        JournalArguments::Redacted => redact::value(arguments).to_string(),
         JournalArguments::Hashed => {
             let digest = Sha256::digest(arguments.to_string().as_bytes());
-            Some(format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+            return Some(format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>()));
         }
-    }
-}
-
-/// Whether a key names a secret: a token, a password, a key, a cookie…
-pub fn is_secret_key(key: &str) -> bool {
-    const SECRET: [&str; 12] = [
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "passphrase",
-        "key",
-        "authorization",
-        "auth",
-        "cookie",
-        "credential",
-        "private",
-        "signature",
-    ];
-    let key = key.to_ascii_lowercase();
-    SECRET.iter().any(|s| key.contains(s))
-}
-
-/// `value` with the value of every secret-like key masked, at any depth.
-pub fn redacted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), if is_secret_key(k) { Value::String(MASK.into()) } else { redacted(v) }))
-                .collect::<Map<String, Value>>(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(redacted).collect()),
-        other => other.clone(),
-    }
+    };
+    Some(redact::cut(&text, keep.max_arguments).into_owned())
 }
 
 /// Records waiting for the writer. A caller's thread only pushes under the lock: it wakes
@@ -621,6 +693,7 @@ impl Journal {
 /// so the writer binds one integer where it bound five strings. `calls` is the view every
 /// reader queries, with one column per field of a [`Record`].
 const SCHEMA: &str = "
+PRAGMA auto_vacuum = INCREMENTAL;
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = NORMAL;
 CREATE TABLE IF NOT EXISTS callers (
@@ -652,6 +725,9 @@ CREATE TABLE IF NOT EXISTS records (
 );
 DROP INDEX IF EXISTS records_by_time;
 ";
+
+/// `PRAGMA auto_vacuum`'s value for incremental vacuuming.
+const INCREMENTAL: i64 = 2;
 
 /// A record's id is its start time in milliseconds, shifted left by this many bits, or the
 /// id before it plus one when that is more (4,096 records a millisecond before ids run
@@ -691,6 +767,12 @@ DROP TABLE calls;
 /// Creates the tables and the view in `connection`, moving an older journal's rows.
 fn prepare(connection: &mut Connection) -> Result<(), rusqlite::Error> {
     connection.execute_batch(SCHEMA)?;
+    // A journal made before it gave pruned space back keeps every page it ever had: one
+    // rewrite switches it to incremental vacuuming (the pragma above asked for it).
+    let auto_vacuum: i64 = connection.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if auto_vacuum != INCREMENTAL {
+        connection.execute_batch("VACUUM")?;
+    }
     let one_table: bool = connection.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls')",
         [],
@@ -741,7 +823,7 @@ fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<J
     let mut store = Store::new(connection);
     let mut pruned = Instant::now();
     if let Some(config) = retention() {
-        store.prune(&config);
+        store.compact(&config);
     }
     let lock = || queue.state.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
@@ -757,9 +839,19 @@ fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<J
         let flushes = std::mem::take(&mut queued.flushes);
         let closed = queued.closed;
         drop(queued);
-        for batch in records.chunks(BATCH) {
-            if let Err(e) = store.insert(batch) {
-                tracing::warn!("journal: cannot write {} records: {e}", batch.len());
+        let config = retention();
+        let budget = config.as_ref().map_or(u64::MAX, Store::budget);
+        // Masked here, off the callers' threads: the queue holds records already cut.
+        let keep = config.as_ref().map_or_else(Keep::default, Keep::of);
+        let records: Vec<Record> = records.into_iter().map(|r| r.kept(keep)).collect();
+        for batch in batches(&records, budget) {
+            match store.insert(batch) {
+                Ok(()) => store.written += batch.iter().map(Record::footprint).sum::<u64>(),
+                Err(e) => tracing::warn!("journal: cannot write {} records: {e}", batch.len()),
+            }
+            if let Some(config) = config.as_ref().filter(|_| store.written >= budget) {
+                store.compact(config);
+                pruned = Instant::now();
             }
         }
         for done in flushes {
@@ -770,16 +862,44 @@ fn write(connection: Connection, queue: &Queue, retention: impl Fn() -> Option<J
         }
         if pruned.elapsed() >= PRUNE_EVERY {
             let Some(config) = retention() else { return };
-            store.prune(&config);
+            store.compact(&config);
             pruned = Instant::now();
         }
     }
 }
 
-/// The writer's side of the file: its connection, and the ids it hands out.
+/// `records` in runs the writer commits one at a time: at most [`BATCH`] records, and at
+/// most `budget` bytes (or one record), so no transaction outgrows the WAL's share of
+/// `journal.maxBytes`.
+fn batches(records: &[Record], budget: u64) -> impl Iterator<Item = &[Record]> {
+    let mut rest = records;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let end = rest
+            .iter()
+            .take(BATCH)
+            .position(|r| {
+                bytes += r.footprint();
+                bytes > budget
+            })
+            .unwrap_or(rest.len().min(BATCH))
+            .max(1);
+        let (batch, after) = rest.split_at(end);
+        rest = after;
+        Some(batch)
+    })
+}
+
+/// The writer's side of the file: its connection, the ids it hands out, and what it has
+/// written since it last compacted the files.
 struct Store {
     connection: Connection,
     ids: Ids,
+    /// Bytes of records written since [`Store::compact`] ran (as [`Record::footprint`]s).
+    written: u64,
 }
 
 /// The ids the writer gives records, and the ids of the callers it has written (the
@@ -830,12 +950,47 @@ impl Store {
     fn new(connection: Connection) -> Store {
         let last_record =
             connection.query_row("SELECT COALESCE(MAX(id), 0) FROM records", [], |r| r.get(0)).unwrap_or(0);
-        Store { connection, ids: Ids { callers: HashMap::new(), last_caller: None, last_record } }
+        // A checkpoint waits this long for a reader (`mcpx log`) to finish with the WAL.
+        let _ = connection.busy_timeout(Duration::from_secs(1));
+        Store { connection, ids: Ids { callers: HashMap::new(), last_caller: None, last_record }, written: 0 }
+    }
+
+    /// Bytes of records the writer writes between compactions: an eighth of
+    /// `journal.maxBytes`, so the WAL they fill stays a fraction of it.
+    fn budget(config: &JournalConfig) -> u64 {
+        config.max_bytes / 8
+    }
+
+    /// Keeps the files on disk within twice `journal.maxBytes`: prunes ([`prune`]), gives the
+    /// freed pages back to the file system (incremental vacuum), then copies the WAL into
+    /// the database and truncates it. The WAL is also checkpointed, and cut back, whenever
+    /// it holds a [`Store::budget`] of pages.
+    fn compact(&mut self, config: &JournalConfig) {
+        self.prune(config);
+        let budget = Store::budget(config);
+        let connection = &self.connection;
+        let page: i64 = connection.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap_or(4096);
+        let limits = connection
+            .pragma_update(None, "journal_size_limit", i64::try_from(budget).unwrap_or(i64::MAX))
+            .and_then(|()| connection.pragma_update(None, "wal_autocheckpoint", (budget as i64 / page.max(1)).max(16)));
+        // Each step of the pragma frees one page: stepped to its end, it frees them all.
+        let vacuumed = connection.prepare("PRAGMA incremental_vacuum").and_then(|mut statement| {
+            let mut pages = statement.query([])?;
+            while pages.next()?.is_some() {}
+            Ok(())
+        });
+        let checkpointed = connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        for (what, done) in [("set its WAL's limits", limits), ("vacuum", vacuumed), ("checkpoint", checkpointed)] {
+            if let Err(e) = done {
+                tracing::warn!("journal: cannot {what}: {e}");
+            }
+        }
+        self.written = 0;
     }
 
     /// Writes `batch` in one transaction.
     fn insert(&mut self, batch: &[Record]) -> Result<(), rusqlite::Error> {
-        let Store { connection, ids } = self;
+        let Store { connection, ids, .. } = self;
         let transaction = connection.transaction()?;
         let written = write_rows(&transaction, ids, batch).and_then(|()| transaction.commit());
         if written.is_err() {
@@ -934,8 +1089,8 @@ fn caller_id(connection: &Connection, caller: &Caller) -> Result<i64, rusqlite::
 }
 
 /// Deletes records older than `journal.maxAge`, then the oldest until the file's used
-/// pages fit `journal.maxBytes` (freed pages are reused, so the file stops growing).
-/// Returns how many records it deleted.
+/// pages fit three quarters of `journal.maxBytes` (the rest is the WAL's, and the next
+/// records'). Returns how many records it deleted.
 fn prune(connection: &Connection, config: &JournalConfig) -> usize {
     let mut deleted = 0;
     let cutoff = now_ms() - i64::try_from(config.max_age.as_millis()).unwrap_or(i64::MAX);
@@ -952,7 +1107,7 @@ fn prune(connection: &Connection, config: &JournalConfig) -> usize {
         Ok(((pages - free).max(0) * size) as u64)
     };
     // A tenth of the records at a time, until the rest fit.
-    while used(connection).is_ok_and(|bytes| bytes > config.max_bytes) {
+    while used(connection).is_ok_and(|bytes| bytes > config.max_bytes / 4 * 3) {
         match connection.execute(
             "DELETE FROM records WHERE id IN \
              (SELECT id FROM records ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM records) / 10))",
@@ -983,7 +1138,10 @@ impl Filter {
     /// Only the records `principal` may see: a token holder or OAuth subject sees its
     /// own; the local user (the daemon's owner) sees everyone's.
     pub fn visible_to(principal: &Principal) -> Filter {
-        Filter { principal: (!matches!(principal, Principal::Local)).then(|| principal.tag()), ..Filter::default() }
+        Filter {
+            principal: (!matches!(principal, Principal::Local)).then(|| principal_tag(principal)),
+            ..Filter::default()
+        }
     }
 
     fn clause(&self) -> (String, Vec<rusqlite::types::Value>) {
@@ -1119,7 +1277,7 @@ mod tests {
             "nested": { "apiKey": "k-1", "list": [{ "Authorization": "Bearer x", "n": 1 }] },
             "session_cookie": { "a": "b" },
         });
-        let masked = redacted(&arguments);
+        let masked = redact::value(&arguments);
         assert_eq!(
             masked,
             json!({
@@ -1135,12 +1293,16 @@ mod tests {
     #[test]
     fn each_arguments_mode_keeps_what_it_says() {
         let arguments = json!({ "token": "t0p", "q": 1 });
-        assert_eq!(keep_arguments(&arguments, JournalArguments::None), None);
-        assert_eq!(keep_arguments(&arguments, JournalArguments::Whole).as_deref(), Some(r#"{"token":"t0p","q":1}"#));
-        let hashed = keep_arguments(&arguments, JournalArguments::Hashed).unwrap();
+        let keep = |arguments| Keep { arguments, ..Keep::default() };
+        assert_eq!(keep_arguments(&arguments, keep(JournalArguments::None)), None);
+        assert_eq!(
+            keep_arguments(&arguments, keep(JournalArguments::Whole)).as_deref(),
+            Some(r#"{"token":"t0p","q":1}"#)
+        );
+        let hashed = keep_arguments(&arguments, keep(JournalArguments::Hashed)).unwrap();
         assert!(hashed.starts_with("sha256:") && hashed.len() == 7 + 64 && !hashed.contains("t0p"), "{hashed}");
-        assert_eq!(keep_arguments(&arguments, JournalArguments::Hashed).unwrap(), hashed);
-        assert!(!keep_arguments(&arguments, JournalArguments::Redacted).unwrap().contains("t0p"));
+        assert_eq!(keep_arguments(&arguments, keep(JournalArguments::Hashed)).unwrap(), hashed);
+        assert!(!keep_arguments(&arguments, keep(JournalArguments::Redacted)).unwrap().contains("t0p"));
     }
 
     #[test]
@@ -1355,6 +1517,97 @@ mod tests {
         assert!(left > 0 && left < 2000, "{left} records left");
         let newest: i64 = store.connection.query_row("SELECT MAX(time_ms) FROM calls", [], |r| r.get(0)).unwrap();
         assert_eq!(newest, batch.last().unwrap().time_ms);
+    }
+
+    /// The files of the journal at `path`, database, WAL and shared memory, in bytes.
+    fn on_disk(path: &Path) -> u64 {
+        ["", "-wal", "-shm"]
+            .iter()
+            .filter_map(|s| std::fs::metadata(format!("{}{s}", path.display())).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    #[test]
+    fn compacting_keeps_the_files_within_twice_max_bytes_and_gives_pruned_space_back() {
+        let dir = std::env::temp_dir().join(format!("mcpx-journal-compact-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let mut connection = Connection::open(&path).unwrap();
+        prepare(&mut connection).unwrap();
+        let mut store = Store::new(connection);
+        let config = JournalConfig { max_bytes: 256 * 1024, ..Default::default() };
+        let mut batch: Vec<Record> = (0..200).map(|i| record(now_ms() - 10_000 + i, "", Outcome::Ok)).collect();
+        batch.iter_mut().for_each(|r| r.arguments = Some("x".repeat(16 * 1024)));
+        for run in batches(&batch, Store::budget(&config)) {
+            store.insert(run).unwrap();
+            store.written += run.iter().map(Record::footprint).sum::<u64>();
+            if store.written >= Store::budget(&config) {
+                store.compact(&config);
+            }
+        }
+        store.compact(&config);
+        let full = on_disk(&path);
+        assert!(full <= 2 * config.max_bytes, "{full} bytes on disk");
+        assert!(count(&store.connection) > 0);
+        store.compact(&JournalConfig { max_bytes: 64 * 1024, ..config });
+        let smaller = on_disk(&path);
+        assert!(smaller < full && smaller <= 2 * 64 * 1024, "{full} bytes, then {smaller}");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_journal_made_without_incremental_vacuum_is_switched_to_it_once_with_its_records() {
+        let dir = std::env::temp_dir().join(format!("mcpx-journal-vacuum-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(&SCHEMA.replace("PRAGMA auto_vacuum = INCREMENTAL;", "")).unwrap();
+        old.execute_batch(VIEW).unwrap();
+        let mode = |c: &Connection| c.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(mode(&old), 0);
+        Store::new(old).insert(&[record(now_ms(), "", Outcome::Ok)]).unwrap();
+        let mut connection = Connection::open(&path).unwrap();
+        prepare(&mut connection).unwrap();
+        assert_eq!(mode(&connection), INCREMENTAL);
+        assert_eq!(count(&connection), 1);
+        drop(connection);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_batch_holds_no_more_than_the_budget_unless_one_record_is_more() {
+        let mut records: Vec<Record> = (0..10).map(|i| record(i, "", Outcome::Ok)).collect();
+        records[3].arguments = Some("x".repeat(10_000));
+        let sizes: Vec<usize> = batches(&records, 1000).map(<[Record]>::len).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 10);
+        assert!(batches(&records, 1000).all(|b| b.len() == 1 || b.iter().map(Record::footprint).sum::<u64>() <= 1000));
+        assert_eq!(batches(&records, u64::MAX).count(), 1);
+    }
+
+    #[test]
+    fn a_kept_record_has_every_text_cut_and_no_secret_shape_short_of_whole() {
+        let mut r = record(now_ms(), "", Outcome::Ok);
+        let huge = "n".repeat(100_000);
+        r.server = Some(huge.clone());
+        r.name = Some("https://ada:hunter2@example.com/x?token=hunter2".into());
+        r.caller.session = Some(format!("session:{}", "s".repeat(5000)));
+        r.instance = Some("up[session:busy]".into());
+        r.arguments = Some("a".repeat(50_000));
+        let keep = Keep { arguments: JournalArguments::Redacted, max_text: 256, max_arguments: 1024 };
+        let kept = r.clone().kept(keep);
+        assert!(kept.server.as_ref().unwrap().len() <= 256);
+        assert!(kept.server.as_ref().unwrap().contains("100000 bytes, sha256:"));
+        assert!(!kept.name.as_ref().unwrap().contains("hunter2"), "{:?}", kept.name);
+        assert!(kept.caller.session.as_ref().unwrap().len() <= 256);
+        assert_eq!(kept.instance.as_deref(), Some("up[session:busy]"));
+        assert!(kept.arguments.as_ref().unwrap().len() <= 1024);
+        let whole = r.kept(Keep { arguments: JournalArguments::Whole, ..keep });
+        assert!(whole.name.as_ref().unwrap().contains("hunter2"), "whole keeps what came");
+        assert!(whole.server.as_ref().unwrap().len() <= 256, "and cuts it still");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub mod places;
 pub mod policy;
 pub mod pool;
 mod prompts;
+mod redact;
 mod resources;
 mod roots;
 pub mod scope;
@@ -370,9 +371,9 @@ impl Gateway {
 
     /// How the journal keeps a call's arguments, when it keeps records at all (then a
     /// call's sizes are measured too; when it does not, nothing walks the call's JSON).
-    pub(crate) fn journal_keeps(&self) -> Option<config::JournalArguments> {
+    pub(crate) fn journal_keeps(&self) -> Option<journal::Keep> {
         let config = self.settings.config();
-        self.journal.get().filter(|_| config.journal.enabled).map(|_| config.journal.arguments)
+        self.journal.get().filter(|_| config.journal.enabled).map(|_| journal::Keep::of(&config.journal))
     }
 
     /// The call journal, when it is kept.

@@ -28,6 +28,8 @@ mod interop_ts_sdk;
 mod invocation;
 mod invocation_paths;
 mod journal;
+mod journal_disk;
+mod journal_redaction;
 mod lifecycle;
 mod limits;
 mod listing_cache;
