@@ -40,6 +40,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// Tasks (the 2026-07-28 tasks extension) mcpx relays from upstreams.
     pub tasks: TaskConfig,
+    /// Where mcpx may send requests a remote party pointed it at (`mcpx_http::egress`).
+    pub egress: EgressConfig,
     /// Running as one node of several behind a load balancer (`gateway::cluster`).
     /// Absent by default: one daemon, no Redis, nothing shared. Read at the daemon's start.
     pub cluster: Option<ClusterConfig>,
@@ -653,6 +655,26 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
 }
 
+/// The `"egress"` section: destinations a remote party may point mcpx at beyond the
+/// default. An upstream's metadata, its `WWW-Authenticate` hints and redirects (of it, its
+/// authorization server, an issuer's JWKS, the traces collector) may lead only to public
+/// addresses, or to addresses of the kind the configured URL is at itself (an upstream at
+/// 127.0.0.1 may name loopback endpoints); never to mcpx's own listening addresses.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Host names, IP addresses and CIDR networks (`"auth.corp"`, `"10.0.0.0/8"`) that
+    /// learned endpoints may lead to as well, loopback, link-local or private. Default none.
+    pub allow: Vec<String>,
+}
+
+impl EgressConfig {
+    /// `allow`, parsed (the config was checked: an entry that does not parse is skipped).
+    pub fn allowed(&self) -> std::sync::Arc<[mcpx_http::Allowed]> {
+        self.allow.iter().filter_map(|a| mcpx_http::Allowed::parse(a).ok()).collect()
+    }
+}
+
 /// The `"tasks"` section: tasks upstreams hand callers through mcpx (`gateway::tasks`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -883,6 +905,11 @@ impl Config {
             return Err(("\"limits.maxCallsPerClient\" must be at least 1".into(), "maxCallsPerClient".into()));
         }
         self.check_clients()?;
+        for entry in &self.egress.allow {
+            if let Err(why) = mcpx_http::Allowed::parse(entry) {
+                return Err((format!("\"egress.allow\": {why}"), entry.clone()));
+            }
+        }
         if let Some(cluster) = &self.cluster {
             check_cluster(cluster)?;
         }
