@@ -1306,6 +1306,17 @@ mod tests {
     }
 
     #[test]
+    fn egress_allow_takes_hosts_addresses_and_networks_and_names_a_bad_entry_and_its_line() {
+        assert!(parse("{}").unwrap().egress.allowed().is_empty(), "none by default");
+        let c = parse(r#"{"egress": {"allow": ["auth.corp", "10.0.0.7", "fd00::/8"]}}"#).unwrap();
+        assert_eq!(c.egress.allowed().len(), 3);
+        let err = parse("{\n  \"egress\": {\"allow\": [\"10.0.0.0/33\"]}\n}").unwrap_err().to_string();
+        assert!(err.starts_with("mcpx.json:2:") && err.contains("\"egress.allow\": \"10.0.0.0/33\" is neither"), "{err}");
+        let err = parse(r#"{"egress": {"alow": []}}"#).unwrap_err().to_string();
+        assert!(err.contains("unknown field `alow`"), "{err}");
+    }
+
+    #[test]
     fn a_bad_scope_names_the_line() {
         let err = parse("{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"a\", \"scope\": \"sesion\"}\n  }\n}")
             .unwrap_err();
