@@ -147,13 +147,19 @@ impl Allowed {
 struct Anchor {
     host: String,
     port: u16,
+    /// Where it is, when its URL says: an IP address, or `localhost`. A name's addresses
+    /// are whatever its DNS says, and a remote party may own that DNS: a name claims no
+    /// place, so that the owner of `evil.example` cannot unlock loopback by resolving it
+    /// to 127.0.0.1.
+    reach: Option<Reach>,
 }
 
 /// Where one client's requests may go (see the module's comment).
 #[derive(Clone, Debug, Default)]
 pub struct Egress {
-    /// Where the user pointed the client: reached wherever they are (but mcpx itself), and
-    /// what kind of place they are in (loopback, private) learned destinations may be in too.
+    /// Where the user pointed the client: reached wherever they are (but mcpx itself); and
+    /// where their URLs say what kind of place they are in (an IP address, `localhost`),
+    /// learned destinations may be in that kind of place too.
     anchors: Vec<Anchor>,
     /// Hosts and networks the user allowed on top.
     allow: Arc<[Allowed]>,
@@ -172,7 +178,12 @@ impl Egress {
     pub fn and_toward(mut self, url: &url::Url) -> Egress {
         if let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) {
             let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-            self.anchors.push(Anchor { host, port });
+            let reach = match host.parse::<IpAddr>() {
+                Ok(ip) => Some(Reach::of(ip)),
+                Err(_) if host == "localhost" || host.ends_with(".localhost") => Some(Reach::Loopback),
+                Err(_) => None,
+            };
+            self.anchors.push(Anchor { host, port, reach });
         }
         self
     }
@@ -193,8 +204,8 @@ impl Egress {
     }
 
     /// Whether `host:port`, resolved to `addr`, may be sent to; `Err` says why not.
-    /// `own` is where mcpx listens, `anchored` what kind of place the anchors are in.
-    pub fn judge(&self, host: &str, addr: SocketAddr, own: &[SocketAddr], anchored: &[Reach]) -> Result<(), String> {
+    /// `own` is where mcpx listens.
+    pub fn judge(&self, host: &str, addr: SocketAddr, own: &[SocketAddr]) -> Result<(), String> {
         if let Some(listen) = own_address(addr, own) {
             return Err(format!("{host} resolves to {addr}, where mcpx itself listens ({listen})"));
         }
@@ -202,7 +213,7 @@ impl Egress {
         let admitted = self.trusting
             || reach == Reach::Public
             || self.is_anchor(host, addr.port())
-            || anchored.contains(&reach)
+            || self.anchors.iter().any(|a| a.reach == Some(reach))
             || self.allow.iter().any(|a| a.admits(host, addr.ip()));
         if admitted {
             return Ok(());
@@ -220,17 +231,6 @@ impl Egress {
             addr.ip(),
             reach.name()
         ))
-    }
-
-    /// The kinds of place the anchors are in (their names resolved now).
-    async fn anchored(&self) -> Vec<Reach> {
-        let mut kinds = Vec::new();
-        for anchor in &self.anchors {
-            for addr in resolve(&anchor.host, anchor.port).await.unwrap_or_default() {
-                kinds.push(Reach::of(addr.ip()));
-            }
-        }
-        kinds
     }
 }
 
@@ -310,20 +310,10 @@ impl tower_service::Service<Uri> for Guarded {
             let port = dst.port_u16().unwrap_or(if dst.scheme_str() == Some("https") { 443 } else { 80 });
             let addrs = resolve(host, port).await.map_err(|e| format!("resolving {host}: {e}"))?;
             let own = own();
-            let mut anchored = None;
             let mut refused = None;
             let mut failed = None;
             for addr in addrs {
-                let mut verdict = egress.judge(host, addr, &own, &[]);
-                // Where the anchors are matters only here: most destinations never look.
-                if verdict.is_err() && own_address(addr, &own).is_none() {
-                    let anchored = match &anchored {
-                        Some(kinds) => kinds,
-                        None => anchored.insert(egress.anchored().await),
-                    };
-                    verdict = egress.judge(host, addr, &own, anchored);
-                }
-                if let Err(why) = verdict {
+                if let Err(why) = egress.judge(host, addr, &own) {
                     refused.get_or_insert(why);
                     continue;
                 }
@@ -406,11 +396,11 @@ mod tests {
         let url = url::Url::parse("http://127.0.0.1:7000/mcp").unwrap();
         let allow: Arc<[Allowed]> = Arc::from(vec![Allowed::parse("127.0.0.0/8").unwrap()]);
         for egress in [Egress::toward(&url).allowing(allow), Egress::trusting()] {
-            let refused = egress.judge("127.0.0.1", at("127.0.0.1:7000"), &own, &[Reach::Loopback]).unwrap_err();
+            let refused = egress.judge("127.0.0.1", at("127.0.0.1:7000"), &own).unwrap_err();
             assert!(refused.contains("where mcpx itself listens (127.0.0.1:7000)"), "{refused}");
-            assert!(egress.judge("localhost", at("0.0.0.0:7000"), &own, &[]).is_err());
-            assert!(egress.judge("localhost", at("[::ffff:127.0.0.1]:7000"), &own, &[]).is_err());
-            assert!(egress.judge("127.0.0.1", at("127.0.0.1:7001"), &own, &[Reach::Loopback]).is_ok());
+            assert!(egress.judge("localhost", at("0.0.0.0:7000"), &own).is_err());
+            assert!(egress.judge("localhost", at("[::ffff:127.0.0.1]:7000"), &own).is_err());
+            assert!(egress.judge("127.0.0.1", at("127.0.0.1:7001"), &own).is_ok());
         }
     }
 
@@ -439,27 +429,34 @@ mod tests {
             ("mapped", "[::ffff:10.0.0.5]:443"),
             ("multicast", "224.0.0.1:80"),
         ] {
-            let refused = public.judge(host, at(addr), &[], &[Reach::Public]).unwrap_err();
+            let refused = public.judge(host, at(addr), &[]).unwrap_err();
             assert!(refused.starts_with(&format!("{host} resolves to ")), "{refused}");
             assert!(refused.contains("mcp.example.com:443 is not there"), "{refused}");
             assert!(refused.contains("egress.allow"), "{refused}");
         }
-        assert!(public.judge("auth.example.com", at("93.184.216.34:443"), &[], &[Reach::Public]).is_ok());
+        assert!(public.judge("auth.example.com", at("93.184.216.34:443"), &[]).is_ok());
 
         let local = Egress::toward(&url::Url::parse("http://127.0.0.1:9000/mcp").unwrap());
-        assert!(local.judge("127.0.0.1", at("127.0.0.1:9100"), &[], &[Reach::Loopback]).is_ok());
-        assert!(local.judge("localhost", at("[::1]:9100"), &[], &[Reach::Loopback]).is_ok());
-        assert!(local.judge("meta", at("169.254.169.254:80"), &[], &[Reach::Loopback]).is_err());
-        assert!(local.judge("lan", at("192.168.1.1:80"), &[], &[Reach::Loopback]).is_err());
+        assert!(local.judge("127.0.0.1", at("127.0.0.1:9100"), &[]).is_ok());
+        assert!(local.judge("localhost", at("[::1]:9100"), &[]).is_ok());
+        assert!(local.judge("meta", at("169.254.169.254:80"), &[]).is_err());
+        assert!(local.judge("lan", at("192.168.1.1:80"), &[]).is_err());
     }
 
     #[test]
     fn the_anchor_itself_is_reached_wherever_it_is() {
+        let named = Egress::toward(&url::Url::parse("http://localhost:9000/mcp").unwrap());
+        assert!(named.judge("127.0.0.1", at("127.0.0.1:9100"), &[]).is_ok(), "localhost is loopback by name");
         let lan = Egress::toward(&url::Url::parse("http://Tools.LAN:8080/mcp").unwrap());
-        assert!(lan.judge("tools.lan", at("192.168.1.20:8080"), &[], &[]).is_ok());
-        assert!(lan.judge("tools.lan", at("192.168.1.20:8081"), &[], &[]).is_err(), "another port is another place");
+        assert!(lan.judge("tools.lan", at("192.168.1.20:8080"), &[]).is_ok());
+        assert!(lan.judge("tools.lan", at("192.168.1.20:8081"), &[]).is_err(), "another port is another place");
+        // Whoever owns a name's DNS can make it resolve anywhere: a name unlocks no place.
+        assert!(lan.judge("192.168.1.21", at("192.168.1.21:80"), &[]).is_err());
+        let evil = Egress::toward(&url::Url::parse("https://evil.example/mcp").unwrap());
+        assert!(evil.judge("evil.example", at("127.0.0.1:443"), &[]).is_ok(), "its own host:port, wherever it is");
+        assert!(evil.judge("127.0.0.1", at("127.0.0.1:22"), &[]).is_err());
         let no_anchor = Egress::default();
-        let refused = no_anchor.judge("10.0.0.1", at("10.0.0.1:80"), &[], &[]).unwrap_err();
+        let refused = no_anchor.judge("10.0.0.1", at("10.0.0.1:80"), &[]).unwrap_err();
         assert!(refused.contains("it was not configured"), "{refused}");
     }
 
@@ -471,12 +468,12 @@ mod tests {
             Allowed::parse("fd00::7").unwrap(),
         ]);
         let egress = Egress::toward(&url::Url::parse("https://mcp.example.com/").unwrap()).allowing(allow);
-        assert!(egress.judge("AUTH.corp.", at("172.16.0.2:443"), &[], &[]).is_ok());
-        assert!(egress.judge("x", at("10.9.9.9:443"), &[], &[]).is_ok());
-        assert!(egress.judge("x", at("[::ffff:10.9.9.9]:443"), &[], &[]).is_ok());
-        assert!(egress.judge("x", at("[fd00::7]:443"), &[], &[]).is_ok());
-        assert!(egress.judge("x", at("[fd00::8]:443"), &[], &[]).is_err());
-        assert!(egress.judge("x", at("172.16.0.2:443"), &[], &[]).is_err());
+        assert!(egress.judge("AUTH.corp.", at("172.16.0.2:443"), &[]).is_ok());
+        assert!(egress.judge("x", at("10.9.9.9:443"), &[]).is_ok());
+        assert!(egress.judge("x", at("[::ffff:10.9.9.9]:443"), &[]).is_ok());
+        assert!(egress.judge("x", at("[fd00::7]:443"), &[]).is_ok());
+        assert!(egress.judge("x", at("[fd00::8]:443"), &[]).is_err());
+        assert!(egress.judge("x", at("172.16.0.2:443"), &[]).is_err());
     }
 
     #[test]
