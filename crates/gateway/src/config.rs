@@ -656,15 +656,17 @@ pub struct TelemetryConfig {
 }
 
 /// The `"egress"` section: destinations a remote party may point mcpx at beyond the
-/// default. An upstream's metadata, its `WWW-Authenticate` hints and redirects (of it, its
-/// authorization server, an issuer's JWKS, the traces collector) may lead only to public
-/// addresses, or to addresses of the kind the configured URL is at itself (an upstream at
-/// 127.0.0.1 may name loopback endpoints); never to mcpx's own listening addresses.
+/// default. An upstream's metadata, its `WWW-Authenticate` hints and redirects (of it or
+/// its authorization server) may lead only to public addresses, or to addresses of the
+/// kind the configured URL names by address (an upstream at 127.0.0.1 may name loopback
+/// endpoints); never to mcpx's own listening addresses. An issuer's JWKS and the traces
+/// collector's redirects follow the same rule without this list.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct EgressConfig {
-    /// Host names, IP addresses and CIDR networks (`"auth.corp"`, `"10.0.0.0/8"`) that
-    /// learned endpoints may lead to as well, loopback, link-local or private. Default none.
+    /// Host names, IP addresses and CIDR networks (`"auth.corp"`, `"10.0.0.0/8"`) that an
+    /// upstream's learned endpoints may lead to as well, loopback, link-local or private.
+    /// Default none.
     pub allow: Vec<String>,
 }
 
@@ -1311,7 +1313,10 @@ mod tests {
         let c = parse(r#"{"egress": {"allow": ["auth.corp", "10.0.0.7", "fd00::/8"]}}"#).unwrap();
         assert_eq!(c.egress.allowed().len(), 3);
         let err = parse("{\n  \"egress\": {\"allow\": [\"10.0.0.0/33\"]}\n}").unwrap_err().to_string();
-        assert!(err.starts_with("mcpx.json:2:") && err.contains("\"egress.allow\": \"10.0.0.0/33\" is neither"), "{err}");
+        assert!(
+            err.starts_with("mcpx.json:2:") && err.contains("\"egress.allow\": \"10.0.0.0/33\" is neither"),
+            "{err}"
+        );
         let err = parse(r#"{"egress": {"alow": []}}"#).unwrap_err().to_string();
         assert!(err.contains("unknown field `alow`"), "{err}");
     }

@@ -65,7 +65,7 @@ impl Instances {
             let mut spec = upstream_spec(config, server, server_config, &ctx.identity)
                 .map_err(|e| PoolError::Config(e.to_string()))?;
             if let (Spec::Http(http), Some(authorizer)) = (&mut spec, self.oauth.get()) {
-                authorizer.set_settings(oauth_settings(&config));
+                authorizer.set_settings(oauth_settings(config));
                 let target = login_target(server, server_config, &ctx.identity.principal)
                     .map_err(|e| PoolError::Config(e.to_string()))?;
                 http.auth = target.map(|target| Authorization { authorizer: authorizer.clone(), target });

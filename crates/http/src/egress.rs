@@ -493,7 +493,8 @@ mod tests {
         let _own = listening(addr);
         let mut guarded = Guarded { tcp: HttpConnector::new(), egress: Arc::new(Egress::trusting()) };
         let uri: Uri = format!("http://{addr}/v1/stop").parse().unwrap();
-        let refused = tower_service::Service::call(&mut guarded, uri).await.err().expect("refused").to_string();
+        let Err(refused) = tower_service::Service::call(&mut guarded, uri).await else { panic!("it connected") };
+        let refused = refused.to_string();
         assert!(refused.starts_with(&format!("refused to connect: 127.0.0.1 resolves to {addr}")), "{refused}");
         assert!(refused.contains("where mcpx itself listens"), "{refused}");
     }

@@ -410,7 +410,8 @@ mod tests {
         let failing = Client::new(Redirects { most: 2, ..Redirects::FOLLOW }, None, Egress::trusting());
         let failed = post(&failing, &format!("{base}/first"), "").await;
         assert_eq!(failed.err().as_deref(), Some("more than 2 redirects"));
-        let answering = Client::new(Redirects { most: 2, fail_past_most: false, ..Redirects::FOLLOW }, None, Egress::trusting());
+        let answering =
+            Client::new(Redirects { most: 2, fail_past_most: false, ..Redirects::FOLLOW }, None, Egress::trusting());
         assert_eq!(post(&answering, &format!("{base}/first"), "").await.unwrap().status(), 307);
         let none = Client::new(Redirects::NONE, None, Egress::trusting());
         assert_eq!(post(&none, &format!("{base}/first"), "").await.unwrap().status(), 307);

@@ -576,7 +576,8 @@ impl Authorizer {
             return Ok(current.access_token);
         }
         if target.config.grant == Grant::ClientCredentials {
-            let discovered = discovery::discover(&self.http(&target.url), &parse(&target.url)?, challenge.as_ref()).await?;
+            let discovered =
+                discovery::discover(&self.http(&target.url), &parse(&target.url)?, challenge.as_ref()).await?;
             return self.client_credentials(target, &discovered).await;
         }
         match stored {
@@ -907,7 +908,8 @@ impl Authorizer {
                     return Ok(client);
                 }
                 let client =
-                    token::register(&self.http(&target.url), auth, &endpoint, redirect_uri, &settings.client_name).await?;
+                    token::register(&self.http(&target.url), auth, &endpoint, redirect_uri, &settings.client_name)
+                        .await?;
                 self.inner.store.put_client(&auth.issuer, client.clone())?;
                 Ok(client)
             }

@@ -346,7 +346,8 @@ mod tests {
             resource_metadata: Some("http://metadata.invalid/.well-known/oauth-protected-resource".into()),
             ..Default::default()
         };
-        let refused = discover(&Http::toward(&server, std::sync::Arc::from([])), &server, Some(&challenge)).await.unwrap_err();
+        let refused =
+            discover(&Http::toward(&server, std::sync::Arc::from([])), &server, Some(&challenge)).await.unwrap_err();
         assert!(matches!(refused, OAuthError::Refused(_)), "{refused}");
     }
 

@@ -471,7 +471,8 @@ async fn read_json(oauth: &OAuthResourceConfig, response: Response, what: &str) 
 /// issuer's metadata names may be where one of them is, or public (`mcpx_http::egress`).
 fn client(oauth: &OAuthResourceConfig) -> Client {
     static CLIENTS: OnceLock<std::sync::Mutex<std::collections::HashMap<Vec<String>, Client>>> = OnceLock::new();
-    let configured = oauth.issuers.iter().chain(&oauth.jwks_url).chain(oauth.introspection.as_ref().map(|i| &i.endpoint));
+    let configured =
+        oauth.issuers.iter().chain(&oauth.jwks_url).chain(oauth.introspection.as_ref().map(|i| &i.endpoint));
     let anchors: Vec<String> = configured.cloned().collect();
     let mut clients = CLIENTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     let client = clients.entry(anchors).or_insert_with_key(|anchors| {

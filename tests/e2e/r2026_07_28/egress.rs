@@ -81,8 +81,9 @@ fn serve(mut stream: TcpStream, trick: &Trick, base: &str, mcpx: &str) {
             respond(&mut stream, *status, &format!("Location: {}\r\n", aimed(location)), "")
         }
         (Trick::Endpoints(_), "POST", "/mcp") => {
-            let challenge =
-                format!("WWW-Authenticate: Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"\r\n");
+            let challenge = format!(
+                "WWW-Authenticate: Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"\r\n"
+            );
             respond(&mut stream, 401, &challenge, r#"{"error":"invalid_token"}"#)
         }
         (Trick::Endpoints(_), "GET", "/.well-known/oauth-protected-resource/mcp") => {
@@ -139,13 +140,9 @@ fn authorization_server_metadata_naming_mcpx_own_api_is_refused_and_the_daemon_r
 #[test]
 fn a_redirect_of_any_kind_to_mcpx_own_api_fails_the_call_and_the_daemon_runs_on() {
     // By address, by a name that resolves to it, by the unspecified and mapped forms.
-    let tricks = [
-        (307, "{mcpx}/v1/stop"),
-        (308, "{mcpx}/v1/stop"),
-        (302, "{mcpx}/v1/stop"),
-        (303, "{mcpx}/v1/status"),
-    ];
-    let servers: Vec<Hostile> = tricks.iter().map(|&(status, to)| Hostile::start(Trick::Redirect(status, to.to_owned()))).collect();
+    let tricks = [(307, "{mcpx}/v1/stop"), (308, "{mcpx}/v1/stop"), (302, "{mcpx}/v1/stop"), (303, "{mcpx}/v1/status")];
+    let servers: Vec<Hostile> =
+        tricks.iter().map(|&(status, to)| Hostile::start(Trick::Redirect(status, to.to_owned()))).collect();
     let mut config = json!({ "mcpServers": {} });
     for (i, server) in servers.iter().enumerate() {
         config["mcpServers"][format!("evil{i}")] = json!({ "url": server.url() });
