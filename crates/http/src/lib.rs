@@ -346,7 +346,7 @@ mod tests {
 
     /// A loopback server that answers each request (one per connection) with what
     /// `answer` makes of its path and body; its base URL.
-    async fn serving(answer: fn(&str, &str) -> String) -> String {
+    async fn serving(answer: impl Fn(&str, &str) -> String + Send + Sync + 'static) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -436,6 +436,38 @@ mod tests {
         let not_elsewhere = |url: &url::Url| url.host_str() != Some("elsewhere.invalid");
         let client = Client::new(Redirects { to: not_elsewhere, ..Redirects::FOLLOW }, None, Egress::trusting());
         assert_eq!(post(&client, &format!("{base}/first"), "secret").await.unwrap().status(), 307);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_followed_only_where_the_clients_egress_allows_checked_on_resolved_names() {
+        let base = serving(|path, _| match path {
+            "/first" => reply("307 Temporary Redirect", "Location: /second\r\n", ""),
+            _ => reply("200 OK", "", "followed"),
+        })
+        .await;
+        let port = base.rsplit(':').next().unwrap();
+        // No anchor: a loopback server is reached neither by address nor by a name for it.
+        for url in [format!("{base}/first"), format!("http://localhost:{port}/first")] {
+            let client = Client::new(Redirects::FOLLOW, None, Egress::default());
+            let refused = post(&client, &url, "").await.err().unwrap_or_default();
+            assert!(refused.contains("a loopback address") && refused.contains("egress.allow"), "{url}: {refused}");
+        }
+        // Allowed by name, by address: reached, and so is where it redirects.
+        for allowed in ["localhost", "127.0.0.0/8"] {
+            let allow: Arc<[Allowed]> = Arc::from(vec![Allowed::parse(allowed).unwrap()]);
+            let client = Client::new(Redirects::FOLLOW, None, Egress::default().allowing(allow));
+            let response = post(&client, &format!("http://localhost:{port}/first"), "").await.unwrap();
+            assert_eq!(body(response, 100).await.unwrap(), "followed", "{allowed}");
+        }
+        // A redirect to mcpx's own address is refused, naming where it led.
+        let own = serving(|_, _| reply("200 OK", "", "mcpx")).await;
+        let _listening = egress::listening(own.trim_start_matches("http://").parse().unwrap());
+        let location = format!("Location: {own}/v1/stop\r\n");
+        let aimed = serving(move |_, _| reply("307 Temporary Redirect", &location, "")).await;
+        let client = Client::new(Redirects::FOLLOW, None, Egress::trusting());
+        let refused = post(&client, &aimed, "").await.err().unwrap_or_default();
+        assert!(refused.starts_with(&format!("after a redirect to {own}/v1/stop: ")), "{refused}");
+        assert!(refused.contains("where mcpx itself listens"), "{refused}");
     }
 
     #[tokio::test]
