@@ -203,3 +203,17 @@ fn token_and_registration_endpoints_at_a_link_local_address_are_refused_naming_t
     assert!(login.stderr.contains("a link-local address"), "{login}");
     still_running(&daemon);
 }
+
+#[test]
+fn a_gateway_run_without_the_daemon_cannot_be_redirected_into_the_daemon_beside_it() {
+    let evil = Hostile::start(Trick::Redirect(307, "{mcpx}/v1/stop".into()));
+    let daemon = Daemon::start(&json!({ "mcpServers": { "evil": { "url": evil.url() } } }));
+    evil.aim_at(&daemon);
+    let stop = format!("{}/v1/stop", daemon.url().trim_end_matches("/mcp"));
+    let mut serve = daemon.home().serve().arg("--no-daemon").start();
+    let answer = serve.request(&Modern::mcpx_call("evil", "anything", json!({})).frame());
+    let error = answer.error().to_string();
+    assert!(error.contains(&format!("after a redirect to {stop}")), "{error}");
+    assert!(error.contains("where mcpx itself listens"), "{error}");
+    still_running(&daemon);
+}
