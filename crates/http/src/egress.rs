@@ -220,6 +220,9 @@ impl Egress {
         }
         let anchors = match self.anchors.as_slice() {
             [] => "it was not configured".to_owned(),
+            [one] if one.reach.is_none() => {
+                format!("{}:{} vouches for no such place (a host name, not an address)", one.host, one.port)
+            }
             [one] => format!("{}:{} is not there", one.host, one.port),
             many => {
                 let named: Vec<String> = many.iter().map(|a| format!("{}:{}", a.host, a.port)).collect();
@@ -431,7 +434,7 @@ mod tests {
         ] {
             let refused = public.judge(host, at(addr), &[]).unwrap_err();
             assert!(refused.starts_with(&format!("{host} resolves to ")), "{refused}");
-            assert!(refused.contains("mcp.example.com:443 is not there"), "{refused}");
+            assert!(refused.contains("mcp.example.com:443 vouches for no such place"), "{refused}");
             assert!(refused.contains("egress.allow"), "{refused}");
         }
         assert!(public.judge("auth.example.com", at("93.184.216.34:443"), &[]).is_ok());
