@@ -46,6 +46,9 @@ pub fn run(args: Args) -> ExitCode {
 async fn in_process(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir()?;
     let settings = Settings::load(mcpx_gateway::settings::find_config(args.config, &cwd))?;
+    // No daemon here, but the user's may run beside it: no request this process sends
+    // (an upstream's redirect) may reach that one's API either.
+    let _daemons = daemon_addresses(&settings).into_iter().map(mcpx_http::egress::listening).collect::<Vec<_>>();
     let gateway = Gateway::new(settings);
     let transport = mcpx_server::stdio::transport(args.session.as_deref(), std::process::id(), Some(cwd));
     let (stdin, stdout) = (crate::stdio::stdin(), crate::stdio::stdout());
@@ -68,4 +71,14 @@ async fn through_daemon(args: Args) -> anyhow::Result<()> {
     };
     relay::run(connect, crate::stdio::stdin(), crate::stdio::stdout()).await?;
     Ok(())
+}
+
+/// Where the user's daemon listens or would: the port its record names, and the
+/// configured one. A gateway run in a CLI process keeps its requests from them.
+pub(crate) fn daemon_addresses(settings: &Settings) -> Vec<std::net::SocketAddr> {
+    let http = &settings.config().http;
+    let recorded = mcpx_server::state::state_dir().ok().and_then(|dir| mcpx_server::state::read_record(&dir));
+    let ports = [Some(http.port), recorded.and_then(|r| r["port"].as_u64()).and_then(|p| u16::try_from(p).ok())];
+    let host = http.host.parse::<std::net::IpAddr>().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
+    ports.into_iter().flatten().map(|port| std::net::SocketAddr::new(host, port)).collect()
 }

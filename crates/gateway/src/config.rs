@@ -40,6 +40,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// Tasks (the 2026-07-28 tasks extension) mcpx relays from upstreams.
     pub tasks: TaskConfig,
+    /// Where mcpx may send requests a remote party pointed it at (`mcpx_http::egress`).
+    pub egress: EgressConfig,
     /// Running as one node of several behind a load balancer (`gateway::cluster`).
     /// Absent by default: one daemon, no Redis, nothing shared. Read at the daemon's start.
     pub cluster: Option<ClusterConfig>,
@@ -669,6 +671,28 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
 }
 
+/// The `"egress"` section: destinations a remote party may point mcpx at beyond the
+/// default. An upstream's metadata, its `WWW-Authenticate` hints and redirects (of it or
+/// its authorization server) may lead only to public addresses, or to addresses of the
+/// kind the configured URL names by address (an upstream at 127.0.0.1 may name loopback
+/// endpoints); never to mcpx's own listening addresses. An issuer's JWKS and the traces
+/// collector's redirects follow the same rule without this list.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Host names, IP addresses and CIDR networks (`"auth.corp"`, `"10.0.0.0/8"`) that an
+    /// upstream's learned endpoints may lead to as well, loopback, link-local or private.
+    /// Default none.
+    pub allow: Vec<String>,
+}
+
+impl EgressConfig {
+    /// `allow`, parsed (the config was checked: an entry that does not parse is skipped).
+    pub fn allowed(&self) -> std::sync::Arc<[mcpx_http::Allowed]> {
+        self.allow.iter().filter_map(|a| mcpx_http::Allowed::parse(a).ok()).collect()
+    }
+}
+
 /// The `"tasks"` section: tasks upstreams hand callers through mcpx (`gateway::tasks`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -915,6 +939,11 @@ impl Config {
             }
         }
         self.check_clients()?;
+        for entry in &self.egress.allow {
+            if let Err(why) = mcpx_http::Allowed::parse(entry) {
+                return Err((format!("\"egress.allow\": {why}"), entry.clone()));
+            }
+        }
         if let Some(cluster) = &self.cluster {
             check_cluster(cluster)?;
         }
@@ -1351,6 +1380,20 @@ mod tests {
         }
         let cpus = std::thread::available_parallelism().unwrap().get();
         assert_eq!(super::default_workers(), cpus.div_ceil(2), "{cpus} CPUs");
+    }
+
+    #[test]
+    fn egress_allow_takes_hosts_addresses_and_networks_and_names_a_bad_entry_and_its_line() {
+        assert!(parse("{}").unwrap().egress.allowed().is_empty(), "none by default");
+        let c = parse(r#"{"egress": {"allow": ["auth.corp", "10.0.0.7", "fd00::/8"]}}"#).unwrap();
+        assert_eq!(c.egress.allowed().len(), 3);
+        let err = parse("{\n  \"egress\": {\"allow\": [\"10.0.0.0/33\"]}\n}").unwrap_err().to_string();
+        assert!(
+            err.starts_with("mcpx.json:2:") && err.contains("\"egress.allow\": \"10.0.0.0/33\" is neither"),
+            "{err}"
+        );
+        let err = parse(r#"{"egress": {"alow": []}}"#).unwrap_err().to_string();
+        assert!(err.contains("unknown field `alow`"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use mcpx_upstream::{Authorization, HttpSpec, Spec, StdioSpec, Timeouts};
 use serde_json::json;
 
 use crate::cluster::{Claim, Cluster};
-use crate::config::{Config, Credentials, Launch, OAuthConfig, ServerConfig, expand_env};
+use crate::config::{Config, Credentials, Launch, ServerConfig, expand_env};
 use crate::context::CallContext;
 use crate::error::{Elsewhere, Error};
 use crate::identity::{Identity, Principal};
@@ -65,7 +65,7 @@ impl Instances {
             let mut spec = upstream_spec(config, server, server_config, &ctx.identity)
                 .map_err(|e| PoolError::Config(e.to_string()))?;
             if let (Spec::Http(http), Some(authorizer)) = (&mut spec, self.oauth.get()) {
-                authorizer.set_settings(oauth_settings(&config.oauth));
+                authorizer.set_settings(oauth_settings(config));
                 let target = login_target(server, server_config, &ctx.identity.principal)
                     .map_err(|e| PoolError::Config(e.to_string()))?;
                 http.auth = target.map(|target| Authorization { authorizer: authorizer.clone(), target });
@@ -181,14 +181,17 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
                 timeouts,
                 max_line_bytes: config.limits.max_line_bytes,
                 auth: None,
+                allow: config.egress.allowed(),
             }))
         }
     }
 }
 
 /// The daemon-wide OAuth settings, as the authorizer takes them.
-pub(crate) fn oauth_settings(config: &OAuthConfig) -> mcpx_oauth::Settings {
+pub(crate) fn oauth_settings(config: &Config) -> mcpx_oauth::Settings {
+    let (egress, config) = (&config.egress, &config.oauth);
     mcpx_oauth::Settings {
+        egress_allow: egress.allowed(),
         client_metadata_url: config.client_metadata_url.clone(),
         redirect_port: config.redirect_port,
         login_timeout: config.login_timeout,

@@ -32,7 +32,7 @@ const URL_ELICITATION_REQUIRED: i64 = -32042;
 impl Gateway {
     /// Logs in to HTTP upstreams with this authorizer (the daemon's, over its state dir).
     pub fn authorize_with(&self, authorizer: Authorizer) {
-        authorizer.set_settings(oauth_settings(&self.settings.config().oauth));
+        authorizer.set_settings(oauth_settings(&self.settings.config()));
         let _ = self.instances.oauth.set(authorizer);
     }
 
@@ -65,7 +65,7 @@ impl Gateway {
     pub async fn begin_login(&self, server: &str, principal: &Principal) -> Result<Login, Error> {
         let target = self.target_for(server, principal)?;
         let authorizer = self.authorizer()?;
-        authorizer.set_settings(oauth_settings(&self.settings.config().oauth));
+        authorizer.set_settings(oauth_settings(&self.settings.config()));
         authorizer.begin(&target).await.map_err(|e| Error::Upstream(UpstreamError::from_oauth(server, e)))
     }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mcpx_http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use mcpx_http::{Body, Client, Method, Redirects, Request, Uri};
+use mcpx_http::{Body, Client, Egress, Method, Redirects, Request, Uri};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry::{Array, Context, InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::Resource;
@@ -42,7 +42,9 @@ impl Exporter {
     /// standard `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` and `..._TIMEOUT` variables set.
     pub(crate) fn new(url: String) -> Result<Exporter, String> {
         let timeout = standard("TIMEOUT").and_then(|ms| ms.trim().parse().ok()).map_or(TIMEOUT, Duration::from_millis);
-        let client = Client::new(Redirects::FOLLOW, None);
+        // The collector is where the user pointed: its redirects may lead where it is.
+        let egress = mcpx_http::Url::parse(&url).map(|to| Egress::toward(&to)).unwrap_or_default();
+        let client = Client::new(Redirects::FOLLOW, None, egress);
         let headers = standard("HEADERS").map(|h| headers(&h)).transpose()?.unwrap_or_default();
         Ok(Exporter { client, url, timeout, headers })
     }

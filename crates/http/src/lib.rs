@@ -12,7 +12,8 @@
 //! once a hop leaves the first request's scheme, host and port, `Authorization`, `Cookie`
 //! and `Proxy-Authorization` are left off every request after it. A redirect from https
 //! into the clear, or to anything but HTTP, fails the request (its body and headers would
-//! follow it).
+//! follow it). Where a request may go at all, first or redirected, is its client's
+//! [`Egress`]: checked where each connection is made.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -24,9 +25,13 @@ use hyper_util::client::legacy::Client as Pool;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+pub mod egress;
+pub use egress::{Allowed, Egress};
+
 pub use hyper::body::Incoming;
 pub use hyper::header;
 pub use hyper::{Method, Request, StatusCode, Uri};
+pub use url::Url;
 
 /// What a server answers: its head, and a body read as it arrives.
 pub type Response = hyper::Response<Incoming>;
@@ -62,7 +67,7 @@ fn anywhere(_: &url::Url) -> bool {
 
 #[derive(Clone)]
 pub struct Client {
-    pool: Pool<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+    pool: Pool<hyper_rustls::HttpsConnector<egress::Guarded>, Body>,
     redirects: Redirects,
 }
 
@@ -89,9 +94,9 @@ fn tls() -> &'static rustls::ClientConfig {
 }
 
 impl Client {
-    /// A client with a pool of connections of its own, following `redirects`;
-    /// `connect_timeout` bounds each connection's TCP connect.
-    pub fn new(redirects: Redirects, connect_timeout: Option<Duration>) -> Client {
+    /// A client with a pool of connections of its own, following `redirects`, sending
+    /// only where `egress` allows; `connect_timeout` bounds each connection's TCP connect.
+    pub fn new(redirects: Redirects, connect_timeout: Option<Duration>, egress: Egress) -> Client {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         // Requests are small writes answered at once: Nagle's delay would stall each one.
@@ -101,7 +106,7 @@ impl Client {
             .with_tls_config(tls().clone())
             .https_or_http()
             .enable_all_versions()
-            .wrap_connector(tcp);
+            .wrap_connector(egress::Guarded { tcp, egress: Arc::new(egress) });
         let pool = Pool::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_FOR)
             .pool_timer(TokioTimer::new())
@@ -119,7 +124,14 @@ impl Client {
         let mut left_origin = false;
         let mut followed = 0;
         loop {
-            let response = self.pool.request(request).await.map_err(|e| with_causes(&e))?;
+            let response = match self.pool.request(request).await {
+                Ok(response) => response,
+                // A redirect is named: it is where the request went, not where it was sent.
+                Err(e) => match &at {
+                    Some(to) => return Err(format!("after a redirect to {to}: {}", with_causes(&e))),
+                    None => return Err(with_causes(&e)),
+                },
+            };
             // Past the most it follows, a client that does not fail takes any answer as it is.
             if followed == self.redirects.most && !self.redirects.fail_past_most {
                 return Ok(response);
@@ -334,7 +346,7 @@ mod tests {
 
     /// A loopback server that answers each request (one per connection) with what
     /// `answer` makes of its path and body; its base URL.
-    async fn serving(answer: fn(&str, &str) -> String) -> String {
+    async fn serving(answer: impl Fn(&str, &str) -> String + Send + Sync + 'static) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -386,7 +398,7 @@ mod tests {
             _ => reply("200 OK", "", &format!("{path} got {body}")),
         })
         .await;
-        let client = Client::new(Redirects::FOLLOW, None);
+        let client = Client::new(Redirects::FOLLOW, None, Egress::trusting());
         let response = post(&client, &format!("{base}/mcp/"), "the body").await.unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(body(response, 1024).await.unwrap(), "/mcp got the body");
@@ -395,21 +407,22 @@ mod tests {
     #[tokio::test]
     async fn past_the_most_redirects_a_request_fails_or_ends_at_the_redirect_as_the_client_says() {
         let base = serving(|_, _| reply("307 Temporary Redirect", "Location: /again\r\n", "")).await;
-        let failing = Client::new(Redirects { most: 2, ..Redirects::FOLLOW }, None);
+        let failing = Client::new(Redirects { most: 2, ..Redirects::FOLLOW }, None, Egress::trusting());
         let failed = post(&failing, &format!("{base}/first"), "").await;
         assert_eq!(failed.err().as_deref(), Some("more than 2 redirects"));
-        let answering = Client::new(Redirects { most: 2, fail_past_most: false, ..Redirects::FOLLOW }, None);
+        let answering =
+            Client::new(Redirects { most: 2, fail_past_most: false, ..Redirects::FOLLOW }, None, Egress::trusting());
         assert_eq!(post(&answering, &format!("{base}/first"), "").await.unwrap().status(), 307);
-        let none = Client::new(Redirects::NONE, None);
+        let none = Client::new(Redirects::NONE, None, Egress::trusting());
         assert_eq!(post(&none, &format!("{base}/first"), "").await.unwrap().status(), 307);
     }
 
     #[tokio::test]
     async fn a_client_that_follows_none_takes_even_a_redirect_it_could_not_follow_as_the_answer() {
         let base = serving(|_, _| reply("302 Found", "Location: file:///etc/passwd\r\n", "")).await;
-        let none = Client::new(Redirects::NONE, None);
+        let none = Client::new(Redirects::NONE, None, Egress::trusting());
         assert_eq!(post(&none, &base, "").await.unwrap().status(), 302);
-        let following = Client::new(Redirects::FOLLOW, None);
+        let following = Client::new(Redirects::FOLLOW, None, Egress::trusting());
         assert!(post(&following, &base, "").await.is_err_and(|e| e.contains("not HTTP")));
     }
 
@@ -421,14 +434,46 @@ mod tests {
         })
         .await;
         let not_elsewhere = |url: &url::Url| url.host_str() != Some("elsewhere.invalid");
-        let client = Client::new(Redirects { to: not_elsewhere, ..Redirects::FOLLOW }, None);
+        let client = Client::new(Redirects { to: not_elsewhere, ..Redirects::FOLLOW }, None, Egress::trusting());
         assert_eq!(post(&client, &format!("{base}/first"), "secret").await.unwrap().status(), 307);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_followed_only_where_the_clients_egress_allows_checked_on_resolved_names() {
+        let base = serving(|path, _| match path {
+            "/first" => reply("307 Temporary Redirect", "Location: /second\r\n", ""),
+            _ => reply("200 OK", "", "followed"),
+        })
+        .await;
+        let port = base.rsplit(':').next().unwrap();
+        // No anchor: a loopback server is reached neither by address nor by a name for it.
+        for url in [format!("{base}/first"), format!("http://localhost:{port}/first")] {
+            let client = Client::new(Redirects::FOLLOW, None, Egress::default());
+            let refused = post(&client, &url, "").await.err().unwrap_or_default();
+            assert!(refused.contains("a loopback address") && refused.contains("egress.allow"), "{url}: {refused}");
+        }
+        // Allowed by name, by address: reached, and so is where it redirects.
+        for allowed in ["localhost", "127.0.0.0/8"] {
+            let allow: Arc<[Allowed]> = Arc::from(vec![Allowed::parse(allowed).unwrap()]);
+            let client = Client::new(Redirects::FOLLOW, None, Egress::default().allowing(allow));
+            let response = post(&client, &format!("http://localhost:{port}/first"), "").await.unwrap();
+            assert_eq!(body(response, 100).await.unwrap(), "followed", "{allowed}");
+        }
+        // A redirect to mcpx's own address is refused, naming where it led.
+        let own = serving(|_, _| reply("200 OK", "", "mcpx")).await;
+        let _listening = egress::listening(own.trim_start_matches("http://").parse().unwrap());
+        let location = format!("Location: {own}/v1/stop\r\n");
+        let aimed = serving(move |_, _| reply("307 Temporary Redirect", &location, "")).await;
+        let client = Client::new(Redirects::FOLLOW, None, Egress::trusting());
+        let refused = post(&client, &aimed, "").await.err().unwrap_or_default();
+        assert!(refused.starts_with(&format!("after a redirect to {own}/v1/stop: ")), "{refused}");
+        assert!(refused.contains("where mcpx itself listens"), "{refused}");
     }
 
     #[tokio::test]
     async fn a_body_past_its_limit_is_refused() {
         let base = serving(|_, _| reply("200 OK", "", &"x".repeat(2000))).await;
-        let client = Client::new(Redirects::NONE, None);
+        let client = Client::new(Redirects::NONE, None, Egress::trusting());
         let response = post(&client, &base, "").await.unwrap();
         assert_eq!(body(response, 1999).await.err().as_deref(), Some("an answer larger than 1999 bytes"));
         let response = post(&client, &base, "").await.unwrap();

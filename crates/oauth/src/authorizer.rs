@@ -36,6 +36,9 @@ pub struct Settings {
     pub refresh_before: Duration,
     /// `client_name` in dynamic registration.
     pub client_name: String,
+    /// Where endpoints a server's metadata names may lead beyond public addresses and the
+    /// server's own kind of place (`egress.allow`).
+    pub egress_allow: Arc<[mcpx_http::Allowed]>,
     /// In a cluster, how long this node holds a credential's lock while it spends the
     /// refresh token (and another node waits at most).
     pub refresh_lock: Duration,
@@ -50,6 +53,7 @@ impl Default for Settings {
             max_step_ups: 2,
             refresh_before: Duration::from_secs(60),
             client_name: "mcpx".into(),
+            egress_allow: Arc::from([]),
             refresh_lock: Duration::from_secs(30),
         }
     }
@@ -166,7 +170,6 @@ struct Flow {
 
 struct Inner {
     store: Store,
-    http: Http,
     settings: RwLock<Settings>,
     flows: Mutex<HashMap<String, Flow>>,
     known: Mutex<HashMap<CredentialKey, Known>>,
@@ -228,7 +231,6 @@ impl Authorizer {
         Authorizer {
             inner: Arc::new(Inner {
                 store,
-                http: Http::default(),
                 settings: RwLock::new(settings),
                 flows: Default::default(),
                 known: Default::default(),
@@ -454,6 +456,15 @@ impl Authorizer {
         *self.inner.settings.write().expect("settings lock") = settings;
     }
 
+    /// The client for requests about the logins of the server at `server` (see
+    /// [`Http::toward`]).
+    fn http(&self, server: &str) -> Http {
+        let allow = self.settings().egress_allow;
+        // A URL that does not parse anchors nothing: its endpoints may only be public.
+        let server = Url::parse(server).unwrap_or_else(|_| Url::parse("https://unknown.invalid/").expect("a URL"));
+        Http::toward(&server, allow)
+    }
+
     fn settings(&self) -> Settings {
         self.inner.settings.read().expect("settings lock").clone()
     }
@@ -565,7 +576,8 @@ impl Authorizer {
             return Ok(current.access_token);
         }
         if target.config.grant == Grant::ClientCredentials {
-            let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, challenge.as_ref()).await?;
+            let discovered =
+                discovery::discover(&self.http(&target.url), &parse(&target.url)?, challenge.as_ref()).await?;
             return self.client_credentials(target, &discovered).await;
         }
         match stored {
@@ -576,7 +588,7 @@ impl Authorizer {
                 // before this node's turn, so the turn (a lock of fixed length, in a
                 // cluster) covers only the token request: a slow discovery must not
                 // outlast it and let another node spend the same refresh token.
-                let discovered = discovery::discover(&self.inner.http, &url, challenge.as_ref()).await;
+                let discovered = discovery::discover(&self.http(&target.url), &url, challenge.as_ref()).await;
                 let other = |t: Option<&Tokens>| t.is_some_and(|t| Some(t.access_token.as_str()) != sent);
                 let turn = match self.turn(&target.key, other).await? {
                     Turn::Done => {
@@ -620,7 +632,7 @@ impl Authorizer {
         turn: Option<&str>,
     ) -> Result<String, OAuthError> {
         if target.config.grant == Grant::ClientCredentials {
-            let discovered = discovery::discover(&self.inner.http, &parse(&target.url)?, None).await?;
+            let discovered = discovery::discover(&self.http(&target.url), &parse(&target.url)?, None).await?;
             return self.client_credentials(target, &discovered).await;
         }
         let refresh = tokens
@@ -637,7 +649,7 @@ impl Authorizer {
         }
         let key = target.config.private_key.clone().map(|pem| SigningKey { pem });
         let granted = token::request(
-            &self.inner.http,
+            &self.http(&target.url),
             &tokens.token_endpoint,
             &tokens.client,
             key.as_ref(),
@@ -680,7 +692,7 @@ impl Authorizer {
             form.push(("scope", scopes.join(" ")));
         }
         let granted = token::request(
-            &self.inner.http,
+            &self.http(&target.url),
             &discovered.auth.token_endpoint,
             &client,
             key.as_ref(),
@@ -740,7 +752,7 @@ impl Authorizer {
         if challenge.is_none() {
             challenge = self.probe(&server).await;
         }
-        let discovered = discovery::discover(&self.inner.http, &server, challenge.as_ref()).await?;
+        let discovered = discovery::discover(&self.http(&target.url), &server, challenge.as_ref()).await?;
         let auth = &discovered.auth;
         check_pkce(auth)?;
         let scopes = select_scopes(
@@ -776,6 +788,9 @@ impl Authorizer {
                 settings.redirect_port
             ))
         })?;
+        // Until the login ends, no request mcpx sends (a registration, a token request)
+        // may be pointed at the listener that waits for its code.
+        let own = listener.local_addr().ok().map(mcpx_http::egress::listening);
         let client = self.client_for(target, auth, &redirect_uri, &settings).await?;
         let state = token::random(32);
         let verifier = token::random(48);
@@ -810,6 +825,7 @@ impl Authorizer {
         let exchange =
             Exchange { discovered: discovered.clone(), client, redirect_uri, verifier, scopes: scopes.clone() };
         let task = tokio::spawn(async move {
+            let _own = own;
             let outcome =
                 tokio::time::timeout(settings.login_timeout, me.finish(&flow_target, listener, &state, exchange)).await;
             let state = match outcome {
@@ -855,7 +871,7 @@ impl Authorizer {
     /// An unauthenticated request to the server, for its challenge (scope, metadata URL).
     async fn probe(&self, server: &Url) -> Option<Challenge> {
         let body = r#"{"jsonrpc":"2.0","id":"mcpx-auth-probe","method":"ping"}"#;
-        let response = self.inner.http.probe(server, body).await.ok()?;
+        let response = Http::toward(server, self.settings().egress_allow).probe(server, body).await.ok()?;
         let values: Vec<String> = response
             .headers()
             .get_all(mcpx_http::header::WWW_AUTHENTICATE)
@@ -892,7 +908,8 @@ impl Authorizer {
                     return Ok(client);
                 }
                 let client =
-                    token::register(&self.inner.http, auth, &endpoint, redirect_uri, &settings.client_name).await?;
+                    token::register(&self.http(&target.url), auth, &endpoint, redirect_uri, &settings.client_name)
+                        .await?;
                 self.inner.store.put_client(&auth.issuer, client.clone())?;
                 Ok(client)
             }
@@ -938,7 +955,7 @@ impl Authorizer {
             ("resource", ex.discovered.resource.clone()),
         ];
         let granted =
-            token::request(&self.inner.http, &auth.token_endpoint, &ex.client, None, &auth.issuer, form).await?;
+            token::request(&self.http(&target.url), &auth.token_endpoint, &ex.client, None, &auth.issuer, form).await?;
         self.store_granted(target, &ex.discovered, ex.client, granted, &ex.scopes).await?;
         if let Some(known) = self.inner.known.lock().expect("known lock").get_mut(&target.key) {
             known.challenge = None;
@@ -1009,7 +1026,7 @@ impl Authorizer {
         self.pull(key).await;
         let Some(tokens) = self.forget(key).await? else { return Ok(false) };
         let Some(endpoint) = tokens.revocation_endpoint.clone() else { return Ok(false) };
-        let http = &self.inner.http;
+        let http = &self.http(&tokens.server_url);
         let mut revoked = true;
         if let Some(refresh) = &tokens.refresh_token {
             revoked &= token::revoke(http, &endpoint, &tokens.client, refresh, "refresh_token").await.is_ok();

@@ -339,14 +339,15 @@ mod tests {
         // person, the code and the client's secret elsewhere.
         let doc = json!({ "resource": "{base}/mcp", "authorization_servers": ["http://as.invalid"] });
         let server = serving(doc).await;
-        let refused = discover(&Http::default(), &server, None).await.unwrap_err();
+        let refused = discover(&Http::toward(&server, std::sync::Arc::from([])), &server, None).await.unwrap_err();
         assert!(matches!(refused, OAuthError::Refused(_)), "{refused}");
         // Nor is protected resource metadata a challenge names in the clear read.
         let challenge = Challenge {
             resource_metadata: Some("http://metadata.invalid/.well-known/oauth-protected-resource".into()),
             ..Default::default()
         };
-        let refused = discover(&Http::default(), &server, Some(&challenge)).await.unwrap_err();
+        let refused =
+            discover(&Http::toward(&server, std::sync::Arc::from([])), &server, Some(&challenge)).await.unwrap_err();
         assert!(matches!(refused, OAuthError::Refused(_)), "{refused}");
     }
 

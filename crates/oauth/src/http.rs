@@ -1,12 +1,15 @@
 //! The HTTP client for authorization requests: its own pool, separate from the one that
 //! talks MCP, with short timeouts, few redirects (none to a URL in the clear) and a bound on
-//! what it reads, since every URL it fetches came from a server mcpx does not trust.
+//! what it reads, since every URL it fetches came from a server mcpx does not trust. For
+//! the same reason each is made for one MCP server ([`Http::toward`]): the endpoints its
+//! metadata names may be where that server is, or public, and never mcpx itself
+//! (`mcpx_http::egress`).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use mcpx_http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
-use mcpx_http::{Body, Client, Method, Redirects, Request, Response, Uri};
+use mcpx_http::{Allowed, Body, Client, Egress, Method, Redirects, Request, Response, Uri};
 use serde_json::Value;
 use url::Url;
 
@@ -36,17 +39,17 @@ pub struct Posted {
     pub body: Value,
 }
 
-impl Default for Http {
-    fn default() -> Self {
-        Http::with_timeout(TIMEOUT)
-    }
-}
-
 impl Http {
-    fn with_timeout(timeout: Duration) -> Http {
+    /// For the logins of the MCP server at `server`: its metadata's endpoints may lead
+    /// where it is, to public addresses, or to `allow` (`egress.allow`).
+    pub fn toward(server: &Url, allow: std::sync::Arc<[Allowed]>) -> Http {
+        Http::with_timeout(TIMEOUT, Egress::toward(server).allowing(allow))
+    }
+
+    fn with_timeout(timeout: Duration, egress: Egress) -> Http {
         // Never into the clear: a 307 would repeat a token request's body there.
         let redirects = Redirects { most: MOST_REDIRECTS, fail_past_most: false, to: secure_enough };
-        Http { client: Client::new(redirects, Some(CONNECT_TIMEOUT)), timeout }
+        Http { client: Client::new(redirects, Some(CONNECT_TIMEOUT), egress), timeout }
     }
 
     /// A JSON document at `url`; `None` when the server has none there (any non-2xx, or
@@ -164,6 +167,11 @@ pub fn secure_enough(url: &Url) -> bool {
 mod tests {
     use super::*;
 
+    /// A client for a server at `url`, which the test's loopback servers are beside.
+    fn near(url: &str) -> Http {
+        Http::toward(&Url::parse(url).unwrap(), std::sync::Arc::from([]))
+    }
+
     /// A loopback server that answers every request with a 307 to `location`.
     async fn redirecting(location: &'static str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -186,9 +194,9 @@ mod tests {
     async fn a_redirect_into_the_clear_is_not_followed() {
         // A 307 repeats the body: the code, the verifier, a refresh token, a client secret.
         let url = redirecting("http://elsewhere.invalid/token").await;
-        let posted = Http::default().post_form(&url, &[("code", "c")], None).await.unwrap();
+        let posted = near(&url).post_form(&url, &[("code", "c")], None).await.unwrap();
         assert_eq!(posted.status, 307, "the redirect was not followed");
-        let got = Http::default().get_json(&Url::parse(&url).unwrap()).await.unwrap();
+        let got = near(&url).get_json(&Url::parse(&url).unwrap()).await.unwrap();
         assert_eq!(got, None);
     }
 
@@ -237,7 +245,7 @@ mod tests {
             _ => reply("200 OK", "Content-Type: application/json\r\n", &format!(r#"{{"at":"{path}","got":"{body}"}}"#)),
         })
         .await;
-        let posted = Http::default().post_form(&format!("{base}/token"), &[("code", "c")], None).await.unwrap();
+        let posted = near(&base).post_form(&format!("{base}/token"), &[("code", "c")], None).await.unwrap();
         assert_eq!(posted.status, 200);
         assert_eq!(posted.body, serde_json::json!({ "at": "/moved/token", "got": "code=c" }));
     }
@@ -245,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn three_redirects_are_followed_and_the_fourth_is_the_answer() {
         let (base, count) = serving(|_, _| reply("302 Found", "Location: /again\r\n", "")).await;
-        let got = Http::default().get_json(&Url::parse(&format!("{base}/first")).unwrap()).await.unwrap();
+        let got = near(&base).get_json(&Url::parse(&format!("{base}/first")).unwrap()).await.unwrap();
         assert_eq!(got, None, "a redirect is not a document");
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 4, "the first request and three redirects");
     }
@@ -261,7 +269,7 @@ mod tests {
                 held.push(stream);
             }
         });
-        let http = Http::with_timeout(Duration::from_millis(300));
+        let http = Http::with_timeout(Duration::from_millis(300), Egress::toward(&Url::parse(&url).unwrap()));
         let failed = http.post_form(&url, &[("code", "c")], None).await.err().expect("no answer is an error");
         assert!(
             matches!(&failed, OAuthError::Http { reason, .. } if reason.contains("no answer within")),
@@ -274,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_larger_than_the_bound_is_refused() {
         let (base, _) = serving(|_, _| reply("200 OK", "", &"x".repeat(MAX_BODY + 1))).await;
-        let failed = Http::default().post_form(&format!("{base}/token"), &[], None).await.err().expect("refused");
+        let failed = near(&base).post_form(&format!("{base}/token"), &[], None).await.err().expect("refused");
         assert!(matches!(&failed, OAuthError::Http { reason, .. } if reason.contains("larger than")), "{failed:?}");
     }
 }

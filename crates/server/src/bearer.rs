@@ -444,7 +444,7 @@ async fn send(
         }
         request
     };
-    match tokio::time::timeout(oauth.request_timeout, client().send(make)).await {
+    match tokio::time::timeout(oauth.request_timeout, client(oauth).send(make)).await {
         Ok(sent) => sent,
         Err(_) => Err(format!("no answer within {:?}", oauth.request_timeout)),
     }
@@ -467,10 +467,21 @@ async fn read_json(oauth: &OAuthResourceConfig, response: Response, what: &str) 
     serde_json::from_slice(&body).map_err(|e| format!("{what} is not JSON: {e}"))
 }
 
-fn client() -> &'static Client {
-    static CLIENT: OnceLock<Client> = OnceLock::new();
-    // An authorization server's documents are where it says they are.
-    CLIENT.get_or_init(|| Client::new(Redirects::NONE, None))
+/// The client for the configured issuers, JWKS and introspection endpoints: a JWKS URL an
+/// issuer's metadata names may be where one of them is, or public (`mcpx_http::egress`).
+fn client(oauth: &OAuthResourceConfig) -> Client {
+    static CLIENTS: OnceLock<std::sync::Mutex<std::collections::HashMap<Vec<String>, Client>>> = OnceLock::new();
+    let configured =
+        oauth.issuers.iter().chain(&oauth.jwks_url).chain(oauth.introspection.as_ref().map(|i| &i.endpoint));
+    let anchors: Vec<String> = configured.cloned().collect();
+    let mut clients = CLIENTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let client = clients.entry(anchors).or_insert_with_key(|anchors| {
+        let urls = anchors.iter().filter_map(|a| mcpx_http::Url::parse(a).ok());
+        let egress = urls.fold(mcpx_http::Egress::default(), |egress, url| egress.and_toward(&url));
+        // An authorization server's documents are where it says they are.
+        Client::new(Redirects::NONE, None, egress)
+    });
+    client.clone()
 }
 
 /// Three dot-separated parts: meant as a JWT, so never sent to introspection.

@@ -125,7 +125,10 @@ impl Seen {
 
 impl Link {
     pub fn new(node: String, url: String, secret: &str) -> Link {
-        let client = mcpx_http::Client::new(mcpx_http::Redirects::NONE, Some(CONNECT_TIMEOUT));
+        // Nodes are where the cluster's registry says, each proving the shared secret:
+        // anywhere on the network but this node itself.
+        let egress = mcpx_http::Egress::trusting();
+        let client = mcpx_http::Client::new(mcpx_http::Redirects::NONE, Some(CONNECT_TIMEOUT), egress);
         Link {
             node,
             url,

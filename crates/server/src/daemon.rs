@@ -130,6 +130,8 @@ async fn serve(dir: &Path, options: Options, settings: Settings) -> Result<(), E
         .await
         .map_err(|e| Error::Listen(listening.clone(), e))?;
     let address = tcp.local_addr().map_err(|e| Error::Listen(listening, e))?;
+    // No request mcpx sends, wherever a remote party points it, comes back here.
+    let _own = mcpx_http::egress::listening(address);
     let url = format!("http://{}/mcp", reachable(address));
     if !address.ip().is_loopback() {
         tracing::warn!(

@@ -39,7 +39,7 @@ pub(crate) struct HttpConn {
     url: String,
     /// `url`, parsed once: each request would parse the text again.
     endpoint: Uri,
-    client: &'static Client,
+    client: Client,
     /// The headers configured for the server (and the credentials its URL carried).
     headers: HeaderMap,
     era: Era,
@@ -139,7 +139,7 @@ impl HttpConn {
             server: spec.server.clone(),
             url: spec.url.clone(),
             endpoint,
-            client: client::shared(),
+            client: client::toward(&url, &spec.allow),
             headers,
             era: Era::Modern,
             revision: Revision::LATEST_MODERN,

@@ -23,6 +23,9 @@ pub struct HttpSpec {
     /// Where its bearer comes from, when mcpx logs in to it (OAuth); `None` when a
     /// configured `Authorization` header (or nothing) is all it gets.
     pub auth: Option<Authorization>,
+    /// Where its redirects may lead beyond public addresses and its own kind of place
+    /// (`egress.allow`).
+    pub allow: std::sync::Arc<[mcpx_http::Allowed]>,
 }
 
 /// The authorizer and which of its credentials serves this instance.

@@ -13,6 +13,7 @@ mod cluster_relay;
 mod cluster_shared;
 mod cluster_tasks;
 mod config_watch;
+mod egress;
 mod eras;
 mod exec;
 mod exec_limits;
