@@ -19,6 +19,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use mcpx_gateway::config::ConfigError;
+use mcpx_gateway::settings;
 use mcpx_server::{socket, state};
 use tokio::net::UnixStream;
 
@@ -82,7 +84,15 @@ impl Daemon {
         }
     }
 
+    /// Starts a daemon with the config the user chose, never one from this cwd; refused
+    /// here, before anything starts, when that file is not the user's alone.
     fn start(&self, config: Option<&Path>) -> anyhow::Result<()> {
+        if let Some(notice) = std::env::current_dir().ok().and_then(|cwd| settings::ignored_project_config(&cwd)) {
+            eprintln!("mcpx: {notice}");
+        }
+        if let Some(chosen) = settings::find_config(config.map(Path::to_owned)) {
+            ConfigError::check_provenance(&chosen).context("not starting a daemon")?;
+        }
         state::ensure_private_dir(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         let log = std::fs::OpenOptions::new()
             .create(true)

@@ -282,8 +282,7 @@ enum ArtifactCommand {
 enum ConfigCommand {
     /// Check the config file and name the file, line and reason of the first problem.
     Check {
-        /// Config file. Default: $MCPX_CONFIG, else .mcpx.json in this directory or a
-        /// parent, else $XDG_CONFIG_HOME/mcpx/config.json.
+        /// Config file. Default: $MCPX_CONFIG, else $XDG_CONFIG_HOME/mcpx/config.json.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Also start every server once and list what it offers: reports servers that do
@@ -373,7 +372,10 @@ fn main() -> ExitCode {
 
 fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
-    let Some(path) = mcpx_gateway::settings::find_config(flag, &cwd) else {
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
+        eprintln!("mcpx: {notice}");
+    }
+    let Some(path) = mcpx_gateway::settings::find_config(flag) else {
         eprintln!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
         return ExitCode::SUCCESS;
     };

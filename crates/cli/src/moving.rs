@@ -25,8 +25,8 @@ pub struct ImportArgs {
     /// Print the merged config and the diff; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// mcpx config to merge into. Default: $MCPX_CONFIG, else .mcpx.json in this directory
-    /// or a parent, else $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
+    /// mcpx config to merge into. Default: $MCPX_CONFIG, else
+    /// $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -93,8 +93,10 @@ fn project_dir(project: bool) -> anyhow::Result<Option<PathBuf>> {
 
 /// The mcpx config file to merge into (it may not exist yet).
 fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    let cwd = std::env::current_dir()?;
-    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone(), &cwd) {
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&std::env::current_dir()?) {
+        eprintln!("mcpx: {notice}");
+    }
+    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone()) {
         return Ok(found);
     }
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -148,6 +150,10 @@ fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
 
 /// mcpx's config text and its `mcpServers`.
 fn read_config(path: &Path) -> anyhow::Result<(String, Map<String, Value>)> {
+    // Refused, not merged into: servers (and their credentials) would go where others read.
+    if path.exists() {
+        mcpx_gateway::config::ConfigError::check_provenance(path)?;
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

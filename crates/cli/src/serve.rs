@@ -45,7 +45,10 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn in_process(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir()?;
-    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config, &cwd))?;
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
+        tracing::warn!("{notice}");
+    }
+    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config))?;
     let gateway = Gateway::new(settings);
     let transport = mcpx_server::stdio::transport(args.session.as_deref(), std::process::id(), Some(cwd));
     let (stdin, stdout) = (crate::stdio::stdin(), crate::stdio::stdout());

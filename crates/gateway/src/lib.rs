@@ -34,6 +34,7 @@ mod placement;
 pub mod policy;
 pub mod pool;
 mod prompts;
+pub mod provenance;
 mod resources;
 mod roots;
 pub mod scope;
@@ -229,7 +230,7 @@ impl Gateway {
             let file = self.settings.path().map(|p| p.display().to_string());
             return format!(
                 "mcpx has no upstream servers configured yet. Add them under \"mcpServers\" in {} (see examples/mcpx.json); the daemon picks up the change without a restart.",
-                file.unwrap_or_else(|| "a config file ($MCPX_CONFIG, .mcpx.json, or ~/.config/mcpx/config.json)".into())
+                file.unwrap_or_else(|| "a config file (--config, $MCPX_CONFIG, or ~/.config/mcpx/config.json)".into())
             );
         }
         let names = policy::Access::of_principal(&config, principal).servers();

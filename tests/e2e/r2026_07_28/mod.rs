@@ -12,6 +12,7 @@ mod cluster;
 mod cluster_relay;
 mod cluster_shared;
 mod cluster_tasks;
+mod config_provenance;
 mod config_watch;
 mod eras;
 mod exec;
