@@ -3,7 +3,11 @@
 //! its list, which it keeps to put back), and `mcpx uninstall <host>` puts the list back.
 //!
 //! Every write keeps a backup of the file it replaces (`<file>.mcpx-backup-<unix time>`)
-//! and changes nothing outside the host's server list (see [`crate::hosts`]).
+//! and changes nothing outside the host's server list (see [`crate::hosts`]). What mcpx
+//! writes here holds credentials (mcpx's bearer for an `--http` install, the hosts' own
+//! servers' headers and keys on their way into mcpx's config), so every file it writes,
+//! backups and install records included, is the user's alone (0600), whatever the file
+//! it replaces allowed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -450,12 +454,12 @@ fn print_diff(old: &str, new: &str, path: &Path) {
 }
 
 /// Writes `text` to `path` (through a temporary file and a rename), first copying the
-/// file it replaces to `<path>.mcpx-backup-<unix time>`; the new file keeps the old one's
-/// permissions (~/.claude.json is private).
+/// file it replaces to `<path>.mcpx-backup-<unix time>`. Both are owner-only (0600): a
+/// host's file was often 0644, and what it holds after mcpx wrote it (a bearer), or held
+/// before (the host's own tokens, now in the backup), is no one else's to read.
 pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathBuf>> {
     let mut backup = None;
-    let mut mode = None;
-    if let Ok(meta) = std::fs::metadata(path) {
+    if let Ok(old) = std::fs::read(path) {
         let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
         let mut n = 0;
         let target = loop {
@@ -468,10 +472,10 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
             }
             n += 1;
         };
-        std::fs::copy(path, &target).with_context(|| format!("cannot back up {}", path.display()))?;
+        // Not `fs::copy`: it would give the backup the old file's mode.
+        write_private(&target, &old).with_context(|| format!("cannot back up {}", path.display()))?;
         println!("backup: {}", target.display());
         backup = Some(target);
-        mode = Some(meta.permissions());
     }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
@@ -479,27 +483,14 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
     let mut temp = path.as_os_str().to_owned();
     temp.push(".mcpx-tmp");
     let temp = PathBuf::from(temp);
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        // Private until it has the old file's mode: host configs hold tokens.
-        let _ = std::fs::remove_file(&temp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .with_context(|| format!("cannot write {}", temp.display()))?;
-        f.write_all(text.as_bytes())?;
-    }
-    if let Some(mode) = mode {
-        std::fs::set_permissions(&temp, mode)?;
-    }
+    let _ = std::fs::remove_file(&temp);
+    write_private(&temp, text)?;
     std::fs::rename(&temp, path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(backup)
 }
 
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+/// Creates `path` (never through an existing file or link) readable by its owner only.
+fn write_private(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -508,6 +499,6 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
+    f.write_all(bytes.as_ref())?;
     Ok(())
 }
