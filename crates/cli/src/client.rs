@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::terminal::say_err;
 use anyhow::{Context, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -88,7 +89,7 @@ impl Daemon {
     /// here, before anything starts, when that file is not the user's alone.
     fn start(&self, config: Option<&Path>) -> anyhow::Result<()> {
         if let Some(notice) = std::env::current_dir().ok().and_then(|cwd| settings::ignored_project_config(&cwd)) {
-            eprintln!("mcpx: {notice}");
+            say_err!("mcpx: {notice}");
         }
         if let Some(chosen) = settings::find_config(config.map(Path::to_owned)) {
             ConfigError::check_provenance(&chosen).context("not starting a daemon")?;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::terminal::say_err;
 use mcpx_server::daemon::{self, Options};
 
 #[derive(clap::Args)]
@@ -35,7 +36,7 @@ pub fn run(args: Args) -> ExitCode {
     match daemon::run(options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpx: {:#}", anyhow::Error::new(e));
+            say_err!("mcpx: {:#}", anyhow::Error::new(e));
             ExitCode::FAILURE
         }
     }

@@ -13,11 +13,13 @@ mod serve;
 mod service;
 mod stdio;
 mod tasks;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::terminal::{say, say_err};
 use clap::{CommandFactory, Parser, Subcommand};
 use commands::Common;
 
@@ -353,7 +355,7 @@ fn main() -> ExitCode {
         Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("mcpx: {e}");
+                say_err!("mcpx: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -373,22 +375,22 @@ fn main() -> ExitCode {
 fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
-        eprintln!("mcpx: {notice}");
+        say_err!("mcpx: {notice}");
     }
     let Some(path) = mcpx_gateway::settings::find_config(flag) else {
-        eprintln!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
+        say_err!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
         return ExitCode::SUCCESS;
     };
     match mcpx_gateway::Config::load(&path) {
         Ok(config) => {
-            println!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
+            say!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
             if connect {
                 return commands::run(async || commands::check_servers(path).await);
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mcpx: {e}");
+            say_err!("mcpx: {e}");
             ExitCode::FAILURE
         }
     }

@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Map, Value, json};
 
 use crate::hosts::{self, ENTRY, Host, HostFile};
+use crate::terminal::{say, say_err, say_text};
 
 #[derive(clap::Args)]
 pub struct ImportArgs {
@@ -85,7 +86,7 @@ fn report(outcome: anyhow::Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("mcpx: {e:#}");
+            say_err!("mcpx: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -98,7 +99,7 @@ fn project_dir(project: bool) -> anyhow::Result<Option<PathBuf>> {
 /// The mcpx config file to merge into (it may not exist yet).
 fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&std::env::current_dir()?) {
-        eprintln!("mcpx: {notice}");
+        say_err!("mcpx: {notice}");
     }
     if let Some(found) = mcpx_gateway::settings::find_config(flag.clone()) {
         return Ok(found);
@@ -180,30 +181,31 @@ fn import_files(files: &[HostFile], config: &Path, dry_run: bool) -> anyhow::Res
         merge(file, &mut servers, &mut outcome);
     }
     for line in &outcome.added {
-        println!("added {line}");
+        say!("added {line}");
     }
     for line in &outcome.same {
-        println!("already there: {line}");
+        say!("already there: {line}");
     }
     for line in &outcome.skipped {
-        eprintln!("mcpx: skipped {line}");
+        say_err!("mcpx: skipped {line}");
     }
     for line in &outcome.conflicts {
-        eprintln!("mcpx: not imported: {line}");
+        say_err!("mcpx: not imported: {line}");
     }
     if outcome.added.is_empty() {
-        println!("{} unchanged", config.display());
+        say!("{} unchanged", config.display());
         return Ok(outcome.conflicts.is_empty());
     }
     let new_text = hosts::splice_json_member(&text, "mcpServers", &Value::Object(servers))?;
     // What the daemon would load: refuse to write a config it would reject.
     mcpx_gateway::Config::parse(&new_text, config).map_err(|e| anyhow!("the merged config would not load: {e}"))?;
     if dry_run {
-        println!("--- merged {} ---\n{new_text}", config.display());
+        say!("--- merged {} ---", config.display());
+        say_text!("{new_text}");
         print_diff(&text, &new_text, config);
     } else {
         write_with_backup(config, &new_text)?;
-        println!("wrote {}", config.display());
+        say!("wrote {}", config.display());
     }
     Ok(outcome.conflicts.is_empty())
 }
@@ -223,7 +225,7 @@ pub fn import(args: ImportArgs) -> ExitCode {
             let file = HostFile::read(host, path)?;
             if !file.exists {
                 if !args.hosts.is_empty() {
-                    eprintln!("mcpx: {} has no config at {}", host.name(), file.path.display());
+                    say_err!("mcpx: {} has no config at {}", host.name(), file.path.display());
                 }
                 continue;
             }
@@ -233,7 +235,7 @@ pub fn import(args: ImportArgs) -> ExitCode {
             files.extend(local);
         }
         if files.is_empty() {
-            println!("no host config found");
+            say!("no host config found");
             return Ok(true);
         }
         import_files(&files, &target_config(args.config.clone())?, args.dry_run)
@@ -268,7 +270,8 @@ pub fn install(args: InstallArgs) -> ExitCode {
         servers.insert(ENTRY.to_owned(), entry);
         let new_text = file.with_servers(&servers)?;
         if args.dry_run {
-            println!("--- {} after install ---\n{new_text}", file.path.display());
+            say!("--- {} after install ---", file.path.display());
+            say_text!("{new_text}");
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
@@ -288,7 +291,7 @@ pub fn install(args: InstallArgs) -> ExitCode {
             std::fs::create_dir_all(parent)?;
         }
         write_with_backup(&file.path, &new_text)?;
-        println!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
+        say!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
         Ok(true)
     })())
 }
@@ -339,7 +342,7 @@ fn http_entry(host: Host, args: &InstallArgs, config_path: &Path) -> anyhow::Res
     };
     if let Some((name, token)) = chosen {
         headers.insert("Authorization".into(), json!(format!("Bearer {token}")));
-        println!("{} will send the token {name:?} (http.tokens) to {url}", host.name());
+        say!("{} will send the token {name:?} (http.tokens) to {url}", host.name());
     } else if config.http.oauth.is_some() {
         bail!(
             "mcpx takes OAuth bearers here and has no http.tokens to give {}: install it without --http",
@@ -419,7 +422,8 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
             }
         };
         if args.dry_run {
-            println!("--- {} after uninstall ---\n{new_text}", file.path.display());
+            say!("--- {} after uninstall ---", file.path.display());
+            say_text!("{new_text}");
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
@@ -434,7 +438,7 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
         if record.is_some() {
             std::fs::remove_file(&record_file)?;
         }
-        println!("{} reaches its own servers again ({})", host.name(), file.path.display());
+        say!("{} reaches its own servers again ({})", host.name(), file.path.display());
         Ok(true)
     })())
 }
@@ -450,7 +454,7 @@ fn key_of(host: Host) -> &'static str {
 fn print_diff(old: &str, new: &str, path: &Path) {
     let name = path.display().to_string();
     let diff = similar::TextDiff::from_lines(old, new);
-    print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
+    print!("{}", crate::terminal::text(&diff.unified_diff().context_radius(3).header(&name, &name).to_string()));
 }
 
 /// Writes `text` to `path` (through a temporary file and a rename), first copying the
@@ -474,7 +478,7 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
         };
         // Not `fs::copy`: it would give the backup the old file's mode.
         write_private(&target, &old).with_context(|| format!("cannot back up {}", path.display()))?;
-        println!("backup: {}", target.display());
+        say!("backup: {}", target.display());
         backup = Some(target);
     }
     if let Some(parent) = path.parent() {

@@ -13,6 +13,7 @@ use mcpx_gateway::{Gateway, Settings};
 use mcpx_server::relay;
 
 use crate::client::{self, Daemon};
+use crate::terminal::say_err;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpx serve: {e:#}");
+            say_err!("mcpx serve: {e:#}");
             ExitCode::FAILURE
         }
     }

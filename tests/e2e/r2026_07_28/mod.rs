@@ -58,6 +58,7 @@ mod state_disk;
 mod status_policy;
 mod stdio_lines;
 mod tasks;
+mod terminal;
 mod traces;
 mod transport;
 mod ui;
