@@ -64,6 +64,24 @@ fn a_repository_config_never_chooses_what_the_daemon_runs() {
     assert!(!marker.exists(), "the repository's command ran as the user:\n{stdout}\n{stderr}");
     assert!(stderr.contains("ignoring") && stderr.contains(".mcpx.json"), "{stderr}");
     assert!(processes_with(&theirs).is_empty(), "the repository's server runs");
+    home.stop_daemons();
+
+    // Planted by another user in a shared sticky folder (like /tmp) above the project.
+    let shared = home.root().join("shared");
+    let project = shared.join("project");
+    std::fs::create_dir_all(&project).expect("the project");
+    chmod(&shared, 0o1777);
+    let planted_marker = home.root().join("planted-command-ran");
+    let planted = shared.join(".mcpx.json");
+    std::fs::write(&planted, config(&[("notes", leaves_marker(&planted_marker, &theirs))]).to_string())
+        .expect("the planted .mcpx.json");
+    chmod(&planted, 0o644);
+    std::os::unix::fs::chown(&planted, Some(OTHER_UID), Some(OTHER_UID)).expect("chown");
+    let ls = home.mcpx().current_dir(&project).env("XDG_CONFIG_HOME", &xdg).arg("ls").output().expect("run mcpx ls");
+    let (stdout, stderr) = (String::from_utf8_lossy(&ls.stdout), String::from_utf8_lossy(&ls.stderr));
+    assert!(ls.status.success() && stdout.contains("whoami"), "mcpx ls:\n{stdout}\n{stderr}");
+    assert!(!planted_marker.exists(), "another user's planted command ran as this one:\n{stdout}\n{stderr}");
+    assert!(processes_with(&theirs).is_empty(), "the planted server runs");
 }
 
 /// One config file someone else may have written, and what the refusal must name.
@@ -145,25 +163,19 @@ fn a_config_someone_else_may_have_written_is_refused_and_nothing_starts() {
                 && stderr.contains(&hostile.why)
                 && stderr.contains(&hostile.at_fault.display().to_string())
         };
-        let runs: [(&str, &[&str], Option<&str>); 5] = [
-            ("mcpx daemon --config", &["daemon", "--port", "0", "--config", path], None),
-            ("mcpx ls --config", &["ls", "--config", path], None),
-            ("MCPX_CONFIG=… mcpx ls", &["ls"], Some(path)),
-            ("mcpx config check", &["config", "check", "--config", path], None),
-            ("mcpx serve --no-daemon", &["serve", "--no-daemon", "--config", path], None),
+        let runs: [(&str, &[&str], &[(&str, &str)]); 5] = [
+            ("mcpx daemon --config", &["daemon", "--port", "0", "--config", path], &[]),
+            ("mcpx ls --config", &["ls", "--config", path], &[]),
+            ("MCPX_CONFIG=… mcpx ls", &["ls"], &[("MCPX_CONFIG", path)]),
+            ("mcpx config check", &["config", "check", "--config", path], &[]),
+            ("mcpx serve --no-daemon", &["serve", "--no-daemon", "--config", path], &[]),
         ];
         for (how, args, env) in runs {
-            let mut command = home.mcpx();
-            command.args(args);
-            if let Some(path) = env {
-                command.env("MCPX_CONFIG", path);
-            }
-            let run = command.output().expect("run mcpx");
-            let stderr = String::from_utf8_lossy(&run.stderr);
-            assert!(!run.status.success(), "{how} with {} must be refused:\n{stderr}", hostile.what);
+            let run = home.cli_with_env(env, args);
+            assert_ne!(run.code, Some(0), "{how} with {} must be refused:\n{run}", hostile.what);
             assert!(
-                names(&stderr),
-                "{how} with {}: the refusal names the file, the path at fault and why:\n{stderr}",
+                names(&run.stderr),
+                "{how} with {}: the refusal names the file, the path at fault and why:\n{run}",
                 hostile.what
             );
             assert!(home.daemons().is_empty(), "{how} with {}: a daemon runs", hostile.what);
