@@ -84,6 +84,9 @@ fn a_repository_config_never_chooses_what_the_daemon_runs() {
     assert!(processes_with(&theirs).is_empty(), "the planted server runs");
 }
 
+/// How a test runs mcpx: what it is called in a failure, its arguments, its variables.
+type Run<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
 /// One config file someone else may have written, and what the refusal must name.
 struct Hostile {
     what: &'static str,
@@ -163,7 +166,7 @@ fn a_config_someone_else_may_have_written_is_refused_and_nothing_starts() {
                 && stderr.contains(&hostile.why)
                 && stderr.contains(&hostile.at_fault.display().to_string())
         };
-        let runs: [(&str, &[&str], &[(&str, &str)]); 5] = [
+        let runs: [Run; 5] = [
             ("mcpx daemon --config", &["daemon", "--port", "0", "--config", path], &[]),
             ("mcpx ls --config", &["ls", "--config", path], &[]),
             ("MCPX_CONFIG=… mcpx ls", &["ls"], &[("MCPX_CONFIG", path)]),

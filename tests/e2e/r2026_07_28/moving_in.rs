@@ -533,7 +533,8 @@ fn files_holding(dir: &Path, secrets: &[&str]) -> Vec<(PathBuf, u32)> {
         } else if let Ok(text) = std::fs::read_to_string(&path)
             && secrets.iter().any(|s| text.contains(s))
         {
-            found.push((path, std::fs::metadata(&entry.path()).unwrap().permissions().mode() & 0o777));
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            found.push((path, mode));
         }
     }
     found
