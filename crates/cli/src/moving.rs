@@ -275,6 +275,7 @@ pub fn install(args: InstallArgs) -> ExitCode {
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
+        create_folders_for(&file.path)?;
         let record = record_path(&file.path);
         // A second install keeps the first record: it holds the host's own servers.
         if !record.exists() {
@@ -286,9 +287,6 @@ pub fn install(args: InstallArgs) -> ExitCode {
                 "installed": new_text,
             });
             write_private(&record, &serde_json::to_string_pretty(&saved)?)?;
-        }
-        if let Some(parent) = file.path.parent() {
-            std::fs::create_dir_all(parent)?;
         }
         write_with_backup(&file.path, &new_text)?;
         say!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
@@ -481,9 +479,7 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
         say!("backup: {}", target.display());
         backup = Some(target);
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
+    create_folders_for(path)?;
     let mut temp = path.as_os_str().to_owned();
     temp.push(".mcpx-tmp");
     let temp = PathBuf::from(temp);
@@ -491,6 +487,15 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
     write_private(&temp, text)?;
     std::fs::rename(&temp, path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(backup)
+}
+
+/// Creates the missing folders above `path`, private (0700): one its group could write
+/// to would get mcpx's own config refused (`mcpx_gateway::provenance`).
+fn create_folders_for(path: &Path) -> anyhow::Result<()> {
+    let Some(parent) = path.parent() else { return Ok(()) };
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))
 }
 
 /// Creates `path` (never through an existing file or link) readable by its owner only.

@@ -583,6 +583,34 @@ fn install_http_leaves_no_credential_readable_by_others_in_any_host_file_or_back
     }
 }
 
+/// Under a umask that lets the group write (002, common with per-user groups), the
+/// folders and config `mcpx import` creates are still the user's alone, so the daemon
+/// takes the config it wrote.
+#[test]
+fn a_config_import_creates_under_a_group_writable_umask_is_still_accepted() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let machine = Machine::new();
+    machine.write(".claude.json", r#"{"mcpServers": {"t": {"command": "uvx", "args": ["x"]}}}"#);
+    let mut import = Command::new(paths::mcpx());
+    import.args(["import", "claude"]).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", machine.home());
+    import.env("MCPX_STATE_DIR", machine.dir.path().join("state")).current_dir(machine.home()).stdin(Stdio::null());
+    // SAFETY: umask is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        import.pre_exec(|| {
+            libc::umask(0o002);
+            Ok(())
+        });
+    }
+    let output = import.output().expect("run mcpx import");
+    assert!(output.status.success(), "{}", text(&output));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let folder = machine.mcpx_config().parent().unwrap().to_owned();
+    assert_eq!((mode(&folder), mode(&machine.mcpx_config())), (0o700, 0o600), "{}", folder.display());
+    let check = machine.ok(&["config", "check"]);
+    assert!(check.contains("ok, 1 server(s)"), "{check}");
+}
+
 #[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let machine = Machine::new();
