@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::terminal::say_err;
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
@@ -92,7 +92,8 @@ impl Daemon {
             say_err!("mcpx: {notice}");
         }
         if let Some(chosen) = settings::find_config(config.map(Path::to_owned)) {
-            ConfigError::check_provenance(&chosen).context("not starting a daemon")?;
+            // Displayed whole: its source is already in its message.
+            ConfigError::check_provenance(&chosen).map_err(|e| anyhow!("not starting a daemon: {e}"))?;
         }
         state::ensure_private_dir(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         let log = std::fs::OpenOptions::new()

@@ -803,8 +803,10 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// `Untrusted` when someone other than the user may have written `path`.
+    /// `Untrusted` when someone other than the user may have written `path`; `Read` when
+    /// there is no such file to check.
     pub fn check_provenance(path: &Path) -> Result<(), ConfigError> {
+        std::fs::metadata(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         match crate::provenance::untrusted(path) {
             Some(why) => Err(ConfigError::Untrusted { path: path.into(), why }),
             None => Ok(()),
