@@ -117,6 +117,14 @@ impl Home {
         run(command, args)
     }
 
+    /// Runs `mcpx <args>` as [`Home::cli`] does, with these variables set too.
+    #[track_caller]
+    pub fn cli_with_env(&self, env: &[(&str, &str)], args: &[&str]) -> CliRun {
+        let mut command = self.mcpx();
+        command.envs(env.iter().copied()).args(args);
+        run(command, args)
+    }
+
     /// Runs `mcpx <args>` as [`Home::cli`] does, from the directory `dir`: the daemon reads
     /// the caller's cwd from the socket.
     #[track_caller]

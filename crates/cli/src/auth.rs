@@ -8,6 +8,7 @@ use std::time::Duration;
 use mcpx_server::v1::LoginWait;
 
 use crate::commands::{Common, Outcome, client, print_json};
+use crate::terminal::{say, say_err};
 
 pub async fn login(common: Common, server: &str, open: bool) -> anyhow::Result<Outcome> {
     let mut v1 = client(&common).await?;
@@ -15,7 +16,8 @@ pub async fn login(common: Common, server: &str, open: bool) -> anyhow::Result<O
     if common.json {
         print_json(&login)?;
     } else {
-        println!("Open this URL to log in to {server}:\n{}", login.url);
+        say!("Open this URL to log in to {server}:");
+        say!("{}", login.url);
     }
     if open && desktop() {
         open_browser(&login.url);
@@ -27,20 +29,20 @@ pub async fn login(common: Common, server: &str, open: bool) -> anyhow::Result<O
         match progress.status.as_str() {
             "done" => {
                 if !common.json {
-                    println!("Logged in to {server}.");
+                    say!("Logged in to {server}.");
                 }
                 return Ok(Outcome::Ok);
             }
             "failed" => {
-                eprintln!("mcpx: logging in to {server} failed: {}", progress.error.unwrap_or_default());
+                say_err!("mcpx: logging in to {server} failed: {}", progress.error.unwrap_or_default());
                 return Ok(Outcome::Failed);
             }
             "expired" => {
-                eprintln!("mcpx: the login to {server} was not completed in time (the daemon's oauth.loginTimeout)");
+                say_err!("mcpx: the login to {server} was not completed in time (the daemon's oauth.loginTimeout)");
                 return Ok(Outcome::TimedOut);
             }
             _ if tokio::time::Instant::now() >= deadline => {
-                eprintln!("mcpx: the login to {server} was not completed in time");
+                say_err!("mcpx: the login to {server} was not completed in time");
                 return Ok(Outcome::TimedOut);
             }
             _ => {}
@@ -55,7 +57,7 @@ pub async fn list(common: Common) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if list.servers.is_empty() {
-        println!("no HTTP servers are configured");
+        say!("no HTTP servers are configured");
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     for s in &list.servers {
@@ -74,7 +76,7 @@ pub async fn list(common: Common) -> anyhow::Result<Outcome> {
         if let Some(issuer) = &s.issuer {
             line += &format!(" · issuer {issuer}");
         }
-        println!("{line}");
+        say!("{line}");
     }
     Ok(Outcome::Ok)
 }
@@ -84,9 +86,9 @@ pub async fn logout(common: Common, server: &str) -> anyhow::Result<Outcome> {
     if common.json {
         print_json(&out)?;
     } else if out.revoked {
-        println!("Logged out of {server}: the tokens were revoked and forgotten.");
+        say!("Logged out of {server}: the tokens were revoked and forgotten.");
     } else {
-        println!(
+        say!(
             "Logged out of {server}: the tokens were forgotten (not revoked: the server offers no revocation, or refused)."
         );
     }
@@ -108,6 +110,6 @@ fn open_browser(url: &str) {
         .stderr(std::process::Stdio::null())
         .spawn();
     if let Err(e) = spawned {
-        eprintln!("mcpx: could not open a browser with {program}: {e}");
+        say_err!("mcpx: could not open a browser with {program}: {e}");
     }
 }

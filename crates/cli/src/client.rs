@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use crate::terminal::say_err;
+use anyhow::{Context, anyhow, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use mcpx_gateway::config::ConfigError;
+use mcpx_gateway::settings;
 use mcpx_server::{socket, state};
 use tokio::net::UnixStream;
 
@@ -82,7 +85,16 @@ impl Daemon {
         }
     }
 
+    /// Starts a daemon with the config the user chose, never one from this cwd; refused
+    /// here, before anything starts, when that file is not the user's alone.
     fn start(&self, config: Option<&Path>) -> anyhow::Result<()> {
+        if let Some(notice) = std::env::current_dir().ok().and_then(|cwd| settings::ignored_project_config(&cwd)) {
+            say_err!("mcpx: {notice}");
+        }
+        if let Some(chosen) = settings::find_config(config.map(Path::to_owned)) {
+            // Displayed whole: its source is already in its message.
+            ConfigError::check_provenance(&chosen).map_err(|e| anyhow!("not starting a daemon: {e}"))?;
+        }
         state::ensure_private_dir(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         let log = std::fs::OpenOptions::new()
             .create(true)

@@ -15,6 +15,7 @@ use mcpx_server::v1::{
 use serde_json::{Map, Value, json};
 
 use crate::client::Daemon;
+use crate::terminal::{say, say_err, say_text};
 
 pub const EXIT_TIMEOUT: u8 = 124;
 /// The call is waiting for an answer from the caller (`mcpx ask`).
@@ -53,11 +54,11 @@ pub fn run(f: impl AsyncFnOnce() -> anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::TimedOut) => ExitCode::from(EXIT_TIMEOUT),
         Ok(Outcome::Waiting) => ExitCode::from(EXIT_WAITING),
         Ok(Outcome::Usage(message)) => {
-            eprintln!("mcpx: {message}");
+            say_err!("mcpx: {message}");
             ExitCode::from(EXIT_USAGE)
         }
         Err(e) => {
-            eprintln!("mcpx: {e:#}");
+            say_err!("mcpx: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -81,7 +82,7 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         if common.json {
             println!("{}", json!({ "running": false }));
         } else {
-            println!("no daemon is running for {}", daemon.dir.display());
+            say!("no daemon is running for {}", daemon.dir.display());
         }
         return Ok(Outcome::Ok);
     };
@@ -91,30 +92,33 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     let workers = if status.workers == 1 { "1 worker".to_owned() } else { format!("{} workers", status.workers) };
-    println!("daemon   pid {} · {} · up {}s · {workers}", status.pid, status.url, status.uptime_ms / 1000);
-    println!("socket   {}", status.socket.as_deref().unwrap_or("-"));
-    println!("config   {}", status.config.as_deref().unwrap_or("(none)"));
+    say!("daemon   pid {} · {} · up {}s · {workers}", status.pid, status.url, status.uptime_ms / 1000);
+    say!("socket   {}", status.socket.as_deref().unwrap_or("-"));
+    say!("config   {}", status.config.as_deref().unwrap_or("(none)"));
     match status.journal_dropped {
-        Some(0) => println!("journal  on"),
-        Some(n) => println!("journal  on · {n} calls not journaled (its queue was full)"),
-        None => println!("journal  off"),
+        Some(0) => say!("journal  on"),
+        Some(n) => say!("journal  on · {n} calls not journaled (its queue was full)"),
+        None => say!("journal  off"),
     }
-    println!("servers  {}", status.servers.len());
+    say!("servers  {}", status.servers.len());
     for s in &status.servers {
-        println!("  {:<20} scope {}", s.name, s.scope);
+        say!("  {:<20} scope {}", s.name, s.scope);
         if let Some(f) = &s.failing {
             let what = if f.crash_loop { "CRASHING soon after start" } else { "FAILING to start" };
-            println!(
+            say!(
                 "  {:<20} {what}: {} times in a row, next try in {}ms; last error: {}",
-                "", f.failures, f.retry_in_ms, f.last_error
+                "",
+                f.failures,
+                f.retry_in_ms,
+                f.last_error
             );
         }
     }
-    println!("instances {}", status.instances.len());
+    say!("instances {}", status.instances.len());
     for i in &status.instances {
         // An instance with no process of its own (an HTTP upstream) shows `pid null`.
         let pid = i.pid.map_or_else(|| "null".to_owned(), |pid| pid.to_string());
-        println!(
+        say!(
             "  {:<20} {:<40} pid {pid} age {}s  idle {}s  in use {}",
             i.server,
             i.key,
@@ -130,7 +134,7 @@ pub async fn status(common: Common) -> anyhow::Result<Outcome> {
 pub async fn stop(common: Common, timeout: Duration) -> anyhow::Result<Outcome> {
     let daemon = Daemon::new()?;
     let Some(stream) = daemon.connect().await? else {
-        println!("no daemon is running for {}", daemon.dir.display());
+        say!("no daemon is running for {}", daemon.dir.display());
         return Ok(Outcome::Ok);
     };
     let pid = V1Client::handshake(stream, None).await?.stop().await?.pid as i32;
@@ -138,13 +142,13 @@ pub async fn stop(common: Common, timeout: Duration) -> anyhow::Result<Outcome> 
     // The daemon stops its upstreams before it exits, so its exit means theirs.
     while process_alive(pid) {
         if Instant::now() > deadline {
-            eprintln!("mcpx: the daemon (pid {pid}) is still running after {timeout:?}");
+            say_err!("mcpx: the daemon (pid {pid}) is still running after {timeout:?}");
             return Ok(Outcome::TimedOut);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if !common.json {
-        println!("stopped the daemon (pid {pid})");
+        say!("stopped the daemon (pid {pid})");
     }
     Ok(Outcome::Ok)
 }
@@ -163,10 +167,10 @@ pub async fn list(common: Common, server: Option<String>, query: &str) -> anyhow
     } else {
         for t in &tools {
             let description = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
-            println!("{}.{}  {description}", t.server, t.tool);
+            say!("{}.{}  {description}", t.server, t.tool);
         }
         for u in found.unavailable.iter().flatten() {
-            eprintln!("mcpx: {} is unavailable: {}", u.server, u.error);
+            say_err!("mcpx: {} is unavailable: {}", u.server, u.error);
         }
     }
     Ok(Outcome::Ok)
@@ -187,7 +191,7 @@ pub async fn call(
         Some(limit) => match tokio::time::timeout(limit, request).await {
             Ok(answer) => answer?,
             Err(_) => {
-                eprintln!("mcpx: {target} did not finish within {limit:?}");
+                say_err!("mcpx: {target} did not finish within {limit:?}");
                 return Ok(Outcome::TimedOut);
             }
         },
@@ -231,8 +235,8 @@ pub(crate) fn print_call_outcome(common: &Common, outcome: CallOutcome) -> anyho
     } else {
         for block in result["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
-                Some("text") => println!("{}", block["text"].as_str().unwrap_or("")),
-                _ => println!("{block}"),
+                Some("text") => say_text!("{}", block["text"].as_str().unwrap_or("")),
+                _ => say!("{block}"),
             }
         }
     }
@@ -240,13 +244,13 @@ pub(crate) fn print_call_outcome(common: &Common, outcome: CallOutcome) -> anyho
 }
 
 fn print_question(question: &Question) {
-    println!("{}.{} is waiting for an answer (question {}):", question.server, question.tool, question.id);
+    say!("{}.{} is waiting for an answer (question {}):", question.server, question.tool, question.id);
     for (key, request) in &question.input_requests {
         let params = &request["params"];
         let what = params["message"].as_str().map(str::to_owned).unwrap_or_else(|| params.to_string());
-        println!("  {key}: {} — {what}", request["method"].as_str().unwrap_or("?"));
+        say!("  {key}: {} — {what}", request["method"].as_str().unwrap_or("?"));
     }
-    println!("answer with: {}", question.answer);
+    say!("answer with: {}", question.answer);
 }
 
 /// `mcpx ask ls`: the questions waiting for this session.
@@ -257,7 +261,7 @@ pub async fn ask_list(common: Common) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if waiting.questions.is_empty() {
-        println!("no question is waiting for this session");
+        say!("no question is waiting for this session");
     }
     for question in &waiting.questions {
         print_question(question);
@@ -305,7 +309,7 @@ pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
         return print_call_outcome(&common, outcome);
     }
     client.abandon(&AbandonRequest { id: id.to_owned() }).await?;
-    println!("abandoned question {id}");
+    say!("abandoned question {id}");
     Ok(Outcome::Ok)
 }
 
@@ -329,17 +333,17 @@ pub async fn check_servers(path: PathBuf) -> anyhow::Result<Outcome> {
         gateway.handle(&ctx, "tools/call", json!({ "name": "mcpx_search", "arguments": { "query": "" } })).await;
     let found = search.map(|a| a.result["structuredContent"].clone()).unwrap_or_default();
     for failure in found["unavailable"].as_array().into_iter().flatten() {
-        println!(
+        say!(
             "{}: does not start: {}",
             failure["server"].as_str().unwrap_or("?"),
             failure["error"].as_str().unwrap_or("?")
         );
         problems += 1;
     }
-    println!("{} tool(s) found", found["tools"].as_array().map_or(0, Vec::len));
+    say!("{} tool(s) found", found["tools"].as_array().map_or(0, Vec::len));
     for method in ["tools/list", "prompts/list", "resources/list", "resources/templates/list"] {
         if let Err(e) = gateway.handle(&ctx, method, json!({})).await {
-            println!("{method}: {e}");
+            say!("{method}: {e}");
             problems += 1;
         }
     }

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::terminal::say_err;
 use mcpx_server::daemon::{self, Options};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Config file. Default: $MCPX_CONFIG, else .mcpx.json in this directory or a parent,
-    /// else $XDG_CONFIG_HOME/mcpx/config.json; with none, mcpx runs with no servers.
+    /// Config file. Default: $MCPX_CONFIG, else $XDG_CONFIG_HOME/mcpx/config.json; with
+    /// none, mcpx runs with no servers. A project's .mcpx.json is never read on its own.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// TCP port on the loopback interface (default: http.port from the config, else 7750;
@@ -35,7 +36,7 @@ pub fn run(args: Args) -> ExitCode {
     match daemon::run(options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpx: {:#}", anyhow::Error::new(e));
+            say_err!("mcpx: {:#}", anyhow::Error::new(e));
             ExitCode::FAILURE
         }
     }

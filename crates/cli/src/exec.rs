@@ -9,6 +9,7 @@ use anyhow::Context;
 use mcpx_server::v1::{CallOutcome, ExecRequest};
 
 use crate::commands::{Common, Outcome, client, print_call_outcome, print_json};
+use crate::terminal::{say, say_err};
 
 /// `mcpx exec '<script>'` or `mcpx exec -f file.js`; `-` reads the script from stdin.
 pub async fn exec(
@@ -33,7 +34,7 @@ pub async fn exec(
         && result["structuredContent"]["error"]["limit"] == "timeoutMs"
     {
         let message = result["structuredContent"]["error"]["message"].as_str().unwrap_or("the script timed out");
-        eprintln!("mcpx: {message}");
+        say_err!("mcpx: {message}");
         return Ok(Outcome::TimedOut);
     }
     print_call_outcome(&common, outcome)
@@ -47,10 +48,10 @@ pub async fn list(common: Common) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if kept.artifacts.is_empty() {
-        println!("this session has no artifacts");
+        say!("this session has no artifacts");
     }
     for a in &kept.artifacts {
-        println!("{}  {} B  {:<24} {}", a.uri, a.size, a.mime_type, a.name);
+        say!("{}  {} B  {:<24} {}", a.uri, a.size, a.mime_type, a.name);
     }
     Ok(Outcome::Ok)
 }
@@ -70,7 +71,7 @@ pub async fn get(common: Common, artifact: &str, output: Option<&Path>) -> anyho
 pub async fn remove(common: Common, artifact: &str) -> anyhow::Result<Outcome> {
     let id = id_of(artifact);
     client(&common).await?.remove_artifact(id).await?;
-    println!("removed {artifact}");
+    say!("removed {artifact}");
     Ok(Outcome::Ok)
 }
 

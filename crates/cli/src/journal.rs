@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use mcpx_server::v1::{LogQuery, LogRecord, StatsQuery};
 
 use crate::commands::{Common, Outcome, client, print_json};
+use crate::terminal::say;
 
 /// How often `--follow` asks for new records.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -83,7 +84,7 @@ fn print<'a>(common: &Common, records: impl Iterator<Item = &'a LogRecord>) -> a
         if common.json {
             println!("{}", serde_json::to_string(r)?);
         } else {
-            println!("{}", line(r));
+            say!("{}", line(r));
         }
     }
     Ok(())
@@ -124,12 +125,18 @@ pub async fn stats(common: Common, args: StatsArgs) -> anyhow::Result<Outcome> {
         print_json(&stats)?;
         return Ok(Outcome::Ok);
     }
-    println!(
+    say!(
         "{:<40} {:>8} {:>8} {:>7} {:>10} {:>10} {:>10}",
-        stats.by, "calls", "errors", "err%", "p50 ms", "p95 ms", "p99 ms"
+        stats.by,
+        "calls",
+        "errors",
+        "err%",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms"
     );
     for g in &stats.groups {
-        println!(
+        say!(
             "{:<40} {:>8} {:>8} {:>6.1}% {:>10.1} {:>10.1} {:>10.1}",
             g.key.as_deref().unwrap_or("-"),
             g.calls,
@@ -141,7 +148,7 @@ pub async fn stats(common: Common, args: StatsArgs) -> anyhow::Result<Outcome> {
         );
     }
     if stats.dropped > 0 {
-        println!("({} calls were not journaled: the journal's queue was full)", stats.dropped);
+        say!("({} calls were not journaled: the journal's queue was full)", stats.dropped);
     }
     Ok(Outcome::Ok)
 }

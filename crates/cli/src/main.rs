@@ -13,11 +13,13 @@ mod serve;
 mod service;
 mod stdio;
 mod tasks;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::terminal::{say, say_err};
 use clap::{CommandFactory, Parser, Subcommand};
 use commands::Common;
 
@@ -282,8 +284,7 @@ enum ArtifactCommand {
 enum ConfigCommand {
     /// Check the config file and name the file, line and reason of the first problem.
     Check {
-        /// Config file. Default: $MCPX_CONFIG, else .mcpx.json in this directory or a
-        /// parent, else $XDG_CONFIG_HOME/mcpx/config.json.
+        /// Config file. Default: $MCPX_CONFIG, else $XDG_CONFIG_HOME/mcpx/config.json.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Also start every server once and list what it offers: reports servers that do
@@ -354,7 +355,7 @@ fn main() -> ExitCode {
         Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("mcpx: {e}");
+                say_err!("mcpx: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -373,20 +374,23 @@ fn main() -> ExitCode {
 
 fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
-    let Some(path) = mcpx_gateway::settings::find_config(flag, &cwd) else {
-        eprintln!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
+        say_err!("mcpx: {notice}");
+    }
+    let Some(path) = mcpx_gateway::settings::find_config(flag) else {
+        say_err!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
         return ExitCode::SUCCESS;
     };
     match mcpx_gateway::Config::load(&path) {
         Ok(config) => {
-            println!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
+            say!("{}: ok, {} server(s)", path.display(), config.mcp_servers.len());
             if connect {
                 return commands::run(async || commands::check_servers(path).await);
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mcpx: {e}");
+            say_err!("mcpx: {e}");
             ExitCode::FAILURE
         }
     }

@@ -3,7 +3,11 @@
 //! its list, which it keeps to put back), and `mcpx uninstall <host>` puts the list back.
 //!
 //! Every write keeps a backup of the file it replaces (`<file>.mcpx-backup-<unix time>`)
-//! and changes nothing outside the host's server list (see [`crate::hosts`]).
+//! and changes nothing outside the host's server list (see [`crate::hosts`]). What mcpx
+//! writes here holds credentials (mcpx's bearer for an `--http` install, the hosts' own
+//! servers' headers and keys on their way into mcpx's config), so every file it writes,
+//! backups and install records included, is the user's alone (0600), whatever the file
+//! it replaces allowed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,6 +16,7 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Map, Value, json};
 
 use crate::hosts::{self, ENTRY, Host, HostFile};
+use crate::terminal::{say, say_err, say_text};
 
 #[derive(clap::Args)]
 pub struct ImportArgs {
@@ -25,8 +30,8 @@ pub struct ImportArgs {
     /// Print the merged config and the diff; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// mcpx config to merge into. Default: $MCPX_CONFIG, else .mcpx.json in this directory
-    /// or a parent, else $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
+    /// mcpx config to merge into. Default: $MCPX_CONFIG, else
+    /// $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -81,7 +86,7 @@ fn report(outcome: anyhow::Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("mcpx: {e:#}");
+            say_err!("mcpx: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -93,8 +98,10 @@ fn project_dir(project: bool) -> anyhow::Result<Option<PathBuf>> {
 
 /// The mcpx config file to merge into (it may not exist yet).
 fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    let cwd = std::env::current_dir()?;
-    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone(), &cwd) {
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&std::env::current_dir()?) {
+        say_err!("mcpx: {notice}");
+    }
+    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone()) {
         return Ok(found);
     }
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -148,6 +155,10 @@ fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
 
 /// mcpx's config text and its `mcpServers`.
 fn read_config(path: &Path) -> anyhow::Result<(String, Map<String, Value>)> {
+    // Refused, not merged into: servers (and their credentials) would go where others read.
+    if path.exists() {
+        mcpx_gateway::config::ConfigError::check_provenance(path)?;
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -170,30 +181,31 @@ fn import_files(files: &[HostFile], config: &Path, dry_run: bool) -> anyhow::Res
         merge(file, &mut servers, &mut outcome);
     }
     for line in &outcome.added {
-        println!("added {line}");
+        say!("added {line}");
     }
     for line in &outcome.same {
-        println!("already there: {line}");
+        say!("already there: {line}");
     }
     for line in &outcome.skipped {
-        eprintln!("mcpx: skipped {line}");
+        say_err!("mcpx: skipped {line}");
     }
     for line in &outcome.conflicts {
-        eprintln!("mcpx: not imported: {line}");
+        say_err!("mcpx: not imported: {line}");
     }
     if outcome.added.is_empty() {
-        println!("{} unchanged", config.display());
+        say!("{} unchanged", config.display());
         return Ok(outcome.conflicts.is_empty());
     }
     let new_text = hosts::splice_json_member(&text, "mcpServers", &Value::Object(servers))?;
     // What the daemon would load: refuse to write a config it would reject.
     mcpx_gateway::Config::parse(&new_text, config).map_err(|e| anyhow!("the merged config would not load: {e}"))?;
     if dry_run {
-        println!("--- merged {} ---\n{new_text}", config.display());
+        say!("--- merged {} ---", config.display());
+        say_text!("{new_text}");
         print_diff(&text, &new_text, config);
     } else {
         write_with_backup(config, &new_text)?;
-        println!("wrote {}", config.display());
+        say!("wrote {}", config.display());
     }
     Ok(outcome.conflicts.is_empty())
 }
@@ -213,7 +225,7 @@ pub fn import(args: ImportArgs) -> ExitCode {
             let file = HostFile::read(host, path)?;
             if !file.exists {
                 if !args.hosts.is_empty() {
-                    eprintln!("mcpx: {} has no config at {}", host.name(), file.path.display());
+                    say_err!("mcpx: {} has no config at {}", host.name(), file.path.display());
                 }
                 continue;
             }
@@ -223,7 +235,7 @@ pub fn import(args: ImportArgs) -> ExitCode {
             files.extend(local);
         }
         if files.is_empty() {
-            println!("no host config found");
+            say!("no host config found");
             return Ok(true);
         }
         import_files(&files, &target_config(args.config.clone())?, args.dry_run)
@@ -258,10 +270,12 @@ pub fn install(args: InstallArgs) -> ExitCode {
         servers.insert(ENTRY.to_owned(), entry);
         let new_text = file.with_servers(&servers)?;
         if args.dry_run {
-            println!("--- {} after install ---\n{new_text}", file.path.display());
+            say!("--- {} after install ---", file.path.display());
+            say_text!("{new_text}");
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
+        create_folders_for(&file.path)?;
         let record = record_path(&file.path);
         // A second install keeps the first record: it holds the host's own servers.
         if !record.exists() {
@@ -274,11 +288,8 @@ pub fn install(args: InstallArgs) -> ExitCode {
             });
             write_private(&record, &serde_json::to_string_pretty(&saved)?)?;
         }
-        if let Some(parent) = file.path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
         write_with_backup(&file.path, &new_text)?;
-        println!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
+        say!("{} now reaches its servers through mcpx ({})", host.name(), file.path.display());
         Ok(true)
     })())
 }
@@ -329,7 +340,7 @@ fn http_entry(host: Host, args: &InstallArgs, config_path: &Path) -> anyhow::Res
     };
     if let Some((name, token)) = chosen {
         headers.insert("Authorization".into(), json!(format!("Bearer {token}")));
-        println!("{} will send the token {name:?} (http.tokens) to {url}", host.name());
+        say!("{} will send the token {name:?} (http.tokens) to {url}", host.name());
     } else if config.http.oauth.is_some() {
         bail!(
             "mcpx takes OAuth bearers here and has no http.tokens to give {}: install it without --http",
@@ -409,7 +420,8 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
             }
         };
         if args.dry_run {
-            println!("--- {} after uninstall ---\n{new_text}", file.path.display());
+            say!("--- {} after uninstall ---", file.path.display());
+            say_text!("{new_text}");
             print_diff(&file.text, &new_text, &file.path);
             return Ok(true);
         }
@@ -424,7 +436,7 @@ pub fn uninstall(args: UninstallArgs) -> ExitCode {
         if record.is_some() {
             std::fs::remove_file(&record_file)?;
         }
-        println!("{} reaches its own servers again ({})", host.name(), file.path.display());
+        say!("{} reaches its own servers again ({})", host.name(), file.path.display());
         Ok(true)
     })())
 }
@@ -440,16 +452,16 @@ fn key_of(host: Host) -> &'static str {
 fn print_diff(old: &str, new: &str, path: &Path) {
     let name = path.display().to_string();
     let diff = similar::TextDiff::from_lines(old, new);
-    print!("{}", diff.unified_diff().context_radius(3).header(&name, &name));
+    print!("{}", crate::terminal::text(&diff.unified_diff().context_radius(3).header(&name, &name).to_string()));
 }
 
 /// Writes `text` to `path` (through a temporary file and a rename), first copying the
-/// file it replaces to `<path>.mcpx-backup-<unix time>`; the new file keeps the old one's
-/// permissions (~/.claude.json is private).
+/// file it replaces to `<path>.mcpx-backup-<unix time>`. Both are owner-only (0600): a
+/// host's file was often 0644, and what it holds after mcpx wrote it (a bearer), or held
+/// before (the host's own tokens, now in the backup), is no one else's to read.
 pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathBuf>> {
     let mut backup = None;
-    let mut mode = None;
-    if let Ok(meta) = std::fs::metadata(path) {
+    if let Ok(old) = std::fs::read(path) {
         let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
         let mut n = 0;
         let target = loop {
@@ -462,38 +474,32 @@ pub fn write_with_backup(path: &Path, text: &str) -> anyhow::Result<Option<PathB
             }
             n += 1;
         };
-        std::fs::copy(path, &target).with_context(|| format!("cannot back up {}", path.display()))?;
-        println!("backup: {}", target.display());
+        // Not `fs::copy`: it would give the backup the old file's mode.
+        write_private(&target, &old).with_context(|| format!("cannot back up {}", path.display()))?;
+        say!("backup: {}", target.display());
         backup = Some(target);
-        mode = Some(meta.permissions());
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
+    create_folders_for(path)?;
     let mut temp = path.as_os_str().to_owned();
     temp.push(".mcpx-tmp");
     let temp = PathBuf::from(temp);
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        // Private until it has the old file's mode: host configs hold tokens.
-        let _ = std::fs::remove_file(&temp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .with_context(|| format!("cannot write {}", temp.display()))?;
-        f.write_all(text.as_bytes())?;
-    }
-    if let Some(mode) = mode {
-        std::fs::set_permissions(&temp, mode)?;
-    }
+    let _ = std::fs::remove_file(&temp);
+    write_private(&temp, text)?;
     std::fs::rename(&temp, path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(backup)
 }
 
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+/// Creates the missing folders above `path`, private (0700): one its group could write
+/// to would get mcpx's own config refused (`mcpx_gateway::provenance`).
+fn create_folders_for(path: &Path) -> anyhow::Result<()> {
+    let Some(parent) = path.parent() else { return Ok(()) };
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))
+}
+
+/// Creates `path` (never through an existing file or link) readable by its owner only.
+fn write_private(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -502,6 +508,6 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
+    f.write_all(bytes.as_ref())?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use mcpx_gateway::{Gateway, Settings};
 use mcpx_server::relay;
 
 use crate::client::{self, Daemon};
+use crate::terminal::say_err;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpx serve: {e:#}");
+            say_err!("mcpx serve: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -45,7 +46,10 @@ pub fn run(args: Args) -> ExitCode {
 
 async fn in_process(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir()?;
-    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config, &cwd))?;
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
+        tracing::warn!("{notice}");
+    }
+    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config))?;
     // No daemon here, but the user's may run beside it: no request this process sends
     // (an upstream's redirect) may reach that one's API either.
     let _daemons = daemon_addresses(&settings).into_iter().map(mcpx_http::egress::listening).collect::<Vec<_>>();

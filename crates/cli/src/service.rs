@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use crate::terminal::{say, say_err};
 use anyhow::{Context, anyhow, bail};
 
 pub const UNIT: &str = "mcpx.service";
@@ -93,7 +94,7 @@ pub fn run(command: ServiceCommand) -> ExitCode {
                 let config = config.map(std::path::absolute).transpose()?;
                 let text = unit(&exe, config.as_deref());
                 if dry_run {
-                    print!("# {}\n{text}", path.display());
+                    print!("{}", crate::terminal::text(&format!("# {}\n{text}", path.display())));
                     return Ok(());
                 }
                 if let Some(why) = no_user_systemd() {
@@ -103,7 +104,7 @@ pub fn run(command: ServiceCommand) -> ExitCode {
                 std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
                 systemctl(&["daemon-reload"])?;
                 systemctl(&["enable", "--now", UNIT])?;
-                println!("wrote {} and started it (systemctl --user status {UNIT})", path.display());
+                say!("wrote {} and started it (systemctl --user status {UNIT})", path.display());
             }
             ServiceCommand::Uninstall => {
                 if let Some(why) = no_user_systemd() {
@@ -113,9 +114,9 @@ pub fn run(command: ServiceCommand) -> ExitCode {
                     systemctl(&["disable", "--now", UNIT])?;
                     std::fs::remove_file(&path)?;
                     systemctl(&["daemon-reload"])?;
-                    println!("removed {}", path.display());
+                    say!("removed {}", path.display());
                 } else {
-                    println!("{} is not installed", path.display());
+                    say!("{} is not installed", path.display());
                 }
             }
         }
@@ -124,7 +125,7 @@ pub fn run(command: ServiceCommand) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcpx: {e:#}");
+            say_err!("mcpx: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -10,6 +10,7 @@ use mcpx_server::v1::{TaskQuery, TaskStarted};
 use serde_json::Value;
 
 use crate::commands::{Common, Outcome, call_request, client, print_call_outcome, print_json};
+use crate::terminal::{say, say_err, say_text};
 
 /// How long one `GET /v1/tasks/{id}` waits for the task to end.
 const WAIT_EACH: Duration = Duration::from_secs(25);
@@ -27,10 +28,10 @@ pub async fn start(common: Common, target: &str, arguments: Option<&str>) -> any
             if common.json {
                 print_json(&task)?;
             } else {
-                println!("{}", task["taskId"].as_str().unwrap_or_default());
+                say!("{}", task["taskId"].as_str().unwrap_or_default());
             }
             if common.session.is_none() {
-                eprintln!(
+                say_err!(
                     "mcpx: this task belongs to this command's own session; name one (--session or MCPX_SESSION_ID) to reach it later"
                 );
             }
@@ -47,11 +48,11 @@ pub async fn list(common: Common) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     if listed.tasks.is_empty() {
-        println!("no task belongs to this session");
+        say!("no task belongs to this session");
     }
     for task in &listed.tasks {
         let field = |name: &str| task[name].as_str().unwrap_or("-").to_owned();
-        println!("{}  {}  {}", field("taskId"), field("status"), field("lastUpdatedAt"));
+        say!("{}  {}  {}", field("taskId"), field("status"), field("lastUpdatedAt"));
     }
     Ok(Outcome::Ok)
 }
@@ -75,7 +76,7 @@ pub async fn wait(common: Common, id: &str, timeout: Option<Duration>) -> anyhow
             return show(&common, &task);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            eprintln!("mcpx: task {id} did not end within {:?}", timeout.unwrap_or_default());
+            say_err!("mcpx: task {id} did not end within {:?}", timeout.unwrap_or_default());
             return Ok(Outcome::TimedOut);
         }
     }
@@ -87,7 +88,7 @@ pub async fn cancel(common: Common, id: &str) -> anyhow::Result<Outcome> {
     if common.json {
         print_json(&task)?;
     } else {
-        println!("{}", task["status"].as_str().unwrap_or_default());
+        say!("{}", task["status"].as_str().unwrap_or_default());
     }
     Ok(Outcome::Ok)
 }
@@ -104,15 +105,15 @@ fn show(common: &Common, task: &Value) -> anyhow::Result<Outcome> {
     } else if let Some(result) = task.get("result") {
         for block in result["content"].as_array().into_iter().flatten() {
             match block["type"].as_str() {
-                Some("text") => println!("{}", block["text"].as_str().unwrap_or("")),
-                _ => println!("{block}"),
+                Some("text") => say_text!("{}", block["text"].as_str().unwrap_or("")),
+                _ => say!("{block}"),
             }
         }
     } else if let Some(error) = task.get("error") {
-        eprintln!("mcpx: the task failed: {}", error["message"].as_str().unwrap_or("(no message)"));
+        say_err!("mcpx: the task failed: {}", error["message"].as_str().unwrap_or("(no message)"));
     } else {
         let message = task["statusMessage"].as_str().map(|m| format!(": {m}")).unwrap_or_default();
-        println!("{}{message}", task["status"].as_str().unwrap_or("unknown"));
+        say!("{}{message}", task["status"].as_str().unwrap_or("unknown"));
     }
     Ok(match task["status"].as_str() {
         Some("completed") if task.pointer("/result/isError") != Some(&Value::Bool(true)) => Outcome::Ok,

@@ -20,10 +20,12 @@ pub struct Instance {
     /// Tools listed besides the standard ones, by these exact names (`--tool-named`, and
     /// those `changed` added).
     extra_tools: std::sync::Mutex<Vec<String>>,
+    /// Their description (`--tool-description`).
+    extra_description: String,
 }
 
 impl Instance {
-    pub fn new(name: String, extra_tools: Vec<String>) -> Result<Self, getrandom::Error> {
+    pub fn new(name: String, extra_tools: Vec<String>, extra_description: String) -> Result<Self, getrandom::Error> {
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes)?;
         let id = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -35,6 +37,7 @@ impl Instance {
             tool_calls: AtomicU64::new(0),
             tool_lists: AtomicU64::new(0),
             extra_tools: std::sync::Mutex::new(extra_tools),
+            extra_description,
         })
     }
 
@@ -49,7 +52,9 @@ impl Instance {
         let mut tools = crate::tools::catalogue();
         if let Value::Array(list) = &mut tools {
             for name in self.extra_tools.lock().expect("tools lock").iter() {
-                list.push(json!({ "name": name, "description": "A tool listed by --tool-named.", "inputSchema": { "type": "object" } }));
+                list.push(
+                    json!({ "name": name, "description": self.extra_description, "inputSchema": { "type": "object" } }),
+                );
             }
         }
         tools

@@ -77,6 +77,10 @@ struct Flags {
     #[arg(long = "tool-named", value_name = "NAME")]
     tool_named: Vec<String>,
 
+    /// The description of the tools `--tool-named` lists, whatever characters it holds.
+    #[arg(long, value_name = "TEXT", default_value = "A tool listed by --tool-named.")]
+    tool_description: String,
+
     /// The serverInfo name to report.
     #[arg(long, default_value = "fakemcp")]
     name: String,
@@ -123,7 +127,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGTERM, libc::SIG_IGN);
         }
     }
-    let instance = match Instance::new(flags.name, flags.tool_named) {
+    let instance = match Instance::new(flags.name, flags.tool_named, flags.tool_description) {
         Ok(instance) => Arc::new(instance),
         Err(e) => {
             eprintln!("fakemcp: cannot draw a random instance id: {e}");

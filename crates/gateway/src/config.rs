@@ -836,10 +836,29 @@ pub enum ConfigError {
     Invalid { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{path}: {message}")]
     Rule { path: PathBuf, message: String },
+    /// Someone other than the user may have written it (`crate::provenance`).
+    #[error(
+        "{path}: not read: {why}, so someone else could have written it; make it and its folders yours and closed to others (chmod go-w), or choose another config"
+    )]
+    Untrusted { path: PathBuf, why: String },
+}
+
+impl ConfigError {
+    /// `Untrusted` when someone other than the user may have written `path`; `Read` when
+    /// there is no such file to check.
+    pub fn check_provenance(path: &Path) -> Result<(), ConfigError> {
+        std::fs::metadata(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        match crate::provenance::untrusted(path) {
+            Some(why) => Err(ConfigError::Untrusted { path: path.into(), why }),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Config {
+    /// Reads and parses the config at `path`, refused if it is not the user's alone.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        ConfigError::check_provenance(path)?;
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         Config::parse(&text, path)
     }

@@ -35,6 +35,7 @@ pub mod places;
 pub mod policy;
 pub mod pool;
 mod prompts;
+pub mod provenance;
 mod redact;
 mod resources;
 mod roots;
@@ -231,7 +232,7 @@ impl Gateway {
             let file = self.settings.path().map(|p| p.display().to_string());
             return format!(
                 "mcpx has no upstream servers configured yet. Add them under \"mcpServers\" in {} (see examples/mcpx.json); the daemon picks up the change without a restart.",
-                file.unwrap_or_else(|| "a config file ($MCPX_CONFIG, .mcpx.json, or ~/.config/mcpx/config.json)".into())
+                file.unwrap_or_else(|| "a config file (--config, $MCPX_CONFIG, or ~/.config/mcpx/config.json)".into())
             );
         }
         let names = policy::Access::of_principal(&config, principal).servers();

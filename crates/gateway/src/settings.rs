@@ -8,6 +8,11 @@
 //! path, line and reason, and the last good config stays in force. So is a file that
 //! changes what is fixed at start (where the daemon listens, see [`needs_restart`]): the
 //! listener could not follow it, and code reading the new value would disagree with it.
+//!
+//! The file is only one the user chose: `--config`, `$MCPX_CONFIG`, or the user's config
+//! dir. Never one found from the cwd: a cloned repository's file would run its commands
+//! as the user, in a daemon every agent shares. A file someone else may have written
+//! (`crate::provenance`) is refused, at start and at every reload.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +43,7 @@ impl Settings {
             });
         };
         let path = std::path::absolute(&path).unwrap_or(path);
+        ConfigError::check_provenance(&path)?;
         // The bytes parsed are the ones the watcher compares a change with.
         let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
         let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
@@ -61,23 +67,32 @@ impl Settings {
     }
 }
 
-/// Finds the config file: `--config`, `$MCPX_CONFIG`, `.mcpx.json` in the cwd or a parent,
-/// then `$XDG_CONFIG_HOME/mcpx/config.json` (default `~/.config`). `None`: run empty.
-pub fn find_config(flag: Option<PathBuf>, cwd: &Path) -> Option<PathBuf> {
+/// Finds the config file the user chose: `--config`, `$MCPX_CONFIG`, then
+/// `$XDG_CONFIG_HOME/mcpx/config.json` (default `~/.config`). `None`: run empty. Takes no
+/// cwd on purpose: where a command runs never chooses what the daemon runs.
+pub fn find_config(flag: Option<PathBuf>) -> Option<PathBuf> {
     if flag.is_some() {
         return flag;
     }
     if let Some(p) = std::env::var_os("MCPX_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    if let Some(p) = cwd.ancestors().map(|d| d.join(".mcpx.json")).find(|p| p.is_file()) {
-        return Some(p);
-    }
     let config_home = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some(config_home.join("mcpx/config.json")).filter(|p| p.is_file())
+}
+
+/// What to tell a user whose cwd (or a folder above it) holds a `.mcpx.json`, which
+/// mcpx no longer reads; `None` when there is none.
+pub fn ignored_project_config(cwd: &Path) -> Option<String> {
+    let found = cwd.ancestors().map(|d| d.join(".mcpx.json")).find(|p| p.is_file())?;
+    Some(format!(
+        "ignoring {}: mcpx does not read a project's .mcpx.json (a cloned repository could run its commands as you); to use it, check it and pass --config {} or set MCPX_CONFIG",
+        found.display(),
+        found.display()
+    ))
 }
 
 /// Why `next` cannot replace `running` while the daemon runs, if it cannot: the daemon
@@ -175,6 +190,11 @@ fn reload_on_change(file: &Path, current: &ArcSwap<Config>, bursts: &mpsc::Recei
         // A rename-over briefly leaves no file; the next event brings the new one.
         let Ok(bytes) = std::fs::read(file) else { continue };
         if bytes == seen {
+            continue;
+        }
+        // Not remembered as seen: the same bytes apply once the file is closed to others.
+        if let Err(e) = ConfigError::check_provenance(file) {
+            tracing::error!("config not applied, keeping the last good one: {e}");
             continue;
         }
         apply(file, &bytes, current);

@@ -81,7 +81,10 @@ pub fn run(options: Options) -> Result<(), Error> {
     unsafe { std::env::set_var(state::OWNER_ENV, state::owner_tag(&dir)) };
     // Read before the runtime is built: `workers` sizes it.
     let cwd = std::env::current_dir().map_err(Error::Cwd)?;
-    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone(), &cwd))?;
+    if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
+        tracing::warn!("{notice}");
+    }
+    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone()))?;
     let workers = settings.config().workers.unwrap_or_else(mcpx_gateway::config::default_workers);
     // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -522,6 +522,95 @@ fn a_private_host_file_stays_private_and_so_do_its_backup_and_record() {
     }
 }
 
+/// Every file under `dir` (recursively) whose bytes hold one of `secrets`, with its mode.
+fn files_holding(dir: &Path, secrets: &[&str]) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, secrets));
+        } else if let Ok(text) = std::fs::read_to_string(&path)
+            && secrets.iter().any(|s| text.contains(s))
+        {
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            found.push((path, mode));
+        }
+    }
+    found
+}
+
+/// A host file that was 0644 before: after `install --http` the bearer it holds, the
+/// backups, the install record and the mcpx config the host's own servers moved into are
+/// owner-only; after `uninstall` nothing holding a credential is readable by others.
+#[test]
+fn install_http_leaves_no_credential_readable_by_others_in_any_host_file_or_backup() {
+    use std::os::unix::fs::PermissionsExt;
+    const BEARER: &str = "bearer-0123456789abcdef";
+    const OWN: &str = "own-key-0123456789abcdef";
+    let own = json!({"mcpServers": {"kept": {"command": "uvx", "args": ["x"], "env": {"API_KEY": OWN}}}}).to_string();
+    let hosts = [
+        ("claude", ".claude.json", own.as_str()),
+        ("cursor", ".cursor/mcp.json", "{}"),
+        ("vscode", ".config/Code/User/mcp.json", "{}"),
+        ("gemini", ".gemini/settings.json", own.as_str()),
+        ("qwen", ".qwen/settings.json", "{}"),
+        ("codex", ".codex/config.toml", ""),
+        ("opencode", ".config/opencode/opencode.json", "{}"),
+    ];
+    for (host, relative, before) in hosts {
+        let machine = Machine::new();
+        let mcpx = machine.write(
+            ".config/mcpx/config.json",
+            &json!({"http": {"port": 7751, "tokens": {"host": BEARER}}}).to_string(),
+        );
+        std::fs::set_permissions(&mcpx, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let file = machine.write(relative, before);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        machine.ok(&["install", host, "--http"]);
+        assert!(std::fs::read_to_string(&file).unwrap().contains(BEARER), "{host}: no bearer in {}", file.display());
+        let none_readable = |when: &str| {
+            let holding = files_holding(&machine.home(), &[BEARER, OWN]);
+            let readable: Vec<_> = holding.iter().filter(|(_, mode)| *mode != 0o600).collect();
+            assert!(readable.is_empty(), "{host} {when}: credentials others may read: {readable:?}");
+            holding
+        };
+        let holding = none_readable("after install --http");
+        let backups = holding.iter().filter(|(p, _)| p.to_string_lossy().contains(".mcpx-backup-")).count();
+        assert!(backups > 0 || !before.contains(OWN), "{host}: no backup of its own servers: {holding:?}");
+        machine.ok(&["uninstall", host]);
+        none_readable("after uninstall");
+    }
+}
+
+/// Under a umask that lets the group write (002, common with per-user groups), the
+/// folders and config `mcpx import` creates are still the user's alone, so the daemon
+/// takes the config it wrote.
+#[test]
+fn a_config_import_creates_under_a_group_writable_umask_is_still_accepted() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let machine = Machine::new();
+    machine.write(".claude.json", r#"{"mcpServers": {"t": {"command": "uvx", "args": ["x"]}}}"#);
+    let mut import = Command::new(paths::mcpx());
+    import.args(["import", "claude"]).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", machine.home());
+    import.env("MCPX_STATE_DIR", machine.dir.path().join("state")).current_dir(machine.home()).stdin(Stdio::null());
+    // SAFETY: umask is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        import.pre_exec(|| {
+            libc::umask(0o002);
+            Ok(())
+        });
+    }
+    let output = import.output().expect("run mcpx import");
+    assert!(output.status.success(), "{}", text(&output));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let folder = machine.mcpx_config().parent().unwrap().to_owned();
+    assert_eq!((mode(&folder), mode(&machine.mcpx_config())), (0o700, 0o600), "{}", folder.display());
+    let check = machine.ok(&["config", "check"]);
+    assert!(check.contains("ok, 1 server(s)"), "{check}");
+}
+
 #[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let machine = Machine::new();
