@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::config::{ClientConfig, Config, ItemPolicy, RateConfig};
 use crate::error::Error;
 use crate::identity::{Identity, Principal};
-use crate::naming;
+use crate::{naming, uri};
 
 /// Whether `text` matches `pattern`: `*` stands for any run of characters, `?` for one
 /// character, anything else for itself. Linear in the text for each star (one step back
@@ -157,10 +157,13 @@ impl<'a> Access<'a> {
         self.item(kind, server, upstream).then(|| upstream.to_owned())
     }
 
-    /// Whether the caller may see the server's resource (or template) of this upstream URI.
+    /// Whether the caller may see the server's resource (or template) of this upstream URI:
+    /// every reading of its normal form passes (`uri`), and one without a normal form
+    /// never does.
     pub fn resource(&self, server: &str, uri: &str) -> bool {
-        self.server(server)
-            && self.config.server(server).is_some_and(|s| admits(s.resources.allow.as_ref(), &s.resources.deny, uri))
+        let Some(config) = self.config.server(server).filter(|_| self.server(server)) else { return false };
+        let policy = &config.resources;
+        uri::normalize(uri).is_ok_and(|u| u.readings().all(|r| admits(policy.allow.as_ref(), &policy.deny, r)))
     }
 
     /// A server's listing as the caller sees it: hidden items left out, the rest under

@@ -301,7 +301,14 @@ impl Gateway {
             by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: interest.clone() });
         }
         for uri in &resource_uris {
-            if let Some((server, original)) = self.resource_owner(ctx, uri).await
+            // A URI nothing serves is not honoured; one without a sure normal form is
+            // refused, saying why, as a read of it is.
+            let owner = match self.visible_resource_owner(ctx, uri).await {
+                Ok(found) => Some((found.server, found.original)),
+                Err(e @ Error::Params { .. }) => return Err(e),
+                Err(_) => None,
+            };
+            if let Some((server, original)) = owner
                 && let Some(wanted) = by_server.get_mut(&server)
             {
                 wanted.resources.insert(original, uri.clone());
