@@ -48,6 +48,7 @@ mod questions_real_peers;
 mod questions_shared;
 mod real_hosts;
 mod real_upstreams;
+mod resource_uris;
 mod restarts;
 mod roots;
 mod scopes;
