@@ -31,8 +31,9 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// How mcpx logs in to HTTP upstreams that ask for OAuth.
     pub oauth: OAuthConfig,
-    /// What each client may use, by `"local"`, `"token:<name>"` or
-    /// `"oauth:<subject>@<issuer>"`. A client not named here may use every server.
+    /// What each client may use, by `"local"`, `"token:<name>"`,
+    /// `"oauth:<subject>@<issuer>"` or `"oauth-client:<client_id>@<issuer>"` (a token
+    /// without a subject). A client not named here may use every server.
     pub clients: BTreeMap<String, ClientConfig>,
     /// The call journal: one record per request mcpx answers for a caller.
     pub journal: JournalConfig,
@@ -329,7 +330,8 @@ pub struct HttpConfig {
     pub oauth: Option<OAuthResourceConfig>,
     /// Callers who read everyone's records in the call journal (`/v1/log`, `/v1/stats`),
     /// as the daemon's owner does; every other caller reads only its own. Each is a client
-    /// key: `token:<a name in tokens>` or `oauth:<subject>@<issuer>`. Default empty.
+    /// key: `token:<a name in tokens>`, `oauth:<subject>@<issuer>` or
+    /// `oauth-client:<client_id>@<issuer>`. Default empty.
     pub admins: Vec<String>,
 }
 
@@ -1151,8 +1153,8 @@ impl Config {
         match key.split_once(':') {
             _ if key == "local" => true,
             Some(("token", name)) => self.http.tokens.contains_key(name),
-            Some(("oauth", rest)) => rest.rsplit_once('@').is_some_and(|(subject, issuer)| {
-                !subject.is_empty() && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
+            Some(("oauth" | "oauth-client", rest)) => rest.rsplit_once('@').is_some_and(|(name, issuer)| {
+                !name.is_empty() && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
             }),
             _ => false,
         }
@@ -1170,14 +1172,14 @@ impl Config {
         }
         if let Some(key) = self.http.admins.iter().find(|k| *k == "local" || !self.names_caller(k)) {
             let why = format!(
-                "\"http.admins\" entry {key:?} names no caller: use \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\" (the owner reads everything already)"
+                "\"http.admins\" entry {key:?} names no caller: use \"token:<a name in http.tokens>\", \"oauth:<subject>@<an issuer in http.oauth.issuers>\" or \"oauth-client:<client_id>@<an issuer>\" (the owner reads everything already)"
             );
             return Err((why, key.clone()));
         }
         for (key, client) in &self.clients {
             if !self.names_caller(key) {
                 let why = format!(
-                    "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\""
+                    "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\", \"oauth:<subject>@<an issuer in http.oauth.issuers>\" or \"oauth-client:<client_id>@<an issuer>\""
                 );
                 return Err((why, key.clone()));
             }

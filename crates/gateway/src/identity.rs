@@ -29,6 +29,10 @@ pub enum Principal {
     /// token's issuer said it: two issuers' subjects are two principals, and neither is
     /// ever a token holder, whatever the names.
     OAuth { issuer: String, subject: String },
+    /// A client acting for itself: an OAuth access token naming no subject, only its
+    /// `client_id` (a client-credentials grant), as that token's issuer said it. A kind
+    /// of its own: never the subject, nor the token holder, of the same name.
+    OAuthClient { issuer: String, client: String },
 }
 
 /// A session, by where its name came from.
@@ -121,6 +125,7 @@ impl Identity {
         match &self.principal {
             Principal::Token(name) => Some(name.clone()),
             Principal::OAuth { issuer, subject } => Some(format!("{subject} ({issuer})")),
+            Principal::OAuthClient { issuer, client } => Some(format!("client {client} ({issuer})")),
             Principal::Local => None,
         }
     }
@@ -177,6 +182,9 @@ impl Principal {
             Principal::Token(name) => format!("@{}", Value::String(name.clone())),
             Principal::OAuth { issuer, subject } => {
                 format!("@oauth{}", Value::from(vec![issuer.clone(), subject.clone()]))
+            }
+            Principal::OAuthClient { issuer, client } => {
+                format!("@oauth-client{}", Value::from(vec![issuer.clone(), client.clone()]))
             }
         }
     }
@@ -344,6 +352,8 @@ mod tests {
             oauth("https://a", "alice"),
             oauth("https://b", "alice"),
             oauth("https://a\",\"alice", ""),
+            Principal::OAuthClient { issuer: "https://a".into(), client: "alice".into() },
+            Principal::Token("oauth-client[\"https://a\",\"alice\"]".into()),
         ];
         for (i, a) in principals.iter().enumerate() {
             for b in &principals[i + 1..] {

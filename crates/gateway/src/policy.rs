@@ -94,13 +94,15 @@ impl Kind {
     }
 }
 
-/// The `clients` key of a principal: `local`, `token:<name>`, `oauth:<subject>@<issuer>`.
-/// Each kind has its own prefix, so no token name can stand for another kind of caller.
+/// The `clients` key of a principal: `local`, `token:<name>`, `oauth:<subject>@<issuer>`,
+/// `oauth-client:<client_id>@<issuer>`. Each kind has its own prefix, so no name can
+/// stand for another kind of caller.
 pub fn client_key(principal: &Principal) -> String {
     match principal {
         Principal::Local => "local".to_owned(),
         Principal::Token(name) => format!("token:{name}"),
         Principal::OAuth { issuer, subject } => format!("oauth:{subject}@{issuer}"),
+        Principal::OAuthClient { issuer, client } => format!("oauth-client:{client}@{issuer}"),
     }
 }
 

@@ -261,7 +261,10 @@ mod tests {
 
     #[test]
     fn scheme_and_host_case_and_escapes_follow_rfc_3986() {
-        assert_eq!(normal("HTTPS://Example.COM./A/%7euser/%c3%a9?Q=%2f#F"), "https://example.com/A/~user/%C3%A9?Q=%2F#F");
+        assert_eq!(
+            normal("HTTPS://Example.COM./A/%7euser/%c3%a9?Q=%2f#F"),
+            "https://example.com/A/~user/%C3%A9?Q=%2F#F"
+        );
         assert_eq!(normal("https://User@Host:/x"), "https://User@host/x");
         assert_eq!(normal("https://[::1]:8080/x"), "https://[::1]:8080/x");
         assert_eq!(normal("test://template/123/data"), "test://template/123/data");

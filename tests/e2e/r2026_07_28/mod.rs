@@ -38,6 +38,7 @@ mod moving_in;
 mod namespaces;
 mod node_trust;
 mod oauth_client;
+mod oauth_principals;
 mod orphans;
 mod pages;
 mod param_headers;

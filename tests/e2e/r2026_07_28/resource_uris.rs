@@ -92,14 +92,16 @@ fn no_spelling_of_a_denied_file_reaches_the_upstream_on_any_path() {
     for uri in DENIED {
         let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
         assert_eq!(read.error_code(), -32602, "{uri}: {read}");
-        let completion = json!({"ref": {"type": "ref/resource", "uri": public(uri)}, "argument": {"name": "a", "value": ""}});
+        let completion =
+            json!({"ref": {"type": "ref/resource", "uri": public(uri)}, "argument": {"name": "a", "value": ""}});
         let completed = Modern::new("completion/complete", completion).send(url);
         assert!(completed.frame().get("error").is_some(), "{uri}: {completed}");
     }
     for (uri, why) in AMBIGUOUS {
         let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
         assert_ambiguous_refusal(read.error(), uri, why);
-        let completion = json!({"ref": {"type": "ref/resource", "uri": public(uri)}, "argument": {"name": "a", "value": ""}});
+        let completion =
+            json!({"ref": {"type": "ref/resource", "uri": public(uri)}, "argument": {"name": "a", "value": ""}});
         assert_ambiguous_refusal(Modern::new("completion/complete", completion).send(url).error(), uri, why);
     }
     // What was checked is what is read: an allowed spelling reaches the upstream in its
