@@ -24,11 +24,7 @@ fn a_client_acting_for_itself_is_never_the_subject_or_token_holder_of_its_name()
     let server = AuthorizationServer::start(&[("alice", ALICE_SECRET)]);
     let issuer = &server.issuer;
     let tag = tag();
-    let servers = [
-        ("desk", fakemcp("user", &tag, &[])),
-        ("browser", fakemcp("session", &tag, &[])),
-        ("other", fakemcp("global", &tag, &[])),
-    ];
+    let servers = [("desk", fakemcp("user", &tag, &[])), ("browser", fakemcp("session", &tag, &[]))];
     let mut cfg = config(&servers);
     cfg["http"] = json!({
         "oauth": {"issuers": [issuer], "requestTimeout": "30s"},
@@ -36,7 +32,6 @@ fn a_client_acting_for_itself_is_never_the_subject_or_token_holder_of_its_name()
         // Grants to the subject alice: they must not reach the client alice.
         "admins": [format!("oauth:alice@{issuer}")],
     });
-    cfg["clients"] = json!({ format!("oauth-client:alice@{issuer}"): {"servers": ["desk", "browser"]} });
     let daemon = Daemon::start(&cfg);
     let url = daemon.url();
     let subject = bearer(&server.forge(Signer::Issuer, url, json!({"sub": "alice"})));
@@ -58,13 +53,8 @@ fn a_client_acting_for_itself_is_never_the_subject_or_token_holder_of_its_name()
     // Its own session `work`.
     assert_ne!(whoami("browser", &client).instance, whoami("browser", &subject).instance, "session work was shared");
 
-    // Its `clients` entry is its own: it limits the client, not the subject.
-    assert!(call("other", &subject).structured()["pid"].is_number(), "the subject may use every server");
-    let refused = call("other", &client);
-    assert!(refused.frame().get("error").is_some() || refused.result()["isError"] == true, "{refused}");
-
     // `http.admins` names the subject: it reads every caller's records, the client only
-    // its own (its four calls above, the refused one too).
+    // its own (its three calls above).
     let base = base_url(url);
     let log = |authorization: &str| -> Vec<Value> {
         let reply = plain("GET", &format!("{base}/v1/log"), &[("Authorization", authorization)], None);
@@ -74,13 +64,13 @@ fn a_client_acting_for_itself_is_never_the_subject_or_token_holder_of_its_name()
     let label = format!("client alice ({issuer})");
     let of = |records: &[Value], client: &str| records.iter().filter(|r| r["client"] == client).count();
     let everyone =
-        poll(Duration::from_secs(15), || Some(log(&subject)).filter(|r| of(r, &label) == 4 && of(r, "alice") == 1));
+        poll(Duration::from_secs(15), || Some(log(&subject)).filter(|r| of(r, &label) == 3 && of(r, "alice") == 1));
     let everyone = everyone
         .unwrap_or_else(|| panic!("the admin never read the client's and holder's records: {:#?}", log(&subject)));
-    assert_eq!(of(&everyone, &format!("alice ({issuer})")), 3, "{everyone:#?}");
+    assert_eq!(of(&everyone, &format!("alice ({issuer})")), 2, "{everyone:#?}");
     let own = log(&client);
-    assert_eq!(own.len(), 4, "the client reads exactly its own four records: {own:#?}");
-    assert_eq!(of(&own, &label), 4, "the client read another's records: {own:#?}");
+    assert_eq!(own.len(), 3, "the client reads exactly its own three records: {own:#?}");
+    assert_eq!(of(&own, &label), 3, "the client read another's records: {own:#?}");
 }
 
 #[test]
@@ -97,4 +87,25 @@ fn a_clients_key_for_a_client_must_name_a_configured_issuer() {
     let home = mcpx_e2e::Home::new(&cfg);
     let path = home.config_path().to_str().unwrap().to_owned();
     home.cli(&["config", "check", "--config", &path]).assert_code(0);
+}
+
+#[test]
+fn a_clients_entry_for_the_client_limits_the_client_and_not_the_subject() {
+    let server = AuthorizationServer::start(&[("alice", ALICE_SECRET)]);
+    let issuer = &server.issuer;
+    let tag = tag();
+    let mut cfg = config(&[("desk", fakemcp("user", &tag, &[])), ("other", fakemcp("global", &tag, &[]))]);
+    cfg["http"] = json!({"oauth": {"issuers": [issuer], "requestTimeout": "30s"}});
+    cfg["clients"] = json!({ format!("oauth-client:alice@{issuer}"): {"servers": ["desk"]} });
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let subject = bearer(&server.forge(Signer::Issuer, url, json!({"sub": "alice"})));
+    let client = bearer(&server.forge(Signer::Issuer, url, json!({"sub": null, "client_id": "alice"})));
+    let call = |server: &str, authorization: &str| {
+        Modern::mcpx_call(server, "whoami", json!({})).header("Authorization", authorization).send(url)
+    };
+    assert!(call("other", &subject).structured()["pid"].is_number(), "the subject may use every server");
+    assert!(call("desk", &client).structured()["pid"].is_number(), "the client may use desk");
+    let refused = call("other", &client);
+    assert_eq!(refused.error_code(), -32602, "the client used a server its entry leaves out: {refused}");
 }
