@@ -13,7 +13,7 @@ use mcpx_e2e::{Daemon, LegacySession, Modern, config, fakemcp, poll, tag};
 use serde_json::{Value, json};
 
 /// Spellings of files under `/etc`, which `file:///etc/*` denies.
-const DENIED: [&str; 14] = [
+const DENIED: [&str; 15] = [
     "file:///tmp/../etc/shadow",
     "file:////etc/shadow",
     "FILE:///etc/shadow",
@@ -28,6 +28,7 @@ const DENIED: [&str; 14] = [
     "file:///tmp/x/../../etc/shadow",
     "file:///tmp//../etc/shadow",
     "file:///tmp/%2E%2E/etc/shadow",
+    "file:///ETC/shadow",
 ];
 
 /// Spellings an upstream could read as a file under `/etc` or not, depending on how it
