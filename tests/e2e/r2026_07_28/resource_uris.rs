@@ -2,8 +2,9 @@
 //! other spelling of a denied file (case, `localhost`, dot segments, repeated slashes,
 //! escapes) reaches the upstream; a spelling the upstream might read two ways is refused
 //! with its reason; and what the upstream receives is the normal form that was checked.
-//! Every path a URI arrives on is tried: a 2026 request, a handshake-era session (read,
-//! subscribe), a completion's `ref/resource`, and `mcpx serve` (relayed over `/v1/stdio`).
+//! Every path a URI arrives on is tried: a 2026 request (read, `subscriptions/listen`), a
+//! handshake-era session (read, subscribe), a completion's `ref/resource`, and `mcpx serve`
+//! (relayed over `/v1/stdio`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -101,6 +102,8 @@ fn no_spelling_of_a_denied_file_reaches_the_upstream_on_any_path() {
     for (uri, why) in AMBIGUOUS {
         let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
         assert_ambiguous_refusal(read.error(), uri, why);
+        let filter = json!({"notifications": {"resourceSubscriptions": [public(uri)]}});
+        assert_ambiguous_refusal(Modern::new("subscriptions/listen", filter).send(url).error(), uri, why);
         let completion =
             json!({"ref": {"type": "ref/resource", "uri": public(uri)}, "argument": {"name": "a", "value": ""}});
         assert_ambiguous_refusal(Modern::new("completion/complete", completion).send(url).error(), uri, why);
