@@ -198,6 +198,22 @@ impl Gateway {
     }
 }
 
+/// The normal form of the upstream's URI `uri` of `server`, when `principal` may read it:
+/// how a node checks a read or subscription another node relayed, as the relaying node
+/// did (a relay is never taken on trust about the resource).
+pub(crate) fn relayed_original(
+    config: &crate::config::Config,
+    principal: &crate::Principal,
+    server: &str,
+    uri: &str,
+) -> Result<String, Error> {
+    let normal = normal_form(uri, uri)?;
+    match Access::of_principal(config, principal).resource(server, &normal) {
+        true => Ok(normal),
+        false => Err(Error::Hidden(Box::new(not_found(uri)))),
+    }
+}
+
 /// The normal form of `original`, the upstream's URI within the caller's `uri`, or an
 /// invalid-params error naming the URI and why it has none.
 fn normal_form(uri: &str, original: &str) -> Result<String, Error> {

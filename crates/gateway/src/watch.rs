@@ -602,9 +602,10 @@ impl Gateway {
         if request.method != "resources/subscribe" {
             return Err(Error::NoMethod(request.method));
         }
-        let Some(original) = request.params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+        let Some(uri) = request.params.get("uri").and_then(Value::as_str) else {
             return Err(Error::params("resources/subscribe: \"uri\" must be a string"));
         };
+        let original = crate::resources::relayed_original(&self.settings.config(), &principal, &request.server, uri)?;
         let ctx = crate::placement::relayed_context(principal, &request)?;
         let lease = self.lease_at(&ctx, &request.server, Some(request.owner)).await?;
         let upstream = lease.upstream().clone();
