@@ -118,12 +118,13 @@ impl AuthorizationServer {
     }
 
     /// A JWT the server did not issue: `claims` (`iss`, `sub`, `aud` default to this
-    /// server, `subject` and `resource`; `exp` to five minutes from now) signed by
-    /// `signer` with ES256.
+    /// server, `subject` and `resource`; `exp` to five minutes from now; a claim given as
+    /// `null` is left out) signed by `signer` with ES256.
     pub fn forge(&self, signer: Signer, resource: &str, claims: Value) -> String {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
         let mut all = json!({"iss": self.issuer, "sub": "forged", "aud": resource, "iat": now, "exp": now + 300});
         all.as_object_mut().unwrap().extend(claims.as_object().cloned().unwrap_or_default());
+        all.as_object_mut().unwrap().retain(|_, value| !value.is_null());
         let key = match signer {
             Signer::Issuer => &self.signing,
             Signer::Stranger => &self.stranger,

@@ -22,6 +22,8 @@ pub struct Instance {
     extra_tools: std::sync::Mutex<Vec<String>>,
     /// Their description (`--tool-description`).
     extra_description: String,
+    /// Where each request received is appended (`--record-requests`).
+    record_requests: Option<std::path::PathBuf>,
 }
 
 impl Instance {
@@ -38,7 +40,27 @@ impl Instance {
             tool_lists: AtomicU64::new(0),
             extra_tools: std::sync::Mutex::new(extra_tools),
             extra_description,
+            record_requests: None,
         })
+    }
+
+    /// Appends each request received to `file` from now on.
+    pub fn recording_requests(mut self, file: Option<std::path::PathBuf>) -> Self {
+        self.record_requests = file;
+        self
+    }
+
+    /// Appends one line, `{"method", "params"}`, to the record file (when there is one),
+    /// written whole in one append: how a test sees exactly what reached this server,
+    /// including what it refused. A failed write is said on stderr, never fatal.
+    pub fn record_request(&self, method: &str, params: &Value) {
+        use std::io::Write as _;
+        let Some(file) = &self.record_requests else { return };
+        let line = format!("{}\n", json!({ "method": method, "params": params }));
+        let written = std::fs::OpenOptions::new().create(true).append(true).open(file);
+        if let Err(e) = written.and_then(|mut f| f.write_all(line.as_bytes())) {
+            eprintln!("fakemcp {}: cannot record a request in {}: {e}", self.id, file.display());
+        }
     }
 
     /// Counts one more `tools/call` and returns the total including it.

@@ -68,6 +68,11 @@ struct Flags {
     #[arg(long, value_name = "FILE")]
     record_start: Option<std::path::PathBuf>,
 
+    /// Append each request received, as one JSON line `{"method", "params"}`, to this
+    /// file: how a test sees what a gateway forwarded, and that it forwarded nothing.
+    #[arg(long, value_name = "FILE")]
+    record_requests: Option<std::path::PathBuf>,
+
     /// Ignored; lets tests find their processes by command line.
     #[arg(long = "tag", value_name = "STRING")]
     _tag: Vec<String>,
@@ -128,7 +133,7 @@ fn main() -> ExitCode {
         }
     }
     let instance = match Instance::new(flags.name, flags.tool_named, flags.tool_description) {
-        Ok(instance) => Arc::new(instance),
+        Ok(instance) => Arc::new(instance.recording_requests(flags.record_requests)),
         Err(e) => {
             eprintln!("fakemcp: cannot draw a random instance id: {e}");
             return ExitCode::FAILURE;

@@ -139,6 +139,7 @@ impl Server {
     }
 
     fn handle_request(&mut self, id: Value, method: &str, params: Value) {
+        self.instance.record_request(method, &params);
         if self.behaviour.era_mode == EraMode::Modern && method == "initialize" && !era::names_protocol_version(&params)
         {
             // A modern-only server names the versions it does speak, so a legacy client

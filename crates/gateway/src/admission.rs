@@ -75,6 +75,7 @@ fn client_of(identity: &Identity) -> Option<String> {
         Principal::Token(name) => return Some(format!("client {name:?}")),
         // Its own wording, so no token's name can count against an OAuth subject's limit.
         Principal::OAuth { issuer, subject } => return Some(format!("OAuth subject {subject:?} of {issuer:?}")),
+        Principal::OAuthClient { issuer, client } => return Some(format!("OAuth client {client:?} of {issuer:?}")),
         Principal::Local => {}
     }
     if let Some(session) = identity.session_key() {

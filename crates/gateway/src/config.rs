@@ -31,8 +31,9 @@ pub struct Config {
     pub artifacts: ArtifactConfig,
     /// How mcpx logs in to HTTP upstreams that ask for OAuth.
     pub oauth: OAuthConfig,
-    /// What each client may use, by `"local"`, `"token:<name>"` or
-    /// `"oauth:<subject>@<issuer>"`. A client not named here may use every server.
+    /// What each client may use, by `"local"`, `"token:<name>"`,
+    /// `"oauth:<subject>@<issuer>"` or `"oauth-client:<client_id>@<issuer>"` (a token
+    /// without a subject). A client not named here may use every server.
     pub clients: BTreeMap<String, ClientConfig>,
     /// The call journal: one record per request mcpx answers for a caller.
     pub journal: JournalConfig,
@@ -332,8 +333,8 @@ pub struct HttpConfig {
     /// Callers with the daemon's owner's rights over the daemon as a whole: they read
     /// everyone's records in the call journal (`/v1/log`, `/v1/stats`) and `/metrics`,
     /// stop the daemon, and log shared upstream credentials in and out; every other caller
-    /// reaches only its own. Each is a client key: `token:<a name in tokens>` or
-    /// `oauth:<subject>@<issuer>`. Default empty.
+    /// reaches only its own. Each is a client key: `token:<a name in tokens>`,
+    /// `oauth:<subject>@<issuer>` or `oauth-client:<client_id>@<issuer>`. Default empty.
     pub admins: Vec<String>,
 }
 
@@ -1236,8 +1237,8 @@ impl Config {
         match key.split_once(':') {
             _ if key == "local" => true,
             Some(("token", name)) => self.http.tokens.contains_key(name),
-            Some(("oauth", rest)) => rest.rsplit_once('@').is_some_and(|(subject, issuer)| {
-                !subject.is_empty() && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
+            Some(("oauth" | "oauth-client", rest)) => rest.rsplit_once('@').is_some_and(|(name, issuer)| {
+                !name.is_empty() && self.http.oauth.as_ref().is_some_and(|o| o.issuers.iter().any(|i| i == issuer))
             }),
             _ => false,
         }
@@ -1255,14 +1256,14 @@ impl Config {
         }
         if let Some(key) = self.http.admins.iter().find(|k| *k == "local" || !self.names_caller(k)) {
             let why = format!(
-                "\"http.admins\" entry {key:?} names no caller: use \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\" (the owner reads everything already)"
+                "\"http.admins\" entry {key:?} names no caller: use \"token:<a name in http.tokens>\", \"oauth:<subject>@<an issuer in http.oauth.issuers>\" or \"oauth-client:<client_id>@<an issuer>\" (the owner reads everything already)"
             );
             return Err((why, key.clone()));
         }
         for (key, client) in &self.clients {
             if !self.names_caller(key) {
                 let why = format!(
-                    "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\" or \"oauth:<subject>@<an issuer in http.oauth.issuers>\""
+                    "client {key:?} names no caller: use \"local\", \"token:<a name in http.tokens>\", \"oauth:<subject>@<an issuer in http.oauth.issuers>\" or \"oauth-client:<client_id>@<an issuer>\""
                 );
                 return Err((why, key.clone()));
             }

@@ -2,8 +2,9 @@
 //! on and the session keys the config names. Never from the mcpx process itself.
 //!
 //! Two things make up who is asking. The *principal* is who authenticated: the local user
-//! (the unix socket, or TCP without tokens), the holder of one of `http.tokens`, or the
-//! subject of an OAuth access token, qualified by its issuer. The
+//! (the unix socket, or TCP without tokens), the holder of one of `http.tokens`, the
+//! subject of an OAuth access token, or the client of one that names no subject, each
+//! qualified by its issuer. The
 //! *session* is typed by where it came from: a label the caller chose, which anyone of the
 //! same principal may type to join it, or a session mcpx derived from the transport (a
 //! stdio process, a legacy HTTP session), which no label can reach. Every per-caller
@@ -29,6 +30,10 @@ pub enum Principal {
     /// token's issuer said it: two issuers' subjects are two principals, and neither is
     /// ever a token holder, whatever the names.
     OAuth { issuer: String, subject: String },
+    /// A client acting for itself: an OAuth access token naming no subject, only its
+    /// `client_id` (a client-credentials grant), as that token's issuer said it. A kind
+    /// of its own: never the subject, nor the token holder, of the same name.
+    OAuthClient { issuer: String, client: String },
 }
 
 /// A session, by where its name came from.
@@ -115,12 +120,14 @@ impl Identity {
     }
 
     /// The authenticated client's name, when a token admitted the request: a static
-    /// token's name, or an OAuth subject and its issuer as `<subject> (<issuer>)`. A
-    /// label for logs, limits' messages and upstreams, never a credential.
+    /// token's name, an OAuth subject and its issuer as `<subject> (<issuer>)`, an OAuth
+    /// client as `client <client_id> (<issuer>)`. A label for logs, limits' messages and
+    /// upstreams, never a credential, and never a key: keys use [`Principal::tag`].
     pub fn client(&self) -> Option<String> {
         match &self.principal {
             Principal::Token(name) => Some(name.clone()),
             Principal::OAuth { issuer, subject } => Some(format!("{subject} ({issuer})")),
+            Principal::OAuthClient { issuer, client } => Some(format!("client {client} ({issuer})")),
             Principal::Local => None,
         }
     }
@@ -168,15 +175,19 @@ impl Identity {
 impl Principal {
     /// What marks a key as this principal's: nothing for the local user, `@"<token name>"`
     /// (the name JSON-quoted, so it ends where it says) for a token holder,
-    /// `@oauth["<issuer>","<subject>"]` for an OAuth subject. No two principals share a
-    /// tag: a token's begins `@"`, an OAuth subject's `@oauth[`, and quoting keeps every
-    /// name whole.
+    /// `@oauth["<issuer>","<subject>"]` for an OAuth subject,
+    /// `@oauth-client["<issuer>","<client_id>"]` for an OAuth client. No two principals
+    /// share a tag: a token's begins `@"`, an OAuth subject's `@oauth[`, a client's
+    /// `@oauth-client[`, and quoting keeps every name whole.
     pub fn tag(&self) -> String {
         match self {
             Principal::Local => String::new(),
             Principal::Token(name) => format!("@{}", Value::String(name.clone())),
             Principal::OAuth { issuer, subject } => {
                 format!("@oauth{}", Value::from(vec![issuer.clone(), subject.clone()]))
+            }
+            Principal::OAuthClient { issuer, client } => {
+                format!("@oauth-client{}", Value::from(vec![issuer.clone(), client.clone()]))
             }
         }
     }
@@ -344,6 +355,8 @@ mod tests {
             oauth("https://a", "alice"),
             oauth("https://b", "alice"),
             oauth("https://a\",\"alice", ""),
+            Principal::OAuthClient { issuer: "https://a".into(), client: "alice".into() },
+            Principal::Token("oauth-client[\"https://a\",\"alice\"]".into()),
         ];
         for (i, a) in principals.iter().enumerate() {
             for b in &principals[i + 1..] {

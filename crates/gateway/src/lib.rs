@@ -47,6 +47,7 @@ mod task_runner;
 mod tasks;
 pub mod tools;
 pub mod traces;
+pub mod uri;
 mod watch;
 
 use std::sync::Arc;

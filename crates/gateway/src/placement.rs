@@ -182,6 +182,13 @@ impl Gateway {
         if !RELAYED.contains(&request.method.as_str()) {
             return Err(Error::NoMethod(request.method));
         }
+        let mut request = request;
+        if request.method == "resources/read" {
+            let uri = request.params.get("uri").and_then(Value::as_str).unwrap_or_default();
+            let original =
+                crate::resources::relayed_original(&self.settings.config(), &principal, &request.server, uri)?;
+            request.params["uri"] = original.into();
+        }
         let mut ctx = relayed_context(principal, &request)?;
         if let Some(cwd) = ctx.identity.cwd.take() {
             // The relaying node checked the place; this node's grants hold here too.
@@ -316,6 +323,33 @@ mod tests {
         assert!(refused.to_string().contains("not one the calling principal may use"), "{refused}");
         let refused = gateway.relayed(alice, request(bobs, "resources/subscribe"), None).await.unwrap_err();
         assert!(matches!(refused, Error::NoMethod(_)), "{refused}");
+        assert!(gateway.instances().is_empty(), "an instance started");
+        std::fs::remove_file(file).unwrap();
+    }
+
+    /// A relayed read or subscription is checked against the resource policy here too, in
+    /// normal form: a denied file is refused before any instance starts.
+    #[tokio::test]
+    async fn a_relayed_read_of_a_denied_resource_is_refused_in_any_spelling() {
+        let file = std::env::temp_dir().join(format!("mcpx-placement-{}.json", crate::context::new_call_id()));
+        let config = json!({"mcpServers": {"notes": {
+            "command": "/nonexistent/notes", "scope": "session", "resources": {"deny": ["file:///etc/*"]}
+        }}});
+        std::fs::write(&file, config.to_string()).unwrap();
+        let gateway = Gateway::new(Settings::load(Some(file.clone())).unwrap());
+        let alice = Principal::Token("alice".into());
+        let own = Owner::Session(SessionKey { principal: alice.clone(), session: Session::Named("work".into()) });
+        for uri in ["file:///etc/shadow", "FILE://localhost/tmp/../etc/shadow", "file:///etc%2Fshadow"] {
+            let mut read = request(own.clone(), "resources/read");
+            read.params = json!({ "uri": uri });
+            let refused = gateway.relayed(alice.clone(), read, None).await.unwrap_err();
+            assert!(matches!(refused, Error::Hidden(_) | Error::Params { .. }), "{uri}: {refused}");
+            let mut subscribe = request(own.clone(), "resources/subscribe");
+            subscribe.params = json!({ "uri": uri });
+            let refused =
+                gateway.relayed_subscription(alice.clone(), subscribe, std::sync::Arc::new(|_| {})).await.err();
+            assert!(matches!(refused, Some(Error::Hidden(_) | Error::Params { .. })), "{uri}: {refused:?}");
+        }
         assert!(gateway.instances().is_empty(), "an instance started");
         std::fs::remove_file(file).unwrap();
     }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::config::{ClientConfig, Config, ItemPolicy, RateConfig};
 use crate::error::Error;
 use crate::identity::{Identity, Principal};
-use crate::naming;
+use crate::{naming, uri};
 
 /// Whether `text` matches `pattern`: `*` stands for any run of characters, `?` for one
 /// character, anything else for itself. Linear in the text for each star (one step back
@@ -94,13 +94,15 @@ impl Kind {
     }
 }
 
-/// The `clients` key of a principal: `local`, `token:<name>`, `oauth:<subject>@<issuer>`.
-/// Each kind has its own prefix, so no token name can stand for another kind of caller.
+/// The `clients` key of a principal: `local`, `token:<name>`, `oauth:<subject>@<issuer>`,
+/// `oauth-client:<client_id>@<issuer>`. Each kind has its own prefix, so no name can
+/// stand for another kind of caller.
 pub fn client_key(principal: &Principal) -> String {
     match principal {
         Principal::Local => "local".to_owned(),
         Principal::Token(name) => format!("token:{name}"),
         Principal::OAuth { issuer, subject } => format!("oauth:{subject}@{issuer}"),
+        Principal::OAuthClient { issuer, client } => format!("oauth-client:{client}@{issuer}"),
     }
 }
 
@@ -164,10 +166,19 @@ impl<'a> Access<'a> {
         self.item(kind, server, upstream).then(|| upstream.to_owned())
     }
 
-    /// Whether the caller may see the server's resource (or template) of this upstream URI.
+    /// Whether the caller may see the server's resource (or template) of this upstream URI:
+    /// every reading of its normal form passes (`uri`), and one without a normal form
+    /// never does. A deny pattern ignores case, as some file systems do (`/ETC/shadow` is
+    /// `/etc/shadow` on macOS and Windows); an allow pattern does not.
     pub fn resource(&self, server: &str, uri: &str) -> bool {
-        self.server(server)
-            && self.config.server(server).is_some_and(|s| admits(s.resources.allow.as_ref(), &s.resources.deny, uri))
+        let Some(config) = self.config.server(server).filter(|_| self.server(server)) else { return false };
+        let policy = &config.resources;
+        let passes = |reading: &str| {
+            let folded = reading.to_lowercase();
+            !policy.deny.iter().any(|g| glob_matches(&g.to_lowercase(), &folded))
+                && policy.allow.as_ref().is_none_or(|a| a.iter().any(|g| glob_matches(g, reading)))
+        };
+        uri::normalize(uri).is_ok_and(|u| u.readings().all(passes))
     }
 
     /// A server's listing as the caller sees it: hidden items left out, the rest under
@@ -390,6 +401,25 @@ mod tests {
         let ci = Access::of(&c, &principal(Principal::Token("ci".into())));
         assert!(ci.refuses(Kind::Tool, "b__echo"));
         assert!(ci.refuses(Kind::Prompt, "b__any"));
+    }
+
+    #[test]
+    fn a_resource_is_matched_in_normal_form_and_a_deny_ignores_case() {
+        let c = config(
+            r#"{"mcpServers": {
+                "fs": {"command": "x", "resources": {"allow": ["file:///pub/*", "https://h/pub/*"], "deny": ["file:///pub/secret*"]}}
+            }}"#,
+        );
+        let access = Access::of(&c, &principal(Principal::Local));
+        assert!(access.resource("fs", "file:///pub/a"));
+        assert!(access.resource("fs", "FILE://localhost/pub/My%20Documents"));
+        assert!(!access.resource("fs", "file:///pub/../etc/shadow"));
+        assert!(!access.resource("fs", "file:///pub/%2E%2E/etc/shadow"));
+        assert!(!access.resource("fs", "file:///pub/SECRET.txt"), "a deny ignores case");
+        assert!(!access.resource("fs", "file:///PUB/a"), "an allow does not");
+        assert!(!access.resource("fs", "file:///pub/a%2Fb"), "no normal form, never admitted");
+        assert!(access.resource("fs", "https://h/pub//x"));
+        assert!(!access.resource("fs", "https://h//pub/x"), "both readings must pass");
     }
 
     #[test]

@@ -75,7 +75,12 @@ impl Gateway {
                 None => return Err(Error::params("completion/complete: ref/prompt needs a \"name\"")),
             },
             Some("ref/resource") => match reference.get("uri").and_then(Value::as_str) {
-                Some(uri) => self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found, "uri")),
+                Some(uri) => match self.visible_resource_owner(ctx, uri).await {
+                    Ok(found) => Some((found, "uri")),
+                    // A URI without a sure normal form: the caller learns why.
+                    Err(e @ Error::Params { .. }) => return Err(e),
+                    Err(_) => None,
+                },
                 None => return Err(Error::params("completion/complete: ref/resource needs a \"uri\"")),
             },
             _ => {

@@ -146,17 +146,21 @@ impl Gateway {
     }
 
     /// The owner of a URI the caller may see, else the error for a resource that does not
-    /// exist (as `Error::Hidden` when the policy hides it).
+    /// exist (as `Error::Hidden` when the policy hides it). `original` is the upstream's
+    /// URI in normal form, the one the policy was asked about: what the upstream is sent.
+    /// A URI without a sure normal form is refused as invalid, saying why.
     pub(crate) async fn visible_resource_owner(&self, ctx: &CallContext, uri: &str) -> Result<Found, Error> {
         let config = self.settings.config();
         let access = Access::of(&config, &ctx.identity);
         let hidden = || Error::Hidden(Box::new(not_found(uri)));
         if let Some((server, original)) = naming::split_uri(&config, uri) {
+            let original = normal_form(uri, &original)?;
             return match access.resource(&server, &original) {
                 true => Ok(Found { server, original, lease: None }),
                 false => Err(hidden()),
             };
         }
+        let normal = normal_form(uri, uri)?;
         // A server that keeps its own names, and that the caller may use, is found by its
         // listing, then its templates (one it may not use is not even started for it). An
         // item the caller's listing leaves out (the policy hides it there, or its text
@@ -165,14 +169,16 @@ impl Gateway {
         let own: Vec<String> = naming::own_name_servers(&config).into_iter().filter(|s| access.server(s)).collect();
         let refused = AtomicBool::new(false);
         let shown = |server: &str, kind: &str, item: &Value| {
-            let allowed = access.resource(server, uri);
+            let allowed = access.resource(server, &normal);
             refused.fetch_or(!allowed, Ordering::Relaxed);
             allowed && naming::shows(kind, server, item)
         };
-        let listed =
-            |server: &str, r: &Value| r.get("uri").and_then(Value::as_str) == Some(uri) && shown(server, "resource", r);
+        let listed = |server: &str, r: &Value| {
+            let listed_uri = r.get("uri").and_then(Value::as_str).map(|u| crate::uri::normalize(u).map(|u| u.normal));
+            listed_uri.is_some_and(|u| u.as_ref() == Ok(&normal)) && shown(server, "resource", r)
+        };
         let matched = |server: &str, t: &Value| {
-            t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, uri))
+            t.get("uriTemplate").and_then(Value::as_str).is_some_and(|t| naming::matches_template(t, &normal))
                 && shown(server, "resource template", t)
         };
         let searches = [
@@ -180,7 +186,7 @@ impl Gateway {
             Search { method: "resources/templates/list", field: "resourceTemplates", wanted: &matched },
         ];
         match self.find_listed(ctx, &own, "resources", &searches).await {
-            Some((server, _, lease)) => Ok(Found { server, original: uri.to_owned(), lease }),
+            Some((server, _, lease)) => Ok(Found { server, original: normal.clone(), lease }),
             None if refused.load(Ordering::Relaxed) => Err(hidden()),
             None => Err(not_found(uri)),
         }
@@ -190,6 +196,30 @@ impl Gateway {
     pub(crate) async fn resource_owner(&self, ctx: &CallContext, uri: &str) -> Option<(String, String)> {
         self.visible_resource_owner(ctx, uri).await.ok().map(|found| (found.server, found.original))
     }
+}
+
+/// The normal form of the upstream's URI `uri` of `server`, when `principal` may read it:
+/// how a node checks a read or subscription another node relayed, as the relaying node
+/// did (a relay is never taken on trust about the resource).
+pub(crate) fn relayed_original(
+    config: &crate::config::Config,
+    principal: &crate::Principal,
+    server: &str,
+    uri: &str,
+) -> Result<String, Error> {
+    let normal = normal_form(uri, uri)?;
+    match Access::of_principal(config, principal).resource(server, &normal) {
+        true => Ok(normal),
+        false => Err(Error::Hidden(Box::new(not_found(uri)))),
+    }
+}
+
+/// The normal form of `original`, the upstream's URI within the caller's `uri`, or an
+/// invalid-params error naming the URI and why it has none.
+fn normal_form(uri: &str, original: &str) -> Result<String, Error> {
+    crate::uri::normalize(original).map(|u| u.normal).map_err(|why| {
+        Error::params(format!("resource URI {uri:?} is refused: {why}")).with_data(json!({ "uri": uri, "reason": why }))
+    })
 }
 
 /// Not found, in the handshake era's code; shaping turns it into -32602 for 2026 callers.

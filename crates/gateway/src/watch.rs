@@ -301,7 +301,14 @@ impl Gateway {
             by_server.insert(server.clone(), Wanted { kinds, resources: BTreeMap::new(), interest: interest.clone() });
         }
         for uri in &resource_uris {
-            if let Some((server, original)) = self.resource_owner(ctx, uri).await
+            // A URI nothing serves is not honoured; one without a sure normal form is
+            // refused, saying why, as a read of it is.
+            let owner = match self.visible_resource_owner(ctx, uri).await {
+                Ok(found) => Some((found.server, found.original)),
+                Err(e @ Error::Params { .. }) => return Err(e),
+                Err(_) => None,
+            };
+            if let Some((server, original)) = owner
                 && let Some(wanted) = by_server.get_mut(&server)
             {
                 wanted.resources.insert(original, uri.clone());
@@ -595,9 +602,10 @@ impl Gateway {
         if request.method != "resources/subscribe" {
             return Err(Error::NoMethod(request.method));
         }
-        let Some(original) = request.params.get("uri").and_then(Value::as_str).map(str::to_owned) else {
+        let Some(uri) = request.params.get("uri").and_then(Value::as_str) else {
             return Err(Error::params("resources/subscribe: \"uri\" must be a string"));
         };
+        let original = crate::resources::relayed_original(&self.settings.config(), &principal, &request.server, uri)?;
         let ctx = crate::placement::relayed_context(principal, &request)?;
         let lease = self.lease_at(&ctx, &request.server, Some(request.owner)).await?;
         let upstream = lease.upstream().clone();

@@ -264,13 +264,18 @@ fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: &str) -> Result<DecodingKey, 
 /// Who and which scopes, from validated claims (a JWT's, or an introspection answer).
 fn grant_from(oauth: &OAuthResourceConfig, issuer: &str, claims: &Map<String, Value>) -> Result<Grant, Refusal> {
     let claim = &oauth.principal_claim;
-    // A client acting for itself (client_credentials) may have no `sub` in an
-    // introspection answer; its `client_id` is then its subject, as RFC 9068 §2.2 makes
-    // it in a JWT.
-    let named = claims.get(claim).or_else(|| claims.get("client_id").filter(|_| claim == "sub"));
-    let subject = match named {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
+    let name = |value: Option<&Value>| match value {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let issuer = issuer.to_owned();
+    // A client acting for itself (client_credentials) may name no subject, only its
+    // `client_id`: it is then a client, a principal of its own kind, so that no client
+    // registered as "alice" is ever the user alice.
+    let principal = match (name(claims.get(claim)), claim == "sub") {
+        (Some(subject), _) => Principal::OAuth { issuer, subject },
+        (None, true) if let Some(client) = name(claims.get("client_id")) => Principal::OAuthClient { issuer, client },
         _ => return Err(format!("the token has no {claim:?} claim to name the caller (http.oauth.principalClaim)")),
     };
     let scopes = match (claims.get("scope"), claims.get("scp")) {
@@ -280,7 +285,7 @@ fn grant_from(oauth: &OAuthResourceConfig, issuer: &str, claims: &Map<String, Va
         (None, Some(Value::Array(list))) => list.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         _ => Vec::new(),
     };
-    Ok(Grant { principal: Principal::OAuth { issuer: issuer.to_owned(), subject }, scopes })
+    Ok(Grant { principal, scopes })
 }
 
 /// RFC 7662: asks the configured endpoint about an opaque token.
@@ -588,6 +593,17 @@ mod tests {
         }
         // Within the leeway, an expired token still passes.
         assert!(verifier.authenticate(&hs, resource, &sign(&claims(resource, unix_now() - 5))).await.is_ok());
+
+        // No subject, only a client_id: a client of its own kind, never the subject alice.
+        let mut unnamed = claims(resource, unix_now() + 300);
+        unnamed.as_object_mut().unwrap().remove("sub");
+        unnamed["client_id"] = "alice".into();
+        let grant = verifier.authenticate(&hs, resource, &sign(&unnamed)).await.unwrap();
+        let client = Principal::OAuthClient { issuer: "https://as.example".into(), client: "alice".into() };
+        assert_eq!(grant.principal, client);
+        unnamed.as_object_mut().unwrap().remove("client_id");
+        let why = verifier.authenticate(&hs, resource, &sign(&unnamed)).await.unwrap_err();
+        assert!(why.contains("no \"sub\" claim"), "{why}");
     }
 
     /// A local stand-in for an authorization server's key endpoint: answers every

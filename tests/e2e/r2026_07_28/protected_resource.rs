@@ -332,7 +332,8 @@ fn an_opaque_token_is_asked_about_at_the_introspection_endpoint() {
 
     let meta = Modern::mcpx_call("f", "meta", json!({})).header("Authorization", &bearer(&token)).send(url);
     let context = &meta.structured()["meta"]["dev.mcpx/invocation"];
-    assert_eq!(context["clientId"], format!("opaque-carol ({})", server.issuer), "{meta}");
+    // Its introspection answer names no subject: a client acting for itself.
+    assert_eq!(context["clientId"], format!("client opaque-carol ({})", server.issuer), "{meta}");
 
     let elsewhere = server.token("opaque-carol", "http://127.0.0.1:9/other/mcp", "mcp:tools");
     for (what, token) in
