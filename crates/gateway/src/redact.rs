@@ -136,11 +136,14 @@ static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
         // `--name value`, a secret's flag and the word (or quoted words) after it.
         named(&format!(r#"(\s|^)(--?{NAME})(\s+)(?P<value>{QUOTED}|[^\s\-"'`][^\s"',;]*)"#), "${1}${2}${3}"),
         // An `Authorization` header's value is a credential whatever its scheme (`ApiKey`,
-        // `SSWS`, `Token`): all of it, to the end of its line or quote.
+        // `SSWS`, `Token`), and a `Cookie` header's every pair: all of it, to the end of its
+        // line or quote.
         named(
-            &format!(r#"(?i)\b((?:proxy-)?authorization)({BETWEEN})(?P<value>{QUOTED}|[^\r\n"'`\\,;]+)"#),
+            &format!(r#"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)({BETWEEN})(?P<value>{QUOTED}|[^\r\n"'`\\]+)"#),
             "${1}${2}",
         ),
+        // `user:password` after a flag that takes one (`curl -u`, `--user`, `--proxy-user`).
+        named(r#"(\s|^)(-u|--user|--proxy-user)(\s+|=)(?P<value>[^\s"'`]*:[^\s"'`]*)"#, "${1}${2}${3}"),
     ]
 });
 
@@ -298,6 +301,9 @@ mod tests {
             ("https://a.example/b?sv=2022&sig=sas%2Bvalue", "https://a.example/b?sv=2022&sig=[redacted]"),
             ("pass=plain-pass", "pass=[redacted]"),
             ("next=%2Fcb%3Fclient_secret%3Dnested-secret", "next=%2Fcb%3Fclient_secret%3D[redacted]"),
+            ("Cookie: theme=dark; sid=cookie-pair", "Cookie: [redacted]"),
+            ("curl -u ada:curl-pass https://x", "curl -u [redacted] https://x"),
+            ("curl --user=ada:curl-pass https://x", "curl --user=[redacted] https://x"),
         ] {
             assert_eq!(text(secret), masked, "{secret:?}");
         }

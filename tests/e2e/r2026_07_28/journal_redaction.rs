@@ -190,12 +190,12 @@ fn by_default_the_names_a_caller_chooses_keep_no_secret() {
 
 /// A secret written as text keeps nothing however it is quoted or named: a value in single
 /// quotes, backticks or double quotes with spaces, JSON written inside JSON, an
-/// `Authorization` header of any scheme, a signed URL's `sig`, a `pass` key, a flag's quoted
-/// words. Each of these slipped past the masking before, in a tool call's arguments and in
+/// `Authorization` header of any scheme, a `Cookie` header's every pair, a signed URL's
+/// `sig`, a `pass` key, a flag's quoted words, `curl -u user:password`. Each of these slipped past the masking before, in a tool call's arguments and in
 /// a resource's URI.
 #[test]
 fn a_secret_is_masked_however_it_is_quoted_and_whatever_its_header_scheme() {
-    const QUOTED: [&str; 10] = [
+    const QUOTED: [&str; 12] = [
         "quotedPw-e2e-11",
         "shellQuoted-e2e-12",
         "customScheme-e2e-22",
@@ -206,6 +206,8 @@ fn a_secret_is_masked_however_it_is_quoted_and_whatever_its_header_scheme() {
         "passValue-e2e-66",
         "flagWords-e2e-77",
         "uriSig-e2e-88",
+        "cookiePair-e2e-89",
+        "curlUserPass-e2e-90",
     ];
     let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
     cfg["journal"] = json!({ "arguments": "redacted" });
@@ -221,6 +223,8 @@ fn a_secret_is_masked_however_it_is_quoted_and_whatever_its_header_scheme() {
         "link": "https://acct.blob.example.com/c/b?sv=2022&sig=sasSig-e2e-55",
         "pass": "passValue-e2e-66",
         "command": "tool --password 'two flagWords-e2e-77'",
+        "sent": "Cookie: theme=dark; sid=cookiePair-e2e-89",
+        "fetch": "curl -u ada:curlUserPass-e2e-90 https://api.example.com/v1",
     });
     Modern::mcpx_call("up", "echo", arguments).send(url).structured();
     Modern::new("resources/read", json!({ "uri": "https://example.com/r?sig=uriSig-e2e-88&page=2" })).send(url);
