@@ -397,12 +397,25 @@ fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
 }
 
 /// Logs go to stderr (stdout is MCP's, for `serve`), filtered by `MCPX_LOG`
-/// (e.g. `debug`, `mcpx_upstream=debug`); default `info`.
+/// (e.g. `debug`, `mcpx_upstream=debug`); default `info`. Each message and field value is
+/// escaped as any line the CLI prints ([`terminal::line`]): it names what callers and
+/// upstreams chose (a session label in an instance's name, an upstream's error), and the
+/// log is a terminal (`mcpx daemon` in the foreground) or a file the owner reads.
 pub fn init_logging() {
+    use tracing_subscriber::field::MakeExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fields = tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let value = format!("{value:?}");
+        match field.name() {
+            "message" => write!(writer, "{}", terminal::line(&value)),
+            name => write!(writer, "{name}={}", terminal::line(&value)),
+        }
+    })
+    .delimited(" ");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(fields)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)

@@ -78,11 +78,15 @@ async fn through_daemon(args: Args) -> anyhow::Result<()> {
 }
 
 /// Where the user's daemon listens or would: the port its record names, and the
-/// configured one. A gateway run in a CLI process keeps its requests from them.
+/// configured one, each on every address of this machine. A gateway run in a CLI process
+/// keeps its requests from them. Not on the configured host alone: the daemon may run
+/// from another config than this process reads (`config check --connect other.json`,
+/// `serve --no-daemon --config`), on another address (`::1` where this one says
+/// `127.0.0.1`), and its record names only one of the addresses that reach it.
 pub(crate) fn daemon_addresses(settings: &Settings) -> Vec<std::net::SocketAddr> {
     let http = &settings.config().http;
     let recorded = mcpx_server::state::state_dir().ok().and_then(|dir| mcpx_server::state::read_record(&dir));
     let ports = [Some(http.port), recorded.and_then(|r| r["port"].as_u64()).and_then(|p| u16::try_from(p).ok())];
-    let host = http.host.parse::<std::net::IpAddr>().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
-    ports.into_iter().flatten().map(|port| std::net::SocketAddr::new(host, port)).collect()
+    let everywhere = std::net::IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED);
+    ports.into_iter().flatten().map(|port| std::net::SocketAddr::new(everywhere, port)).collect()
 }

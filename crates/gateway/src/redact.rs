@@ -41,10 +41,14 @@ const SECRET_WORDS: [&str; 16] = [
     "otp",
 ];
 
+/// Names too short to look for inside others (`compass`, `design`), a secret's when they
+/// are the whole name: `pass`, `pw`, `pin`, `sig` (a signed URL's signature).
+const SECRET_NAMES: [&str; 4] = ["pass", "pw", "pin", "sig"];
+
 /// Whether `name` names a secret: a token, a password, an API key, a cookie…
 pub fn is_secret_name(name: &str) -> bool {
     let name: String = name.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect();
-    SECRET_WORDS.iter().any(|w| name.contains(w))
+    SECRET_WORDS.iter().any(|w| name.contains(w)) || SECRET_NAMES.contains(&name.as_str())
 }
 
 /// The longest word [`cut`] drops whole where it falls in the cut: a token's length.
@@ -91,8 +95,18 @@ struct Shape {
     named: bool,
 }
 
-/// The words of [`SECRET_WORDS`] as a pattern inside a name (with its separators).
-const NAME: &str = r"[A-Za-z0-9_.\-]*(?i:token|secret|passw(?:or)?d|pwd|passphrase|bearer|jwt|key|auth|credential|cookie|session|signature|private|otp)[A-Za-z0-9_.\-]*";
+/// The words of [`SECRET_WORDS`] as a pattern inside a name (with its separators), or a
+/// name of [`SECRET_NAMES`] alone.
+const NAME: &str = r"(?:[A-Za-z0-9_.\-]*(?i:token|secret|passw(?:or)?d|pwd|passphrase|bearer|jwt|key|auth|credential|cookie|session|signature|private|otp)[A-Za-z0-9_.\-]*|\b(?i:pass|pw|pin|sig)\b)";
+
+/// Between a secret's name and its value: `=`, `:` (or either percent-encoded, as in a
+/// query nested in another), after the quote that closes a quoted name (`\"` in JSON
+/// written inside JSON).
+const BETWEEN: &str = r#"\\?["'`]?\s*(?:[=:]|%3[DdAa])\s*"#;
+
+/// A quoted value, whole to its closing quote (words, spaces and all): `"…"`, `\"…\"`,
+/// `'…'`, `` `…` ``; one cut before its end is masked to the end of the line.
+const QUOTED: &str = r#"\\?"[^"\\\n]*(?:\\?")?|'[^'\n]*'?|`[^`\n]*`?"#;
 
 static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
     let shape = |pattern: &str, keep: &'static str| Shape {
@@ -115,11 +129,21 @@ static SHAPES: LazyLock<Vec<Shape>> = LazyLock::new(|| {
             r"\b(?:(?:sk|pk|rk)[-_][A-Za-z0-9_\-]{12,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|xox[abeoprs]-[A-Za-z0-9\-]{8,}|glpat-[A-Za-z0-9_\-]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{30,}|npm_[A-Za-z0-9]{30,}|hf_[A-Za-z0-9]{30,})",
             "",
         ),
-        // `name=value`, `name: value`, `"name": "value"` where the name is a secret's:
-        // query parameters, environment assignments, headers, JSON written as text.
-        named(&format!(r#"({NAME})("?\s*[=:]\s*"?)([^\s&"',;<>)\]}}]+)"#), "${1}${2}[redacted]"),
-        // `--name value`, a secret's flag and the word after it.
-        named(&format!(r#"(\s|^)(--?{NAME})(\s+)([^\s\-][^\s"',;]*)"#), "${1}${2}${3}[redacted]"),
+        // `name=value`, `name: value`, `"name": "value"`, `name='two words'` where the name
+        // is a secret's: query parameters, environment assignments, headers, JSON, YAML or
+        // code written as text.
+        named(&format!(r#"({NAME})({BETWEEN})(?P<value>{QUOTED}|[^\s&"'`,;<>)\]}}]+)"#), "${1}${2}"),
+        // `--name value`, a secret's flag and the word (or quoted words) after it.
+        named(&format!(r#"(\s|^)(--?{NAME})(\s+)(?P<value>{QUOTED}|[^\s\-"'`][^\s"',;]*)"#), "${1}${2}${3}"),
+        // An `Authorization` header's value is a credential whatever its scheme (`ApiKey`,
+        // `SSWS`, `Token`), and a `Cookie` header's every pair: all of it, to the end of its
+        // line or quote.
+        named(
+            &format!(r#"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)({BETWEEN})(?P<value>{QUOTED}|[^\r\n"'`\\]+)"#),
+            "${1}${2}",
+        ),
+        // `user:password` after a flag that takes one (`curl -u`, `--user`, `--proxy-user`).
+        named(r#"(\s|^)(-u|--user|--proxy-user)(\s+|=)(?P<value>[^\s"'`]*:[^\s"'`]*)"#, "${1}${2}${3}"),
     ]
 });
 
@@ -181,6 +205,11 @@ fn mask(captures: &Captures, keep: &str) -> String {
     }
     let mut out = String::new();
     captures.expand(keep, &mut out);
+    // A named value is masked within the quotes it was written in.
+    if let Some(value) = captures.name("value") {
+        let quote = ["\\\"", "\"", "'", "`"].into_iter().find(|q| value.as_str().starts_with(q)).unwrap_or("");
+        out.push_str(&format!("{quote}{MASK}{quote}"));
+    }
     out
 }
 
@@ -255,6 +284,31 @@ mod tests {
             "https://example.com/x?access_token=[redacted]&q=1"
         );
         assert_eq!(text("https://ada:pw@example.com/"), "https://[redacted]@example.com/");
+    }
+
+    #[test]
+    fn a_named_secret_is_masked_however_it_is_quoted_and_whatever_its_scheme() {
+        for (secret, masked) in [
+            ("password = 'quoted pw'", "password = '[redacted]'"),
+            ("export TOKEN='shell-tok'", "export TOKEN='[redacted]'"),
+            ("password: \"correct horse\"", "password: \"[redacted]\""),
+            ("{\\\"password\\\": \\\"in json\\\"}", "{\\\"password\\\": \\\"[redacted]\\\"}"),
+            ("api_key=`backticked`", "api_key=`[redacted]`"),
+            ("mytool --password 'two words'", "mytool --password '[redacted]'"),
+            ("curl -H 'Authorization: ApiKey custom-22'", "curl -H 'Authorization: [redacted]'"),
+            ("Authorization: SSWS okta-value", "Authorization: [redacted]"),
+            ("\"Proxy-Authorization\": \"Negotiate abc def\"", "\"Proxy-Authorization\": \"[redacted]\""),
+            ("https://a.example/b?sv=2022&sig=sas%2Bvalue", "https://a.example/b?sv=2022&sig=[redacted]"),
+            ("pass=plain-pass", "pass=[redacted]"),
+            ("next=%2Fcb%3Fclient_secret%3Dnested-secret", "next=%2Fcb%3Fclient_secret%3D[redacted]"),
+            ("Cookie: theme=dark; sid=cookie-pair", "Cookie: [redacted]"),
+            ("curl -u ada:curl-pass https://x", "curl -u [redacted] https://x"),
+            ("curl --user=ada:curl-pass https://x", "curl --user=[redacted] https://x"),
+        ] {
+            assert_eq!(text(secret), masked, "{secret:?}");
+        }
+        let masked = value(&json!({ "pass": "a", "pw": "b", "pin": "c", "sig": "d", "compass": "north" }));
+        assert_eq!(masked, json!({ "pass": MASK, "pw": MASK, "pin": MASK, "sig": MASK, "compass": "north" }));
     }
 
     #[test]

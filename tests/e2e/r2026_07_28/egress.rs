@@ -217,3 +217,25 @@ fn a_gateway_run_without_the_daemon_cannot_be_redirected_into_the_daemon_beside_
     assert!(error.contains("where mcpx itself listens"), "{error}");
     still_running(&daemon);
 }
+
+/// The daemon may listen where the config of a gateway run beside it does not say: the
+/// user checks another config (`--config`) while the daemon runs from theirs, on IPv6
+/// loopback. A redirect to the daemon's port at its real address is refused all the same.
+#[test]
+fn a_gateway_run_with_another_config_cannot_be_redirected_into_the_daemon_where_it_listens() {
+    let evil = Hostile::start(Trick::Redirect(307, "{mcpx}/v1/stop".into()));
+    let servers = json!({ "evil": { "url": evil.url() } });
+    let daemon = Daemon::start(&json!({ "mcpServers": servers, "http": { "host": "::1" } }));
+    assert!(daemon.url().starts_with("http://[::1]:"), "the daemon listens on IPv6 loopback: {}", daemon.url());
+    evil.aim_at(&daemon);
+    let stop = format!("{}/v1/stop", daemon.url().trim_end_matches("/mcp"));
+    let checked = daemon.home().root().join("checked.json");
+    std::fs::write(&checked, json!({ "mcpServers": servers }).to_string()).unwrap();
+    let checked = checked.to_str().unwrap();
+    let mut serve = daemon.home().serve().without_config().arg("--no-daemon").arg("--config").arg(checked).start();
+    let answer = serve.request(&Modern::mcpx_call("evil", "anything", json!({})).frame());
+    let error = answer.error().to_string();
+    still_running(&daemon);
+    assert!(error.contains(&format!("after a redirect to {stop}")), "{error}");
+    assert!(error.contains("where mcpx itself listens"), "{error}");
+}

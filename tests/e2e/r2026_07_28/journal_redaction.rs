@@ -187,3 +187,61 @@ fn by_default_the_names_a_caller_chooses_keep_no_secret() {
     assert_no_secret("the journal's files", &journal_bytes(home));
     assert!(printed.contains("https://[redacted]@example.com/r?token=[redacted]&page=2"), "{printed}");
 }
+
+/// A secret written as text keeps nothing however it is quoted or named: a value in single
+/// quotes, backticks or double quotes with spaces, JSON written inside JSON, an
+/// `Authorization` header of any scheme, a `Cookie` header's every pair, a signed URL's
+/// `sig`, a `pass` key, a flag's quoted words, `curl -u user:password`. Each of these slipped past the masking before, in a tool call's arguments and in
+/// a resource's URI.
+#[test]
+fn a_secret_is_masked_however_it_is_quoted_and_whatever_its_header_scheme() {
+    const QUOTED: [&str; 12] = [
+        "quotedPw-e2e-11",
+        "shellQuoted-e2e-12",
+        "customScheme-e2e-22",
+        "oktaValue-e2e-23",
+        "horse-e2e-33",
+        "nestedJson-e2e-44",
+        "sasSig-e2e-55",
+        "passValue-e2e-66",
+        "flagWords-e2e-77",
+        "uriSig-e2e-88",
+        "cookiePair-e2e-89",
+        "curlUserPass-e2e-90",
+    ];
+    let mut cfg = config(&[("up", fakemcp("global", &tag(), &[]))]);
+    cfg["journal"] = json!({ "arguments": "redacted" });
+    let daemon = Daemon::start(&cfg);
+    let url = daemon.url();
+    let arguments = json!({
+        "config": "password = 'quotedPw-e2e-11'",
+        "shell": "export GITHUB_TOKEN='shellQuoted-e2e-12'",
+        "curl": "curl -H 'Authorization: ApiKey customScheme-e2e-22' https://api.example.com",
+        "okta": "Authorization: SSWS oktaValue-e2e-23",
+        "yaml": "password: \"correct horse-e2e-33\"",
+        "body": r#"{\"client_secret\": \"nestedJson-e2e-44\"}"#,
+        "link": "https://acct.blob.example.com/c/b?sv=2022&sig=sasSig-e2e-55",
+        "pass": "passValue-e2e-66",
+        "command": "tool --password 'two flagWords-e2e-77'",
+        "sent": "Cookie: theme=dark; sid=cookiePair-e2e-89",
+        "fetch": "curl -u ada:curlUserPass-e2e-90 https://api.example.com/v1",
+    });
+    Modern::mcpx_call("up", "echo", arguments).send(url).structured();
+    Modern::new("resources/read", json!({ "uri": "https://example.com/r?sig=uriSig-e2e-88&page=2" })).send(url);
+
+    let home = daemon.home();
+    let found = poll(Duration::from_secs(20), || {
+        let out = home.cli(&["log", "--json"]).stdout;
+        let both = out.contains("\"echo\"") && out.contains("resources/read");
+        both.then_some(out)
+    });
+    let printed = found.unwrap_or_else(|| panic!("the call and the read were not journaled"));
+    let api = home.v1("GET", "/v1/log?limit=100", None).body;
+    let files = journal_bytes(home);
+    for (place, text) in [("mcpx log --json", &printed), ("/v1/log", &api), ("the journal's files", &files)] {
+        for secret in QUOTED {
+            assert!(!text.contains(secret), "{place} holds {secret:?}");
+        }
+    }
+    assert!(printed.contains("page=2") && printed.contains("api.example.com"), "{printed}");
+}

@@ -92,3 +92,28 @@ fn control_characters_from_callers_and_upstreams_never_reach_the_owners_terminal
     let unknown = home.cli(&["call", &format!("up.{}", hostile("tool"))]);
     assert_shown_not_sent(&unknown, "mcpx call (an unknown tool)");
 }
+
+/// The daemon's log is the owner's terminal too (`mcpx daemon` in the foreground) and a
+/// file the owner reads: a session label a token holder chose, which names the instance
+/// the daemon logs starting, and an upstream's error text reach it escaped, forging no
+/// line.
+#[test]
+fn control_characters_from_a_token_holder_never_reach_the_daemons_log_raw() {
+    let mut cfg = config(&[("desk", fakemcp("session", &tag(), &[]))]);
+    cfg["http"] = json!({"tokens": {"guest": TOKEN}});
+    let daemon = Daemon::start(&cfg);
+    let started = Modern::mcpx_call("desk", "whoami", json!({}))
+        .session(&hostile("session"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send(daemon.url());
+    assert!(started.structured()["pid"].is_u64(), "{started}");
+    let logged = poll(Duration::from_secs(10), || {
+        let log = daemon.stderr();
+        log.lines().any(|l| l.contains("starting instance") && l.contains("owned")).then_some(log)
+    });
+    let log = logged.unwrap_or_else(|| panic!("the instance's start was not logged:\n{}", daemon.stderr()));
+    let raw = log.chars().find(|c| c.is_control() && *c != '\n');
+    assert_eq!(raw, None, "a raw control character reached the daemon's log:\n{log}");
+    assert!(!log.lines().any(|l| l.starts_with(FORGED)), "a token holder forged a line in the daemon's log:\n{log}");
+    assert!(log.contains("\\x1b]0;owned\\x07"), "the label is shown, escaped:\n{log}");
+}
