@@ -30,7 +30,7 @@ pub struct ImportArgs {
     /// Print the merged config and the diff; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// mcpx config to merge into. Default: $MCPX_CONFIG, else
+    /// mcpx config to merge into. Default: $MCPX_CONFIG (absolute), else
     /// $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -101,7 +101,7 @@ fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&std::env::current_dir()?) {
         say_err!("mcpx: {notice}");
     }
-    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone()) {
+    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone())? {
         return Ok(found);
     }
     let base = std::env::var_os("XDG_CONFIG_HOME")
