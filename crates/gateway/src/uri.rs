@@ -25,12 +25,17 @@ pub struct ResourceUri {
     /// The decoded form with runs of `/` in the path as one, for a scheme that keeps them
     /// (some servers merge them, some do not), when that differs.
     merged: Option<String>,
+    /// The decoded forms without what a server may drop from the name it reads: a
+    /// fragment always (it is never part of what is fetched, RFC 3986 section 3.5), and
+    /// for `file:` the query too (a file server reads the path alone). So a pattern naming
+    /// `file:///etc/shadow` holds against `file:///etc/shadow?x` and `…#x`.
+    bare: Vec<String>,
 }
 
 impl ResourceUri {
-    /// Every reading of the URI a policy must admit: a server may take either.
+    /// Every reading of the URI a policy must admit: a server may take any.
     pub fn readings(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.decoded.as_str()).chain(self.merged.as_deref())
+        std::iter::once(self.decoded.as_str()).chain(self.merged.as_deref()).chain(self.bare.iter().map(String::as_str))
     }
 }
 
@@ -100,12 +105,27 @@ pub fn normalize(uri: &str) -> Result<ResourceUri, String> {
     if let Some(query) = query {
         let _ = write!(tail, "?{}", escapes(query, Part::Query)?.0);
     }
+    // What is left once a server drops the fragment (and, reading a file, the query).
+    let kept = if file { String::new() } else { tail.clone() };
     if let Some(fragment) = fragment {
         let _ = write!(tail, "#{}", escapes(fragment, Part::Query)?.0);
     }
-    let merged = merge_slashes(&decoded_path);
-    let merged = (merged != decoded_path).then(|| format!("{head}{merged}{tail}"));
-    Ok(ResourceUri { normal: format!("{head}{path}{tail}"), decoded: format!("{head}{decoded_path}{tail}"), merged })
+    let merged_path = merge_slashes(&decoded_path);
+    let merged = (merged_path != decoded_path).then(|| format!("{head}{merged_path}{tail}"));
+    let bare = match kept == tail {
+        true => Vec::new(),
+        false => {
+            let mut bare = vec![format!("{head}{decoded_path}{kept}")];
+            bare.extend((merged_path != decoded_path).then(|| format!("{head}{merged_path}{kept}")));
+            bare
+        }
+    };
+    Ok(ResourceUri {
+        normal: format!("{head}{path}{tail}"),
+        decoded: format!("{head}{decoded_path}{tail}"),
+        merged,
+        bare,
+    })
 }
 
 /// The scheme (RFC 3986 section 3.1: a letter, then letters, digits, `+`, `-`, `.`) and
@@ -287,6 +307,24 @@ mod tests {
         let u = normalize("https://h/a//admin/x").unwrap();
         assert_eq!(u.normal, "https://h/a//admin/x", "kept: the server decides");
         assert_eq!(u.readings().collect::<Vec<_>>(), ["https://h/a//admin/x", "https://h/a/admin/x"]);
+    }
+
+    #[test]
+    fn patterns_see_the_name_without_what_a_server_drops() {
+        let u = normalize("file:///etc/shadow?raw=1#top").unwrap();
+        assert_eq!(u.normal, "file:///etc/shadow?raw=1#top", "what the upstream receives is unchanged");
+        assert_eq!(u.readings().collect::<Vec<_>>(), ["file:///etc/shadow?raw=1#top", "file:///etc/shadow"]);
+        let u = normalize("https://h/a//admin?x=1#top").unwrap();
+        assert_eq!(
+            u.readings().collect::<Vec<_>>(),
+            [
+                "https://h/a//admin?x=1#top",
+                "https://h/a/admin?x=1#top",
+                "https://h/a//admin?x=1",
+                "https://h/a/admin?x=1"
+            ]
+        );
+        assert_eq!(normalize("https://h/a?x=1").unwrap().readings().count(), 1, "a query is part of a URL's name");
     }
 
     #[test]

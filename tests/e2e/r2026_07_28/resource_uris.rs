@@ -170,3 +170,43 @@ fn a_listed_resource_is_found_by_any_spelling_of_its_uri_and_read_by_its_own() {
     assert!(ambiguous.error()["message"].as_str().unwrap_or_default().contains("is refused"), "{ambiguous}");
     assert_eq!(received(&record), ["fake://meta"]);
 }
+
+/// A file server reads a `file:` URI's path and drops what follows it (`?query`,
+/// `#fragment`), and no server ever receives a fragment as part of the name it fetches: a
+/// pattern that names the file itself must hold against a URI with either added.
+#[test]
+fn a_query_or_fragment_does_not_hide_a_denied_resource() {
+    let dir = TempDir::new();
+    let record = dir.path().join("requests.jsonl");
+    let mut up = fakemcp("global", &tag(), &["--record-requests", record.to_str().unwrap()]);
+    up["resources"] = json!({"deny": ["file:///etc/shadow", "file:///**.pem", "https://h/admin"]});
+    let daemon = Daemon::start(&config(&[("up", up)]));
+    let url = daemon.url();
+    let denied = [
+        "file:///etc/shadow?",
+        "file:///etc/shadow?raw=1",
+        "file:///etc/shadow#",
+        "file:///etc/shadow#top",
+        "FILE://localhost/etc/./shadow?x#y",
+        "file:///home/u/key.pem?v=2",
+        "file:///home/u/key.pem#x",
+        "https://h/admin#x",
+    ];
+    let session = LegacySession::open(url);
+    for uri in denied {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_eq!(read.error_code(), -32602, "{uri}: {read}");
+        let legacy = session.request("resources/read", json!({ "uri": public(uri) }));
+        assert!(legacy.frame().get("error").is_some(), "{uri}: {legacy}");
+    }
+    // A URI the patterns leave alone still reaches the upstream, its query and all.
+    Modern::new("resources/read", json!({ "uri": public("file:///tmp/notes?v=2") })).send(url);
+    Modern::new("resources/read", json!({ "uri": public("https://h/public?page=2#top") })).send(url);
+    wait_received(&record, "file:///tmp/notes?v=2");
+    wait_received(&record, "https://h/public?page=2#top");
+    assert_eq!(
+        received(&record),
+        ["file:///tmp/notes?v=2", "https://h/public?page=2#top"],
+        "no spelling of a denied resource reached the upstream"
+    );
+}
