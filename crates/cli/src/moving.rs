@@ -155,15 +155,15 @@ fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
 
 /// mcpx's config text and its `mcpServers`.
 fn read_config(path: &Path) -> anyhow::Result<(String, Map<String, Value>)> {
+    use mcpx_gateway::config::ConfigError;
     // Refused, not merged into: servers (and their credentials) would go where others read.
-    if path.exists() {
-        mcpx_gateway::config::ConfigError::check_provenance(path)?;
-    }
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    // Read from the very file checked, so no name swapped in between is merged.
+    let bytes = match ConfigError::read_trusted(path) {
+        Ok(bytes) => bytes,
+        Err(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e.into()),
     };
+    let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
     if text.trim().is_empty() {
         return Ok((text, Map::new()));
     }
