@@ -210,3 +210,46 @@ fn a_query_or_fragment_does_not_hide_a_denied_resource() {
         "no spelling of a denied resource reached the upstream"
     );
 }
+
+/// Spellings of one web resource that a fetching server reads as one: the default port,
+/// a port with leading zeros, userinfo (which names no other resource), and the many ways
+/// a URL parser writes one IP address (`127.1`, `2130706433`, `0x7f.0.0.1`, octal,
+/// IPv6 zeros). A pattern naming the resource must hold against each.
+#[test]
+fn no_other_spelling_of_a_denied_host_or_port_reaches_the_upstream() {
+    let dir = TempDir::new();
+    let record = dir.path().join("requests.jsonl");
+    let mut up = fakemcp("global", &tag(), &["--record-requests", record.to_str().unwrap()]);
+    up["resources"] = json!({"deny": ["https://h/admin*", "http://127.0.0.1/*", "https://[::1]/*"]});
+    let daemon = Daemon::start(&config(&[("up", up)]));
+    let url = daemon.url();
+    let denied = [
+        "https://h:443/admin",
+        "https://h:0443/admin",
+        "https://user@h/admin",
+        "https://user:pw@h.:443/admin",
+        "http://127.0.0.1:80/x",
+        "http://127.0.0.1:080/x",
+        "http://127.1/x",
+        "http://2130706433/x",
+        "http://0x7f.0.0.1/x",
+        "http://0177.0.0.1/x",
+        "http://0x7F000001/x",
+        "https://[0:0:0:0:0:0:0:1]/x",
+        "https://[::0001]/x",
+    ];
+    for uri in denied {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_eq!(read.error_code(), -32602, "{uri}: {read}");
+    }
+    // Not one URI a parser could take two ways: refused, naming why.
+    for (uri, why) in [("http://1.2.3.4.5/x", "IPv4"), ("http://0x1g.0.0.1/x", "IPv4"), ("https://h:44x/admin", "port")]
+    {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_ambiguous_refusal(read.error(), uri, why);
+    }
+    // Another port is another origin; an allowed URI reaches the upstream in normal form.
+    Modern::new("resources/read", json!({ "uri": public("https://H:08443/admin") })).send(url);
+    wait_received(&record, "https://h:8443/admin");
+    assert_eq!(received(&record), ["https://h:8443/admin"], "no spelling of a denied resource reached the upstream");
+}
