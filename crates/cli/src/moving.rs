@@ -104,12 +104,8 @@ fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(found) = mcpx_gateway::settings::find_config(flag.clone())? {
         return Ok(found);
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .ok_or_else(|| anyhow!("neither $XDG_CONFIG_HOME nor $HOME is set: name the config with --config"))?;
-    Ok(base.join("mcpx/config.json"))
+    mcpx_gateway::settings::user_config_file()
+        .ok_or_else(|| anyhow!("neither $XDG_CONFIG_HOME nor $HOME is an absolute path: name the config with --config"))
 }
 
 /// What merging hosts' servers into mcpx's did.

@@ -86,11 +86,16 @@ pub fn find_config(flag: Option<PathBuf>) -> Result<Option<PathBuf>, ConfigError
         }
         return Ok(Some(path));
     }
-    let config_home = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    Ok(config_home.map(|c| c.join("mcpx/config.json")).filter(|p| p.is_file()))
+    Ok(user_config_file().filter(|p| p.is_file()))
+}
+
+/// Where the user's own config is, found or not: `$XDG_CONFIG_HOME/mcpx/config.json`, else
+/// `$HOME/.config/mcpx/config.json`. A relative `$XDG_CONFIG_HOME` or `$HOME` is ignored
+/// (as the XDG base directory spec says), since it would be found from the cwd.
+pub fn user_config_file() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let config_home = absolute("XDG_CONFIG_HOME").or_else(|| absolute("HOME").map(|h| h.join(".config")))?;
+    Some(config_home.join("mcpx/config.json"))
 }
 
 /// What to tell a user whose cwd (or a folder above it) holds a `.mcpx.json`, which

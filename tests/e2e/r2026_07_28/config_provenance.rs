@@ -306,4 +306,10 @@ fn a_relative_mcpx_config_is_refused_and_the_cwd_never_chooses() {
         assert!(!marker.exists(), "{args:?}: the repository's command ran as the user");
         assert!(processes_with(&theirs).is_empty(), "{args:?}: the repository's server runs");
     }
+    // The same for the user's config dir: a relative `$XDG_CONFIG_HOME` is no place.
+    std::fs::create_dir_all(home.root().join("repo-xdg/mcpx")).expect("a repository's folder");
+    std::fs::copy(&planted, home.root().join("repo-xdg/mcpx/config.json")).expect("the repository's config");
+    let run = home.cli_with_env(&[("XDG_CONFIG_HOME", "repo-xdg")], &["ls"]);
+    assert!(!marker.exists(), "a relative XDG_CONFIG_HOME chose the repository's config:\n{run}");
+    assert!(processes_with(&theirs).is_empty(), "a relative XDG_CONFIG_HOME: the repository's server runs");
 }
