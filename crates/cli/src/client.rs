@@ -91,7 +91,9 @@ impl Daemon {
         if let Some(notice) = std::env::current_dir().ok().and_then(|cwd| settings::ignored_project_config(&cwd)) {
             say_err!("mcpx: {notice}");
         }
-        if let Some(chosen) = settings::find_config(config.map(Path::to_owned)) {
+        let chosen =
+            settings::find_config(config.map(Path::to_owned)).map_err(|e| anyhow!("not starting a daemon: {e}"))?;
+        if let Some(chosen) = chosen {
             // Displayed whole: its source is already in its message.
             ConfigError::check_provenance(&chosen).map_err(|e| anyhow!("not starting a daemon: {e}"))?;
         }

@@ -10,7 +10,7 @@ use mcpx_server::daemon::{self, Options};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Config file. Default: $MCPX_CONFIG, else $XDG_CONFIG_HOME/mcpx/config.json; with
+    /// Config file. Default: $MCPX_CONFIG (absolute), else $XDG_CONFIG_HOME/mcpx/config.json; with
     /// none, mcpx runs with no servers. A project's .mcpx.json is never read on its own.
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -284,7 +284,7 @@ enum ArtifactCommand {
 enum ConfigCommand {
     /// Check the config file and name the file, line and reason of the first problem.
     Check {
-        /// Config file. Default: $MCPX_CONFIG, else $XDG_CONFIG_HOME/mcpx/config.json.
+        /// Config file. Default: $MCPX_CONFIG (absolute), else $XDG_CONFIG_HOME/mcpx/config.json.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Also start every server once and list what it offers: reports servers that do
@@ -377,7 +377,14 @@ fn check_config(flag: Option<PathBuf>, connect: bool) -> ExitCode {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
         say_err!("mcpx: {notice}");
     }
-    let Some(path) = mcpx_gateway::settings::find_config(flag) else {
+    let found = match mcpx_gateway::settings::find_config(flag) {
+        Ok(found) => found,
+        Err(e) => {
+            say_err!("mcpx: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(path) = found else {
         say_err!("mcpx: no config file found; the daemon would run with no servers (see examples/mcpx.json)");
         return ExitCode::SUCCESS;
     };

@@ -30,7 +30,7 @@ pub struct ImportArgs {
     /// Print the merged config and the diff; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// mcpx config to merge into. Default: $MCPX_CONFIG, else
+    /// mcpx config to merge into. Default: $MCPX_CONFIG (absolute), else
     /// $XDG_CONFIG_HOME/mcpx/config.json (created if missing).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -101,15 +101,11 @@ fn target_config(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&std::env::current_dir()?) {
         say_err!("mcpx: {notice}");
     }
-    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone()) {
+    if let Some(found) = mcpx_gateway::settings::find_config(flag.clone())? {
         return Ok(found);
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .ok_or_else(|| anyhow!("neither $XDG_CONFIG_HOME nor $HOME is set: name the config with --config"))?;
-    Ok(base.join("mcpx/config.json"))
+    mcpx_gateway::settings::user_config_file()
+        .ok_or_else(|| anyhow!("neither $XDG_CONFIG_HOME nor $HOME is an absolute path: name the config with --config"))
 }
 
 /// What merging hosts' servers into mcpx's did.
@@ -155,15 +151,15 @@ fn merge(file: &HostFile, servers: &mut Map<String, Value>, merge: &mut Merge) {
 
 /// mcpx's config text and its `mcpServers`.
 fn read_config(path: &Path) -> anyhow::Result<(String, Map<String, Value>)> {
+    use mcpx_gateway::config::ConfigError;
     // Refused, not merged into: servers (and their credentials) would go where others read.
-    if path.exists() {
-        mcpx_gateway::config::ConfigError::check_provenance(path)?;
-    }
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    // Read from the very file checked, so no name swapped in between is merged.
+    let bytes = match ConfigError::read_trusted(path) {
+        Ok(bytes) => bytes,
+        Err(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e.into()),
     };
+    let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
     if text.trim().is_empty() {
         return Ok((text, Map::new()));
     }

@@ -49,7 +49,7 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
         tracing::warn!("{notice}");
     }
-    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config))?;
+    let settings = Settings::load(mcpx_gateway::settings::find_config(args.config)?)?;
     // No daemon here, but the user's may run beside it: no request this process sends
     // (an upstream's redirect) may reach that one's API either.
     let _daemons = daemon_addresses(&settings).into_iter().map(mcpx_http::egress::listening).collect::<Vec<_>>();

@@ -848,19 +848,33 @@ impl ConfigError {
     /// `Untrusted` when someone other than the user may have written `path`; `Read` when
     /// there is no such file to check.
     pub fn check_provenance(path: &Path) -> Result<(), ConfigError> {
-        std::fs::metadata(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        match crate::provenance::untrusted(path) {
-            Some(why) => Err(ConfigError::Untrusted { path: path.into(), why }),
-            None => Ok(()),
-        }
+        Self::read_trusted(path).map(drop)
+    }
+
+    /// The bytes of `path`, read from the very file whose provenance was checked
+    /// (`crate::provenance::open_trusted`): never a name checked and then read again.
+    pub fn read_trusted(path: &Path) -> Result<Vec<u8>, ConfigError> {
+        use crate::provenance::{Refused, open_trusted};
+        use std::io::Read;
+        let read = |source| ConfigError::Read { path: path.into(), source };
+        let mut file = open_trusted(path).map_err(|refused| match refused {
+            Refused::Read(source) => read(source),
+            Refused::Untrusted(why) => ConfigError::Untrusted { path: path.into(), why },
+        })?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read)?;
+        Ok(bytes)
     }
 }
 
 impl Config {
     /// Reads and parses the config at `path`, refused if it is not the user's alone.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        ConfigError::check_provenance(path)?;
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let bytes = ConfigError::read_trusted(path)?;
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::Read {
+            path: path.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
         Config::parse(&text, path)
     }
 

@@ -43,9 +43,8 @@ impl Settings {
             });
         };
         let path = std::path::absolute(&path).unwrap_or(path);
-        ConfigError::check_provenance(&path)?;
         // The bytes parsed are the ones the watcher compares a change with.
-        let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+        let bytes = ConfigError::read_trusted(&path)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Read {
             path: path.clone(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
@@ -69,19 +68,34 @@ impl Settings {
 
 /// Finds the config file the user chose: `--config`, `$MCPX_CONFIG`, then
 /// `$XDG_CONFIG_HOME/mcpx/config.json` (default `~/.config`). `None`: run empty. Takes no
-/// cwd on purpose: where a command runs never chooses what the daemon runs.
-pub fn find_config(flag: Option<PathBuf>) -> Option<PathBuf> {
+/// cwd on purpose: where a command runs never chooses what the daemon runs. So a relative
+/// `$MCPX_CONFIG` is refused: set once, it is read from every directory a command runs in,
+/// and would let a cloned repository holding a file of that name choose after all. (A
+/// relative `--config` is typed where it is meant.)
+pub fn find_config(flag: Option<PathBuf>) -> Result<Option<PathBuf>, ConfigError> {
     if flag.is_some() {
-        return flag;
+        return Ok(flag);
     }
     if let Some(p) = std::env::var_os("MCPX_CONFIG").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
+        let path = PathBuf::from(p);
+        if path.is_relative() {
+            return Err(ConfigError::Rule {
+                path,
+                message: "$MCPX_CONFIG must be an absolute path: a relative one would be found from whatever directory a command runs in".into(),
+            });
+        }
+        return Ok(Some(path));
     }
-    let config_home = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(config_home.join("mcpx/config.json")).filter(|p| p.is_file())
+    Ok(user_config_file().filter(|p| p.is_file()))
+}
+
+/// Where the user's own config is, found or not: `$XDG_CONFIG_HOME/mcpx/config.json`, else
+/// `$HOME/.config/mcpx/config.json`. A relative `$XDG_CONFIG_HOME` or `$HOME` is ignored
+/// (as the XDG base directory spec says), since it would be found from the cwd.
+pub fn user_config_file() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let config_home = absolute("XDG_CONFIG_HOME").or_else(|| absolute("HOME").map(|h| h.join(".config")))?;
+    Some(config_home.join("mcpx/config.json"))
 }
 
 /// What to tell a user whose cwd (or a folder above it) holds a `.mcpx.json`, which
@@ -187,14 +201,19 @@ fn reload_on_change(file: &Path, current: &ArcSwap<Config>, bursts: &mpsc::Recei
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        // A rename-over briefly leaves no file; the next event brings the new one.
-        let Ok(bytes) = std::fs::read(file) else { continue };
+        // Read from the file whose provenance is checked, so nothing swapped in between
+        // the check and the read is applied. Not remembered as seen when refused: the same
+        // bytes apply once the file is closed to others.
+        let bytes = match ConfigError::read_trusted(file) {
+            Ok(bytes) => bytes,
+            // A rename-over briefly leaves no file; the next event brings the new one.
+            Err(ConfigError::Read { .. }) => continue,
+            Err(e) => {
+                tracing::error!("config not applied, keeping the last good one: {e}");
+                continue;
+            }
+        };
         if bytes == seen {
-            continue;
-        }
-        // Not remembered as seen: the same bytes apply once the file is closed to others.
-        if let Err(e) = ConfigError::check_provenance(file) {
-            tracing::error!("config not applied, keeping the last good one: {e}");
             continue;
         }
         apply(file, &bytes, current);

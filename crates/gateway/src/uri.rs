@@ -25,12 +25,19 @@ pub struct ResourceUri {
     /// The decoded form with runs of `/` in the path as one, for a scheme that keeps them
     /// (some servers merge them, some do not), when that differs.
     merged: Option<String>,
+    /// The decoded forms without what a server may drop from the name it reads: a
+    /// fragment always (it is never part of what is fetched, RFC 3986 section 3.5), for
+    /// `file:` the query too (a file server reads the path alone), and userinfo (which
+    /// names no other resource). So a pattern naming `file:///etc/shadow` holds against
+    /// `file:///etc/shadow?x` and `…#x`, and one naming `https://h/admin` against
+    /// `https://user@h/admin`.
+    bare: Vec<String>,
 }
 
 impl ResourceUri {
-    /// Every reading of the URI a policy must admit: a server may take either.
+    /// Every reading of the URI a policy must admit: a server may take any.
     pub fn readings(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.decoded.as_str()).chain(self.merged.as_deref())
+        std::iter::once(self.decoded.as_str()).chain(self.merged.as_deref()).chain(self.bare.iter().map(String::as_str))
     }
 }
 
@@ -66,7 +73,7 @@ pub fn normalize(uri: &str) -> Result<ResourceUri, String> {
     let (authority, path) = match hier.strip_prefix("//") {
         Some(after) => {
             let end = after.find('/').unwrap_or(after.len());
-            (Some(authority(&after[..end])?), &after[end..])
+            (Some(authority(&after[..end], &scheme)?), &after[end..])
         }
         None => (None, hier),
     };
@@ -96,16 +103,35 @@ pub fn normalize(uri: &str) -> Result<ResourceUri, String> {
     if let Some(authority) = &authority {
         let _ = write!(head, "//{authority}");
     }
+    // Userinfo names no other resource (RFC 3986 section 7.5): the reading without it too.
+    let anonymous =
+        authority.as_deref().and_then(|a| a.rsplit_once('@')).map(|(_, hostport)| format!("{scheme}://{hostport}"));
     let mut tail = String::new();
     if let Some(query) = query {
         let _ = write!(tail, "?{}", escapes(query, Part::Query)?.0);
     }
+    // What is left once a server drops the fragment (and, reading a file, the query).
+    let kept = if file { String::new() } else { tail.clone() };
     if let Some(fragment) = fragment {
         let _ = write!(tail, "#{}", escapes(fragment, Part::Query)?.0);
     }
-    let merged = merge_slashes(&decoded_path);
-    let merged = (merged != decoded_path).then(|| format!("{head}{merged}{tail}"));
-    Ok(ResourceUri { normal: format!("{head}{path}{tail}"), decoded: format!("{head}{decoded_path}{tail}"), merged })
+    let merged_path = merge_slashes(&decoded_path);
+    let merged = (merged_path != decoded_path).then(|| format!("{head}{merged_path}{tail}"));
+    let decoded = format!("{head}{decoded_path}{tail}");
+    // Every other combination of: with or without userinfo, slashes merged or not, with
+    // the whole tail or only what a server keeps of it.
+    let mut bare = Vec::new();
+    for at in std::iter::once(&head).chain(anonymous.as_ref()) {
+        for path in std::iter::once(&decoded_path).chain((merged_path != decoded_path).then_some(&merged_path)) {
+            for end in [&tail, &kept] {
+                let reading = format!("{at}{path}{end}");
+                if reading != decoded && merged.as_ref() != Some(&reading) && !bare.contains(&reading) {
+                    bare.push(reading);
+                }
+            }
+        }
+    }
+    Ok(ResourceUri { normal: format!("{head}{path}{tail}"), decoded, merged, bare })
 }
 
 /// The scheme (RFC 3986 section 3.1: a letter, then letters, digits, `+`, `-`, `.`) and
@@ -118,9 +144,10 @@ fn split_scheme(uri: &str) -> Option<(&str, &str)> {
     valid.then_some((scheme, rest))
 }
 
-/// An authority in normal form: the host in lower case without a trailing dot, no empty
-/// port, escapes as in a path.
-fn authority(raw: &str) -> Result<String, String> {
+/// An authority in normal form: the host in lower case without a trailing dot, an IP
+/// address written one way, no empty or default port and no leading zeros in one,
+/// escapes as in a path.
+fn authority(raw: &str, scheme: &str) -> Result<String, String> {
     let (normal, _) = escapes(raw, Part::Authority)?;
     let (userinfo, hostport) = match normal.rsplit_once('@') {
         Some((userinfo, hostport)) => (Some(userinfo), hostport),
@@ -133,12 +160,75 @@ fn authority(raw: &str) -> Result<String, String> {
     };
     let host = host.to_ascii_lowercase();
     let host = host.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(&host);
+    // Only where the host is one a URL parser connects to; another scheme's host is a
+    // name its server gives meaning to (`github://123/issues`), kept as written.
+    let (default, web) = match scheme {
+        "http" | "ws" => ("80", true),
+        "https" | "wss" => ("443", true),
+        "ftp" => ("21", true),
+        _ => ("", false),
+    };
+    let host = match web {
+        true => ip_host(host)?.unwrap_or_else(|| host.to_owned()),
+        false => host.to_owned(),
+    };
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("its port {port:?} is not a number"));
+    }
+    let port = match port.trim_start_matches('0') {
+        "" if !port.is_empty() => "0",
+        trimmed => trimmed,
+    };
     let mut out = userinfo.map(|u| format!("{u}@")).unwrap_or_default();
-    out.push_str(host);
-    if !port.is_empty() {
+    out.push_str(&host);
+    if !port.is_empty() && port != default {
         let _ = write!(out, ":{port}");
     }
     Ok(out)
+}
+
+/// A host that is an IP address, written as URL parsers write it (WHATWG URL): an IPv6
+/// literal in RFC 5952 form, and a host whose last label is a number (`127.1`,
+/// `2130706433`, `0x7f.0.0.1`, `0177.0.0.1`) as a dotted quad, since that is the address
+/// a fetching server connects to. `None` for a name; an error for a host a parser would
+/// take for an address but that is none.
+fn ip_host(host: &str) -> Result<Option<String>, String> {
+    if let Some(inner) = host.strip_prefix('[') {
+        let literal = inner.strip_suffix(']').ok_or("its host has a '[' without a closing ']'")?;
+        let address: std::net::Ipv6Addr =
+            literal.parse().map_err(|_| format!("its host [{literal}] is not an IPv6 address"))?;
+        return Ok(Some(format!("[{address}]")));
+    }
+    let number = |label: &str| match label.strip_prefix("0x") {
+        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit()),
+    };
+    if !host.rsplit('.').next().is_some_and(number) {
+        return Ok(None);
+    }
+    let refused = || format!("its host {host:?} reads as an IPv4 address but is not one");
+    let labels: Vec<&str> = host.split('.').collect();
+    if labels.len() > 4 {
+        return Err(refused());
+    }
+    let parse = |label: &str| -> Option<u64> {
+        let (digits, radix) = match label.strip_prefix("0x") {
+            Some(hex) => (hex, 16),
+            None if label.len() > 1 && label.starts_with('0') => (&label[1..], 8),
+            None => (label, 10),
+        };
+        if digits.is_empty() {
+            return (radix == 16).then_some(0);
+        }
+        u64::from_str_radix(digits, radix).ok().filter(|n| *n <= u64::from(u32::MAX))
+    };
+    let numbers = labels.iter().map(|l| parse(l)).collect::<Option<Vec<u64>>>().ok_or_else(refused)?;
+    let (last, leading) = numbers.split_last().ok_or_else(refused)?;
+    if leading.iter().any(|n| *n > 255) || *last >= 256u64.pow(5 - numbers.len() as u32) {
+        return Err(refused());
+    }
+    let address = leading.iter().enumerate().fold(*last, |sum, (i, n)| sum + (n << (8 * (3 - i))));
+    Ok(Some(std::net::Ipv4Addr::from(address as u32).to_string()))
 }
 
 /// `text` with its escapes in normal form (unreserved characters decoded, the rest in
@@ -267,6 +357,25 @@ mod tests {
         );
         assert_eq!(normal("https://User@Host:/x"), "https://User@host/x");
         assert_eq!(normal("https://[::1]:8080/x"), "https://[::1]:8080/x");
+        assert_eq!(normal("https://[0:0::0001]:443/x"), "https://[::1]/x");
+        assert_eq!(normal("http://H:080/x"), "http://h/x");
+        assert_eq!(normal("https://h:08443/x"), "https://h:8443/x");
+        for ip in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "0x7F000001", "127.0.1"] {
+            assert_eq!(normal(&format!("http://{ip}/x")), "http://127.0.0.1/x", "{ip}");
+        }
+        assert_eq!(normal("http://a.b1/x"), "http://a.b1/x", "a name ending in a digit is a name");
+        assert_eq!(normal("github://123/issues"), "github://123/issues", "another scheme's host is its own");
+        assert_eq!(normal("http://h:00/x"), "http://h:0/x");
+        for (uri, why) in [
+            ("http://1.2.3.4.5/x", "IPv4"),
+            ("http://0x1g.0.0.1/x", "IPv4"),
+            ("http://256.0.0.1/x", "IPv4"),
+            ("https://h:4x/", "port"),
+            ("https://[::g]/", "IPv6"),
+        ] {
+            let e = normalize(uri).expect_err(uri);
+            assert!(e.contains(why), "{uri}: {e}");
+        }
         assert_eq!(normal("test://template/123/data"), "test://template/123/data");
         assert_eq!(normal("urn:example:a/./b/../c"), "urn:example:a/c");
     }
@@ -287,6 +396,24 @@ mod tests {
         let u = normalize("https://h/a//admin/x").unwrap();
         assert_eq!(u.normal, "https://h/a//admin/x", "kept: the server decides");
         assert_eq!(u.readings().collect::<Vec<_>>(), ["https://h/a//admin/x", "https://h/a/admin/x"]);
+    }
+
+    #[test]
+    fn patterns_see_the_name_without_what_a_server_drops() {
+        let u = normalize("file:///etc/shadow?raw=1#top").unwrap();
+        assert_eq!(u.normal, "file:///etc/shadow?raw=1#top", "what the upstream receives is unchanged");
+        assert_eq!(u.readings().collect::<Vec<_>>(), ["file:///etc/shadow?raw=1#top", "file:///etc/shadow"]);
+        let u = normalize("https://h/a//admin?x=1#top").unwrap();
+        assert_eq!(
+            u.readings().collect::<Vec<_>>(),
+            [
+                "https://h/a//admin?x=1#top",
+                "https://h/a/admin?x=1#top",
+                "https://h/a//admin?x=1",
+                "https://h/a/admin?x=1"
+            ]
+        );
+        assert_eq!(normalize("https://h/a?x=1").unwrap().readings().count(), 1, "a query is part of a URL's name");
     }
 
     #[test]

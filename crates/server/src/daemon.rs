@@ -84,7 +84,7 @@ pub fn run(options: Options) -> Result<(), Error> {
     if let Some(notice) = mcpx_gateway::settings::ignored_project_config(&cwd) {
         tracing::warn!("{notice}");
     }
-    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone()))?;
+    let settings = Settings::load(mcpx_gateway::settings::find_config(options.config.clone())?)?;
     let workers = settings.config().workers.unwrap_or_else(mcpx_gateway::config::default_workers);
     // After a large reap each worker empties its allocator cache when it next goes idle.
     let runtime = tokio::runtime::Builder::new_multi_thread()

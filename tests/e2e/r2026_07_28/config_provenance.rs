@@ -227,3 +227,89 @@ fn a_reload_from_a_config_others_may_now_write_is_refused_and_the_last_good_one_
     assert!(!marker.exists(), "the refused config's command ran");
     assert!(!processes_with(&mine).is_empty(), "the last good config's server serves");
 }
+
+/// A symlink another uid owns, on the way to the user's own config: the file it points to
+/// today is the user's, but its owner may point it elsewhere at any moment, even between
+/// the check and the read. In a sticky folder the link is such a name beneath; elsewhere
+/// it may be a hop between two links, outside both the path given and the file reached.
+#[test]
+fn a_symlink_another_uid_owns_on_the_way_to_the_users_config_is_refused() {
+    let mine = tag();
+    let home = Home::new(&config(&[]));
+    let own = home.root().join("own/mcpx");
+    std::fs::create_dir_all(&own).expect("the user's folder");
+    let file = own.join("config.json");
+    std::fs::write(&file, config(&[("notes", fakemcp("global", &mine, &[]))]).to_string()).expect("a config");
+    chmod(&file, 0o644);
+
+    // Like /tmp, where the kernel may follow another uid's link (fs.protected_symlinks off).
+    let shared = home.root().join("shared");
+    std::fs::create_dir_all(&shared).expect("the shared folder");
+    chmod(&shared, 0o1777);
+    let link = shared.join("config.json");
+    std::os::unix::fs::symlink(&file, &link).expect("a link");
+    std::os::unix::fs::lchown(&link, Some(OTHER_UID), Some(OTHER_UID)).expect("lchown");
+
+    // A link of the user's that leads through a folder another uid may write to.
+    let open = home.root().join("open");
+    std::fs::create_dir_all(&open).expect("an open folder");
+    chmod(&open, 0o777);
+    let hop = open.join("hop.json");
+    std::os::unix::fs::symlink(&file, &hop).expect("the hop, the user's own link but in a folder anyone may write");
+    let through = own.join("through.json");
+    std::os::unix::fs::symlink(&hop, &through).expect("a link through the hop");
+
+    let cases = [
+        (link.clone(), link.clone(), format!("belongs to uid {OTHER_UID}")),
+        (through.clone(), open.clone(), "writable by its group and others".to_owned()),
+    ];
+    for (given, at_fault, why) in cases {
+        let path = given.to_str().expect("a UTF-8 path");
+        for args in [&["ls", "--config", path][..], &["config", "check", "--config", path]] {
+            let run = home.cli(args);
+            assert_ne!(run.code, Some(0), "{args:?} through a link another uid controls must be refused:\n{run}");
+            assert!(
+                run.stderr.contains(&why) && run.stderr.contains(&at_fault.display().to_string()),
+                "{args:?}: the refusal names {} and why ({why}):\n{run}",
+                at_fault.display()
+            );
+            assert!(home.daemons().is_empty(), "{args:?}: a daemon runs");
+        }
+    }
+    // The same file by its own name is the user's.
+    let ls = home.cli(&["ls", "--config", file.to_str().unwrap()]);
+    ls.assert_code(0);
+    assert!(ls.stdout.contains("whoami"), "{ls}");
+}
+
+/// `$MCPX_CONFIG` is set once and read from every directory a command runs in: a relative
+/// one would let the cwd (a cloned repository holding a file of that name) choose the
+/// config after all.
+#[test]
+fn a_relative_mcpx_config_is_refused_and_the_cwd_never_chooses() {
+    let theirs = tag();
+    let home = Home::new(&config(&[]));
+    // The cwd of every command here is the home's root: a repository's file there.
+    let marker = home.root().join("repository-command-ran");
+    let planted = home.root().join("repo-mcpx.json");
+    std::fs::write(&planted, config(&[("notes", leaves_marker(&marker, &theirs))]).to_string())
+        .expect("the repository's mcpx.json");
+    chmod(&planted, 0o644);
+    for args in [&["ls"][..], &["config", "check"]] {
+        let run = home.cli_with_env(&[("MCPX_CONFIG", "repo-mcpx.json")], args);
+        assert_ne!(run.code, Some(0), "{args:?} with a relative MCPX_CONFIG must be refused:\n{run}");
+        assert!(
+            run.stderr.contains("MCPX_CONFIG") && run.stderr.contains("absolute"),
+            "{args:?}: the refusal names MCPX_CONFIG and why:\n{run}"
+        );
+        assert!(home.daemons().is_empty(), "{args:?}: a daemon runs");
+        assert!(!marker.exists(), "{args:?}: the repository's command ran as the user");
+        assert!(processes_with(&theirs).is_empty(), "{args:?}: the repository's server runs");
+    }
+    // The same for the user's config dir: a relative `$XDG_CONFIG_HOME` is no place.
+    std::fs::create_dir_all(home.root().join("repo-xdg/mcpx")).expect("a repository's folder");
+    std::fs::copy(&planted, home.root().join("repo-xdg/mcpx/config.json")).expect("the repository's config");
+    let run = home.cli_with_env(&[("XDG_CONFIG_HOME", "repo-xdg")], &["ls"]);
+    assert!(!marker.exists(), "a relative XDG_CONFIG_HOME chose the repository's config:\n{run}");
+    assert!(processes_with(&theirs).is_empty(), "a relative XDG_CONFIG_HOME: the repository's server runs");
+}

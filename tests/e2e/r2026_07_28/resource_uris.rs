@@ -170,3 +170,86 @@ fn a_listed_resource_is_found_by_any_spelling_of_its_uri_and_read_by_its_own() {
     assert!(ambiguous.error()["message"].as_str().unwrap_or_default().contains("is refused"), "{ambiguous}");
     assert_eq!(received(&record), ["fake://meta"]);
 }
+
+/// A file server reads a `file:` URI's path and drops what follows it (`?query`,
+/// `#fragment`), and no server ever receives a fragment as part of the name it fetches: a
+/// pattern that names the file itself must hold against a URI with either added.
+#[test]
+fn a_query_or_fragment_does_not_hide_a_denied_resource() {
+    let dir = TempDir::new();
+    let record = dir.path().join("requests.jsonl");
+    let mut up = fakemcp("global", &tag(), &["--record-requests", record.to_str().unwrap()]);
+    up["resources"] = json!({"deny": ["file:///etc/shadow", "file:///**.pem", "https://h/admin"]});
+    let daemon = Daemon::start(&config(&[("up", up)]));
+    let url = daemon.url();
+    let denied = [
+        "file:///etc/shadow?",
+        "file:///etc/shadow?raw=1",
+        "file:///etc/shadow#",
+        "file:///etc/shadow#top",
+        "FILE://localhost/etc/./shadow?x#y",
+        "file:///home/u/key.pem?v=2",
+        "file:///home/u/key.pem#x",
+        "https://h/admin#x",
+    ];
+    let session = LegacySession::open(url);
+    for uri in denied {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_eq!(read.error_code(), -32602, "{uri}: {read}");
+        let legacy = session.request("resources/read", json!({ "uri": public(uri) }));
+        assert!(legacy.frame().get("error").is_some(), "{uri}: {legacy}");
+    }
+    // A URI the patterns leave alone still reaches the upstream, its query and all.
+    Modern::new("resources/read", json!({ "uri": public("file:///tmp/notes?v=2") })).send(url);
+    Modern::new("resources/read", json!({ "uri": public("https://h/public?page=2#top") })).send(url);
+    wait_received(&record, "file:///tmp/notes?v=2");
+    wait_received(&record, "https://h/public?page=2#top");
+    assert_eq!(
+        received(&record),
+        ["file:///tmp/notes?v=2", "https://h/public?page=2#top"],
+        "no spelling of a denied resource reached the upstream"
+    );
+}
+
+/// Spellings of one web resource that a fetching server reads as one: the default port,
+/// a port with leading zeros, userinfo (which names no other resource), and the many ways
+/// a URL parser writes one IP address (`127.1`, `2130706433`, `0x7f.0.0.1`, octal,
+/// IPv6 zeros). A pattern naming the resource must hold against each.
+#[test]
+fn no_other_spelling_of_a_denied_host_or_port_reaches_the_upstream() {
+    let dir = TempDir::new();
+    let record = dir.path().join("requests.jsonl");
+    let mut up = fakemcp("global", &tag(), &["--record-requests", record.to_str().unwrap()]);
+    up["resources"] = json!({"deny": ["https://h/admin*", "http://127.0.0.1/*", "https://[::1]/*"]});
+    let daemon = Daemon::start(&config(&[("up", up)]));
+    let url = daemon.url();
+    let denied = [
+        "https://h:443/admin",
+        "https://h:0443/admin",
+        "https://user@h/admin",
+        "https://user:pw@h.:443/admin",
+        "http://127.0.0.1:80/x",
+        "http://127.0.0.1:080/x",
+        "http://127.1/x",
+        "http://2130706433/x",
+        "http://0x7f.0.0.1/x",
+        "http://0177.0.0.1/x",
+        "http://0x7F000001/x",
+        "https://[0:0:0:0:0:0:0:1]/x",
+        "https://[::0001]/x",
+    ];
+    for uri in denied {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_eq!(read.error_code(), -32602, "{uri}: {read}");
+    }
+    // Not one URI a parser could take two ways: refused, naming why.
+    for (uri, why) in [("http://1.2.3.4.5/x", "IPv4"), ("http://0x1g.0.0.1/x", "IPv4"), ("https://h:44x/admin", "port")]
+    {
+        let read = Modern::new("resources/read", json!({ "uri": public(uri) })).send(url);
+        assert_ambiguous_refusal(read.error(), uri, why);
+    }
+    // Another port is another origin; an allowed URI reaches the upstream in normal form.
+    Modern::new("resources/read", json!({ "uri": public("https://H:08443/admin") })).send(url);
+    wait_received(&record, "https://h:8443/admin");
+    assert_eq!(received(&record), ["https://h:8443/admin"], "no spelling of a denied resource reached the upstream");
+}
