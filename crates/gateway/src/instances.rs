@@ -157,16 +157,17 @@ fn upstream_spec(config: &Config, name: &str, server: &ServerConfig, who: &Ident
     match &server.launch {
         Launch::Stdio { command, args, env, cwd } => {
             // A server scoped to where the caller works starts there, unless the config says where.
-            let cwd = cwd.clone().or_else(|| match server.scope {
-                Scope::Cwd | Scope::Repo | Scope::Worktree => who.cwd.clone(),
-                _ => None,
-            });
+            let named_by_caller = cwd.is_none() && matches!(server.scope, Scope::Cwd | Scope::Repo | Scope::Worktree);
+            let cwd = if named_by_caller { who.cwd.clone() } else { cwd.clone() };
             let env = env.iter().map(|(k, v)| Ok((k.clone(), expand(v)?))).collect::<Result<_, Error>>()?;
             Ok(Spec::Stdio(StdioSpec {
                 server: name.to_owned(),
                 command: command.clone(),
                 args: args.clone(),
                 env,
+                // The owner's own directory is entered as named; another principal's
+                // was checked in resolved form and must still be that one.
+                cwd_without_symlinks: named_by_caller && cwd.is_some() && who.principal != Principal::Local,
                 cwd,
                 timeouts,
                 max_line_bytes: config.limits.max_line_bytes,

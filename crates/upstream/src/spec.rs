@@ -50,6 +50,11 @@ pub struct StdioSpec {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
+    /// Enter `cwd` only if no symlink lies on its path. Set for a directory a caller other
+    /// than the daemon's owner named: it was checked against its grants in resolved form,
+    /// and someone who may write inside the grant could otherwise swap a name on that path
+    /// for a link out of it between the check and the start.
+    pub cwd_without_symlinks: bool,
     pub timeouts: Timeouts,
     /// Longest line accepted from the upstream's stdout.
     pub max_line_bytes: usize,
