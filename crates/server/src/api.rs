@@ -160,17 +160,20 @@ pub(crate) fn status_of(front: &Front, caller: &Identity) -> v1::Status {
         })
         .collect();
     let started = front.life.started.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    // Where the daemon keeps its socket and config, and what every caller's journal lost,
+    // are the daemon's own: the owner's and `http.admins'`, not any token holder's.
+    let daemons = policy::acts_for_daemon(&config, &caller.principal);
     v1::Status {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         url: front.life.url.clone(),
-        socket: front.life.socket.as_ref().map(|p| p.display().to_string()),
-        config: front.gateway.settings().path().map(|p| p.display().to_string()),
+        socket: front.life.socket.as_ref().filter(|_| daemons).map(|p| p.display().to_string()),
+        config: front.gateway.settings().path().filter(|_| daemons).map(|p| p.display().to_string()),
         started_at: started,
         uptime_ms: front.life.started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0),
         servers,
         instances,
-        journal_dropped: front.gateway.journal().map(|j| j.dropped()),
+        journal_dropped: front.gateway.journal().filter(|_| daemons).map(|j| j.dropped()),
         workers: tokio::runtime::Handle::current().metrics().num_workers(),
         cluster: front.gateway.cluster().map(|c| cluster_status(c.status(), &caller.principal, sees)),
     }

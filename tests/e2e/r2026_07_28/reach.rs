@@ -283,4 +283,12 @@ fn a_client_limited_to_one_server_never_sees_another_named_in_any_reading_route(
         }
     }
     assert!(request(&daemon, "GET", "/v1/log", &bearer(GUEST)).body.contains("alpha"), "its own records are read");
+    // Where the daemon keeps its socket and config is the daemon's: the admin reads it,
+    // a plain holder does not.
+    let status = |token: &str| request(&daemon, "GET", "/v1/status", &bearer(token)).json();
+    let (admins, guests) = (status(BOSS), status(GUEST));
+    assert!(admins["socket"].is_string() && admins["config"].is_string(), "{admins}");
+    for field in ["socket", "config", "journalDropped"] {
+        assert!(guests[field].is_null(), "/v1/status shows a plain holder {field}: {guests}");
+    }
 }
