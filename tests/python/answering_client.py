@@ -17,7 +17,8 @@ SDK dispatches a result's `inputRequests` to the same callbacks before it retrie
 
     .deps/venv/bin/python tests/python/answering_client.py --url http://127.0.0.1:PORT/mcp \
         --mode legacy|2026-07-28 --tool NAME --args '{"k": "v"}' \
-        --elicit-content '{"name": "Ada"}' --sample-text 'forty-two' --root file:///tmp/x
+        --elicit-content '{"name": "Ada"}' --sample-text 'forty-two' --root file:///tmp/x \
+        [--bearer TOKEN]
 
 Exit status 0 on success; on any failure the error goes to stderr and the status is 1.
 """
@@ -34,6 +35,8 @@ from typing import Any
 
 import anyio
 from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
@@ -48,6 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sample-text", default="sampled text", help="the assistant's text for sampling")
     p.add_argument("--sample-model", default="answering-client-model", help="the model name reported")
     p.add_argument("--root", default=None, help="the one file:// root to list (none: no roots capability)")
+    p.add_argument("--bearer", default=None, help="send Authorization: Bearer <this> on every request")
     p.add_argument("--timeout", type=float, default=30.0, help="hard limit for the whole run, seconds")
     return p.parse_args(argv)
 
@@ -78,8 +82,12 @@ async def run(args: argparse.Namespace, tool_args: dict[str, Any], content: dict
         asked.append({"method": "roots/list", "params": {}})
         return types.ListRootsResult(roots=[types.Root(uri=args.root, name="answering-client root")])
 
+    target: Any = args.url
+    if args.bearer:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {args.bearer}"})
+        target = streamable_http_client(args.url, http_client=http)
     async with Client(
-        args.url,
+        target,
         mode=args.mode,
         cache=None,
         read_timeout_seconds=args.timeout,

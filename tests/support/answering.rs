@@ -9,19 +9,26 @@ use crate::paths;
 use crate::python::venv_bin;
 
 /// What the client answers: the elicitation's action and content, the sampled text and
-/// (optionally) its one root.
+/// (optionally) its one root; and the bearer token it sends, if any.
 #[derive(Clone, Debug)]
 pub struct Answers {
     pub elicit_action: &'static str,
     pub elicit_content: Value,
     pub sample_text: String,
     pub root: Option<String>,
+    pub bearer: Option<String>,
 }
 
 impl Answers {
     /// Accepts an elicitation with `content`; samples `sample_text`.
     pub fn accept(content: Value, sample_text: &str) -> Answers {
-        Answers { elicit_action: "accept", elicit_content: content, sample_text: sample_text.to_owned(), root: None }
+        Answers {
+            elicit_action: "accept",
+            elicit_content: content,
+            sample_text: sample_text.to_owned(),
+            root: None,
+            bearer: None,
+        }
     }
 
     /// Declines every elicitation.
@@ -31,6 +38,7 @@ impl Answers {
             elicit_content: Value::Object(Default::default()),
             sample_text: "unused".to_owned(),
             root: None,
+            bearer: None,
         }
     }
 }
@@ -55,6 +63,9 @@ pub fn answering_client(url: &str, mode: &str, tool: &str, arguments: &Value, an
         .env("MCP_CLIENT_DEBUG", "1");
     if let Some(root) = &answers.root {
         command.arg("--root").arg(root);
+    }
+    if let Some(bearer) = &answers.bearer {
+        command.arg("--bearer").arg(bearer);
     }
     let output = command.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     crate::process::json_line(&output, &format!("the answering Python SDK client ({mode}, {tool})"))

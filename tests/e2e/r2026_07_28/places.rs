@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use mcpx_e2e::answering::{Answers, answering_client, asked_methods};
 use mcpx_e2e::git::{common_dir, init_repo};
 use mcpx_e2e::process::TempDir;
 use mcpx_e2e::{Daemon, Modern, Reply, Whoami, config, fakemcp, processes_with, tag};
@@ -113,6 +114,43 @@ fn a_token_holder_naming_the_owners_project_never_reaches_the_owners_instances()
             && keys.contains(&format!("repo@\"ci\":{}", common_dir(&project).display())),
         "one repo instance per principal: {keys:?}"
     );
+}
+
+/// The handshake era's channel for a place: a real SDK client in a 2025-11-25 session,
+/// with a token, answering mcpx's `roots/list` with the owner's project. Granted it, the
+/// holder gets an instance of its own there; granted nothing, it is not even asked, and
+/// its call is served by an instance of its own elsewhere.
+#[test]
+fn over_a_legacy_session_a_token_holder_naming_the_owners_project_never_reaches_the_owners_instance() {
+    let tag = tag();
+    let dirs = TempDir::new();
+    let project = init_repo(&dirs.path().join("project"), &["src"]);
+    let daemon = Daemon::start(&places_config(&tag, &project));
+    let owners = owners_whoami(&daemon, &project, "lsp");
+    let whoami = json!({"server": "lsp", "tool": "whoami"});
+    let naming = |token: &str| {
+        let answers = Answers {
+            root: Some(format!("file://{}", project.display())),
+            bearer: Some(token.to_owned()),
+            ..Answers::decline()
+        };
+        let out = answering_client(daemon.url(), "legacy", "mcpx_call", &whoami, &answers);
+        assert_eq!(out["era"], "legacy", "{out}");
+        (Whoami::from_structured(&out["result"]["structuredContent"]), asked_methods(&out).join(","))
+    };
+
+    let (ci, asked) = naming(CI);
+    assert_eq!(asked, "roots/list", "ci, granted the project, is asked where it works");
+    assert_ne!((ci.pid, &ci.instance), (owners.pid, &owners.instance), "ci reached the owner's instance");
+    assert_eq!(canonical(ci.cwd.as_deref().unwrap()), project, "ci's own instance works in the project");
+
+    let (guest, asked) = naming(GUEST);
+    assert_eq!(asked, "", "guest, granted nothing, is not asked for its roots");
+    assert_ne!((guest.pid, &guest.instance), (owners.pid, &owners.instance), "guest reached the owner's instance");
+    assert!(!canonical(guest.cwd.as_deref().unwrap()).starts_with(&project), "guest's instance works in the project");
+
+    let again = owners_whoami(&daemon, &project, "lsp");
+    assert_eq!((again.instance, again.calls), (owners.instance, 2), "someone else used the owner's instance");
 }
 
 #[test]
