@@ -102,12 +102,7 @@ async fn daemon_wide(State(front): State<Arc<Front>>, request: Request, next: Ne
     if allowed {
         return next.run(request).await;
     }
-    let why = format!(
-        "{} {} acts on the daemon as a whole: it needs the daemon's owner or a caller in http.admins",
-        request.method(),
-        request.uri().path()
-    );
-    (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&RpcError::invalid_request(why)))).into_response()
+    refused(&request, " acts on the daemon as a whole: it needs the daemon's owner or a caller in http.admins")
 }
 
 /// The guard of a [`Reach::Node`] route: only a request another node signed passes.
@@ -115,11 +110,12 @@ async fn node_only(request: Request, next: Next) -> Response {
     if request.extensions().get::<Forwarded>().is_some() {
         return next.run(request).await;
     }
-    let why = format!(
-        "{} {}: only another node of this daemon's cluster may send this request",
-        request.method(),
-        request.uri().path()
-    );
+    refused(&request, ": only another node of this daemon's cluster may send this request")
+}
+
+/// The 403 a guard answers: the request's method and path, then `why`.
+fn refused(request: &Request, why: &str) -> Response {
+    let why = format!("{} {}{why}", request.method(), request.uri().path());
     (StatusCode::FORBIDDEN, Json(v1::ErrorBody::from(&RpcError::invalid_request(why)))).into_response()
 }
 
