@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::asking::LOGIN_KEY;
 use crate::cluster::{Kept, Listening, Node, NodeRequest, RELAYED};
+use crate::config::Config;
 use crate::error::{Elsewhere, Error};
 use crate::identity::{Identity, Principal, Session, Source};
 use crate::journal::json_len;
@@ -189,13 +190,7 @@ impl Gateway {
                 crate::resources::relayed_original(&self.settings.config(), &principal, &request.server, uri)?;
             request.params["uri"] = original.into();
         }
-        let mut ctx = relayed_context(principal, &request)?;
-        if let Some(cwd) = ctx.identity.cwd.take() {
-            // The relaying node checked the place; this node's grants hold here too.
-            let granted = places::granted(&self.settings.config(), &ctx.identity.principal, &cwd);
-            ctx.identity.cwd =
-                Some(granted.map_err(|why| Error::params(format!("a relayed place is refused: {why}")))?);
-        }
+        let mut ctx = relayed_context(&self.settings.config(), principal, &request)?;
         ctx.listener = listener;
         let (server, method) = (request.server, request.method);
         self.send(&ctx, &server, &method, request.params, request.meta, Some(request.owner), None, None)
@@ -249,7 +244,14 @@ pub(crate) fn node_request(
 /// it, for `principal` (whom that node vouched for), if the instance it names is one
 /// `principal` may use (a key names its principal, a directory's included, so no relay
 /// reaches another principal's instance).
-pub(crate) fn relayed_context(principal: Principal, request: &NodeRequest) -> Result<CallContext, Error> {
+/// The context of a request another node relayed for `principal`. A place it names is
+/// checked against this node's grants too, as where the caller landed: a relaying node is
+/// never taken at its word about where a caller may work.
+pub(crate) fn relayed_context(
+    config: &Config,
+    principal: Principal,
+    request: &NodeRequest,
+) -> Result<CallContext, Error> {
     let named = request.owner.named_place().is_some();
     if !request.owner.is_visible_to(&principal) {
         return Err(Error::params(format!(
@@ -257,9 +259,16 @@ pub(crate) fn relayed_context(principal: Principal, request: &NodeRequest) -> Re
             request.server
         )));
     }
+    let cwd = match request.cwd.as_deref().filter(|_| named) {
+        Some(dir) => Some(
+            places::place_for(config, &principal, &request.server, dir)
+                .map_err(|why| Error::params(format!("a relayed place is refused: {why}")))?,
+        ),
+        None => None,
+    };
     let identity = Identity {
         session: request.session.clone(),
-        cwd: request.cwd.clone().filter(|_| named),
+        cwd,
         pid: None,
         principal,
         source: Source::Transport,
@@ -394,6 +403,13 @@ mod tests {
         assert!(refused.to_string().contains("granted no"), "{refused}");
         let refused =
             gateway.relayed(alice.clone(), relay(&elsewhere, place(&elsewhere, &alice)), None).await.unwrap_err();
+        assert!(refused.to_string().contains("outside the directories granted"), "{refused}");
+        // A relayed subscription is held to the same grants: it starts nothing there either.
+        let mut subscribe = relay(&elsewhere, place(&elsewhere, &alice));
+        subscribe.method = "resources/subscribe".into();
+        subscribe.params = json!({"uri": "file:///notes"});
+        let refused =
+            gateway.relayed_subscription(alice.clone(), subscribe, std::sync::Arc::new(|_| {})).await.err().unwrap();
         assert!(refused.to_string().contains("outside the directories granted"), "{refused}");
         assert!(gateway.instances().is_empty(), "an instance started");
         assert!(!marker.exists(), "a refused place was started in");

@@ -29,7 +29,7 @@ pub fn granted(config: &Config, principal: &Principal, path: &Path) -> Result<Pa
         return Ok(path.to_owned());
     }
     let key = client_key(principal);
-    let grants = config.clients.get(&key).map(|c| c.roots.as_slice()).unwrap_or_default();
+    let grants = grants(config, principal);
     if grants.is_empty() {
         return Err(format!("{key} is granted no directories (clients.\"{key}\".roots)"));
     }
@@ -47,18 +47,28 @@ pub fn granted(config: &Config, principal: &Principal, path: &Path) -> Result<Pa
     Ok(real)
 }
 
+/// The directories `config` grants `principal` (`clients.<client>.roots`).
+fn grants<'c>(config: &'c Config, principal: &Principal) -> &'c [String] {
+    config.clients.get(&client_key(principal)).map(|c| c.roots.as_slice()).unwrap_or_default()
+}
+
+/// Where a caller of `principal` works on `server` when it names `dir`: [`granted`], and
+/// for a `repo` or `worktree` server its repository granted too. Otherwise why not. The
+/// one rule for a named place, wherever it arrives (a roots answer, a relayed request).
+pub(crate) fn place_for(config: &Config, principal: &Principal, server: &str, dir: &Path) -> Result<PathBuf, String> {
+    let scope = config.server(server).map(|s| s.scope).unwrap_or_default();
+    granted(config, principal, dir).and_then(|place| match scope {
+        Scope::Repo | Scope::Worktree => repository_granted(config, principal, place),
+        _ => Ok(place),
+    })
+}
+
 impl crate::Gateway {
     /// The directory a caller of `principal` works in when it names `dir` (its roots),
     /// or `None` when it may not name it: then its request goes on as one that named no
     /// place, and the refusal is logged with the reason.
     pub(crate) fn place_named(&self, principal: &Principal, server: &str, dir: PathBuf) -> Option<PathBuf> {
-        let config = self.settings.config();
-        let scope = config.server(server).map(|s| s.scope).unwrap_or_default();
-        let place = granted(&config, principal, &dir).and_then(|place| match scope {
-            Scope::Repo | Scope::Worktree => repository_granted(&config, principal, place),
-            _ => Ok(place),
-        });
-        match place {
+        match place_for(&self.settings.config(), principal, server, &dir) {
             Ok(place) => Some(place),
             Err(why) => {
                 tracing::warn!(
@@ -73,8 +83,7 @@ impl crate::Gateway {
     /// Whether a caller of `principal` may name any directory at all: the owner, or a
     /// client with `roots` granted. Nobody else is asked for its roots.
     pub(crate) fn may_name_places(&self, principal: &Principal) -> bool {
-        *principal == Principal::Local
-            || self.settings.config().clients.get(&client_key(principal)).is_some_and(|c| !c.roots.is_empty())
+        *principal == Principal::Local || !grants(&self.settings.config(), principal).is_empty()
     }
 }
 
@@ -87,7 +96,7 @@ fn repository_granted(config: &Config, principal: &Principal, place: PathBuf) ->
     }
     let Some(git) = GitDirs::find(&place) else { return Ok(place) };
     let key = client_key(principal);
-    let grants = config.clients.get(&key).map(|c| c.roots.as_slice()).unwrap_or_default();
+    let grants = grants(config, principal);
     for (what, dir) in [("top level", &git.top_level), ("git directory", &git.common_dir)] {
         if !grants.iter().any(|grant| path_matches(grant, dir)) {
             return Err(format!(

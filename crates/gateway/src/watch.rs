@@ -606,7 +606,7 @@ impl Gateway {
             return Err(Error::params("resources/subscribe: \"uri\" must be a string"));
         };
         let original = crate::resources::relayed_original(&self.settings.config(), &principal, &request.server, uri)?;
-        let ctx = crate::placement::relayed_context(principal, &request)?;
+        let ctx = crate::placement::relayed_context(&self.settings.config(), principal, &request)?;
         let lease = self.lease_at(&ctx, &request.server, Some(request.owner)).await?;
         let upstream = lease.upstream().clone();
         let mut changes = upstream.changes().await;
