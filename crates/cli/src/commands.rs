@@ -319,8 +319,7 @@ pub async fn ask_decline(common: Common, id: &str) -> anyhow::Result<Outcome> {
 pub async fn check_servers(path: PathBuf) -> anyhow::Result<Outcome> {
     use mcpx_gateway::{CallContext, Gateway, Identity, Settings, Transport};
     let settings = Settings::load(Some(path))?;
-    let daemons = crate::serve::daemon_addresses(&settings);
-    let _daemons = daemons.into_iter().map(mcpx_http::egress::listening).collect::<Vec<_>>();
+    let _daemons = crate::serve::daemon_addresses(&settings);
     let gateway = Gateway::new(settings);
     let ctx = CallContext::new(
         Identity::resolve(None, &[], &Transport::default()),

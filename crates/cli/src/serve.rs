@@ -52,7 +52,7 @@ async fn in_process(args: Args) -> anyhow::Result<()> {
     let settings = Settings::load(mcpx_gateway::settings::find_config(args.config)?)?;
     // No daemon here, but the user's may run beside it: no request this process sends
     // (an upstream's redirect) may reach that one's API either.
-    let _daemons = daemon_addresses(&settings).into_iter().map(mcpx_http::egress::listening).collect::<Vec<_>>();
+    let _daemons = daemon_addresses(&settings);
     let gateway = Gateway::new(settings);
     let transport = mcpx_server::stdio::transport(args.session.as_deref(), std::process::id(), Some(cwd));
     let (stdin, stdout) = (crate::stdio::stdin(), crate::stdio::stdout());
@@ -77,16 +77,21 @@ async fn through_daemon(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where the user's daemon listens or would: the port its record names, and the
-/// configured one, each on every address of this machine. A gateway run in a CLI process
-/// keeps its requests from them. Not on the configured host alone: the daemon may run
+/// Where the user's daemon listens or would, held as mcpx's own for as long as the
+/// returned guards live: the port its record names, and the configured one, each on
+/// every address of this machine. A gateway run in a CLI process keeps its requests from
+/// them. Not on the configured host alone: the daemon may run
 /// from another config than this process reads (`config check --connect other.json`,
 /// `serve --no-daemon --config`), on another address (`::1` where this one says
 /// `127.0.0.1`), and its record names only one of the addresses that reach it.
-pub(crate) fn daemon_addresses(settings: &Settings) -> Vec<std::net::SocketAddr> {
+pub(crate) fn daemon_addresses(settings: &Settings) -> Vec<mcpx_http::egress::Listening> {
     let http = &settings.config().http;
     let recorded = mcpx_server::state::state_dir().ok().and_then(|dir| mcpx_server::state::read_record(&dir));
     let ports = [Some(http.port), recorded.and_then(|r| r["port"].as_u64()).and_then(|p| u16::try_from(p).ok())];
     let everywhere = std::net::IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED);
-    ports.into_iter().flatten().map(|port| std::net::SocketAddr::new(everywhere, port)).collect()
+    ports
+        .into_iter()
+        .flatten()
+        .map(|port| mcpx_http::egress::listening(std::net::SocketAddr::new(everywhere, port)))
+        .collect()
 }

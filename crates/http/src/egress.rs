@@ -47,7 +47,8 @@ pub enum Reach {
 
 impl Reach {
     pub fn of(ip: IpAddr) -> Reach {
-        match canonical(ip) {
+        // An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) is that IPv4 address.
+        match ip.to_canonical() {
             IpAddr::V4(v4) => reach_v4(v4),
             IpAddr::V6(v6) => reach_v6(v6),
         }
@@ -83,9 +84,9 @@ fn reach_v6(ip: Ipv6Addr) -> Reach {
     let segments = ip.segments();
     if ip.is_loopback() || ip.is_unspecified() {
         Reach::Loopback
-    } else if segments[0] & 0xffc0 == 0xfe80 {
+    } else if ip.is_unicast_link_local() {
         Reach::LinkLocal
-    } else if segments[0] & 0xfe00 == 0xfc00 {
+    } else if ip.is_unique_local() {
         Reach::Private
     } else if ip.is_multicast() || segments[..6] == [0; 6] {
         // The deprecated IPv4-compatible form is no server's address.
@@ -98,14 +99,6 @@ fn reach_v6(ip: Ipv6Addr) -> Reach {
         reach_v4(Ipv4Addr::from(((segments[1] as u32) << 16) | segments[2] as u32))
     } else {
         Reach::Public
-    }
-}
-
-/// An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) is that IPv4 address.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }
 
@@ -137,7 +130,7 @@ impl Allowed {
     fn admits(&self, host: &str, ip: IpAddr) -> bool {
         match self {
             Allowed::Host(name) => name.eq_ignore_ascii_case(host.trim_end_matches('.')),
-            Allowed::Net(net) => net.contains(&canonical(ip)) || net.contains(&ip),
+            Allowed::Net(net) => net.contains(&ip.to_canonical()) || net.contains(&ip),
         }
     }
 }
@@ -240,9 +233,9 @@ impl Egress {
 /// The listening address of mcpx that `addr` reaches, if it reaches one: the same address
 /// and port, or any address of this machine on the port of a wildcard listener.
 pub fn own_address(addr: SocketAddr, own: &[SocketAddr]) -> Option<SocketAddr> {
-    let ip = canonical(addr.ip());
+    let ip = addr.ip().to_canonical();
     own.iter().copied().find(|listen| {
-        let at = canonical(listen.ip());
+        let at = listen.ip().to_canonical();
         listen.port() == addr.port()
             && (at == ip
                 // Connecting to the unspecified address reaches this machine's loopback.
@@ -342,7 +335,7 @@ impl tower_service::Service<Uri> for Guarded {
 /// (`0.0.0.0`, `::`) reached mcpx itself, by one of the machine's own addresses.
 fn check_peer(stream: &TcpStream, own: &[SocketAddr]) -> Result<(), String> {
     let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else { return Ok(()) };
-    let local_machine = canonical(peer.ip()) == canonical(local.ip());
+    let local_machine = peer.ip().to_canonical() == local.ip().to_canonical();
     let wildcard = own.iter().any(|l| l.port() == peer.port() && l.ip().is_unspecified());
     if let Some(listen) = own_address(peer, own).or(Some(peer).filter(|_| local_machine && wildcard)) {
         return Err(format!("refused to connect: {peer} is where mcpx itself listens ({listen})"));
