@@ -61,9 +61,7 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let digest = Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let tail = format!("…[{} bytes, sha256:{hex}]", text.len());
+    let tail = format!("…[{} bytes, sha256:{}]", text.len(), short_digest(text));
     let mut end = max.saturating_sub(tail.len());
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -80,10 +78,13 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
 /// A script (`mcpx_exec`'s) as the journal keeps it short of `whole`: its length and digest,
 /// since whatever it spells out (a token, a password) is not a JSON value to mask.
 pub fn script(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    // 16 digits: enough to tell scripts apart, too few to be taken for a token when masked.
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("[script: {} bytes, sha256:{hex}]", text.len())
+    format!("[script: {} bytes, sha256:{}]", text.len(), short_digest(text))
+}
+
+/// The first 16 hex digits of `text`'s SHA-256: enough to tell texts apart, too few to be
+/// taken for a token when masked.
+fn short_digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// The secret shapes text may hold whatever names it, each with how it is masked.
